@@ -1,0 +1,100 @@
+"""The critic: deterministic static checks first, then (with an LLM) a review of the idea.
+
+A candidate failing the static checks never reaches the LLM: rules that signal an
+attempt to escape the sandbox or game the evaluation reject it, the rest ask for a
+revision. Without an LLM (offline) the static checks are the whole review.
+"""
+
+from __future__ import annotations
+
+import re
+
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from agents.checks import check_candidate
+from agents.llm import ChatModel
+from agents.templates import render
+from agents.types import VERDICTS, Review, TaskSpec, Verdict
+from training.contract import CONTRACT_TEXT, Violation
+
+REJECT_RULES = frozenset({"dunder", "private-attribute", "denied-attribute", "reward-hacking"})
+HOSTILE_NAMES = (
+    "eval",
+    "exec",
+    "compile",
+    "open",
+    "__import__",
+    "globals",
+    "locals",
+    "vars",
+    "breakpoint",
+)
+VERDICT_LINE = re.compile(r"^\W*verdict\W*[:=-]?\s*\W*(accept|revise|reject)\b", re.IGNORECASE)
+
+
+class Critic:
+    """Reviews a candidate before any compute is spent on it; `model=None` = static checks only."""
+
+    def __init__(self, model: ChatModel | None = None):
+        self.model = model
+
+    def review(self, task: TaskSpec, code: str) -> Review:
+        violations = check_candidate(code)
+        if violations:
+            return static_review(violations)
+        if self.model is None:
+            return Review(
+                verdict="accept",
+                points=["static checks passed"],
+                text="VERDICT: accept\n- static checks passed",
+            )
+        messages = [
+            SystemMessage(render("critic_system", contract=CONTRACT_TEXT)),
+            HumanMessage(
+                render(
+                    "critic_user",
+                    task=task.task,
+                    env_description=task.env_description,
+                    code=code.strip(),
+                )
+            ),
+        ]
+        return parse_review(self.model.complete("critic", messages, n=1, temperature=0.0)[0])
+
+
+def static_review(violations: list[Violation]) -> Review:
+    """Reject escape or gaming attempts, ask to revise everything else."""
+    verdict: Verdict = "reject" if any(_hostile(v) for v in violations) else "revise"
+    points = [str(v) for v in violations]
+    text = f"VERDICT: {verdict}\n" + "\n".join(f"- {p}" for p in points)
+    return Review(verdict=verdict, points=points, text=text)
+
+
+def _hostile(violation: Violation) -> bool:
+    """Escaping the sandbox or gaming the evaluation, as opposed to an honest mistake."""
+    if violation.rule in REJECT_RULES:
+        return True
+    return violation.rule == "forbidden-name" and any(
+        f"'{name}'" in violation.message for name in HOSTILE_NAMES
+    )
+
+
+def parse_review(reply: str) -> Review:
+    """`VERDICT: ...` on the first non-empty line (tolerating markdown), then one point per line.
+
+    A reply without a verdict line is treated as `revise`: the graph bounds revise rounds,
+    and accepting unread code would defeat the critic.
+    """
+    lines = [line.strip() for line in reply.replace("\r\n", "\n").split("\n") if line.strip()]
+    verdict: Verdict = "revise"
+    body = lines
+    for index, line in enumerate(lines[:3]):
+        match = VERDICT_LINE.match(line)
+        if match and match[1].lower() in VERDICTS:
+            verdict = match[1].lower()  # type: ignore[assignment]
+            body = lines[index + 1 :]
+            break
+    else:
+        body = ["the critic's reply had no VERDICT line", *lines]
+    points = [re.sub(r"^(?:[-*•]|\d+[.)])\s*", "", line) for line in body]
+    return Review(verdict=verdict, points=[p for p in points if p], text=reply.strip())

@@ -1,0 +1,242 @@
+"""Genome -> readable candidate module (torch), with the genome embedded for later generations.
+
+Each reward term and each feature is one marked block (`# term: kind`, `# feature: name`)
+so a traceback line number points back at the gene that failed (see `gene_at_line`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from agents.offline.genome import FEATURE_SLOTS, GENOME_TAG, TEAM_TERMS, Genome, Term
+
+OCCUPY_DIST = 0.1  # a landmark counts as occupied with an agent this close (simple_spread)
+COLLIDE_DIST = 0.3  # two agents of radius 0.15 touch
+SEEN_OCCUPIED_DIST = 0.15  # the OEF's looser "someone is on it" threshold, from offsets alone
+FAR = 10.0  # stands in for the distance of an unobserved (zero-padded) slot
+
+RAW_TERM = {
+    "env": "ctx.env_reward",
+    "team_coverage": "-dist.min(dim=1).values.sum(dim=-1)",
+    "team_occupancy": f"(dist.min(dim=1).values < {OCCUPY_DIST}).float().mean(dim=-1)",
+    "nearest": "-dist.min(dim=-1).values",
+    "assigned": "-target_dist",
+    "on_target": f"(target_dist < {OCCUPY_DIST}).float()",
+    "collision": f"-(gaps < {COLLIDE_DIST}).float().sum(dim=-1)",
+    "approach": "(agent_vel * heading).sum(dim=-1)",
+    "settle": "-torch.linalg.norm(agent_vel, dim=-1) * torch.exp(-target_dist / 0.2)",
+    "spread": "gaps.min(dim=-1).values.clamp(max=0.5)",
+}
+TERM_MEANING = {
+    "env": "the environment's own reward",
+    "team_coverage": "team: minus the summed distance from each landmark to its closest agent",
+    "team_occupancy": "team: fraction of landmarks with an agent on them",
+    "nearest": "minus the distance to the agent's nearest landmark",
+    "assigned": "minus the distance to the landmark assigned to the agent",
+    "on_target": "1 when the agent sits on its assigned landmark",
+    "collision": "minus the number of agents touching this one",
+    "approach": "speed towards the assigned landmark",
+    "settle": "minus the speed, weighted by closeness to the assigned landmark",
+    "spread": "distance to the closest other agent, capped at 0.5",
+}
+SCHEDULE_FACTOR = {"constant": "", "ramp_up": "progress * ", "ramp_down": "(1.0 - progress) * "}
+
+GREEDY_HELPER = '''
+def greedy_assignment(dist):
+    """Landmark index per agent [B, N]: repeatedly pair the closest free agent and landmark."""
+    B, N, L = dist.shape
+    cost = dist.clone()
+    assigned = dist.argmin(dim=-1)  # [B, N]; agents left over when N > L keep their nearest
+    rows = torch.arange(B)
+    blocked = torch.finfo(dist.dtype).max
+    for _ in range(min(N, L)):
+        pair = cost.reshape(B, N * L).argmin(dim=1)  # [B]
+        agent, landmark = pair // L, pair % L
+        assigned[rows, agent] = landmark
+        cost[rows, agent, :] = blocked
+        cost[rows, :, landmark] = blocked
+    return assigned
+'''
+
+OPTIMAL_HELPER = '''
+def all_orders(n):
+    """Every permutation of range(n) as a [n!, n] tensor."""
+    orders = [[]]
+    for _ in range(n):
+        orders = [order + [i] for order in orders for i in range(n) if i not in order]
+    return torch.tensor(orders)
+
+
+def optimal_assignment(dist):
+    """Landmark index per agent [B, N] with the least summed distance (exhaustive, N == L <= 6)."""
+    B, N, L = dist.shape
+    if N != L or N > 6:
+        return greedy_assignment(dist)
+    orders = all_orders(N)  # [P, N]
+    cost = dist[:, torch.arange(N)[None, :], orders].sum(dim=-1)  # [B, P]
+    return orders[cost.argmin(dim=1)]
+'''
+
+FEATURE_MEANING = {
+    "landmark_dist": "distance to each observed landmark",
+    "sorted_landmarks": "landmark offsets sorted nearest first",
+    "nearest_landmark": "offset and distance of the nearest landmark",
+    "occupancy": "per landmark, whether another observed agent sits on it",
+    "free_landmark": "offset and distance of the nearest landmark no other agent is closer to",
+    "nearest_agent": "distance to the nearest observed agent",
+    "speed": "own speed",
+}
+FEATURE_CODE = {
+    "landmark_dist": ["features.append(landmark_dist)"],
+    "sorted_landmarks": [
+        "order = landmark_dist.argsort(dim=-1)  # [M, Ls]",
+        "features.append(landmarks.gather(1, order[..., None].expand(-1, -1, 2)).reshape(M, -1))",
+    ],
+    "nearest_landmark": [
+        "nearest = landmark_dist.argmin(dim=-1)  # [M]",
+        "nearest_offset = landmarks[torch.arange(M), nearest]  # [M, 2]",
+        "features.append(torch.cat([nearest_offset, landmark_dist.min(dim=-1, keepdim=True).values], dim=-1))",
+    ],
+    "occupancy": [
+        f"features.append((claim_dist < {SEEN_OCCUPIED_DIST}).float() * landmark_seen.float())  # [M, Ls]",
+    ],
+    "free_landmark": [
+        "claimed = (claim_dist < landmark_dist) | ~landmark_seen  # [M, Ls]: someone else is closer",
+        f"free = (landmark_dist + {FAR} * claimed.float()).argmin(dim=-1)  # [M]",
+        "free_offset = landmarks[torch.arange(M), free]  # [M, 2]",
+        "features.append(torch.cat([free_offset, landmark_dist.gather(1, free[:, None])], dim=-1))",
+    ],
+    "nearest_agent": ["features.append(other_dist.min(dim=-1, keepdim=True).values)"],
+    "speed": ["features.append(torch.linalg.norm(obs[:, {self_vel}], dim=-1, keepdim=True))"],
+}
+
+
+def render(genome: Genome, obs_layout: dict[str, tuple[int, int]]) -> str:
+    """The candidate module for `genome`; OEF slices come from `obs_layout`."""
+    header = [
+        '"""Hybrid reward and observation enhancement written by lero\'s offline designer.',
+        "",
+        "Reward terms (weight, schedule):",
+        *(
+            f"- {t.kind} ({t.weight:+.3g}, {t.schedule}): {TERM_MEANING[t.kind]}"
+            for t in genome.terms
+        ),
+        "Observation features:",
+        *(f"- {f}: {FEATURE_MEANING[f]}" for f in genome.features),
+        '"""',
+        f"{GENOME_TAG}{genome.to_json()}",
+        "import torch",
+        "",
+    ]
+    helpers = []
+    if genome.needs_assignment():
+        helpers.append(GREEDY_HELPER)
+        if genome.assignment == "optimal":
+            helpers.append(OPTIMAL_HELPER)
+    parts = [
+        "\n".join(header),
+        *helpers,
+        _render_reward(genome),
+        _render_features(genome, obs_layout),
+    ]
+    return "\n\n".join(part.strip("\n") + "\n" for part in parts).replace("\n\n\n\n", "\n\n\n")
+
+
+def _render_reward(genome: Genome) -> str:
+    kinds = {t.kind for t in genome.terms}
+    lines = [
+        "def hybrid_reward(ctx):",
+        '    """Per-agent rewards [B, N] as the weighted sum of the terms listed above."""',
+        '    agent_pos = ctx.state["agent_pos"]  # [B, N, 2]',
+        '    agent_vel = ctx.state["agent_vel"]  # [B, N, 2]',
+        '    landmark_pos = ctx.state["landmark_pos"]  # [B, L, 2]',
+        "    progress = float(ctx.progress)",
+        "    dist = torch.linalg.norm(agent_pos[:, :, None, :] - landmark_pos[:, None, :, :], dim=-1)  # [B, N, L]",
+    ]
+    if genome.needs_assignment():
+        lines += [
+            f"    target = {genome.assignment}_assignment(dist)  # [B, N] landmark index per agent",
+            "    target_dist = dist.gather(2, target[..., None]).squeeze(-1)  # [B, N]",
+        ]
+    if "approach" in kinds:
+        lines += [
+            "    target_pos = landmark_pos.gather(1, target[..., None].expand(-1, -1, 2))  # [B, N, 2]",
+            "    heading = (target_pos - agent_pos) / (target_dist[..., None] + 1e-6)  # [B, N, 2] unit",
+        ]
+    if kinds & {"collision", "spread"}:
+        lines += [
+            "    gaps = torch.linalg.norm(agent_pos[:, :, None, :] - agent_pos[:, None, :, :], dim=-1)  # [B, N, N]",
+            f"    gaps = gaps + {FAR} * torch.eye(gaps.shape[1], dtype=gaps.dtype, device=gaps.device)",
+        ]
+    lines.append("    components = {}")
+    for term in genome.terms:
+        shape = "[B]" if term.kind in TEAM_TERMS else "[B, N]"
+        lines += [
+            f"    # term: {term.kind}",
+            f'    components["{term.kind}"] = {_weighted(term)}  # {shape}',
+        ]
+    lines += [
+        "    reward = torch.zeros_like(ctx.env_reward)  # [B, N]",
+        "    for value in components.values():",
+        "        reward = reward + (value[:, None] if value.dim() == 1 else value)",
+        "    return reward, components",
+    ]
+    return "\n".join(lines)
+
+
+def _weighted(term: Term) -> str:
+    raw = RAW_TERM[term.kind]
+    return f"{term.weight!r} * {SCHEDULE_FACTOR[term.schedule]}({raw})"
+
+
+def _render_features(genome: Genome, obs_layout: dict[str, tuple[int, int]]) -> str:
+    slots = {name: f"{start}:{end}" for name, (start, end) in obs_layout.items()}
+    needed = {slot for feature in genome.features for slot in FEATURE_SLOTS[feature]}
+    missing = needed - set(slots)
+    if missing:
+        raise ValueError(
+            f"obs_layout lacks slot(s) {sorted(missing)} needed by the chosen features"
+        )
+    lines = [
+        "def enhance_observation(obs):",
+        '    """Append features inferred from this agent\'s own observation [M, D] -> [M, D + k]."""',
+        "    M = obs.shape[0]",
+    ]
+    if "landmark_rel" in needed:
+        lines += [
+            f"    landmarks = obs[:, {slots['landmark_rel']}].reshape(M, -1, 2)  # [M, Ls, 2] landmark - self",
+            "    landmark_seen = landmarks.abs().sum(dim=-1) > 0  # [M, Ls]; zero slots are padding",
+            "    landmark_dist = torch.linalg.norm(landmarks, dim=-1)  # [M, Ls]",
+            f"    landmark_dist = torch.where(landmark_seen, landmark_dist, torch.full_like(landmark_dist, {FAR}))",
+        ]
+    if "other_rel" in needed:
+        lines += [
+            f"    others = obs[:, {slots['other_rel']}].reshape(M, -1, 2)  # [M, As, 2] other - self",
+            "    other_seen = others.abs().sum(dim=-1) > 0  # [M, As]",
+            "    other_dist = torch.linalg.norm(others, dim=-1)  # [M, As]",
+            f"    other_dist = torch.where(other_seen, other_dist, torch.full_like(other_dist, {FAR}))",
+        ]
+    if {"occupancy", "free_landmark"} & set(genome.features):
+        lines += [
+            "    between = torch.linalg.norm(others[:, None, :, :] - landmarks[:, :, None, :], dim=-1)  # [M, Ls, As]",
+            f"    between = torch.where(other_seen[:, None, :], between, torch.full_like(between, {FAR}))",
+            "    claim_dist = between.min(dim=-1).values  # [M, Ls] closest other agent to each landmark",
+        ]
+    lines.append("    features = []")
+    for feature in genome.features:
+        lines.append(f"    # feature: {feature}")
+        lines += ["    " + line.format(**slots) for line in FEATURE_CODE[feature]]
+    lines.append("    return torch.cat([obs, *features], dim=-1)")
+    return "\n".join(lines)
+
+
+def gene_at_line(code: str, line: int) -> str | None:
+    """`term:kind` / `feature:name` of the marked block containing 1-based `line`, if any."""
+    lines = code.splitlines()
+    for text in reversed(lines[: max(0, min(line, len(lines)))]):
+        marker = re.match(r"\s*# (term|feature): (\w+)", text)
+        if marker:
+            return f"{marker[1]}:{marker[2]}"
+        if re.match(r"def |    return |    reward = ", text):
+            return None  # the line is outside every marked block
+    return None

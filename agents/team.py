@@ -1,0 +1,44 @@
+"""The team of agents for one run, built from an LLMConfig: LLM-backed or offline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agents.assistant import Assistant
+from agents.config import LLMConfig
+from agents.critic import Critic
+from agents.debugger import Debugger
+from agents.designer import Designer
+from agents.llm import ChatModel, OnCall, UsageLedger
+from agents.offline.designer import OfflineDebugger, OfflineDesigner
+
+
+@dataclass
+class Team:
+    """The roles the graph calls. `assistant` is None offline: chat needs a real model."""
+
+    designer: Designer | OfflineDesigner
+    critic: Critic
+    debugger: Debugger | OfflineDebugger
+    assistant: Assistant | None
+    ledger: UsageLedger
+
+    def usage(self) -> dict:
+        """`requests`, `prompt_tokens`, `completion_tokens` and the same `by_role`."""
+        return self.ledger.summary()
+
+
+def make_team(cfg: LLMConfig, on_call: OnCall | None = None) -> Team:
+    """`on_call(role, info)` is told about every LLM request (for events.jsonl `llm_call`)."""
+    ledger = UsageLedger(max_requests=cfg.max_requests, max_tokens=cfg.max_tokens)
+    if cfg.backend == "offline":
+        designer = OfflineDesigner(seed=cfg.seed)
+        return Team(designer, Critic(None), OfflineDebugger(designer), None, ledger)
+    model = ChatModel(cfg, ledger, on_call)
+    return Team(
+        designer=Designer(model, cfg.temperature),
+        critic=Critic(model),
+        debugger=Debugger(model, cfg.temperature),
+        assistant=Assistant(model),
+        ledger=ledger,
+    )

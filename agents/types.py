@@ -1,0 +1,69 @@
+"""The plain records the agents exchange with the graph: task, elites, drafts, reviews."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Verdict = Literal["accept", "revise", "reject"]
+VERDICTS: tuple[str, ...] = ("accept", "revise", "reject")
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What the designer is asked to solve.
+
+    `obs_layout` maps observation slot names ("self_vel", "self_pos", "landmark_rel",
+    "other_rel", "comm") to half-open column ranges `(start, end)` of one agent's obs;
+    the graph fills it from the env. The offline designer needs it to write OEFs.
+    """
+
+    env_name: str
+    env_description: str
+    task: str
+    algo: str
+    n_agents: int
+    obs_dim: int
+    obs_layout: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.n_agents < 1 or self.obs_dim < 1:
+            raise ValueError(
+                f"TaskSpec needs n_agents >= 1 and obs_dim >= 1, got {self.n_agents}, {self.obs_dim}"
+            )
+        for slot, (start, end) in self.obs_layout.items():
+            if not 0 <= start < end <= self.obs_dim:
+                raise ValueError(
+                    f"obs_layout slot {slot!r} = ({start}, {end}) is outside 0..{self.obs_dim}"
+                )
+
+
+@dataclass(frozen=True)
+class Elite:
+    """A trained candidate kept for the next generation, with what training taught us."""
+
+    candidate_id: str
+    code: str
+    fitness: float
+    metrics: dict[str, float] = field(default_factory=dict)
+    reflection_stats: dict[str, dict] = field(default_factory=dict)
+    reflection: str = ""
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One candidate module proposed by a designer/debugger; `code is None` iff `error` says why."""
+
+    code: str | None
+    reply: str
+    error: str | None
+    origin: str  # "designer", "designer:revise", "debugger", "offline", "offline:mutate", ...
+
+
+@dataclass(frozen=True)
+class Review:
+    """The critic's verdict on a candidate before any compute is spent on it."""
+
+    verdict: Verdict
+    points: list[str]
+    text: str

@@ -1,0 +1,82 @@
+"""Sandbox overhead: per-job cost of a container (and of the process backend), and its share of training.
+
+    python -m benchmarks.sandbox_overhead [--repeats 10] [--train-steps 51200]
+
+1. `run_script("pass")` end to end (create, start, wait, remove + the in-sandbox interpreter)
+   against a bare `python -c pass` on the host.
+2. A small `train` job through the sandbox against the same `training.train` in this
+   process: the difference is the fixed per-job overhead (container, torch import, job
+   files, saving weights); its share of a 1M-step job uses the measured steps/s.
+Ratios are measured in one run on the same machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+from sandbox import Job, Limits, get_sandbox
+from training import TrainConfig, train
+
+ENV = {"name": "simple_spread", "N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
+
+
+def timed(fn, repeats: int) -> list[float]:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--train-steps", type=int, default=51_200)
+    parser.add_argument("--backend", choices=("docker", "process"), default="docker")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    sandbox = get_sandbox(args.backend)
+    limits = Limits(wall_s=60, mem_mb=512)
+    bare = timed(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), args.repeats)
+    script = timed(lambda: sandbox.run_script("pass", limits), args.repeats)
+
+    cfg = TrainConfig(env=ENV["name"], env_kwargs={k: v for k, v in ENV.items() if k != "name"},
+                      steps=args.train_steps, eval_episodes=64, threads=1)  # fmt: skip
+    started = time.perf_counter()
+    host_result = train(cfg)
+    host_s = time.perf_counter() - started
+    job = Job(kind="train", code=None, env=ENV, steps=args.train_steps, eval_episodes=64,
+              limits=Limits(wall_s=3600, mem_mb=4096, cpus=1))  # fmt: skip
+    started = time.perf_counter()
+    sandboxed = sandbox.run_job(job)
+    sandbox_s = time.perf_counter() - started
+    assert sandboxed.status == "ok", sandboxed.error
+    job_overhead_s = sandbox_s - host_s
+    one_million_s = 1_000_000 / host_result.steps_per_s + (host_s - host_result.steps / host_result.steps_per_s)
+    report = {
+        "backend": args.backend,
+        "bare_python_s_median": statistics.median(bare),
+        "run_script_s_median": statistics.median(script),
+        "run_script_s_max": max(script),
+        "container_overhead_s_median": statistics.median(script) - statistics.median(bare),
+        "train_steps": host_result.steps,
+        "train_in_process_s": host_s,
+        "train_in_sandbox_s": sandbox_s,
+        "job_overhead_s": job_overhead_s,
+        "train_steps_per_s": host_result.steps_per_s,
+        "estimated_1M_step_job_s": one_million_s,
+        "overhead_share_of_1M_step_job": job_overhead_s / one_million_s,
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

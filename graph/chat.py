@@ -1,0 +1,443 @@
+"""`lero chat`: design an experiment in a conversation, confirm it, run it with approvals.
+
+`ExperimentDesk` holds the draft RunSpec and does the actual work (list and describe
+environments, estimate the cost from a measured throughput, set fields, start a run,
+inspect runs). The same desk methods are reached three ways:
+- as LangChain tools the experiment assistant calls (servers with tool calling),
+- as `/commands` typed by the user (any server, and the offline backend),
+- from the offline guided dialogue, which asks for each setting with a default.
+Input and output streams are injected, so every path is testable end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+
+from graph.configuration import RunError, RunSpec
+from graph.console import Asker
+
+DEFAULT_CHAT_SPEC: dict[str, Any] = {"approve": "spec"}
+STEP_ALIASES = {"k": 1_000, "m": 1_000_000}
+
+
+def measure_steps_per_s(env: str, env_kwargs: dict, algo: str) -> float:
+    """Training throughput here, from one real (shortest possible) training iteration."""
+    from training import TrainConfig, train
+
+    result = train(TrainConfig(env=env, env_kwargs=env_kwargs, algo=algo, steps=1, eval_episodes=1))
+    return result.steps_per_s
+
+
+class ExperimentDesk:
+    """The draft experiment and every action the chat can take on it."""
+
+    def __init__(
+        self,
+        io: Asker,
+        base: dict[str, Any] | None = None,
+        throughput: Callable[[str, dict, str], float] = measure_steps_per_s,
+    ) -> None:
+        self.io = io
+        self.fields = {**DEFAULT_CHAT_SPEC, **(base or {})}
+        self.spec = RunSpec.parse(self.fields)
+        self.throughput = throughput
+        self._measured: dict[str, float] = {}
+        self.last_run_id: str | None = None
+
+    # -- the draft spec
+
+    def set_fields(self, updates: dict) -> str:
+        """Change fields of the experiment spec (RunSpec names: env, env_kwargs, algo, generations,
+        population, steps, seeds, llm, sandbox, approve, task, ...). env_kwargs entries are merged.
+
+        Args:
+            updates: the fields to change and their new values, e.g. {"generations": 2, "env_kwargs": {"N": 4}}
+        """
+        fields = {**self.fields, **updates}
+        if isinstance(updates.get("env_kwargs"), dict) and "env" not in updates:
+            fields["env_kwargs"] = {**self.spec.env_kwargs, **updates["env_kwargs"]}
+        if fields.get("approve") == "none":
+            fields["approve"] = "spec"  # a chat-designed run is always confirmed once more
+        try:
+            self.spec = RunSpec.parse(fields)
+        except RunError as error:
+            return f"not changed: {error}"
+        self.fields = fields
+        return "updated:\n" + self.show_spec()
+
+    def show_spec(self) -> str:
+        """Show the experiment spec as it stands (what `start_run` would run)."""
+        shown = self.spec.model_dump(mode="json", exclude={"task"})
+        return json.dumps(shown, indent=2)
+
+    # -- environments and cost
+
+    def list_environments(self) -> str:
+        """List the environments and training algorithms available."""
+        from training import ALGOS, ENV_NAMES
+
+        return f"environments: {', '.join(ENV_NAMES)}\nalgorithms: {', '.join(ALGOS)}"
+
+    def describe_environment(self) -> str:
+        """Describe the spec's environment with its current arguments: observation layout,
+        actions, reward, world state."""
+        from training import make_env
+
+        try:
+            return make_env(self.spec.env, 1, **self.spec.env_kwargs).describe()
+        except ValueError as error:
+            return f"cannot build {self.spec.env}: {error}"
+
+    def estimate_cost(self) -> str:
+        """Estimate env steps, training time (from a throughput measured on this machine) and
+        LLM requests for the current spec."""
+        spec = self.spec
+        key = json.dumps([spec.env, spec.env_kwargs, spec.algo], sort_keys=True)
+        if key not in self._measured:
+            try:
+                self._measured[key] = self.throughput(spec.env, spec.env_kwargs, spec.algo)
+            except ValueError as error:
+                return f"cannot estimate: {error}"
+        steps_per_s = self._measured[key]
+        jobs = (spec.generations * spec.population + 1) * spec.seeds
+        env_steps = jobs * spec.steps
+        train_min = env_steps / steps_per_s / 60
+        lines = [
+            f"{jobs} training jobs ({spec.generations} generations x {spec.population} candidates "
+            f"+ baseline, x {spec.seeds} seeds) x {spec.steps:,} steps = {env_steps:,} env steps",
+            f"training time ≈ {train_min:.1f} min at {steps_per_s:,.0f} steps/s measured here "
+            f"({spec.algo}), plus evaluation and sandbox start-up",
+        ]
+        if spec.llm == "offline":
+            lines.append("LLM: offline designer, no model requests")
+        else:
+            per_candidate = 2 + 2 * spec.critic_rounds + spec.debug_attempts
+            lines.append(
+                f"LLM: at most ≈ {spec.generations * spec.population * per_candidate} requests "
+                f"(design, critique, {spec.critic_rounds} revision rounds, {spec.debug_attempts} "
+                "repairs per candidate)"
+            )
+        return "\n".join(lines)
+
+    # -- running and inspecting
+
+    def start_run(self) -> str:
+        """Start the experiment with the current spec, after the user confirms it. Runs to the
+        end (or until an approval is declined) and returns how it ended."""
+        from graph.console import RichUI
+        from graph.runner import start_run
+
+        self.io.say(self.show_spec())
+        if not self.io.confirm("Start this experiment?", default=True):
+            return "the user did not start the run; the spec is unchanged"
+        ui = RichUI(
+            console=self.io.console,
+            stdin=self.io.stdin,
+            interactive=True,
+            generations=self.spec.generations,
+        )
+        with ui:
+            outcome = start_run(self.spec, ui)
+        self.last_run_id = outcome.run_id
+        return f"run {outcome.run_id} ended with status {outcome.status} ({outcome.run_dir})"
+
+    def _run_dir(self, run_id: str | None) -> tuple[str, Path] | str:
+        """(run id, its directory), or the text explaining why there is none."""
+        run_id = run_id or self.last_run_id
+        if not run_id:
+            return "no run id given and no run started in this chat"
+        path = Path(self.spec.runs_dir) / run_id
+        if not path.is_dir():
+            return f"no run {run_id!r} in {self.spec.runs_dir}/"
+        return run_id, path
+
+    def run_status(self, run_id: str | None = None) -> str:
+        """Status of a run: status, generations done, best and baseline fitness.
+
+        Args:
+            run_id: the run (default: the last run started in this chat)
+        """
+        from graph.report import run_row
+
+        found = self._run_dir(run_id)
+        if isinstance(found, str):
+            return found
+        return json.dumps(run_row(found[1]), indent=2)
+
+    def show_candidate(self, candidate_id: str, run_id: str | None = None) -> str:
+        """A candidate's code, the critic's review and its training result.
+
+        Args:
+            candidate_id: "<generation>-<index>", e.g. "0-1"
+            run_id: the run (default: the last run started in this chat)
+        """
+        found = self._run_dir(run_id)
+        if isinstance(found, str):
+            return found
+        folder = found[1] / "candidates" / candidate_id
+        if not folder.is_dir():
+            return f"no candidate {candidate_id!r} in run {found[0]}"
+        parts = []
+        for name in ("candidate.py", "review.md", "result.json"):
+            path = folder / name
+            if path.is_file():
+                text = path.read_text()
+                if name == "result.json":
+                    result = json.loads(text)
+                    keep = ("status", "fitness", "fitness_std", "eval")
+                    text = json.dumps({k: result.get(k) for k in keep}, indent=2)
+                parts.append(f"--- {name}\n{text.rstrip()}")
+        return "\n".join(parts)
+
+    def show_report(self, run_id: str | None = None) -> str:
+        """Rebuild a run's report and return its summary (report.json).
+
+        Args:
+            run_id: the run (default: the last run started in this chat)
+        """
+        from graph.report import write_report
+
+        found = self._run_dir(run_id)
+        if isinstance(found, str):
+            return found
+        summary = write_report(found[1])
+        return json.dumps(summary, indent=2) + f"\nreport: {found[1] / 'report.md'}"
+
+    # -- reaching the desk
+
+    TOOL_NAMES = (
+        "list_environments", "describe_environment", "estimate_cost", "set_fields", "show_spec",
+        "start_run", "run_status", "show_candidate", "show_report",
+    )  # fmt: skip
+
+    def tools(self) -> list:
+        """The desk as LangChain tools for a tool-calling assistant."""
+        from langchain_core.tools import StructuredTool
+
+        return [
+            StructuredTool.from_function(
+                getattr(self, name), parse_docstring="Args:" in (getattr(self, name).__doc__ or "")
+            )
+            for name in self.TOOL_NAMES
+        ]
+
+    def call(self, name: str, args: dict) -> str:
+        """Run one tool call; mistakes become text for the assistant, never a crash."""
+        if name not in self.TOOL_NAMES:
+            return f"unknown tool {name!r}; tools: {', '.join(self.TOOL_NAMES)}"
+        try:
+            return getattr(self, name)(**args)
+        except (TypeError, ValueError) as error:
+            return f"error: {error}"
+
+    def command(self, line: str) -> str:
+        """A `/command` typed by the user: /spec, /set KEY=VALUE ..., /envs, /describe,
+        /estimate, /run, /status [RUN], /candidate ID [RUN], /report [RUN]."""
+        from graph.cli import parse_value
+
+        name, *words = shlex.split(line[1:]) or ["help"]
+        if name == "set":
+            updates: dict[str, Any] = {}
+            for word in words:
+                key, sep, value = word.partition("=")
+                if not sep:
+                    return f"expected KEY=VALUE, got {word!r}"
+                if key.startswith("env."):
+                    updates.setdefault("env_kwargs", {})[key[4:]] = parse_value(value)
+                else:
+                    updates[key] = parse_value(value)
+            return self.set_fields(updates)
+        commands: dict[str, Callable[..., str]] = {
+            "spec": self.show_spec,
+            "envs": self.list_environments,
+            "describe": self.describe_environment,
+            "estimate": self.estimate_cost,
+            "run": self.start_run,
+            "status": self.run_status,
+            "candidate": self.show_candidate,
+            "report": self.show_report,
+        }
+        if name not in commands:
+            return COMMAND_HELP
+        try:
+            return commands[name](*words)
+        except TypeError:
+            return COMMAND_HELP
+
+
+COMMAND_HELP = (
+    "commands: /spec, /set KEY=VALUE ... (env.N=4 sets an env argument), /envs, /describe, "
+    "/estimate, /run, /status [RUN], /candidate ID [RUN], /report [RUN], /quit"
+)
+
+
+# ---------------------------------------------------------------- offline guided dialogue
+
+
+def _parse_steps(text: str) -> int | None:
+    text = text.strip().lower().replace("_", "").replace(",", "")
+    scale = STEP_ALIASES.get(text[-1:], 1)
+    digits = text[:-1] if scale > 1 else text
+    try:
+        value = int(float(digits) * scale)
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def _ask_steps(io: Asker, default: int) -> int:
+    while (steps := _parse_steps(io.text("env steps per candidate", str(default)))) is None:
+        io.say("[red]a positive number of steps, e.g. 300000 or 300k[/]")
+    return steps
+
+
+def guided_dialogue(desk: ExperimentDesk) -> bool:
+    """Ask for each setting (Enter keeps the default) and show the cost estimate;
+    False when the settings do not make a valid spec (the reason is shown)."""
+    from training import ALGOS, ENV_NAMES
+
+    io, spec = desk.io, desk.spec
+    io.say("[bold]Experiment design[/] (Enter keeps the default)")
+    updates: dict[str, Any] = {"env": io.choice("environment", list(ENV_NAMES), spec.env)}
+    if updates["env"] == "simple_spread":
+        kwargs = (
+            dict(spec.env_kwargs) if spec.env == "simple_spread" else RunSpec.default_env_kwargs()
+        )
+        kwargs["N"] = io.number("agents (N)", kwargs.get("N", 3))
+        partial = io.confirm(
+            "partial observability (agents see only their nearest neighbours)?",
+            "num_agent_neighbors" in kwargs,
+        )
+        if partial:
+            kwargs["num_agent_neighbors"] = io.number(
+                "other agents each agent sees",
+                min(kwargs.get("num_agent_neighbors", 1), kwargs["N"] - 1),
+                minimum=0,
+            )
+            kwargs["num_landmark_neighbors"] = io.number(
+                "landmarks each agent sees",
+                min(kwargs.get("num_landmark_neighbors", 2), kwargs["N"]),
+            )
+        else:
+            kwargs.pop("num_agent_neighbors", None)
+            kwargs.pop("num_landmark_neighbors", None)
+        updates["env_kwargs"] = kwargs
+    else:
+        updates["env_kwargs"] = None  # that env's own defaults
+    updates["algo"] = io.choice("algorithm", list(ALGOS), spec.algo)
+    updates["generations"] = io.number("generations", spec.generations)
+    updates["population"] = io.number("candidates per generation", spec.population)
+    updates["steps"] = _ask_steps(io, spec.steps)
+    updates["seeds"] = io.number("seeds per candidate", spec.seeds)
+    updates["approve"] = io.choice(
+        "ask for approval of", ["spec", "candidates", "generations", "all"], spec.approve
+    )
+    result = desk.set_fields(updates)
+    if result.startswith("not changed"):
+        io.say(f"[red]{result}[/]")
+        return False
+    io.say(desk.estimate_cost())
+    return True
+
+
+def offline_chat(desk: ExperimentDesk) -> int:
+    """The offline backend: guided dialogue, confirm, run; again until started or declined."""
+    try:
+        while True:
+            if guided_dialogue(desk):
+                desk.io.say(desk.start_run())  # shows the spec and asks for confirmation
+                if desk.last_run_id is not None:
+                    return 0
+            if not desk.io.confirm("Design it again?", default=True):
+                desk.io.say("no experiment started")
+                return 0
+    except EOFError:
+        desk.io.say("\ninput ended; no experiment started")
+        return 0
+
+
+def run_chat(
+    llm: str | None = None,
+    base_url: str | None = None,
+    runs_dir: str = "runs",
+    console: Console | None = None,
+    stdin: IO[str] | None = None,
+    base: dict[str, Any] | None = None,
+) -> int:
+    """`lero chat`: the experiment assistant with the given LLM, or the offline dialogue."""
+    from agents import LLMConfig
+
+    cfg = LLMConfig.from_spec(llm, base_url=base_url)
+    io = Asker(console, stdin)
+    spec_llm = "offline" if cfg.backend == "offline" else f"openai:{cfg.model}"
+    desk = ExperimentDesk(
+        io, base={"llm": spec_llm, "base_url": cfg.base_url, "runs_dir": runs_dir, **(base or {})}
+    )
+    if cfg.backend == "offline":
+        return offline_chat(desk)
+    return assistant_chat(desk, cfg)
+
+
+# ---------------------------------------------------------------- the LLM assistant
+
+MAX_TOOL_ROUNDS = 8  # tool calls answered per user message before the assistant must reply
+QUIT_WORDS = ("/quit", "/exit", "quit", "exit")
+ASSISTANT_CONTEXT = """
+In this chat you edit one experiment spec and launch it. Use the tools: list_environments,
+describe_environment, estimate_cost, set_fields, show_spec, start_run (the user confirms
+first; the run then asks for the approvals in the spec), run_status, show_candidate,
+show_report. Without tools, tell the user which /command to type: {commands}
+The spec now:
+{spec}"""
+
+
+def _next_message(io: Asker) -> str | None:
+    try:
+        return io.line("[bold cyan]you>[/] ")
+    except EOFError:
+        return None
+
+
+def assistant_chat(desk: ExperimentDesk, cfg: Any) -> int:
+    """Conversation with the experiment assistant; its tool calls act on the desk."""
+    from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+
+    from agents import LLMError, make_team
+    from agents.llm import BudgetExceeded
+    from agents.templates import render
+
+    io = desk.io
+    assistant = make_team(cfg).assistant
+    tools = desk.tools()
+    context = ASSISTANT_CONTEXT.format(commands=COMMAND_HELP, spec=desk.show_spec())
+    messages: list = [SystemMessage(render("assistant_system") + "\n" + context)]
+    io.say(f"[bold]lero experiment assistant[/] ({cfg.model}); {COMMAND_HELP}")
+    while (text := _next_message(io)) is not None and text not in QUIT_WORDS:
+        if text.startswith("/"):
+            answer = desk.command(text)
+            io.say(answer, markup=False)
+            messages.append(HumanMessage(f"(I typed {text}; it answered:)\n{answer}"))
+            continue
+        if not text:
+            continue
+        messages.append(HumanMessage(text))
+        try:
+            for _ in range(MAX_TOOL_ROUNDS):
+                reply = assistant.chat(messages, tools)
+                messages.append(reply)
+                for call in reply.tool_calls:
+                    io.say(f"[dim]tool {call['name']} {json.dumps(call['args'])}[/]")
+                    result = desk.call(call["name"], call["args"])
+                    messages.append(ToolMessage(result, tool_call_id=call["id"]))
+                if not reply.tool_calls:
+                    break
+            io.say(f"[bold green]assistant>[/] {reply.text}")
+        except (LLMError, BudgetExceeded) as error:  # the chat goes on; the user may retry
+            io.say(f"[red]assistant unavailable:[/] {error}")
+    return 0

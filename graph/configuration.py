@@ -1,0 +1,116 @@
+"""Run settings: the one typed place where an experiment is described and validated.
+
+`RunSpec` is built at the edge (the CLI, `langgraph dev`'s `configurable`, or a test) and
+validated once; everything downstream trusts it. Bad values raise `RunError`, a
+`ValueError` whose message is the single line the CLI prints before exiting with code 2.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+DEFAULT_TASK = (
+    "Cooperative navigation: the agents must together cover every landmark (one agent on "
+    "each) as quickly as possible while avoiding collisions. Each agent sees only its local, "
+    "partial observation at execution time."
+)
+LERO_ENV_KWARGS: dict[str, Any] = {"N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
+APPROVE_MODES = ("none", "spec", "candidates", "generations", "all")
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_LLM = re.compile(r"^(offline|openai:\S.*)$")
+
+
+class RunError(ValueError):
+    """A run cannot start or continue; the message is one line meant for the user."""
+
+
+class RunSpec(BaseModel):
+    """Everything that defines one lero experiment (stored as `runs/<id>/spec.json`)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    env: str = "simple_spread"
+    env_kwargs: dict[str, Any] | None = None  # None = the LERO default for simple_spread
+    algo: str = "mappo"
+    generations: int = Field(default=3, ge=1, le=100)
+    population: int = Field(default=4, ge=1, le=64)
+    steps: int = Field(default=300_000, ge=1)  # joint env steps per candidate and seed
+    seeds: int = Field(default=1, ge=1, le=32)
+    llm: str = "offline"
+    base_url: str | None = None
+    sandbox: Literal["auto", "docker", "process"] = "auto"
+    approve: Literal["none", "spec", "candidates", "generations", "all"] = "none"
+    run_id: str | None = None
+    runs_dir: str = "runs"
+    task: str = DEFAULT_TASK
+    max_llm_requests: int | None = Field(default=None, ge=1)
+    max_llm_tokens: int | None = Field(default=None, ge=1)
+    wall_clock_s: float | None = Field(default=None, gt=0)
+    critic_rounds: int = Field(default=1, ge=0, le=10)
+    debug_attempts: int = Field(default=2, ge=0, le=10)
+    max_parallel: int = Field(default=2, ge=1, le=64)
+    eval_episodes: int = Field(default=256, ge=1)
+    hparams: dict[str, Any] = Field(default_factory=dict)
+    n_elites: int = Field(default=2, ge=1, le=16)
+
+    @field_validator("llm")
+    @classmethod
+    def _llm_known(cls, value: str) -> str:
+        if not _LLM.match(value):
+            raise ValueError(f"unknown llm {value!r}: expected 'offline' or 'openai:MODEL'")
+        return value
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id_safe(cls, value: str | None) -> str | None:
+        if value is not None and not _RUN_ID.match(value):
+            raise ValueError(
+                f"run id {value!r} must be 1-64 characters of letters, digits, '_', '-', '.'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _fill_env_kwargs(self) -> RunSpec:
+        if self.env_kwargs is None:
+            self.env_kwargs = dict(LERO_ENV_KWARGS) if self.env == "simple_spread" else {}
+        return self
+
+    @staticmethod
+    def default_env_kwargs() -> dict[str, Any]:
+        """The setting LERO targets: 3 agents, each seeing 1 agent and 2 landmarks."""
+        return dict(LERO_ENV_KWARGS)
+
+    @property
+    def approvals(self) -> set[str]:
+        """Which approval steps ask a human (`all` expands to every step)."""
+        if self.approve == "all":
+            return {"spec", "candidates", "generations"}
+        return set() if self.approve == "none" else {self.approve}
+
+    @classmethod
+    def parse(cls, values: dict[str, Any]) -> RunSpec:
+        """Validate raw values (CLI, JSON, `configurable`) into a spec, or raise RunError."""
+        try:
+            return cls.model_validate(values)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "spec"
+            message = first["msg"].removeprefix("Value error, ")
+            raise RunError(f"invalid run setting {where}: {message}") from None
+
+    @classmethod
+    def from_configurable(cls, configurable: dict[str, Any]) -> RunSpec:
+        """Pick RunSpec fields out of a LangGraph `configurable` dict (other keys ignored)."""
+        return cls.parse({key: configurable[key] for key in cls.model_fields if key in configurable})
+
+    def with_run_id(self) -> RunSpec:
+        """This spec with a run id, generating a sortable one when none was given."""
+        if self.run_id is not None:
+            return self
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        return self.model_copy(update={"run_id": f"{stamp}-{secrets.token_hex(3)}"})

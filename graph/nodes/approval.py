@@ -1,0 +1,145 @@
+"""Human approval steps: `interrupt()` with a JSON payload, resumed by `Command(resume=answer)`.
+
+These nodes do nothing before `interrupt()` but read the state, because a resumed node
+starts over from its first line: anything with side effects (containers, LLM calls,
+files) lives in other nodes. Payload and answer schemas: see graph.state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.types import interrupt
+
+from graph.configuration import RunError, RunSpec
+from graph.nodes.candidates import at_stage, drop, replace
+from graph.nodes.resources import resources_for
+from graph.reflection import merge_feedback
+from graph.state import Candidate, RunState
+
+CANDIDATE_ACTIONS = ("approve", "reject", "edit", "comment")
+
+
+def normalize_answer(kind: str, answer: Any) -> dict[str, Any]:
+    """Check a human answer for an interrupt of `kind`; RunError (one line) when malformed."""
+    if isinstance(answer, str):
+        answer = {"action": answer}
+    elif isinstance(answer, bool):
+        answer = {"action": ("approve" if kind == "spec" else "continue") if answer else
+                  ("reject" if kind == "spec" else "stop")}
+    if not isinstance(answer, dict):
+        raise RunError(f"answer to a {kind} approval must be a JSON object, got {type(answer).__name__}")
+    if kind == "spec":
+        _expect(answer.get("action"), ("approve", "reject"), "spec answer action")
+    elif kind == "generation":
+        _expect(answer.get("action"), ("continue", "stop"), "generation answer action")
+        if answer.get("feedback") is not None and not isinstance(answer["feedback"], str):
+            raise RunError("generation answer feedback must be a string")
+    elif kind == "candidates":
+        answer = {"decisions": {}, "default": "approve", **answer}
+        if "action" in answer:  # one action for every candidate
+            answer["default"] = answer.pop("action")
+        _expect(answer["default"], ("approve", "reject"), "candidates answer default")
+        if not isinstance(answer["decisions"], dict):
+            raise RunError("candidates answer decisions must map candidate ids to decisions")
+        answer["decisions"] = {cid: _decision(cid, d) for cid, d in answer["decisions"].items()}
+    else:
+        raise RunError(f"unknown approval kind {kind!r}")
+    return answer
+
+
+def _expect(value: Any, allowed: tuple[str, ...], what: str) -> None:
+    if value not in allowed:
+        raise RunError(f"{what} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def _decision(candidate_id: str, decision: Any) -> dict[str, Any]:
+    if isinstance(decision, str):
+        decision = {"action": decision}
+    if not isinstance(decision, dict):
+        raise RunError(f"decision for {candidate_id} must be an object or an action string")
+    _expect(decision.get("action"), CANDIDATE_ACTIONS, f"decision action for {candidate_id}")
+    if decision["action"] == "edit" and not (isinstance(decision.get("code"), str) and decision["code"].strip()):
+        raise RunError(f"edit decision for {candidate_id} needs the new module in 'code'")
+    if decision["action"] == "comment" and not (isinstance(decision.get("comment"), str) and decision["comment"].strip()):
+        raise RunError(f"comment decision for {candidate_id} needs text in 'comment'")
+    return decision
+
+
+def approve_spec(state: RunState) -> dict[str, Any]:
+    """Confirm the experiment before any compute is spent (`--approve spec|all`)."""
+    spec = RunSpec.parse(state["spec"])
+    if "spec" not in spec.approvals:
+        return {}
+    payload = {
+        "kind": "spec", "run_id": spec.run_id, "spec": state["spec"],
+        "env_description": resources_for(state["spec"]).task.env_description,
+        "question": "Start this experiment?", "answers": ["approve", "reject"],
+    }
+    answer = normalize_answer("spec", interrupt(payload))
+    return {"stop_reason": "rejected_by_human"} if answer["action"] == "reject" else {}
+
+
+def approve_candidates(state: RunState) -> dict[str, Any]:
+    """Let a human approve, reject, edit or comment on validated candidates (`candidates|all`)."""
+    spec = RunSpec.parse(state["spec"])
+    ready = at_stage(state["candidates"], "ready")
+    if "candidates" not in spec.approvals or not ready:
+        return {"candidates": replace(state["candidates"], [{**c, "stage": "approved"} for c in ready])}
+    payload = {
+        "kind": "candidates", "generation": state["generation"],
+        "question": "Train these candidates? Answer per candidate: approve, reject, edit (new code) or comment.",
+        "answers": list(CANDIDATE_ACTIONS),
+        "candidates": [{"candidate_id": c["candidate_id"], "code": c["code"], "origin": c.get("origin"),
+                        "review": c.get("review")} for c in ready],
+    }
+    answer = normalize_answer("candidates", interrupt(payload))
+    decided = [_apply(c, answer["decisions"].get(c["candidate_id"], {"action": answer["default"]})) for c in ready]
+    return {"candidates": replace(state["candidates"], decided)}
+
+
+def _apply(candidate: Candidate, decision: dict[str, Any]) -> Candidate:
+    action = decision["action"]
+    if action == "approve":
+        return {**candidate, "stage": "approved", "human": "approve"}
+    if action == "reject":
+        return drop({**candidate, "human": "reject"}, "rejected_by_human", "rejected by the researcher")
+    if action == "edit":
+        return {**candidate, "code": decision["code"], "origin": "human", "stage": "validate", "human": "edit",
+                "debug_attempts": 0, "debug_history": []}
+    human_review = {"verdict": "revise", "points": [decision["comment"]], "text": decision["comment"], "by": "human"}
+    return {**candidate, "stage": "revise", "human": "comment", "human_comment": decision["comment"],
+            "review": human_review, "reviews": [*candidate.get("reviews", []), human_review]}
+
+
+def approve_generation(state: RunState) -> dict[str, Any]:
+    """Decide whether another generation follows; a human may stop or add feedback."""
+    spec = RunSpec.parse(state["spec"])
+    generation = state["generation"]
+    if state.get("stop_reason") or generation + 1 >= spec.generations:
+        return {"generation": generation + 1}
+    if spec.wall_clock_s is not None and resources_for(state["spec"]).rundir.wall_s() >= spec.wall_clock_s:
+        return {"generation": generation + 1, "stop_reason": "wall_clock"}
+    if "generations" not in spec.approvals:
+        return {"generation": generation + 1}
+    evaluated = [r for r in state.get("evaluated", []) if r["generation"] == generation]
+    baseline = next((r for r in state.get("evaluated", []) if r["candidate_id"] == "baseline"), None)
+    best = (state.get("elites") or [None])[0]
+    payload = {
+        "kind": "generation", "generation": generation,
+        "best": {"candidate_id": best["candidate_id"], "fitness": best["fitness"]} if best else None,
+        "baseline_fitness": baseline.get("fitness") if baseline else None,
+        "candidates": [{"candidate_id": r["candidate_id"], "status": r["status"], "fitness": r["fitness"]}
+                       for r in evaluated if r["candidate_id"] != "baseline"],
+        "reflection": merge_feedback(state.get("reflection", ""), state.get("feedback", [])),
+        "question": f"Run generation {generation + 1}? Optional feedback is added to the reflection.",
+        "answers": ["continue", "stop"],
+    }
+    answer = normalize_answer("generation", interrupt(payload))
+    update: dict[str, Any] = {"generation": generation + 1}
+    if answer["action"] == "stop":
+        update["stop_reason"] = "stopped_by_human"
+    if answer.get("feedback") and answer["feedback"].strip():
+        update["feedback"] = [*state.get("feedback", []), answer["feedback"].strip()]
+    return update
+

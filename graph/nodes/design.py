@@ -1,0 +1,129 @@
+"""Setup, design, critique and revision: the LLM side of a generation, before any compute.
+
+Every LLM call may raise `BudgetExceeded` (the run's request/token budget is spent) or
+`LLMError` (the server failed after retries). Both end the run cleanly: the node sets
+`stop_reason`, and candidates already written go on without further LLM help.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from agents import BudgetExceeded, LLMError, Review
+from graph.configuration import RunSpec
+from graph.nodes.candidates import (
+    as_elite,
+    at_stage,
+    drop,
+    new_candidate,
+    record,
+    replace,
+    review_dict,
+)
+from graph.nodes.resources import resources_for
+from graph.reflection import merge_feedback
+from graph.state import Candidate, RunState
+
+LLM_STOPS = (BudgetExceeded, LLMError)
+
+
+def stop_reason_for(error: Exception) -> str:
+    kind = "llm_budget" if isinstance(error, BudgetExceeded) else "llm_error"
+    return f"{kind}: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+
+
+def setup(state: RunState, config: RunnableConfig) -> dict[str, Any]:
+    """Validate the spec (from the input state, else from `configurable`) and start fresh."""
+    configurable = config.get("configurable", {})
+    spec = RunSpec.parse(state["spec"]) if state.get("spec") else RunSpec.from_configurable(configurable)
+    if spec.run_id is None and configurable.get("thread_id"):
+        spec = spec.model_copy(update={"run_id": str(configurable["thread_id"])})
+    spec_json = spec.with_run_id().model_dump(mode="json")
+    resources_for(spec_json)  # creates the run directory when no runner did
+    return {"spec": spec_json, "generation": 0, "candidates": [], "evaluated": [], "elites": [],
+            "reflection": "", "feedback": [], "stop_reason": None}
+
+
+def design(state: RunState) -> dict[str, Any]:
+    """Ask the designer for a population of modules (from elites + reflection after gen 0)."""
+    res = resources_for(state["spec"])
+    generation = state["generation"]
+    res.emit("generation_started", generation=generation)
+    elites = [as_elite(elite) for elite in state.get("elites", [])]
+    feedback = state.get("feedback", [])
+    reflection = merge_feedback(state.get("reflection", ""), feedback)
+    try:
+        drafts = res.team.designer.design(
+            res.task, res.spec.population, elites, reflection, feedback="\n".join(feedback) or None
+        )
+    except LLM_STOPS as error:
+        res.emit("log", message=f"designer stopped: {error}")
+        return {"candidates": [], "stop_reason": stop_reason_for(error)}
+    candidates = [new_candidate(generation, i, d.code, d.origin, d.error) for i, d in enumerate(drafts)]
+    for candidate in candidates:
+        record(res, candidate)
+    return {"candidates": candidates}
+
+
+def critique(state: RunState) -> dict[str, Any]:
+    """Review every candidate waiting for the critic; route it on by the verdict."""
+    res = resources_for(state["spec"])
+    stop = state.get("stop_reason")
+    updated: list[Candidate] = []
+    for candidate in at_stage(state["candidates"], "review"):
+        if stop:
+            updated.append({**candidate, "stage": "validate"})
+            continue
+        try:
+            review = res.team.critic.review(res.task, candidate["code"])
+        except LLM_STOPS as error:
+            stop = stop_reason_for(error)
+            updated.append({**candidate, "stage": "validate"})
+            continue
+        updated.append(_after_review(candidate, review, res.spec.critic_rounds))
+    for candidate in updated:
+        record(res, candidate)
+    return {"candidates": replace(state["candidates"], updated), "stop_reason": stop}
+
+
+def _after_review(candidate: Candidate, review: Review, critic_rounds: int) -> Candidate:
+    reviewed: Candidate = {**candidate, "review": review_dict(review),
+                           "reviews": [*candidate.get("reviews", []), {**review_dict(review), "by": "critic"}]}
+    if review.verdict == "reject":
+        return drop(reviewed, "rejected_by_critic", review.text)
+    if review.verdict == "revise" and candidate["review_rounds"] < critic_rounds:
+        return {**reviewed, "stage": "revise"}
+    return {**reviewed, "stage": "validate"}
+
+
+def revise(state: RunState) -> dict[str, Any]:
+    """The designer rewrites candidates the critic (or a human comment) sent back."""
+    res = resources_for(state["spec"])
+    stop = state.get("stop_reason")
+    updated: list[Candidate] = []
+    for candidate in at_stage(state["candidates"], "revise"):
+        if stop:
+            updated.append({**candidate, "stage": "validate"})
+            continue
+        last = candidate["review"] or {}
+        review = Review(verdict="revise", points=list(last.get("points", [])), text=last.get("text", ""))
+        try:
+            draft = res.team.designer.revise(res.task, candidate["code"], review)
+        except LLM_STOPS as error:
+            stop = stop_reason_for(error)
+            updated.append({**candidate, "stage": "validate"})
+            continue
+        if draft.code is None:  # a failed rewrite keeps the reviewed code
+            updated.append({**candidate, "stage": "validate", "review_rounds": candidate["review_rounds"] + 1})
+            continue
+        by_human = candidate.get("human") == "comment"
+        updated.append({
+            **candidate, "code": draft.code, "origin": draft.origin, "stage": "review",
+            "review_rounds": candidate["review_rounds"] + (0 if by_human else 1),
+            "human": None if by_human else candidate.get("human"),
+        })
+    for candidate in updated:
+        record(res, candidate)
+    return {"candidates": replace(state["candidates"], updated), "stop_reason": stop}

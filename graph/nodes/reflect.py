@@ -1,0 +1,40 @@
+"""Reflection (training statistics -> designer text) and the end of the run (report)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph.nodes.candidates import at_stage
+from graph.nodes.resources import resources_for
+from graph.reflection import generation_reflection
+from graph.report import write_report
+from graph.rundir import BASELINE_ID
+from graph.state import RunState
+
+
+def reflect(state: RunState) -> dict[str, Any]:
+    """Turn this generation's results into the text the designer reads next."""
+    generation = state["generation"]
+    evaluated = state.get("evaluated", [])
+    baseline = next((r for r in evaluated if r["candidate_id"] == BASELINE_ID), None)
+    records = [r for r in evaluated if r["generation"] == generation and r["candidate_id"] != BASELINE_ID]
+    text = generation_reflection(generation, records, state.get("elites", []), baseline,
+                                 at_stage(state.get("candidates", []), "dropped"))
+    resources_for(state["spec"]).emit("reflection", generation=generation, chars=len(text))
+    return {"reflection": text}
+
+
+def finish(state: RunState) -> dict[str, Any]:
+    """Record the final state of the run and build its report from the run directory."""
+    res = resources_for(state["spec"])
+    elites = state.get("elites", [])
+    best = elites[0] if elites else None
+    stop_reason = state.get("stop_reason")
+    res.rundir.update_state(
+        status="completed", stop_reason=stop_reason, llm=res.llm_usage(),
+        best={"candidate_id": best["candidate_id"], "fitness": best["fitness"]} if best else None,
+    )
+    res.emit("run_finished", status="completed", stop_reason=stop_reason,
+             best_candidate=best["candidate_id"] if best else None)
+    write_report(res.rundir.path)
+    return {}

@@ -1,0 +1,166 @@
+"""What the nodes need besides the state: the run directory, the sandbox and the LLM team.
+
+These objects are not JSON and must not enter checkpoints, so they live in a
+process-wide registry keyed by run id. The runner registers them before driving the
+graph; any other host (`langgraph dev`, a resumed process) gets them built lazily from
+the spec stored in the state, so the module-level compiled graph works on its own.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langgraph.config import get_stream_writer
+
+from agents import LLMConfig, TaskSpec, Team, make_team
+from graph.configuration import RunError, RunSpec
+from graph.rundir import RunDir
+from sandbox import Sandbox, SandboxUnavailable, get_sandbox
+from training import make_env
+from training.envs import BatchedEnv, SimpleSpread
+
+_EVENT_TYPES = {  # events.jsonl name -> stream event type the CLI renders
+    "llm_call": "llm",
+    "job_started": "job",
+    "job_finished": "job",
+    "train_started": "job",
+    "train_finished": "job",
+    "train_progress": "train_progress",
+    "generation_started": "generation",
+    "generation_finished": "generation",
+    "candidate": "candidate",
+}
+
+
+def stream(payload: dict[str, Any]) -> None:
+    """Send a custom stream event when called inside a graph node (no-op elsewhere)."""
+    try:
+        writer = get_stream_writer()
+    except RuntimeError:
+        return
+    writer(payload)
+
+
+def obs_layout(env: BatchedEnv) -> dict[str, tuple[int, int]]:
+    """Named column ranges of one agent's observation (the offline designer builds OEFs on them)."""
+    if not isinstance(env, SimpleSpread):
+        return {}
+    landmarks_end = 4 + 2 * env.landmark_slots
+    agents_end = landmarks_end + 2 * env.agent_slots
+    layout = {"self_vel": (0, 2), "self_pos": (2, 4), "landmark_rel": (4, landmarks_end),
+              "other_rel": (landmarks_end, agents_end)}
+    if env.obs_dim > agents_end:
+        layout["comm"] = (agents_end, env.obs_dim)
+    return layout
+
+
+def task_spec(spec: RunSpec) -> TaskSpec:
+    """Describe the task to the agents from a one-slot instance of the environment."""
+    try:
+        env = make_env(spec.env, 1, **(spec.env_kwargs or {}))
+    except (ValueError, TypeError) as error:
+        raise RunError(f"cannot build environment {spec.env!r}: {error}") from None
+    return TaskSpec(
+        env_name=spec.env, env_description=env.describe(), task=spec.task, algo=spec.algo,
+        n_agents=env.n_agents, obs_dim=env.obs_dim, obs_layout=obs_layout(env),
+    )
+
+
+def llm_config(spec: RunSpec, used: dict[str, int] | None = None) -> LLMConfig:
+    """The agents' LLM settings; budgets shrink by what earlier processes of the run spent."""
+    used = used or {}
+    requests_left = tokens_left = None
+    if spec.max_llm_requests is not None:
+        requests_left = max(1, spec.max_llm_requests - used.get("requests", 0))
+    if spec.max_llm_tokens is not None:
+        spent = used.get("prompt_tokens", 0) + used.get("completion_tokens", 0)
+        tokens_left = max(1, spec.max_llm_tokens - spent)
+    try:
+        return LLMConfig.from_spec(
+            spec.llm, base_url=spec.base_url, max_requests=requests_left, max_tokens=tokens_left
+        )
+    except ValueError as error:
+        raise RunError(str(error).splitlines()[0]) from None
+
+
+def open_sandbox(spec: RunSpec, cache_dir: Path | None, events: Any = None) -> Sandbox:
+    try:
+        return get_sandbox(spec.sandbox, cache_dir=cache_dir, max_parallel=spec.max_parallel,
+                           events=events)
+    except SandboxUnavailable as error:
+        raise RunError(str(error).splitlines()[0]) from None
+
+
+def llm_usage_from_events(events: list[dict[str, Any]]) -> dict[str, int]:
+    """LLM usage recorded in events.jsonl (survives a crash, unlike in-memory counters)."""
+    calls = [e for e in events if e["event"] == "llm_call" and e.get("status") == "ok"]
+    return {
+        "requests": len(calls),
+        "prompt_tokens": sum(int(e.get("prompt_tokens", 0)) for e in calls),
+        "completion_tokens": sum(int(e.get("completion_tokens", 0)) for e in calls),
+    }
+
+
+@dataclass
+class Resources:
+    """The live objects one run's nodes use; `emit` is the single way events leave a node."""
+
+    spec: RunSpec
+    rundir: RunDir
+    task: TaskSpec
+    llm_before: dict[str, int]  # usage by earlier processes of this run
+    sandbox: Sandbox = field(init=False)
+    team: Team = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sandbox = open_sandbox(self.spec, self.rundir.cache_dir, events=self.emit)
+        self.team = make_team(llm_config(self.spec, self.llm_before), on_call=self._on_llm_call)
+
+    def emit(self, event: str, **fields: Any) -> None:
+        """Record an event in events.jsonl and stream it to whoever drives the graph."""
+        record = self.rundir.append_event(event, **fields)
+        stream({"type": _EVENT_TYPES.get(event, "log"), **record})
+
+    def _on_llm_call(self, role: str, info: dict[str, Any]) -> None:
+        self.emit("llm_call", **{**info, "role": role})
+
+    def llm_usage(self) -> dict[str, int]:
+        now = self.team.usage()
+        return {key: self.llm_before.get(key, 0) + int(now[key])
+                for key in ("requests", "prompt_tokens", "completion_tokens")}
+
+
+_registry: dict[str, Resources] = {}
+_registry_lock = threading.Lock()
+
+
+def register(resources: Resources) -> None:
+    with _registry_lock:
+        _registry[str(resources.spec.run_id)] = resources
+
+
+def unregister(run_id: str) -> None:
+    with _registry_lock:
+        _registry.pop(run_id, None)
+
+
+def open_resources(spec: RunSpec, rundir: RunDir) -> Resources:
+    """Build the live objects for a run whose directory exists (start, resume, server)."""
+    return Resources(spec=spec, rundir=rundir, task=task_spec(spec),
+                     llm_before=llm_usage_from_events(rundir.read_events()))
+
+
+def resources_for(spec_json: dict[str, Any]) -> Resources:
+    """The registered resources of this run, built on first use in this process."""
+    spec = RunSpec.parse(spec_json)
+    run_id = str(spec.run_id)
+    with _registry_lock:
+        found = _registry.get(run_id)
+        if found is None:
+            path = Path(spec.runs_dir) / run_id
+            rundir = RunDir.open(spec.runs_dir, run_id) if (path / "spec.json").exists() else RunDir.create(spec)
+            found = _registry[run_id] = open_resources(spec, rundir)
+        return found

@@ -1,0 +1,81 @@
+"""Validation in the sandbox and repair by the debugger, before any training is paid for."""
+
+from __future__ import annotations
+
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from graph.nodes.candidates import at_stage, drop, record, replace
+from graph.nodes.design import LLM_STOPS, stop_reason_for
+from graph.nodes.resources import Resources, resources_for
+from graph.state import Candidate, RunState
+from sandbox import Job, JobResult
+
+
+def error_text(result: JobResult) -> str:
+    """The sandbox's failure as the debugger reads it: type, message, trimmed traceback."""
+    error = result.error or {}
+    head = f"{result.status}: {error.get('type', '')}: {error.get('message', '')}".strip()
+    traceback = (error.get("traceback") or "").strip()
+    return f"{head}\n{traceback}" if traceback else head
+
+
+def _validation_job(res: Resources, candidate: Candidate) -> Job:
+    spec = res.spec
+    return Job(kind="validate", code=candidate["code"], env={"name": spec.env, **(spec.env_kwargs or {})},
+               algo=spec.algo, seed=0, hparams=spec.hparams, candidate_id=candidate["candidate_id"])
+
+
+def validate(state: RunState) -> dict[str, Any]:
+    """Run a validation job per waiting candidate (in parallel, bounded by max_parallel)."""
+    res = resources_for(state["spec"])
+    waiting = at_stage(state["candidates"], "validate")
+    with ThreadPoolExecutor(max_workers=res.spec.max_parallel) as pool:
+        # each job gets its own copy of this node's context, so its events still stream
+        futures = [pool.submit(contextvars.copy_context().run, res.sandbox.run_job,
+                               _validation_job(res, candidate)) for candidate in waiting]
+        results = [future.result() for future in futures]
+    updated = [_after_validation(c, r, res.spec.debug_attempts) for c, r in zip(waiting, results, strict=True)]
+    for candidate in updated:
+        record(res, candidate)
+    return {"candidates": replace(state["candidates"], updated)}
+
+
+def _after_validation(candidate: Candidate, result: JobResult, debug_attempts: int) -> Candidate:
+    if result.status == "ok":
+        stage = "approved" if candidate.get("human") == "edit" else "ready"
+        return {**candidate, "stage": stage, "status": "ok", "error": None}
+    failed: Candidate = {**candidate, "status": result.status, "error": error_text(result)}
+    if candidate["debug_attempts"] < debug_attempts:
+        return {**failed, "stage": "debug"}
+    return drop(failed, result.status)
+
+
+def debug(state: RunState) -> dict[str, Any]:
+    """The debugger repairs each failed candidate from its error and earlier attempts."""
+    res = resources_for(state["spec"])
+    stop = state.get("stop_reason")
+    updated: list[Candidate] = []
+    for candidate in at_stage(state["candidates"], "debug"):
+        if stop:
+            updated.append(drop(candidate, candidate["status"] or "invalid"))
+            continue
+        history = [(code, error) for code, error in candidate["debug_history"]]
+        try:
+            draft = res.team.debugger.repair(res.task, candidate["code"], candidate["error"] or "", history)
+        except LLM_STOPS as error:
+            stop = stop_reason_for(error)
+            updated.append(drop(candidate, candidate["status"] or "invalid"))
+            continue
+        attempts = candidate["debug_attempts"] + 1
+        tried = [*candidate["debug_history"], [candidate["code"], candidate["error"] or ""]]
+        if draft.code is None:
+            updated.append(drop({**candidate, "debug_attempts": attempts}, candidate["status"] or "invalid",
+                                draft.error))
+            continue
+        updated.append({**candidate, "code": draft.code, "origin": draft.origin, "stage": "validate",
+                        "debug_attempts": attempts, "debug_history": tried})
+    for candidate in updated:
+        record(res, candidate)
+    return {"candidates": replace(state["candidates"], updated), "stop_reason": stop}

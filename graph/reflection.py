@@ -1,0 +1,130 @@
+"""Training statistics -> the text the designer reads next (Eureka-style reward reflection).
+
+For each candidate: its evaluated task metrics, then every HRF component and training
+metric as ~10 snapshots over training plus max / mean / min, followed by concrete tips
+derived from those numbers. The generation text adds the baseline, the failures (so the
+designer stops repeating them) and the human's feedback.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+TASK_METRICS = ("return", "coverage", "occupied", "collisions")
+GENERAL_TIPS = (
+    "Tips for the next candidates:\n"
+    "- If a task metric barely moves during training, the reward gives no usable signal "
+    "for it: rewrite the terms meant to drive it.\n"
+    "- If one component is orders of magnitude larger than the others, it decides the "
+    "policy alone: rescale it or the others.\n"
+    "- If a component stays constant, the policy cannot influence it: change it or drop it.\n"
+    "- Keep the team reward in the mix; individual credit should shape it, not replace it.\n"
+    "- The observation enhancement may only use the agent's own observation row."
+)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, int | float) and math.isfinite(value):
+        return f"{value:.3g}"
+    return "n/a"
+
+
+def _stats_line(name: str, stats: dict[str, Any]) -> str:
+    snapshots = ", ".join(_fmt(value) for value in stats.get("snapshots", []))
+    return (
+        f"  {name}: [{snapshots}]  max {_fmt(stats.get('max'))}  "
+        f"mean {_fmt(stats.get('mean'))}  min {_fmt(stats.get('min'))}"
+    )
+
+
+def _component_tips(reflection_stats: dict[str, dict]) -> list[str]:
+    """Tips read off the numbers: flat components and components dwarfing the others."""
+    tips: list[str] = []
+    components = {name: s for name, s in reflection_stats.items() if name not in TASK_METRICS}
+    scales = {
+        name: max(abs(s.get("max", 0.0) or 0.0), abs(s.get("min", 0.0) or 0.0))
+        for name, s in components.items()
+    }
+    for name, stats in components.items():
+        spread = (stats.get("max") or 0.0) - (stats.get("min") or 0.0)
+        if scales[name] > 0 and spread <= 0.01 * scales[name]:
+            tips.append(f"- `{name}` hardly changes during training: the policy cannot optimise it.")
+    positive = {name: scale for name, scale in scales.items() if scale > 0}
+    if len(positive) >= 2:
+        largest = max(positive, key=positive.__getitem__)
+        smallest = min(positive, key=positive.__getitem__)
+        if positive[largest] > 10 * positive[smallest]:
+            tips.append(
+                f"- `{largest}` is over 10x larger than `{smallest}`"
+                f" ({_fmt(positive[largest])} vs {_fmt(positive[smallest])}): rescale."
+            )
+    coverage = reflection_stats.get("coverage")
+    if coverage is not None and (coverage.get("max") or 0.0) < 0.05:
+        tips.append("- Coverage stays near zero: agents rarely occupy every landmark at once.")
+    return tips
+
+
+def candidate_feedback(record: dict[str, Any]) -> str:
+    """Reflection text for one evaluated candidate (its result.json record)."""
+    seeds = len(record.get("per_seed", []))
+    lines = [
+        f"Candidate {record['candidate_id']} (status {record['status']}): fitness "
+        f"{_fmt(record.get('fitness'))} ± {_fmt(record.get('fitness_std'))} over {seeds} seed(s)."
+    ]
+    evaluation = record.get("eval") or {}
+    if evaluation:
+        lines.append(
+            "Evaluation (native reward, greedy policy): "
+            + ", ".join(f"{key} {_fmt(evaluation.get(key))}" for key in TASK_METRICS if key in evaluation)
+        )
+    stats = record.get("reflection_stats") or {}
+    if stats:
+        lines.append("Training statistics (snapshots over training; max / mean / min):")
+        lines.extend(_stats_line(name, stats[name]) for name in sorted(stats))
+        lines.extend(_component_tips(stats))
+    error = ((record.get("per_seed") or [{}])[0] or {}).get("error")
+    if error:
+        lines.append(f"Error: {error.get('type')}: {error.get('message')}")
+    return "\n".join(lines)
+
+
+def generation_reflection(
+    generation: int,
+    records: list[dict[str, Any]],
+    elites: list[dict[str, Any]],
+    baseline: dict[str, Any] | None,
+    dropped: list[dict[str, Any]],
+) -> str:
+    """The text the designer reads before writing generation `generation + 1`."""
+    parts = [f"# Reflection after generation {generation}"]
+    if baseline is not None:
+        parts.append(
+            f"Baseline (native reward, raw observations, same budget): fitness "
+            f"{_fmt(baseline.get('fitness'))}; "
+            + ", ".join(f"{k} {_fmt(v)}" for k, v in (baseline.get("eval") or {}).items())
+        )
+    if elites:
+        parts.append("## Elites so far (best first)")
+        parts.extend(elite["reflection"] for elite in elites)
+    others = [r for r in records if r["candidate_id"] not in {e["candidate_id"] for e in elites}]
+    if others:
+        parts.append(f"## Other candidates of generation {generation}")
+        parts.extend(candidate_feedback(record) for record in others)
+    if dropped:
+        parts.append("## Candidates that never trained (avoid these mistakes)")
+        parts.extend(
+            f"- {c['candidate_id']}: {c.get('status')}: {(c.get('error') or '').strip()[:400]}"
+            for c in dropped
+        )
+    parts.append(GENERAL_TIPS)
+    return "\n\n".join(parts)
+
+
+def merge_feedback(reflection: str, feedback: list[str]) -> str:
+    """The reflection with the researcher's feedback appended (it outranks the tips)."""
+    notes = [note.strip() for note in feedback if note.strip()]
+    if not notes:
+        return reflection
+    listed = "\n".join(f"- {note}" for note in notes)
+    return f"{reflection}\n\n## Feedback from the researcher (follow it)\n{listed}"

@@ -1,0 +1,337 @@
+"""Run report: report.json, report.md and plots/ rebuilt from a run directory alone.
+
+Only the files the engine leaves on disk are read (spec.json, state.json, events.jsonl,
+baseline/result.json, candidates/<gen>-<idx>/...), so a report can be rebuilt for any
+run, finished or not, without the checkpoint database or a live graph.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from graph.plots import plot_fitness, plot_learning_curves
+
+METRICS = ("return", "coverage", "occupied", "collisions")
+RUN_STATUSES = ("completed", "running", "interrupted", "failed")
+
+
+@dataclass
+class CandidateRecord:
+    """One candidate directory: its result (if trained/judged) and where its code is."""
+
+    candidate_id: str
+    generation: int
+    index: int
+    result: dict
+    code_path: Path | None
+
+    @property
+    def fitness(self) -> float | None:
+        value = self.result.get("fitness")
+        return float(value) if _is_number(value) else None
+
+    @property
+    def status(self) -> str:
+        return str(self.result.get("status", "pending"))
+
+
+@dataclass
+class RunFiles:
+    """Everything read from one run directory."""
+
+    run_dir: Path
+    spec: dict
+    state: dict
+    events: list[dict]
+    baseline: dict | None
+    candidates: list[CandidateRecord] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.spec.get("run_id") or self.run_dir.name)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _read_json(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"corrupt JSON in {path}: {exc.msg} (line {exc.lineno})") from None
+
+
+def _read_events(path: Path) -> list[dict]:
+    """events.jsonl is append-only; a torn last line (crash mid-write) is skipped."""
+    if not path.is_file():
+        return []
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return events
+
+
+def _parse_candidate_dir(name: str) -> tuple[int, int] | None:
+    gen, sep, idx = name.partition("-")
+    if not sep or not gen.isdigit() or not idx.isdigit():
+        return None
+    return int(gen), int(idx)
+
+
+def load_run(run_dir: str | Path) -> RunFiles:
+    """Read a run directory; ValueError if it is not one."""
+    run_dir = Path(run_dir)
+    spec = _read_json(run_dir / "spec.json")
+    state = _read_json(run_dir / "state.json")
+    if spec is None and state is None:
+        raise ValueError(f"not a lero run directory (no spec.json or state.json): {run_dir}")
+    candidates = []
+    cand_root = run_dir / "candidates"
+    for cdir in sorted(cand_root.iterdir()) if cand_root.is_dir() else []:
+        parsed = _parse_candidate_dir(cdir.name)
+        if parsed is None or not cdir.is_dir():
+            continue
+        result = _read_json(cdir / "result.json") or {}
+        code = cdir / "candidate.py"
+        candidates.append(
+            CandidateRecord(
+                candidate_id=str(result.get("candidate_id", cdir.name)),
+                generation=int(result.get("generation", parsed[0])),
+                index=parsed[1],
+                result=result,
+                code_path=code if code.is_file() else None,
+            )
+        )
+    candidates.sort(key=lambda c: (c.generation, c.index))
+    return RunFiles(
+        run_dir=run_dir,
+        spec=spec or {},
+        state=state or {},
+        events=_read_events(run_dir / "events.jsonl"),
+        baseline=_read_json(run_dir / "baseline" / "result.json"),
+        candidates=candidates,
+    )
+
+
+def _eval_of(result: dict | None) -> dict[str, float]:
+    if not result:
+        return {}
+    metrics = result.get("eval") or {}
+    return {k: float(v) for k, v in metrics.items() if _is_number(v)}
+
+
+def best_candidate(run: RunFiles) -> CandidateRecord | None:
+    """Highest fitness among candidates that were trained and evaluated."""
+    scored = [c for c in run.candidates if c.fitness is not None]
+    return max(scored, key=lambda c: c.fitness) if scored else None
+
+
+def _generation_rows(run: RunFiles) -> list[dict]:
+    rows = []
+    for gen in sorted({c.generation for c in run.candidates}):
+        members = [c for c in run.candidates if c.generation == gen]
+        scores = [c.fitness for c in members if c.fitness is not None]
+        rows.append(
+            {
+                "generation": gen,
+                "candidates": len(members),
+                "valid": len(scores),
+                "best_fitness": max(scores) if scores else None,
+                "mean_fitness": statistics.fmean(scores) if scores else None,
+            }
+        )
+    return rows
+
+
+def _llm_usage(run: RunFiles) -> dict[str, int]:
+    """state.json's counters; the llm_call events are the fallback for older/crashed runs."""
+    usage = run.state.get("llm")
+    if isinstance(usage, dict):
+        return {
+            k: int(usage.get(k) or 0) for k in ("requests", "prompt_tokens", "completion_tokens")
+        }
+    calls = [e for e in run.events if e.get("event") == "llm_call"]
+    return {
+        "requests": len(calls),
+        "prompt_tokens": sum(int(e.get("prompt_tokens") or 0) for e in calls),
+        "completion_tokens": sum(int(e.get("completion_tokens") or 0) for e in calls),
+    }
+
+
+def _wall_s(run: RunFiles) -> float | None:
+    if _is_number(run.state.get("wall_s")):
+        return float(run.state["wall_s"])
+    stamps = [e["ts"] for e in run.events if _is_number(e.get("ts"))]
+    return float(max(stamps) - min(stamps)) if stamps else None
+
+
+def _status(run: RunFiles) -> str:
+    status = run.state.get("status")
+    return status if status in RUN_STATUSES else "running"
+
+
+def summarize(run: RunFiles) -> dict:
+    """The report.json document (DESIGN.md keys)."""
+    best = best_candidate(run)
+    env_steps = run.state.get("env_steps")
+    return {
+        "run_id": run.run_id,
+        "status": _status(run),
+        "baseline": {
+            "fitness": (run.baseline or {}).get("fitness"),
+            "eval": _eval_of(run.baseline),
+        },
+        "best": {
+            "candidate_id": best.candidate_id if best else None,
+            "generation": best.generation if best else None,
+            "fitness": best.fitness if best else None,
+            "eval": _eval_of(best.result) if best else {},
+            "code_path": str(best.code_path.relative_to(run.run_dir))
+            if best and best.code_path
+            else None,
+        },
+        "generations": _generation_rows(run),
+        "llm": _llm_usage(run),
+        "env_steps": int(env_steps) if _is_number(env_steps) else None,
+        "wall_s": _wall_s(run),
+    }
+
+
+def _fmt(value: object, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if _is_number(value) else "—"
+
+
+def _seed_fitnesses(result: dict | None) -> list[float]:
+    per_seed = (result or {}).get("per_seed") or []
+    return [float(r["fitness"]) for r in per_seed if _is_number(r.get("fitness"))]
+
+
+def _spread(result: dict | None) -> str:
+    """'mean ± std (n seeds: a, b, c)' for a baseline/candidate result."""
+    if not result or not _is_number(result.get("fitness")):
+        return "—"
+    seeds = _seed_fitnesses(result)
+    std = result.get("fitness_std")
+    if not _is_number(std):
+        std = statistics.pstdev(seeds) if len(seeds) > 1 else 0.0
+    listed = ", ".join(_fmt(s) for s in seeds)
+    plural = "seed" if len(seeds) == 1 else "seeds"
+    return f"{_fmt(result['fitness'])} ± {_fmt(std)} ({len(seeds)} {plural}: {listed})"
+
+
+def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str:
+    """Human-readable report: comparison, generations, candidates, the best code."""
+    spec, best = run.spec, best_candidate(run)
+    lines = [f"# lero run `{summary['run_id']}`", ""]
+    lines += [
+        f"- status: **{summary['status']}**",
+        f"- env: `{spec.get('env', '?')}` {json.dumps(spec.get('env_kwargs', {}))}",
+        f"- algo: `{spec.get('algo', '?')}`, steps per candidate: {spec.get('steps', '?')}, "
+        f"seeds: {spec.get('seeds', '?')}",
+        f"- generations: {spec.get('generations', '?')} x population {spec.get('population', '?')}"
+        f", llm: `{spec.get('llm', '?')}`",
+        f"- env steps: {summary['env_steps'] if summary['env_steps'] is not None else '—'}, "
+        f"wall clock: {_fmt(summary['wall_s'], 1)} s",
+        f"- LLM: {summary['llm']['requests']} requests, {summary['llm']['prompt_tokens']} prompt + "
+        f"{summary['llm']['completion_tokens']} completion tokens",
+        "",
+        "## Best candidate vs baseline",
+        "",
+        "| | fitness (mean ± std over seeds) | " + " | ".join(METRICS) + " |",
+        "|---|---|" + "---|" * len(METRICS),
+    ]
+    rows = [("baseline (native reward, raw obs)", run.baseline)]
+    if best:
+        rows.append((f"best: `{best.candidate_id}`", best.result))
+    for label, result in rows:
+        metrics = _eval_of(result)
+        cells = " | ".join(_fmt(metrics.get(m)) for m in METRICS)
+        lines.append(f"| {label} | {_spread(result)} | {cells} |")
+    base_fit, best_fit = summary["baseline"]["fitness"], summary["best"]["fitness"]
+    if _is_number(base_fit) and _is_number(best_fit):
+        lines += ["", f"Improvement over the baseline: {best_fit - base_fit:+.3f} return."]
+    lines += [
+        "",
+        "## Generations",
+        "",
+        "| generation | candidates | valid | best fitness | mean fitness |",
+        "|---|---|---|---|---|",
+    ]
+    for g in summary["generations"]:
+        lines.append(
+            f"| {g['generation']} | {g['candidates']} | {g['valid']} | "
+            f"{_fmt(g['best_fitness'])} | {_fmt(g['mean_fitness'])} |"
+        )
+    lines += ["", "## Candidates", "", "| candidate | status | fitness |", "|---|---|---|"]
+    for c in run.candidates:
+        lines.append(f"| `{c.candidate_id}` | {c.status} | {_spread(c.result)} |")
+    if plots:
+        lines += ["", "## Plots", ""]
+        lines += [f"![{name}]({path.relative_to(run.run_dir)})" for name, path in plots.items()]
+    if best and best.code_path:
+        lines += [
+            "",
+            f"## Best candidate code (`{summary['best']['code_path']}`)",
+            "",
+            "```python",
+            best.code_path.read_text().rstrip(),
+            "```",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_report(run_dir: str | Path) -> dict:
+    """Build report.json, report.md and plots/*.png in run_dir; returns the report.json dict."""
+    run = load_run(run_dir)
+    summary = summarize(run)
+    plot_dir = run.run_dir / "plots"
+    plots = {
+        "fitness": plot_fitness(
+            summary["generations"], summary["baseline"]["fitness"], plot_dir / "fitness.png"
+        )
+    }
+    best = best_candidate(run)
+    curves = {}
+    if run.baseline and run.baseline.get("curves"):
+        curves["baseline"] = run.baseline["curves"]
+    if best and best.result.get("curves"):
+        curves[f"best ({best.candidate_id})"] = best.result["curves"]
+    if curves:
+        plots["learning_curves"] = plot_learning_curves(curves, plot_dir / "learning_curves.png")
+    _write_atomic(run.run_dir / "report.json", json.dumps(summary, indent=2) + "\n")
+    _write_atomic(run.run_dir / "report.md", render_markdown(run, summary, plots))
+    return summary
+
+
+def run_row(run_dir: str | Path) -> dict:
+    """One line of `lero runs`: cheap (no plots, nothing written)."""
+    run = load_run(run_dir)
+    summary = summarize(run)
+    generation = run.state.get("generation")
+    return {
+        "run_id": summary["run_id"],
+        "status": summary["status"],
+        "generations_done": generation
+        if isinstance(generation, int)
+        else len(summary["generations"]),
+        "best_fitness": summary["best"]["fitness"],
+        "baseline_fitness": summary["baseline"]["fitness"],
+        "started_ts": run.state.get("started_ts"),
+    }

@@ -1,0 +1,126 @@
+"""The run directory: every file a run leaves behind, written as things happen.
+
+Layout (DESIGN.md, docs/internals.md): `spec.json`, `state.json`, `events.jsonl`
+(append-only, one JSON object per line), `checkpoints.sqlite`, `cache/` (sandbox result
+cache), `baseline/result.json`, `candidates/<gen>-<idx>/{candidate.py, review.md,
+result.json}`. The report builder reads only these files, so they must be complete and
+consistent even after a crash: JSON files are replaced atomically, events are appended
+and flushed line by line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from graph.configuration import RunError, RunSpec
+
+BASELINE_ID = "baseline"
+
+
+def _write_json_atomic(path: Path, payload: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+class RunDir:
+    """Writer for one `runs/<run_id>/` directory (thread-safe: train branches run in parallel)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._session_start = time.monotonic()
+        state = self.read_state() if self.state_path.exists() else {}
+        self._prior_wall_s = float(state.get("wall_s", 0.0))
+
+    @classmethod
+    def create(cls, spec: RunSpec) -> RunDir:
+        """Make the directory for a new run; refuse to reuse an existing run id."""
+        path = Path(spec.runs_dir) / str(spec.run_id)
+        if path.exists():
+            raise RunError(f"run {spec.run_id!r} already exists in {spec.runs_dir} (use lero resume)")
+        path.mkdir(parents=True)
+        rundir = cls(path)
+        _write_json_atomic(rundir.path / "spec.json", spec.model_dump(mode="json"))
+        rundir.update_state(
+            status="running", generation=0, started_ts=time.time(), env_steps=0,
+            llm={"requests": 0, "prompt_tokens": 0, "completion_tokens": 0},
+        )
+        return rundir
+
+    @classmethod
+    def open(cls, runs_dir: str | Path, run_id: str) -> RunDir:
+        """Open an existing run directory (resume, report), or raise RunError."""
+        path = Path(runs_dir) / run_id
+        if not (path / "spec.json").is_file():
+            raise RunError(f"no run {run_id!r} in {runs_dir} (missing spec.json)")
+        return cls(path)
+
+    @property
+    def state_path(self) -> Path:
+        return self.path / "state.json"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.path / "checkpoints.sqlite"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.path / "cache"
+
+    def read_spec(self) -> RunSpec:
+        return RunSpec.parse(json.loads((self.path / "spec.json").read_text()))
+
+    def read_state(self) -> dict[str, Any]:
+        return json.loads(self.state_path.read_text())
+
+    def wall_s(self) -> float:
+        """Seconds this run has been active, summed over every process that drove it."""
+        return self._prior_wall_s + time.monotonic() - self._session_start
+
+    def update_state(self, **fields: Any) -> dict[str, Any]:
+        """Merge fields into `state.json` (with the current `wall_s`) and return it."""
+        with self._lock:
+            state = self.read_state() if self.state_path.exists() else {}
+            state.update(fields, wall_s=round(self.wall_s(), 3))
+            _write_json_atomic(self.state_path, state)
+            return state
+
+    def append_event(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one `{"ts", "event", ...}` line to events.jsonl and return the record."""
+        record = {"ts": time.time(), "event": event, **fields}
+        line = json.dumps(record, default=str) + "\n"
+        with self._lock, open(self.path / "events.jsonl", "a") as stream:
+            stream.write(line)
+            stream.flush()
+            os.fsync(stream.fileno())
+        return record
+
+    def read_events(self) -> list[dict[str, Any]]:
+        path = self.path / "events.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def candidate_dir(self, candidate_id: str) -> Path:
+        if candidate_id == BASELINE_ID:
+            return self.path / BASELINE_ID
+        return self.path / "candidates" / candidate_id
+
+    def write_candidate(self, candidate_id: str, code: str | None, review_md: str | None) -> None:
+        """Write (or overwrite, after a revision) a candidate's source and its review."""
+        folder = self.candidate_dir(candidate_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        if code is not None:
+            (folder / "candidate.py").write_text(code)
+        if review_md is not None:
+            (folder / "review.md").write_text(review_md)
+
+    def write_result(self, candidate_id: str, result: dict[str, Any]) -> None:
+        _write_json_atomic(self.candidate_dir(candidate_id) / "result.json", result)

@@ -1,0 +1,87 @@
+"""The graph state: plain JSON-able dicts and lists, so every checkpoint is portable.
+
+Candidate record (`Candidate`): one HRF+OEF module moving through a generation. Its
+`stage` says what the graph does with it next:
+
+    review -> (revise -> review)* -> validate -> (debug -> validate)* -> ready
+           -> approved -> trained                       (or `dropped` at any step)
+
+A dropped candidate keeps the reason in `status` (`rejected_by_critic`,
+`rejected_by_human`, `invalid`, or the sandbox status of its last validation).
+
+Human approvals are `interrupt()` calls; the payload is a JSON object with a `kind`, a
+`question` and the `answers` it accepts; resume with `Command(resume=answer)`.
+
+kind "spec" — before any compute:
+    payload {"kind": "spec", "run_id", "spec": {RunSpec fields}, "env_description",
+             "question", "answers": ["approve", "reject"]}
+    answer  {"action": "approve" | "reject"}            (a bare string is accepted too)
+
+kind "candidates" — after validation, before training:
+    payload {"kind": "candidates", "generation", "question", "answers": [...],
+             "candidates": [{"candidate_id", "code", "origin",
+                             "review": {"verdict", "points", "text"} | null}]}
+    answer  {"decisions": {candidate_id: {"action": "approve" | "reject" | "edit" | "comment",
+                                          "code": str (edit), "comment": str (comment)}},
+             "default": "approve" | "reject"}           (candidates not named get `default`)
+    `edit` replaces the code (validated again, then trained without asking again);
+    `comment` sends the text to the designer as a review, and the revision comes back.
+
+kind "generation" — after the reflection, when another generation follows:
+    payload {"kind": "generation", "generation", "best": {"candidate_id", "fitness"} | null,
+             "baseline_fitness", "candidates": [{"candidate_id", "status", "fitness"}],
+             "reflection", "question", "answers": ["continue", "stop"]}
+    answer  {"action": "continue" | "stop", "feedback": str | null}
+    `feedback` is kept for the rest of the run: added to every later reflection and passed
+    to the designer.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, Literal, TypedDict
+
+Stage = Literal["review", "revise", "validate", "debug", "ready", "approved", "trained", "dropped"]
+
+
+class Candidate(TypedDict, total=False):
+    """One candidate of the current generation (see the module docstring for `stage`)."""
+
+    candidate_id: str  # "<generation>-<index>"
+    generation: int
+    code: str | None
+    origin: str  # which agent wrote the current code: designer, offline, debugger, human...
+    stage: Stage
+    status: str | None  # final status once dropped, "ok" once validated
+    review: dict[str, Any] | None  # {"verdict", "points", "text"} of the latest review
+    reviews: list[dict[str, Any]]  # every review so far, with "by": critic | human (review.md)
+    review_rounds: int  # revisions asked for by the critic so far
+    debug_attempts: int  # debugger repairs so far
+    debug_history: list[list[str]]  # [[code, error], ...] fed back to the debugger
+    error: str | None  # latest validation error text
+    human: str | None  # the human's decision once given: approve / edit / comment
+    human_comment: str | None
+
+
+class TrainTask(TypedDict):
+    """What one parallel `train` branch receives through `Send` (one candidate, one seed)."""
+
+    candidate_id: str
+    generation: int
+    code: str | None  # None = baseline: native reward, raw observations
+    seed: int
+    spec: dict[str, Any]
+
+
+class RunState(TypedDict, total=False):
+    """State of one run; `results` is the only channel written by parallel branches."""
+
+    spec: dict[str, Any]  # RunSpec as JSON (filled by `setup` from input or configurable)
+    generation: int
+    candidates: list[Candidate]
+    results: Annotated[list[dict[str, Any]], operator.add]  # one per (candidate, seed) job
+    evaluated: list[dict[str, Any]]  # aggregated result.json records, every generation
+    elites: list[dict[str, Any]]  # best evaluated candidates so far (agents.Elite fields)
+    reflection: str  # training feedback text for the next generation (human feedback apart)
+    feedback: list[str]  # every piece of researcher feedback so far, oldest first
+    stop_reason: str | None  # why the run ends early (llm budget, wall clock, human)

@@ -1,0 +1,37 @@
+"""`python -m sandbox build [--mode auto|dockerfile|offline]` and `python -m sandbox check`.
+
+`lero sandbox build | check` calls the same `build_image` / `check` functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from sandbox.check import check
+from sandbox.image import build_image
+from sandbox.types import SandboxUnavailable
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    build = commands.add_parser("build", help="build the sandbox image locally")
+    build.add_argument("--mode", choices=("auto", "dockerfile", "offline"), default="auto")
+    commands.add_parser("check", help="report daemon, image and a smoke run")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "build":
+            build_image(args.mode)
+            return 0
+        report = check()
+    except SandboxUnavailable as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    for name, (ok, detail) in report.items():
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")
+    return 0 if all(ok for ok, _ in report.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""What every sandbox backend shares: jobs in directories, result checking, cache, events.
+
+A backend only knows how to run a command contained (`run_script`, `_launch_runner`);
+this class turns a `Job` into `job.json`, runs `python -m sandbox.runner` through the
+backend, and reads back a `result.json` it never trusts: size-capped, opened without
+following links, schema-checked; anything else is `crashed`, never a host exception.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import stat
+import tempfile
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sandbox.cache import ResultCache, cache_key
+from sandbox.runner import JOB_FILE, POLICY_SUBDIR, RESULT_FILE
+from sandbox.types import JOB_STATUSES, Job, JobResult, Limits, SandboxUnavailable, ScriptResult
+from training.contract import static_check
+
+MAX_RESULT_BYTES = 16 * 2**20
+Events = Callable[..., None]
+log = logging.getLogger(__name__)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_schema(data: Any, kind: str) -> JobResult:
+    """result.json -> JobResult, or ValueError naming the first thing wrong."""
+    if not isinstance(data, dict) or data.get("status") not in JOB_STATUSES:
+        raise ValueError("no valid 'status'")
+    error = data.get("error")
+    if error is not None and not (
+        isinstance(error, dict) and all(isinstance(error.get(k), str) for k in ("type", "message", "traceback"))
+    ):
+        raise ValueError("'error' must be {type, message, traceback} strings")
+    metrics = data.get("metrics", {})
+    if not isinstance(metrics, dict) or not all(isinstance(k, str) and _is_number(v) for k, v in metrics.items()):
+        raise ValueError("'metrics' must map names to finite numbers")
+    curves = data.get("curves", {})
+    if not isinstance(curves, dict) or not all(
+        isinstance(k, str) and isinstance(v, list) and all(_is_number(x) for x in v) for k, v in curves.items()
+    ):
+        raise ValueError("'curves' must map names to lists of finite numbers")
+    if not isinstance(data.get("reflection_stats", {}), dict):
+        raise ValueError("'reflection_stats' must be a dict")
+    fitness = data.get("fitness")
+    if fitness is not None and not _is_number(fitness):
+        raise ValueError("'fitness' must be a finite number or null")
+    return JobResult(
+        status=data["status"],
+        error=error,
+        metrics=metrics,
+        curves=curves,
+        reflection_stats=data.get("reflection_stats", {}),
+        fitness=float(fitness) if fitness is not None and kind == "evaluate" else None,
+    )
+
+
+def read_result(job_dir: Path, kind: str) -> JobResult:
+    """Read JOB_DIR/result.json defensively; every problem becomes a `crashed` result."""
+    try:
+        fd = os.open(job_dir / RESULT_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        return JobResult.failure("crashed", "NoResult", f"the runner left no readable {RESULT_FILE} ({error.strerror})")
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RESULT_BYTES:
+        os.close(fd)
+        return JobResult.failure("crashed", "BadResult", f"{RESULT_FILE} is not a regular file <= {MAX_RESULT_BYTES} bytes")
+    with os.fdopen(fd, "rb") as handle:
+        raw = handle.read(MAX_RESULT_BYTES + 1)
+    try:
+        return _check_schema(json.loads(raw), kind)
+    except (ValueError, TypeError, RecursionError) as error:
+        return JobResult.failure("crashed", "BadResult", f"malformed {RESULT_FILE}: {error}"[:500])
+
+
+class Sandbox(ABC):
+    """Runs untrusted code contained; see DESIGN.md for statuses and defaults."""
+
+    kind = "abstract"
+
+    def __init__(
+        self,
+        cache_dir: str | os.PathLike | None = None,
+        max_parallel: int = 2,
+        events: Events | None = None,
+        work_dir: str | os.PathLike | None = None,
+    ) -> None:
+        if max_parallel < 1:
+            raise ValueError(f"max_parallel must be >= 1, got {max_parallel}")
+        self.cache = ResultCache(cache_dir) if cache_dir is not None else None
+        self.slots = threading.BoundedSemaphore(max_parallel)
+        self.events = events
+        if work_dir is None:
+            work_dir = Path(cache_dir) / "jobs" if cache_dir is not None else tempfile.mkdtemp(prefix="lero-jobs-")
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+
+    @abstractmethod
+    def run_script(self, source: str, limits: Limits | None = None) -> ScriptResult:
+        """Run one Python script contained; the raw primitive the jobs are built on."""
+
+    @abstractmethod
+    def _launch_runner(self, job_dir: Path, policy_dir: Path | None, limits: Limits) -> ScriptResult:
+        """Run `python -m sandbox.runner` on JOB_DIR (and the policy, read-only, if given)."""
+
+    @abstractmethod
+    def _policy_path_inside(self, policy_dir: Path) -> str:
+        """Where the runner sees the policy directory."""
+
+    def _new_job_dir(self, job_id: str) -> Path:
+        job_dir = self.work_dir / f"{job_id}-{uuid.uuid4().hex[:6]}"
+        job_dir.mkdir(mode=0o700)
+        return job_dir
+
+    def _emit(self, event: str, **fields: Any) -> None:
+        if self.events is not None:
+            self.events(event, **fields)
+
+    def run_job(self, job: Job) -> JobResult:
+        """validate / train / evaluate one candidate (statuses in DESIGN.md); never raises for bad code."""
+        if not isinstance(job, Job):
+            raise TypeError(f"run_job expects a Job, got {type(job).__name__}")
+        fields = {"job_id": job.job_id, "kind": job.kind, "candidate_id": job.candidate_id}
+        key = cache_key(job.code, {**job.config(), "policy_dir": job.policy_dir}, job.seed)
+        cached = self.cache.get(key) if self.cache is not None else None
+        self._emit("job_started", **fields)
+        result = cached or self._run_uncached(job)
+        if self.cache is not None and cached is None:
+            self.cache.put(key, result)
+        self._emit("job_finished", **fields, status=result.status, cached=result.cached)
+        return result
+
+    def _run_uncached(self, job: Job) -> JobResult:
+        started = time.perf_counter()
+        violations = static_check(job.code) if job.code is not None and job.static_check else []
+        if violations:
+            message = "; ".join(str(v) for v in violations[:20])
+            return JobResult.failure("rejected", "StaticCheck", message[:4000])
+        policy_dir = None
+        if job.kind == "evaluate":
+            policy_dir = Path(job.policy_dir)
+            if policy_dir.is_symlink() or not policy_dir.is_dir():
+                return JobResult.failure("crashed", "NoPolicy", f"policy_dir {policy_dir} is not a directory")
+        with self.slots:
+            job_dir = self._new_job_dir(job.job_id)
+            try:
+                result = self._run_in(job, job_dir, policy_dir)
+            except BaseException:
+                shutil.rmtree(job_dir, ignore_errors=True)
+                raise
+            if job.kind != "train" or result.status != "ok":
+                shutil.rmtree(job_dir, ignore_errors=True)
+        result.elapsed_s = time.perf_counter() - started
+        return result
+
+    def _run_in(self, job: Job, job_dir: Path, policy_dir: Path | None) -> JobResult:
+        spec = job.to_dict()
+        if policy_dir is not None:
+            spec["policy_dir"] = self._policy_path_inside(policy_dir)
+        (job_dir / JOB_FILE).write_text(json.dumps(spec))
+        try:
+            script = self._launch_runner(job_dir, policy_dir, job.limits)
+        except SandboxUnavailable as error:
+            return JobResult.failure("crashed", "SandboxUnavailable", str(error))
+        if script.status in ("timeout", "oom"):
+            return JobResult.failure(script.status, script.status.capitalize(), f"the {job.kind} job hit its {script.status} limit")
+        result = read_result(job_dir, job.kind)
+        if script.status != "ok" and result.status == "crashed":
+            tail = script.stderr.strip().splitlines()[-1:] or [f"exit code {script.exit_code}"]
+            result.error = {"type": "RunnerFailed", "message": f"{script.status}: {tail[0]}"[:500], "traceback": script.stderr[-4000:]}
+        if result.status == "ok" and job.kind == "train":
+            policy = job_dir / POLICY_SUBDIR
+            if policy.is_symlink() or not policy.is_dir():
+                return JobResult.failure("crashed", "NoPolicy", "training finished without saving the policy")
+            result.policy_dir = str(policy)
+        return result
+
+    def train_and_evaluate(
+        self, code: str | None, env: dict, algo: str, steps: int, seed: int, **job_fields: Any
+    ) -> JobResult:
+        """Train, then evaluate the weights in a fresh sandbox with the OEF only; cached as a whole."""
+        train_job = Job(kind="train", code=code, env=env, algo=algo, steps=steps, seed=seed, **job_fields)
+        key = cache_key(code, {**train_job.config(), "kind": "train_and_evaluate"}, seed)
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            fields = {"job_id": train_job.job_id, "kind": "train", "candidate_id": train_job.candidate_id}
+            self._emit("job_started", **fields)
+            self._emit("job_finished", **fields, status=hit.status, cached=True)
+            return hit
+        trained = self.run_job(train_job)
+        if trained.status != "ok":
+            return trained
+        eval_fields = {k: v for k, v in job_fields.items() if k != "job_id"}
+        evaluated = self.run_job(
+            Job(kind="evaluate", code=code, env=env, algo=algo, steps=steps, seed=seed,
+                policy_dir=trained.policy_dir, **eval_fields)
+        )
+        combined = JobResult(
+            status=evaluated.status,
+            error=evaluated.error,
+            metrics=evaluated.metrics,
+            curves=trained.curves,
+            reflection_stats=trained.reflection_stats,
+            fitness=evaluated.fitness,
+            elapsed_s=trained.elapsed_s + evaluated.elapsed_s,
+            policy_dir=trained.policy_dir,
+        )
+        if self.cache is not None:
+            self.cache.put(key, combined)
+        return combined

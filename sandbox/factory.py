@@ -1,0 +1,45 @@
+"""`get_sandbox`: Docker when it can be used, else the (weaker) process backend, loudly."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+from sandbox.base import Events, Sandbox
+from sandbox.types import SandboxUnavailable
+
+log = logging.getLogger(__name__)
+KINDS = ("auto", "docker", "process")
+
+
+def get_sandbox(
+    kind: str = "auto",
+    cache_dir: str | os.PathLike | None = None,
+    max_parallel: int = 2,
+    events: Events | None = None,
+    **options: Any,
+) -> Sandbox:
+    """A sandbox backend; `docker` raises `SandboxUnavailable` when no daemon or image."""
+    if kind not in KINDS:
+        raise ValueError(f"sandbox kind must be one of {KINDS}, got {kind!r}")
+    common = {"cache_dir": cache_dir, "max_parallel": max_parallel, "events": events, **options}
+    if kind in ("auto", "docker"):
+        try:
+            # imported here: the docker SDK is not needed (nor in the image) otherwise
+            from sandbox.docker_backend import DockerSandbox
+
+            return DockerSandbox(**common)
+        except (SandboxUnavailable, ImportError) as error:
+            if kind == "docker":
+                raise SandboxUnavailable(str(error)) from error
+            warning = (
+                f"WARNING: Docker sandbox unavailable ({error}); running LLM-written code in the "
+                "much weaker PROCESS sandbox (see docs/sandbox.md)"
+            )
+            log.warning(warning)
+            print(warning, file=sys.stderr)
+    from sandbox.process_backend import ProcessSandbox
+
+    return ProcessSandbox(**common)

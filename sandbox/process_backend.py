@@ -1,0 +1,157 @@
+"""The process backend, for machines without Docker: weaker, and loud about it.
+
+A child process in its own session with rlimits (`prlimit`: RLIMIT_AS = memory,
+RLIMIT_CPU, RLIMIT_NPROC = pids, RLIMIT_FSIZE = job-dir cap, no core files), an empty
+environment (only PYTHONPATH to the lero source, TMPDIR and thread settings), a
+temporary working directory whose total size is watched (`DiskWatch`), and a
+wall-clock kill of its whole process group.
+
+Where the kernel lets us (root, or unprivileged user namespaces) it also runs in new
+namespaces: network (no network at all), PID (it is PID 1 there, so a kill takes every
+descendant, even ones that call setsid; fresh /proc) and mount (every mount remounted
+read-only except the job directory), then drops all capabilities with no-new-privs.
+What it cannot do is listed in docs/sandbox.md (no memory/pids cgroup; as real root
+RLIMIT_NPROC is not enforced, so a fork bomb runs until the wall-clock kill).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sandbox.base import Sandbox
+from sandbox.diskwatch import DiskWatch
+from sandbox.image import REPO_ROOT
+from sandbox.output import CappedBuffer, drain_in_thread
+from sandbox.types import Limits, SandboxUnavailable, ScriptResult
+
+# Runs inside the new namespaces as their root: make every mount read-only except the
+# job directory ($1; cd again to get onto the rw mount), then drop all capabilities and exec.
+NAMESPACE_SETUP = r"""set -e
+mount --bind "$1" "$1"
+while read -r _ target _; do
+  [ "$target" = "$1" ] || mount -o remount,bind,ro "$target" 2>/dev/null || true
+done < /proc/self/mounts
+cd "$1"
+shift
+exec setpriv --no-new-privs --bounding-set=-all --inh-caps=-all -- "$@"
+"""
+log = logging.getLogger(__name__)
+OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory")
+SCRIPT_FILE = "script.py"
+
+
+class ProcessSandbox(Sandbox):
+    kind = "process"
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        if shutil.which("prlimit") is None:
+            raise SandboxUnavailable("the process sandbox needs `prlimit` (util-linux)")
+        self.unshare = self._namespace_command()
+        if not self.unshare:
+            warning = "WARNING: no namespaces for the process sandbox: candidate code can use the network and write files"
+            log.warning(warning)
+            print(warning, file=sys.stderr)
+
+    @staticmethod
+    def _namespace_command() -> list[str]:
+        """`unshare` arguments that work here (as root, or via a user namespace), else []."""
+        if not (shutil.which("unshare") and shutil.which("setpriv")):
+            return []
+        command = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
+        if os.geteuid() != 0:
+            command[1:1] = ["--user", "--map-root-user"]
+        probe = subprocess.run([*command, "true"], capture_output=True)
+        return command if probe.returncode == 0 else []
+
+    def _policy_path_inside(self, policy_dir: Path) -> str:
+        return str(policy_dir)
+
+    def _command(self, argv: list[str], cwd: Path, limits: Limits) -> list[str]:
+        disk_bytes = limits.disk_mb * 2**20
+        command = [
+            "prlimit",
+            f"--as={limits.mem_mb * 2**20}",
+            f"--cpu={int(limits.wall_s * limits.cpus) + 1}",
+            f"--nproc={limits.pids}",
+            f"--fsize={disk_bytes}",
+            "--core=0",
+            "--",
+        ]
+        if self.unshare:
+            command += [*self.unshare, "sh", "-c", NAMESPACE_SETUP, "sh", str(cwd)]
+        return command + argv
+
+    def _run(self, argv: list[str], cwd: Path, limits: Limits) -> ScriptResult:
+        env = {
+            "PYTHONPATH": str(REPO_ROOT),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "HOME": str(cwd),
+            "TMPDIR": str(cwd),
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
+        stdout, stderr = CappedBuffer(limits.output_bytes), CappedBuffer(limits.output_bytes)
+        started = time.perf_counter()
+        child = subprocess.Popen(
+            self._command(argv, cwd, limits),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        readers = [drain_in_thread(child.stdout, stdout), drain_in_thread(child.stderr, stderr)]
+        timed_out = False
+        with DiskWatch(cwd, limits.disk_mb * 2**20, lambda: _kill_group(child.pid)) as disk:
+            try:
+                exit_code = child.wait(timeout=limits.wall_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                _kill_group(child.pid)  # the whole group, done or not
+                exit_code = child.wait()
+        elapsed = time.perf_counter() - started
+        for reader in readers:
+            reader.join(timeout=2.0)
+        if disk.exceeded.is_set():
+            stderr.feed(f"\n[sandbox] job directory exceeded {limits.disk_mb} MB: killed\n".encode())
+        text = stderr.text()
+        if timed_out:
+            status = "timeout"
+        elif exit_code == 0:
+            status = "ok"
+        elif any(marker in text for marker in OOM_MARKERS):
+            status = "oom"
+        elif disk.exceeded.is_set() or exit_code < 0 or exit_code == 137:
+            status = "killed"
+        else:
+            status = "error"
+        return ScriptResult(status, None if timed_out else exit_code, stdout.text(), text, elapsed)
+
+    def run_script(self, source: str, limits: Limits | None = None) -> ScriptResult:
+        limits = limits or Limits()
+        job_dir = self._new_job_dir("script")
+        try:
+            (job_dir / SCRIPT_FILE).write_text(source)
+            return self._run([sys.executable, SCRIPT_FILE], job_dir, limits)
+        finally:
+            shutil.rmtree(job_dir, ignore_errors=True)
+
+    def _launch_runner(self, job_dir: Path, policy_dir: Path | None, limits: Limits) -> ScriptResult:
+        return self._run([sys.executable, "-m", "sandbox.runner", str(job_dir)], job_dir, limits)
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)

@@ -1,0 +1,288 @@
+"""The in-sandbox runner: `python -m sandbox.runner JOB_DIR` reads job.json, writes result.json.
+
+Trusted code running next to untrusted code, so the order of things matters:
+1. the runner makes itself non-dumpable, so no other process of the same user can
+   ptrace it or read/write its memory and file descriptors through /proc;
+2. it runs the job (validate / train in-process; evaluate keeps all candidate code in a
+   separate worker, see `sandbox.oef_worker`);
+3. when it is PID 1 of its own PID namespace (Docker, or the process backend as root) it
+   SIGKILLs every other process in the namespace, so nothing the candidate left behind
+   can race it;
+4. only then it replaces whatever `result.json` the candidate may have written.
+Validation and training results therefore reflect candidate code (it ran in-process);
+the fitness, computed by `evaluate`, does not.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sandbox.oef_worker import HEADER, LENGTH, read_exact
+from sandbox.tracebacks import error_dict, raised_in_candidate, register_source
+
+JOB_FILE = "job.json"
+RESULT_FILE = "result.json"
+POLICY_SUBDIR = "policy"
+VALIDATE_ENVS = 1024  # the PPO batch: hooks are timed at the size training calls them with
+VALIDATE_STEPS = 4
+CALL_BUDGET_S = 0.01  # fastest of VALIDATE_STEPS calls (vectorised: ~1 ms); loops over rows exceed it
+EVAL_SEED = 12345
+# torch reports allocation failures under RLIMIT_AS as RuntimeError, not MemoryError
+OOM_MESSAGES = ("can't allocate memory", "not enough memory", "std::bad_alloc")
+
+
+class CandidateError(Exception):
+    """Candidate code failed in the OEF worker; carries the worker's trimmed error."""
+
+    def __init__(self, error: dict) -> None:
+        super().__init__(error.get("message", ""))
+        self.error = error
+
+
+def make_non_dumpable() -> None:
+    """prctl(PR_SET_DUMPABLE, 0): blocks ptrace and /proc/<pid>/{mem,fd,environ} of this process."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(4, 0, 0, 0, 0)
+
+
+class OEFWorker:
+    """Callable OEF proxy: ships obs [M, D] to the worker process, returns [M, D + k]."""
+
+    def __init__(self, source: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "sandbox.oef_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=tempfile.gettempdir(),
+        )
+        payload = source.encode()
+        self.send(LENGTH.pack(len(payload)) + payload)
+        self.receive_status()
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.process.stdin.write(data)
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.died()
+
+    def died(self) -> None:
+        raise CandidateError(
+            {"type": "WorkerDied", "message": "the process running enhance_observation exited", "traceback": ""}
+        )
+
+    def receive_status(self) -> None:
+        try:
+            status = read_exact(self.process.stdout, 1)
+            if status == b"E":
+                (length,) = LENGTH.unpack(read_exact(self.process.stdout, LENGTH.size))
+                raise CandidateError(json.loads(read_exact(self.process.stdout, length)))
+        except EOFError:
+            self.died()
+
+    def __call__(self, obs):  # obs [M, D] float32 -> [M, D + k]
+        import torch
+
+        rows = obs.detach().to(torch.float32).contiguous()
+        self.send(HEADER.pack(*rows.shape) + rows.numpy().tobytes())
+        self.receive_status()
+        try:
+            n_rows, n_cols = HEADER.unpack(read_exact(self.process.stdout, HEADER.size))
+            data = read_exact(self.process.stdout, n_rows * n_cols * 4)
+        except EOFError:
+            self.died()
+        return torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(n_rows, n_cols)
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+def validate(job: dict) -> dict[str, Any]:
+    """Both hooks on real env batches: shapes, dtype, finiteness, OEF prefix, time per call."""
+    import torch
+
+    from training import load_candidate, make_env
+    from training.hooks import ObservationEnhancer, RewardShaper
+
+    hooks = load_candidate(job["code"])
+    missing = [name for name in ("hybrid_reward", "enhance_observation") if getattr(hooks, name) is None]
+    if missing:
+        return failure("invalid_output", "MissingFunction", f"the candidate defines no {', '.join(missing)}")
+    env_kwargs = {k: v for k, v in job["env"].items() if k != "name"}
+    env = make_env(job["env"]["name"], VALIDATE_ENVS, **env_kwargs)
+    enhancer = ObservationEnhancer(hooks.enhance_observation, env.obs_dim)
+    shaper = RewardShaper(hooks.hybrid_reward)
+    generator = torch.Generator().manual_seed(job["seed"])
+    obs = env.reset(seed=job["seed"])  # [B, N, D]
+    step = torch.zeros(env.n_envs, dtype=torch.long)  # [B]
+    seconds: dict[str, list[float]] = {"enhance_observation": [], "hybrid_reward": []}
+    for index in range(VALIDATE_STEPS):
+        started = time.perf_counter()
+        enhanced = enhancer(obs)  # [B, N, D + k]
+        seconds["enhance_observation"].append(time.perf_counter() - started)
+        actions = torch.randint(env.n_actions, (env.n_envs, env.n_agents), generator=generator)
+        next_obs, reward, done, _ = env.step(actions)
+        started = time.perf_counter()
+        _, components = shaper(obs, next_obs, actions, reward, env.world(), step, index / VALIDATE_STEPS)
+        seconds["hybrid_reward"].append(time.perf_counter() - started)
+        step = torch.where(done, 0, step + 1)
+        obs = next_obs
+    for hook, times in seconds.items():
+        if min(times) > CALL_BUDGET_S:
+            return failure(
+                "invalid_output",
+                "TooSlow",
+                f"{hook} takes {min(times):.3f} s per call on {env.n_envs} envs x {env.n_agents} agents "
+                f"(budget {CALL_BUDGET_S} s): vectorise it, no Python loops over the batch",
+            )
+    return {
+        "status": "ok",
+        "metrics": {
+            "obs_dim": float(env.obs_dim),
+            "enhanced_obs_dim": float(enhanced.shape[-1]),
+            **{f"{hook}_s": min(times) for hook, times in seconds.items()},
+        },
+        "curves": {},
+        "reflection_stats": {},
+        "components": sorted(components),
+    }
+
+
+def train(job: dict, job_dir: Path) -> dict[str, Any]:
+    """Train with the candidate's hooks; weights go to JOB_DIR/policy."""
+    from training import Hooks, TrainConfig, load_candidate, save_policy
+    from training import train as train_policy
+
+    cfg = TrainConfig(
+        env=job["env"]["name"],
+        env_kwargs={k: v for k, v in job["env"].items() if k != "name"},
+        algo=job["algo"],
+        steps=job["steps"],
+        seed=job["seed"],
+        n_envs=job["n_envs"],
+        eval_episodes=job["eval_episodes"],
+        hparams=job["hparams"],
+        threads=max(1, int(job["limits"]["cpus"])),
+    )
+    hooks = Hooks() if job["code"] is None else load_candidate(job["code"])
+    result = train_policy(cfg, hooks)
+    (job_dir / POLICY_SUBDIR).mkdir(exist_ok=True)
+    save_policy(result.policy, job_dir / POLICY_SUBDIR)
+    summary = result.to_json()
+    return {
+        "status": "ok",
+        "metrics": {**summary["eval"], "steps": float(summary["steps"]), "steps_per_s": summary["steps_per_s"]},
+        "curves": summary["curves"],
+        "reflection_stats": summary["reflection_stats"],
+    }
+
+
+def evaluate(job: dict) -> dict[str, Any]:
+    """Trusted measurement of the trained policy with only the candidate's OEF (in a worker)."""
+    import torch
+
+    from training import evaluate as evaluate_policy
+    from training import load_policy
+
+    torch.set_num_threads(max(1, int(job["limits"]["cpus"])))
+    policy = load_policy(job["policy_dir"])
+    worker = None if job["code"] is None else OEFWorker(job["code"])
+    try:
+        metrics = evaluate_policy(
+            policy,
+            job["env"]["name"],
+            {k: v for k, v in job["env"].items() if k != "name"},
+            enhance_observation=worker,
+            episodes=job["eval_episodes"],
+            seed=EVAL_SEED,
+        )
+    finally:
+        if worker is not None:
+            worker.close()
+    return {"status": "ok", "metrics": metrics, "fitness": metrics["return"], "curves": {}, "reflection_stats": {}}
+
+
+def failure(status: str, error_type: str, message: str, traceback: str = "") -> dict[str, Any]:
+    return {"status": status, "error": {"type": error_type, "message": message, "traceback": traceback}}
+
+
+def run(job: dict, job_dir: Path) -> dict[str, Any]:
+    """Dispatch on the job kind and map every failure to a JobResult status."""
+    from training import HookError
+
+    if job["code"] is not None:
+        register_source(job["code"])
+    try:
+        if job["kind"] == "validate":
+            return validate(job)
+        if job["kind"] == "train":
+            return train(job, job_dir)
+        return evaluate(job)
+    except CandidateError as error:
+        return {"status": "code_error", "error": error.error}
+    except MemoryError:
+        return failure("oom", "MemoryError", "out of memory")
+    except HookError as error:
+        return {"status": "invalid_output", "error": error_dict(error)}
+    except Exception as error:
+        if any(marker in str(error) for marker in OOM_MESSAGES):
+            return failure("oom", type(error).__name__, str(error).splitlines()[0][:500])
+        if raised_in_candidate(error):
+            return {"status": "code_error", "error": error_dict(error)}
+        return {"status": "crashed", "error": error_dict(error, candidate_only=False)}
+
+
+def kill_everything_else() -> None:
+    """As PID 1 of a PID namespace: SIGKILL all other processes, then reap them."""
+    if os.getpid() != 1:
+        return
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def write_result(job_dir: Path, result: dict[str, Any]) -> None:
+    """Replace anything at result.json (file, link, directory) with the runner's result."""
+    target = job_dir / RESULT_FILE
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    elif target.exists() or target.is_symlink():
+        target.unlink()
+    fd, temp_path = tempfile.mkstemp(dir=job_dir, prefix=".result-")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(result, handle)
+    os.replace(temp_path, target)
+
+
+def main(argv: list[str]) -> int:
+    make_non_dumpable()
+    job_dir = Path(argv[0] if argv else ".").resolve()
+    job = json.loads((job_dir / JOB_FILE).read_text())
+    started = time.perf_counter()
+    result = run(job, job_dir)
+    result["elapsed_s"] = time.perf_counter() - started
+    kill_everything_else()
+    write_result(job_dir, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

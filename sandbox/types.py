@@ -1,0 +1,146 @@
+"""The sandbox's data types: limits, jobs, results. Pure Python: the in-sandbox runner uses them too."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+JobKind = Literal["validate", "train", "evaluate"]
+JOB_KINDS = ("validate", "train", "evaluate")
+SCRIPT_STATUSES = ("ok", "error", "timeout", "oom", "killed")
+JOB_STATUSES = ("ok", "rejected", "code_error", "invalid_output", "timeout", "oom", "crashed")
+
+
+class SandboxUnavailable(RuntimeError):
+    """No Docker daemon, or no sandbox image; the message says how to fix it."""
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandboxed run (all enforced outside the sandboxed code)."""
+
+    wall_s: float = 3600.0  # host-side wall-clock deadline; the run is killed after it
+    mem_mb: int = 4096  # memory (= memory + swap) of the container / RLIMIT_AS of the process
+    cpus: float = 1.0  # CPU quota in cores
+    pids: int = 256  # processes + threads
+    output_bytes: int = 64_000  # stdout and stderr are each capped to this (head + tail kept)
+    tmp_mb: int = 256  # size of the /tmp tmpfs
+    disk_mb: int = 512  # the job directory (per file exactly; in total by a watchdog)
+
+    def __post_init__(self) -> None:
+        _require(self.wall_s > 0, f"Limits.wall_s must be > 0, got {self.wall_s}")
+        _require(self.mem_mb >= 64, f"Limits.mem_mb must be >= 64, got {self.mem_mb}")
+        _require(self.cpus > 0, f"Limits.cpus must be > 0, got {self.cpus}")
+        _require(self.pids >= 8, f"Limits.pids must be >= 8, got {self.pids}")
+        _require(self.output_bytes >= 1024, f"Limits.output_bytes must be >= 1024, got {self.output_bytes}")
+        _require(self.tmp_mb >= 1, f"Limits.tmp_mb must be >= 1, got {self.tmp_mb}")
+        _require(self.disk_mb >= 1, f"Limits.disk_mb must be >= 1, got {self.disk_mb}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ScriptResult:
+    """Outcome of `Sandbox.run_script`: the raw containment primitive."""
+
+    status: str  # one of SCRIPT_STATUSES
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of sandboxed work on a candidate module (`code=None` is the baseline)."""
+
+    kind: str
+    code: str | None
+    env: dict = field(default_factory=lambda: {"name": "simple_spread"})
+    algo: str = "mappo"
+    steps: int = 0
+    seed: int = 0
+    limits: Limits = field(default_factory=Limits)
+    hparams: dict = field(default_factory=dict)
+    n_envs: int | None = None
+    eval_episodes: int = 512
+    policy_dir: str | None = None
+    job_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    candidate_id: str | None = None
+    # Only tests of the sandbox boundary turn this off, to run code the check would reject.
+    static_check: bool = True
+
+    def __post_init__(self) -> None:
+        _require(self.kind in JOB_KINDS, f"Job.kind must be one of {JOB_KINDS}, got {self.kind!r}")
+        _require(self.code is None or isinstance(self.code, str), "Job.code must be str or None")
+        _require(
+            isinstance(self.env, dict) and isinstance(self.env.get("name"), str),
+            f"Job.env must be a dict with a 'name', got {self.env!r}",
+        )
+        _require(isinstance(self.steps, int) and self.steps >= 0, f"Job.steps must be an int >= 0, got {self.steps!r}")
+        _require(self.kind != "train" or self.steps > 0, "a train Job needs steps > 0")
+        _require(self.kind != "evaluate" or bool(self.policy_dir), "an evaluate Job needs policy_dir")
+        _require(self.eval_episodes > 0, f"Job.eval_episodes must be > 0, got {self.eval_episodes}")
+        _require(isinstance(self.limits, Limits), "Job.limits must be a Limits")
+
+    def config(self) -> dict[str, Any]:
+        """What the job computes (the cache key): no ids, no limits, no paths."""
+        return {
+            "kind": self.kind,
+            "env": self.env,
+            "algo": self.algo,
+            "steps": self.steps,
+            "hparams": self.hparams,
+            "n_envs": self.n_envs,
+            "eval_episodes": self.eval_episodes,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Job:
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        _require(not unknown, f"unknown Job fields: {sorted(unknown)}")
+        values = dict(data)
+        if isinstance(values.get("limits"), dict):
+            values["limits"] = Limits(**values["limits"])
+        return cls(**values)
+
+
+@dataclass
+class JobResult:
+    """Outcome of `Sandbox.run_job`; `fitness` is set only by trusted evaluation."""
+
+    status: str  # one of JOB_STATUSES
+    error: dict | None = None  # {"type", "message", "traceback"}
+    metrics: dict = field(default_factory=dict)
+    curves: dict = field(default_factory=dict)
+    reflection_stats: dict = field(default_factory=dict)
+    fitness: float | None = None
+    elapsed_s: float = 0.0
+    cached: bool = False
+    policy_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.status in JOB_STATUSES, f"JobResult.status must be one of {JOB_STATUSES}, got {self.status!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobResult:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def failure(cls, status: str, error_type: str, message: str, traceback: str = "") -> JobResult:
+        return cls(status=status, error={"type": error_type, "message": message, "traceback": traceback})

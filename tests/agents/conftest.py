@@ -1,0 +1,50 @@
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from agents import LLMConfig, TaskSpec
+from tests.support.openai_server import OpenAIServer
+
+torch.set_num_threads(1)
+
+# simple_spread, N=3, num_agent_neighbors=1, num_landmark_neighbors=2 (LERO's default)
+OBS_LAYOUT = {
+    "self_vel": (0, 2),
+    "self_pos": (2, 4),
+    "landmark_rel": (4, 8),
+    "other_rel": (8, 10),
+    "comm": (10, 12),
+}
+
+
+@pytest.fixture
+def openai_server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def task() -> TaskSpec:
+    return TaskSpec(
+        env_name="simple_spread",
+        env_description="Environment: simple_spread, N=3 agents, L=3 landmarks, partial observability.",
+        task="Cover every landmark with an agent while avoiding collisions.",
+        algo="mappo",
+        n_agents=3,
+        obs_dim=12,
+        obs_layout=OBS_LAYOUT,
+    )
+
+
+def llm_config(server: OpenAIServer, **overrides: object) -> LLMConfig:
+    """A config pointed at the test server, with short timeouts and backoff."""
+    settings = {"timeout_s": 1.0, "max_retries": 2, "retry_base_s": 0.01, "retry_max_s": 2.0}
+    settings.update(overrides)
+    return LLMConfig(
+        backend="openai",
+        model="test-model",
+        base_url=server.base_url,
+        api_key="test-key",
+        **settings,
+    )

@@ -1,0 +1,56 @@
+"""RunSpec: the LERO defaults, and one clear line for every bad setting."""
+
+import pytest
+
+from graph.configuration import LERO_ENV_KWARGS, RunError, RunSpec
+
+
+def test_defaults_are_the_lero_setting():
+    spec = RunSpec()
+    assert spec.env_kwargs == {"N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
+    assert RunSpec.default_env_kwargs() == LERO_ENV_KWARGS
+    assert spec.algo == "mappo" and spec.approvals == set()
+
+
+def test_explicit_empty_env_kwargs_mean_the_envs_own_defaults():
+    assert RunSpec(env_kwargs={}).env_kwargs == {}
+
+
+@pytest.mark.parametrize(
+    ("values", "needle"),
+    [
+        ({"generations": 0}, "generations"),
+        ({"population": 0}, "population"),
+        ({"steps": 0}, "steps"),
+        ({"seeds": 0}, "seeds"),
+        ({"max_llm_requests": 0}, "max_llm_requests"),
+        ({"wall_clock_s": 0}, "wall_clock_s"),
+        ({"llm": "claude"}, "unknown llm"),
+        ({"approve": "sometimes"}, "approve"),
+        ({"sandbox": "vm"}, "sandbox"),
+        ({"run_id": "../escape"}, "run id"),
+        ({"colour": "blue"}, "colour"),
+    ],
+)
+def test_bad_values_raise_one_line(values, needle):
+    with pytest.raises(RunError) as caught:
+        RunSpec.parse(values)
+    message = str(caught.value)
+    assert needle in message and "\n" not in message
+
+
+def test_all_expands_to_every_approval_step():
+    assert RunSpec(approve="all").approvals == {"spec", "candidates", "generations"}
+    assert RunSpec(approve="generations").approvals == {"generations"}
+
+
+def test_configurable_keeps_only_runspec_fields():
+    spec = RunSpec.from_configurable({"thread_id": "t1", "population": 2, "steps": 500})
+    assert (spec.population, spec.steps) == (2, 500)
+
+
+def test_generated_run_ids_are_valid_and_distinct():
+    first, second = RunSpec().with_run_id(), RunSpec().with_run_id()
+    assert first.run_id != second.run_id
+    assert RunSpec.parse({"run_id": first.run_id}).run_id == first.run_id
+    assert RunSpec(run_id="mine").with_run_id().run_id == "mine"

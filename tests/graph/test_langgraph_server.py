@@ -1,0 +1,81 @@
+"""`langgraph dev` serves the module-level graph from langgraph.json; drive it with
+langgraph_sdk through a spec-approval interrupt and a resume (local only, no network)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("langgraph_api", reason="`langgraph dev` needs langgraph-cli[inmem] (the dev extra)")
+from langgraph_sdk import get_sync_client
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def server_url(tmp_path):
+    port = free_port()
+    log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below, read on failure
+    env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false",
+           "LANGCHAIN_TRACING_V2": "false", "PYTHONPATH": str(REPO)}
+    server = subprocess.Popen(
+        [shutil.which("langgraph") or "langgraph", "dev", "--no-browser", "--no-reload", "--allow-blocking",
+         "--port", str(port), "--config", "langgraph.json"],
+        cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"langgraph dev did not start:\n{(tmp_path / 'server.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.mark.slow
+def test_langgraph_dev_runs_the_graph_through_an_interrupt_and_a_resume(server_url, tmp_path):
+    client = get_sync_client(url=server_url)
+    thread_id = client.threads.create()["thread_id"]
+    configurable = {"approve": "spec", "sandbox": "process", "runs_dir": str(tmp_path / "runs"),
+                    "generations": 1, "population": 1, "steps": 1600}
+
+    client.runs.wait(thread_id, "lero", input={}, config={"configurable": configurable})
+    state = client.threads.get_state(thread_id)
+    interrupts = [i for task in state["tasks"] for i in task.get("interrupts", [])]
+    assert state["next"] == ["approve_spec"] and len(interrupts) == 1
+    payload = interrupts[0]["value"]
+    assert payload["kind"] == "spec" and payload["spec"]["population"] == 1
+    assert payload["spec"]["run_id"] == thread_id  # thread id = run id
+
+    client.runs.wait(thread_id, "lero", command={"resume": {"action": "reject"}})
+    final = client.threads.get_state(thread_id)
+    assert final["next"] == [] and final["values"]["stop_reason"] == "rejected_by_human"
+    run_state = json.loads((tmp_path / "runs" / thread_id / "state.json").read_text())
+    assert run_state["status"] == "completed" and run_state["stop_reason"] == "rejected_by_human"

@@ -1,0 +1,109 @@
+"""Crash safety: SIGKILL a run in the middle of a generation's training, then resume it.
+
+The run must complete, no job that finished before the kill may be trained again (the
+graph's pending writes skip it, or the sandbox's result cache answers it), and nothing
+written before the kill may be lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graph.runner import resume_run
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = {  # baseline + 2 candidates, one at a time, so the kill lands between two jobs
+    "generations": 2, "population": 2, "steps": 3200, "seeds": 1, "eval_episodes": 8,
+    "hparams": {"n_envs": 32, "rollout_len": 25, "epochs": 1}, "max_parallel": 1,
+    "sandbox": "process", "run_id": "crash",
+}
+
+
+class QuietUI:
+    def on_event(self, event: dict[str, Any]) -> None:
+        """Events are checked in events.jsonl instead."""
+
+    def ask(self, payload: dict[str, Any]) -> object | None:
+        return None
+
+
+def read_events(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "events.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+
+
+def wait_for(predicate, process: subprocess.Popen, log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if process.poll() is not None:
+            raise AssertionError(f"runner exited early:\n{log.read_text()[-3000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the run to reach the kill point")
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_training_then_resume_repeats_no_finished_job(tmp_path):
+    runs = tmp_path / "runs"
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps({**SPEC, "runs_dir": str(runs)}))
+    run_dir = runs / "crash"
+    output = open(tmp_path / "runner.log", "w")  # noqa: SIM115 - a file, not a pipe that could fill up
+    process = subprocess.Popen(
+        [sys.executable, "-m", "graph.runner", "start", "--spec", str(spec_file)],
+        cwd=REPO, stdout=output, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+    def one_job_done_and_another_running() -> bool:
+        log = read_events(run_dir)
+        finished = [e for e in log if e["event"] == "train_finished" and e["generation"] == 0]
+        started = [e for e in log if e["event"] == "train_started" and e["generation"] == 0]
+        return len(finished) >= 1 and len(started) > len(finished)
+
+    try:
+        wait_for(one_job_done_and_another_running, process, tmp_path / "runner.log", timeout_s=600)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        output.close()
+    before_kill = (run_dir / "events.jsonl").read_text()
+    files_before = {p: p.read_bytes() for p in (run_dir / "candidates").rglob("candidate.py")}
+    finished_before = {(e["candidate_id"], e["seed"]) for e in read_events(run_dir)
+                       if e["event"] == "train_finished" and e["status"] == "ok"}
+    assert finished_before, "the kill must land after at least one finished training job"
+    assert json.loads((run_dir / "state.json").read_text())["status"] == "running"
+
+    outcome = resume_run("crash", runs, QuietUI())
+
+    assert outcome.status == "completed"
+    after = (run_dir / "events.jsonl").read_text()
+    assert after.startswith(before_kill.rsplit("\n", 1)[0])  # nothing written before is lost
+    for path, content in files_before.items():
+        assert path.read_bytes() == content
+    log = read_events(run_dir)
+    trained = Counter((e["candidate_id"], e["generation"], e["seed"]) for e in log
+                      if e["event"] == "train_finished" and not e["cached"])
+    assert trained and max(trained.values()) == 1, trained  # no job trained twice
+    sandbox_trained = Counter(e["candidate_id"] for e in log
+                              if e["event"] == "job_finished" and e["kind"] == "train" and not e["cached"])
+    assert max(sandbox_trained.values()) == SPEC["seeds"], sandbox_trained
+    for candidate_id, _seed in finished_before:  # the kill did not cost these results
+        folder = run_dir / ("baseline" if candidate_id == "baseline" else f"candidates/{candidate_id}")
+        assert json.loads((folder / "result.json").read_text())["status"] == "ok"
+    assert [e["event"] for e in log].count("run_resumed") == 1
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["status"] == "completed" and state["generation"] == 1

@@ -1,0 +1,232 @@
+"""The attack suite through `run_script`, against Docker and the process backend.
+
+Every attack must end with the expected status within the deadline + 2 s, leave no
+container, process or job directory behind, and leave the host untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox.image import REPO_ROOT
+from sandbox.types import Limits, ScriptResult
+
+LIMITS = Limits(wall_s=4, mem_mb=256, cpus=1, pids=64, output_bytes=4096, tmp_mb=8, disk_mb=16)
+
+
+def leftovers(sandbox) -> list[str]:
+    """Containers of this process, or processes working inside the sandbox's job dirs."""
+    if sandbox.kind == "docker":
+        from sandbox.docker_backend import OWNER_LABEL, _owner
+
+        found = sandbox.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={_owner()}"})
+        return [c.name for c in found]
+    work_dir = str(sandbox.work_dir)
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/cwd").startswith(work_dir):
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def run_attack(sandbox, source: str, limits: Limits = LIMITS) -> ScriptResult:
+    started = time.monotonic()
+    result = sandbox.run_script(source, limits)
+    assert time.monotonic() - started <= limits.wall_s + 2, result
+    assert leftovers(sandbox) == []
+    assert list(Path(sandbox.work_dir).iterdir()) == []
+    return result
+
+
+def needs_namespaces(sandbox) -> None:
+    if sandbox.kind == "process" and not sandbox.unshare:
+        pytest.skip("process backend without namespaces cannot stop this (docs/sandbox.md)")
+
+
+def test_fork_bomb(sandbox) -> None:
+    if sandbox.kind == "process" and os.geteuid() == 0:
+        pytest.skip("as real root RLIMIT_NPROC is not enforced: the process backend cannot stop a fork bomb")
+    source = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    assert run_attack(sandbox, source).status == "timeout"
+
+
+def test_memory_bomb(sandbox) -> None:
+    source = "blocks = []\nwhile True:\n    blocks.append(bytearray(10**7))\n"
+    assert run_attack(sandbox, source).status == "oom"
+
+
+def test_infinite_loop(sandbox) -> None:
+    assert run_attack(sandbox, "while True:\n    pass\n").status == "timeout"
+
+
+def test_sleep_forever(sandbox) -> None:
+    assert run_attack(sandbox, "import time\ntime.sleep(10**6)\n").status == "timeout"
+
+
+def test_stdout_flood_keeps_head_and_tail(sandbox) -> None:
+    source = "import sys\nsys.stdout.write('HEAD')\nfor _ in range(300):\n    sys.stdout.write('A' * 65536)\nprint('TAIL')\n"
+    result = run_attack(sandbox, source)
+    assert result.status == "ok"
+    assert result.stdout.startswith("HEAD") and result.stdout.rstrip().endswith("TAIL")
+    assert "bytes dropped" in result.stdout
+    assert len(result.stdout) <= LIMITS.output_bytes + 100
+
+
+def test_disk_fill_tmp(sandbox) -> None:
+    token = secrets.token_hex(4)
+    source = (
+        f"written = 0\ntry:\n    with open('/tmp/fill-{token}', 'wb') as f:\n"
+        "        while True:\n            f.write(b'x' * 2**20)\n            f.flush()\n            written += 1\n"
+        "except OSError as error:\n    print('stopped', written, error.errno)\n"
+    )
+    result = run_attack(sandbox, source)
+    assert result.status == "ok" and result.stdout.startswith("stopped")
+    assert int(result.stdout.split()[1]) <= LIMITS.tmp_mb
+    assert not Path(f"/tmp/fill-{token}").exists()
+
+
+def test_disk_fill_job_dir_many_files(sandbox) -> None:
+    source = "n = 0\nwhile True:\n    open(f'fill{n}', 'wb').write(b'x' * 4 * 2**20)\n    n += 1\n"
+    result = run_attack(sandbox, source)
+    assert result.status == "killed"
+    assert "job directory exceeded" in result.stderr
+
+
+def test_disk_fill_job_dir_one_file(sandbox) -> None:
+    source = (
+        "written = 0\ntry:\n    with open('big', 'wb') as f:\n        while True:\n"
+        "            f.write(b'x' * 2**20)\n            f.flush()\n            written += 1\n"
+        "except OSError as error:\n    print('stopped', written, error.errno)\n"
+    )
+    result = run_attack(sandbox, source)
+    assert result.stdout.startswith("stopped") or result.status == "killed"
+    if result.stdout.startswith("stopped"):
+        assert int(result.stdout.split()[1]) <= LIMITS.disk_mb
+
+
+def test_network_to_external_address(sandbox) -> None:
+    needs_namespaces(sandbox)
+    source = (
+        "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\n    print('CONNECTED')\n"
+        "except OSError as error:\n    print('blocked', error)\n"
+    )
+    result = run_attack(sandbox, source)
+    assert "blocked" in result.stdout and "CONNECTED" not in result.stdout
+
+
+def test_network_to_host_loopback_listener(sandbox) -> None:
+    needs_namespaces(sandbox)
+    listener = socket.create_server(("0.0.0.0", 0))
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    received: list[bytes] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            received.append(connection.recv(100) or b"<connected>")
+            connection.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    targets = ["127.0.0.1", "172.17.0.1", socket.gethostname()]
+    source = (
+        "import socket\n"
+        f"for host in {targets!r}:\n"
+        "    try:\n"
+        f"        socket.create_connection((host, {port}), timeout=1).sendall(b'exfiltrated')\n"
+        "        print('CONNECTED', host)\n"
+        "    except OSError as error:\n"
+        "        print('blocked', host, error)\n"
+    )
+    try:
+        result = run_attack(sandbox, source)
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+    assert "CONNECTED" not in result.stdout
+    assert received == []
+
+
+def test_host_secret_never_enters(sandbox, monkeypatch) -> None:
+    needs_namespaces(sandbox)
+    secret = "sk-" + secrets.token_hex(16)
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("LERO_TEST_SECRET", secret)
+    source = (
+        "import os\nprint(dict(os.environ))\n"
+        "for pid in [p for p in os.listdir('/proc') if p.isdigit()] + ['self', str(os.getppid())]:\n"
+        "    try:\n        print(open(f'/proc/{pid}/environ', 'rb').read())\n"
+        "    except OSError as error:\n        print(pid, error)\n"
+    )
+    result = run_attack(sandbox, source)
+    assert result.status == "ok"
+    assert secret not in result.stdout + result.stderr
+    assert "LERO_TEST_SECRET" not in result.stdout
+
+
+def test_writing_to_the_code_and_the_host(sandbox) -> None:
+    token = secrets.token_hex(4)
+    targets = [f"/opt/lero/training/pwn_{token}.py", str(REPO_ROOT / "training" / f"pwn_{token}.py"), f"/etc/pwn_{token}"]
+    source = (
+        f"for path in {targets!r}:\n"
+        "    try:\n        open(path, 'w').write('pwned')\n        print('WROTE', path)\n"
+        "    except OSError as error:\n        print('blocked', path, error.errno)\n"
+    )
+    result = run_attack(sandbox, source)
+    assert "WROTE" not in result.stdout
+    assert not any(Path(p).exists() for p in targets[1:])
+
+
+def test_proc_and_sys_show_no_host_processes(sandbox) -> None:
+    needs_namespaces(sandbox)
+    source = (
+        "import os\npids = [p for p in os.listdir('/proc') if p.isdigit()]\nprint('pids', len(pids))\n"
+        "for pid in pids:\n    try:\n        print(open(f'/proc/{pid}/cmdline', 'rb').read())\n"
+        "    except OSError:\n        pass\nprint('net', sorted(os.listdir('/sys/class/net')))\n"
+    )
+    result = run_attack(sandbox, source)
+    assert result.status == "ok"
+    assert int(result.stdout.split()[1]) <= 3  # the script itself (and its namespace init)
+    assert "pytest" not in result.stdout
+    if sandbox.kind == "docker":
+        assert "net ['lo']" in result.stdout
+
+
+def test_no_privileges_and_setuid_fails(sandbox) -> None:
+    source = (
+        "import os\nstatus = open('/proc/self/status').read()\n"
+        "print([line for line in status.splitlines() if line.startswith(('CapEff', 'CapPrm', 'NoNewPrivs'))])\n"
+        "try:\n    os.setuid(0)\n    os.setgid(0)\n    print('uid', os.getuid())\nexcept OSError as error:\n    print('setuid denied', error.errno)\n"
+    )
+    result = run_attack(sandbox, source)
+    assert "CapEff:\\t0000000000000000" in result.stdout
+    assert "CapPrm:\\t0000000000000000" in result.stdout
+    assert "NoNewPrivs:\\t1" in result.stdout
+    if sandbox.kind == "docker":
+        assert "setuid denied" in result.stdout
+
+
+def test_killing_pid_1(sandbox) -> None:
+    needs_namespaces(sandbox)
+    source = (
+        "import os, signal, time\ntry:\n    os.kill(1, signal.SIGKILL)\nexcept OSError as error:\n    print('refused', error)\n"
+        "time.sleep(0.3)\nprint('alive')\n"
+    )
+    result = run_attack(sandbox, source)
+    assert result.status == "ok" and "alive" in result.stdout

@@ -1,0 +1,193 @@
+"""Jobs through the in-sandbox runner: statuses, trimmed tracebacks, and score integrity.
+
+`static_check=False` jobs run code the static check would reject, to test the sandbox
+boundary itself (a candidate that got past the check).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from sandbox.types import Job, Limits
+from tests.sandbox.test_contract import VALID
+from training import Policy, PolicyMeta, make_env, save_policy
+
+ENV = {"name": "simple_spread", "N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
+LIMITS = Limits(wall_s=30, mem_mb=1024, cpus=1, pids=64, output_bytes=8192, disk_mb=64)
+EVAL_EPISODES = 32
+
+HONEST_OEF = '''import torch
+
+def hybrid_reward(ctx):
+    return ctx.env_reward, {}
+
+def enhance_observation(obs):
+    return torch.cat([obs, obs[:, :1] * 0.5], dim=-1)
+'''
+
+
+def job(kind: str, code: str | None, **fields) -> Job:
+    return Job(kind=kind, code=code, env=ENV, limits=fields.pop("limits", LIMITS), **fields)
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory) -> Path:
+    """An untrained policy for obs_dim + 1 (the HONEST_OEF width): evaluation needs no training."""
+    env = make_env(ENV["name"], 1, **{k: v for k, v in ENV.items() if k != "name"})
+    torch.manual_seed(0)
+    meta = PolicyMeta(
+        algo="mappo", obs_dim=env.obs_dim + 1, n_agents=env.n_agents, n_actions=env.n_actions,
+        hidden=16, env=ENV["name"], env_kwargs={k: v for k, v in ENV.items() if k != "name"},
+    )  # fmt: skip
+    directory = tmp_path_factory.mktemp("policy")
+    directory.chmod(0o755)
+    save_policy(Policy(meta), directory)
+    (directory / "policy.pt").chmod(0o644)
+    return directory
+
+
+def test_validate_ok_reports_dims(sandbox) -> None:
+    result = sandbox.run_job(job("validate", VALID))
+    assert result.status == "ok", result.error
+    assert result.metrics["enhanced_obs_dim"] == result.metrics["obs_dim"] + 2
+    assert result.fitness is None
+
+
+def test_static_check_rejects_without_running(sandbox) -> None:
+    marker = "marker-" + secrets.token_hex(4)
+    code = f"import os\nos.mkdir('/tmp/{marker}')\n" + VALID
+    result = sandbox.run_job(job("validate", code))
+    assert result.status == "rejected"
+    assert "import of 'os'" in result.error["message"]
+    assert not Path(f"/tmp/{marker}").exists() and list(Path(sandbox.work_dir).iterdir()) == []
+
+
+def test_candidate_exception_gives_trimmed_traceback(sandbox) -> None:
+    code = VALID.replace("    team = ctx.env_reward\n", "    team = ctx.env_reward\n    team = team[0, 99]\n")
+    result = sandbox.run_job(job("validate", code))
+    assert result.status == "code_error"
+    assert result.error["type"] == "IndexError"
+    trace = result.error["traceback"]
+    assert 'File "candidate.py", line 16, in hybrid_reward' in trace
+    assert "team = team[0, 99]" in trace
+    assert "sandbox" not in trace and "training" not in trace
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ("    return out\n", "    return out[:, 1:]\n"),
+        ("    return out\n", "    return out.long()\n"),
+        ("    return out\n", "    return out / 0\n"),
+    ],
+)
+def test_bad_oef_output_is_invalid_output(process_sandbox, change: str, problem: str) -> None:
+    result = process_sandbox.run_job(job("validate", VALID.replace(change, problem)))
+    assert result.status == "invalid_output", result.error
+    assert "enhance_observation" in result.error["message"]
+
+
+def test_slow_python_loop_is_invalid_output(process_sandbox) -> None:
+    slow = VALID.replace(
+        "    return out\n",
+        "    for row in range(out.shape[0]):\n        out[row, -1] = out[row, -1] * 1.0 + out[row, 0]\n    return out\n",
+    )
+    result = process_sandbox.run_job(job("validate", slow))
+    assert result.status == "invalid_output"
+    assert result.error["type"] == "TooSlow"
+
+
+def test_job_timeout_and_oom(sandbox) -> None:
+    endless = job("validate", VALID + "\nwhile True:\n    pass\n", static_check=False, limits=Limits(wall_s=6, mem_mb=1024))
+    started = time.monotonic()
+    assert sandbox.run_job(endless).status == "timeout"
+    assert time.monotonic() - started <= 6 + 2 + 1
+    bomb = VALID.replace("    return out\n", "    hog = [torch.ones(10**8) for _ in range(100)]\n    return out\n")
+    assert sandbox.run_job(job("validate", bomb)).status == "oom"
+
+
+def test_host_secret_absent_from_job_results(sandbox, monkeypatch) -> None:
+    secret = "sk-" + secrets.token_hex(16)
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    leak = "import os\n" + VALID.replace("    team = ctx.env_reward\n", "    raise ValueError(str(dict(os.environ)))\n")
+    result = sandbox.run_job(job("validate", leak, static_check=False))
+    assert result.status == "code_error"
+    assert "PYTHONPATH" in result.error["message"]  # the environment was printed ...
+    assert secret not in str(result.to_dict())  # ... and the host's key is not in it
+
+
+def test_result_json_symlink_is_not_followed(sandbox) -> None:
+    code = "import os\n" + VALID.replace(
+        "    team = ctx.env_reward\n",
+        "    os.symlink('/etc/passwd', 'result.json')\n    os._exit(0)\n",
+    )
+    result = sandbox.run_job(job("validate", code, static_check=False))
+    assert result.status == "crashed"
+    assert "root:" not in str(result.to_dict())
+
+
+CHEATS = {
+    "writes result.json": (
+        "import json, os\n"
+        "for d in ('/job', os.environ.get('TMPDIR', '/tmp'), os.getcwd()):\n"
+        "    try:\n        json.dump({'status': 'ok', 'fitness': 1e9, 'metrics': {'return': 1e9}}, open(d + '/result.json', 'w'))\n"
+        "    except OSError:\n        pass\n"
+    ),
+    "monkeypatches evaluate and torch": (
+        "import sys, torch\n"
+        "for name in ('training', 'training.evaluate'):\n"
+        "    if name in sys.modules:\n        sys.modules[name].evaluate = lambda *a, **k: {'return': 1e9}\n"
+        "torch.Tensor.mean = lambda self, *a, **k: torch.tensor(1e9)\n"
+    ),
+    "prints fake JSON": "print('{\"status\": \"ok\", \"fitness\": 1e9, \"metrics\": {\"return\": 1e9}}')\n",
+    "leaves a process that rewrites the result": (
+        "import os, subprocess, sys\n"
+        "code = 'import json, time\\nfor _ in range(200):\\n    time.sleep(0.05)\\n    "
+        "open(\"/job/result.json\", \"w\").write(json.dumps({\"status\": \"ok\", \"fitness\": 1e9}))'\n"
+        "subprocess.Popen([sys.executable, '-c', code], start_new_session=True)\n"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def honest_results() -> dict:
+    """Honest evaluation per backend, computed once (module-wide cache keyed by backend)."""
+    return {}
+
+
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_candidate_cannot_change_its_score(sandbox, policy_dir: Path, honest_results: dict, cheat: str) -> None:
+    if sandbox.kind not in honest_results:
+        honest_job = job("evaluate", HONEST_OEF, policy_dir=str(policy_dir), eval_episodes=EVAL_EPISODES)
+        honest_results[sandbox.kind] = sandbox.run_job(honest_job)
+    honest = honest_results[sandbox.kind]
+    assert honest.status == "ok", honest.error
+    assert honest.fitness == honest.metrics["return"] < 0
+    cheating = CHEATS[cheat] + HONEST_OEF.replace("    return torch.cat", "    print('{\"fitness\": 1e9}')\n    return torch.cat")
+    result = sandbox.run_job(
+        job("evaluate", cheating, policy_dir=str(policy_dir), eval_episodes=EVAL_EPISODES, static_check=False)
+    )
+    assert result.status == "ok", result.error
+    assert result.fitness == honest.fitness
+    assert result.metrics == honest.metrics
+
+
+@pytest.mark.slow
+def test_train_and_evaluate_end_to_end_then_cached(sandbox, tmp_path) -> None:
+    from sandbox import get_sandbox
+
+    cached_sandbox = get_sandbox(sandbox.kind, cache_dir=tmp_path)
+    fields = {"limits": Limits(wall_s=600, mem_mb=2048), "eval_episodes": 64, "candidate_id": "0-0"}
+    first = cached_sandbox.train_and_evaluate(VALID, ENV, "mappo", 25_600, 0, **fields)
+    assert first.status == "ok", first.error
+    assert first.fitness == first.metrics["return"] and not first.cached
+    assert {"steps", "return", "nearest", "team"} <= set(first.curves)
+    assert set(first.reflection_stats["nearest"]) >= {"snapshots", "max", "mean", "min"}
+    assert (Path(first.policy_dir) / "policy.pt").is_file()
+    second = cached_sandbox.train_and_evaluate(VALID, ENV, "mappo", 25_600, 0, **fields)
+    assert second.cached and second.fitness == first.fitness

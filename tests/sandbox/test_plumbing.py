@@ -1,0 +1,140 @@
+"""Result reading, output capping, cache, events, backend selection, reaping, validation."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import pytest
+
+from sandbox import Job, JobResult, Limits, ResultCache, SandboxUnavailable, get_sandbox
+from sandbox.base import MAX_RESULT_BYTES, read_result
+from sandbox.cache import cache_key
+from sandbox.output import CappedBuffer
+from tests.sandbox.test_contract import VALID
+from tests.sandbox.test_jobs import ENV, LIMITS
+
+
+def test_capped_buffer_keeps_head_and_tail() -> None:
+    buffer = CappedBuffer(10)
+    for chunk in (b"abc", b"defgh", b"0123456789", b"XYZ"):
+        buffer.feed(chunk)
+    assert buffer.text() == "abcde\n[... 11 bytes dropped ...]\n89XYZ"
+    small = CappedBuffer(100)
+    small.feed(b"hello")
+    assert small.text() == "hello"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("not json", "malformed"),
+        (json.dumps({"status": "great"}), "status"),
+        (json.dumps({"status": "ok", "metrics": {"return": "high"}}), "metrics"),
+        (json.dumps({"status": "ok", "fitness": float("nan")}), "fitness"),
+        (json.dumps({"status": "ok", "error": {"type": 1}}), "error"),
+        (json.dumps({"status": "ok", "curves": {"return": [1, "x"]}}), "curves"),
+    ],
+)
+def test_malformed_result_is_crashed(tmp_path, content: str, message: str) -> None:
+    (tmp_path / "result.json").write_text(content)
+    result = read_result(tmp_path, "evaluate")
+    assert result.status == "crashed" and message in result.error["message"]
+
+
+def test_result_reading_refuses_links_dirs_and_huge_files(tmp_path) -> None:
+    assert read_result(tmp_path, "train").error["type"] == "NoResult"
+    (tmp_path / "result.json").symlink_to("/etc/passwd")
+    assert read_result(tmp_path, "train").status == "crashed"
+    (tmp_path / "result.json").unlink()
+    (tmp_path / "result.json").mkdir()
+    assert read_result(tmp_path, "train").status == "crashed"
+    (tmp_path / "result.json").rmdir()
+    (tmp_path / "result.json").write_bytes(b" " * (MAX_RESULT_BYTES + 1))
+    assert read_result(tmp_path, "train").error["type"] == "BadResult"
+
+
+def test_only_evaluate_results_carry_fitness(tmp_path) -> None:
+    (tmp_path / "result.json").write_text(json.dumps({"status": "ok", "fitness": 3.0, "metrics": {"return": 3.0}}))
+    assert read_result(tmp_path, "evaluate").fitness == 3.0
+    assert read_result(tmp_path, "train").fitness is None
+
+
+def test_result_cache_roundtrip_and_transient_failures(tmp_path) -> None:
+    cache = ResultCache(tmp_path)
+    key = cache_key("code", {"kind": "train"}, 0)
+    assert key != cache_key("code", {"kind": "train"}, 1) != cache_key("code2", {"kind": "train"}, 0)
+    cache.put(key, JobResult(status="ok", fitness=1.5, metrics={"return": 1.5}))
+    hit = cache.get(key)
+    assert hit is not None and hit.cached and hit.fitness == 1.5
+    timeout_key = cache_key("code", {"kind": "train"}, 2)
+    cache.put(timeout_key, JobResult.failure("timeout", "Timeout", "slow machine"))
+    assert cache.get(timeout_key) is None
+    gone_key = cache_key("code", {"kind": "train"}, 3)
+    cache.put(gone_key, JobResult(status="ok", policy_dir=str(tmp_path / "deleted")))
+    assert cache.get(gone_key) is None
+
+
+def test_run_job_cache_and_events(tmp_path) -> None:
+    events: list[tuple[str, dict]] = []
+    sandbox = get_sandbox("process", cache_dir=tmp_path, events=lambda event, **f: events.append((event, f)))
+    first = sandbox.run_job(Job(kind="validate", code=VALID, env=ENV, limits=LIMITS, candidate_id="0-1"))
+    assert first.status == "ok" and not first.cached
+    second = sandbox.run_job(Job(kind="validate", code=VALID, env=ENV, limits=LIMITS, candidate_id="0-1"))
+    assert second.cached and second.metrics == first.metrics
+    assert [e for e, _ in events] == ["job_started", "job_finished"] * 2
+    assert events[1][1] == {"job_id": events[1][1]["job_id"], "kind": "validate", "candidate_id": "0-1", "status": "ok", "cached": False}
+    assert events[3][1]["cached"] is True
+
+
+def test_bad_inputs_fail_with_one_line_errors() -> None:
+    with pytest.raises(ValueError, match="wall_s"):
+        Limits(wall_s=0)
+    with pytest.raises(ValueError, match=r"Job\.kind"):
+        Job(kind="deploy", code=None)
+    with pytest.raises(ValueError, match="policy_dir"):
+        Job(kind="evaluate", code=None)
+    with pytest.raises(ValueError, match="steps"):
+        Job(kind="train", code=None)
+    with pytest.raises(ValueError, match="sandbox kind"):
+        get_sandbox("vm")
+    with pytest.raises(ValueError, match="unknown Job fields"):
+        Job.from_dict({"kind": "validate", "code": None, "gpu": True})
+    job = Job(kind="validate", code=VALID, limits=Limits(wall_s=5))
+    assert Job.from_dict(job.to_dict()) == job
+
+
+def test_auto_falls_back_loudly_without_docker(monkeypatch, capsys, tmp_path) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+    with pytest.raises(SandboxUnavailable, match="no Docker daemon"):
+        get_sandbox("docker")
+    sandbox = get_sandbox("auto")
+    assert sandbox.kind == "process"
+    assert "WARNING" in capsys.readouterr().err
+
+
+def test_missing_image_is_never_pulled(docker_sandbox, monkeypatch) -> None:
+    from sandbox import image
+
+    monkeypatch.setattr(image, "IMAGE", "lero-sandbox:missing")
+    with pytest.raises(SandboxUnavailable, match="lero sandbox build"):
+        image.require_image(docker_sandbox.client)
+
+
+def test_containers_of_dead_owners_are_reaped(docker_sandbox) -> None:
+    from sandbox.docker_backend import LABEL, OWNER_LABEL
+    from sandbox.image import IMAGE
+
+    orphan = docker_sandbox.client.containers.create(
+        IMAGE, ["python", "-c", "pass"], labels={LABEL: "1", OWNER_LABEL: f"{socket.gethostname()}:999999999"}
+    )
+    live = docker_sandbox.client.containers.create(
+        IMAGE, ["python", "-c", "pass"], labels={LABEL: "1", OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}"}
+    )
+    try:
+        assert docker_sandbox.reap() >= 1
+        remaining = {c.id for c in docker_sandbox.client.containers.list(all=True, filters={"label": LABEL})}
+        assert orphan.id not in remaining and live.id in remaining
+    finally:
+        live.remove(force=True)

@@ -1,0 +1,51 @@
+"""TrainConfig validation: every bad value is a one-line ValueError, caught at construction."""
+
+import pytest
+
+from training import TrainConfig
+from training.config import PPOHparams, ValueDecompositionHparams
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"env": "nope"}, "unknown env"),
+        ({"algo": "dqn"}, "unknown algo"),
+        ({"steps": 0}, "steps"),
+        ({"steps": 1.5}, "steps"),
+        ({"steps": True}, "steps"),
+        ({"seed": -1}, "seed"),
+        ({"n_envs": 0}, "n_envs"),
+        ({"eval_episodes": 0}, "eval_episodes"),
+        ({"threads": 0}, "threads"),
+        ({"env_kwargs": [1]}, "env_kwargs"),
+        ({"hparams": {"nope": 1}}, "unknown hparams for mappo: nope"),
+        ({"algo": "qmix", "hparams": {"clip_eps": 0.1}}, "unknown hparams for qmix: clip_eps"),
+        ({"hparams": {"lr": -1.0}}, "lr must be > 0"),
+        ({"hparams": {"epochs": 2.5}}, "epochs must be an int"),
+        ({"hparams": {"anneal_lr": 1}}, "anneal_lr must be a bool"),
+        ({"hparams": {"gamma": 1.5}}, "gamma"),
+        ({"algo": "vdn", "hparams": {"eps_end": 2.0}}, "eps_end"),
+        ({"algo": "vdn", "hparams": {"batch_size": 10, "buffer_size": 5}}, "batch_size"),
+    ],
+)
+def test_bad_values_raise_one_line_value_error(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as error:
+        TrainConfig(**kwargs)
+    assert "\n" not in str(error.value)
+
+
+def test_algo_hparams_apply_overrides_and_n_envs() -> None:
+    ppo = TrainConfig(algo="ippo", n_envs=7, hparams={"epochs": 3}).algo_hparams()
+    assert isinstance(ppo, PPOHparams)
+    assert (ppo.n_envs, ppo.epochs) == (7, 3)
+    vd = TrainConfig(algo="qmix", hparams={"double_q": False}).algo_hparams()
+    assert isinstance(vd, ValueDecompositionHparams)
+    assert vd.double_q is False
+
+
+def test_dict_round_trip_and_unknown_field() -> None:
+    cfg = TrainConfig(algo="vdn", steps=123, env_kwargs={"N": 2}, hparams={"lr": 1e-3}, seed=4)
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="unknown TrainConfig fields: bogus"):
+        TrainConfig.from_dict({**cfg.to_dict(), "bogus": 1})

@@ -1,0 +1,1 @@
+"""Learners (one file per algorithm family) and the small pieces they share."""

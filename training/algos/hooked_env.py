@@ -1,0 +1,97 @@
+"""The environment as a learner sees it: enhanced obs in, training reward out, stats logged.
+
+Every algorithm steps this wrapper, so the OEF, the HRF and the training
+statistics are applied identically whatever the learner.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+
+from training.envs.base import BatchedEnv
+from training.hooks import Hooks, ObservationEnhancer, RewardShaper
+from training.stats import TrainingLog
+
+
+class HookedEnv:
+    """Wraps a `BatchedEnv` with the candidate hooks and a `TrainingLog`."""
+
+    def __init__(
+        self,
+        env: BatchedEnv,
+        hooks: Hooks,
+        total_steps: int,
+        seed: int,
+        progress: Callable[[int, int, dict], None] | None = None,
+        progress_interval_s: float = 0.5,
+    ) -> None:
+        self.env = env
+        self.report_progress = progress
+        self.progress_interval_s = progress_interval_s
+        self.last_report = time.monotonic()
+        self.total_steps = total_steps
+        self.n_envs, self.n_agents, self.n_actions = env.n_envs, env.n_agents, env.n_actions
+        self.state_dim = env.state_dim
+        self.enhance = ObservationEnhancer(hooks.enhance_observation, env.obs_dim)
+        self.shape_reward = (
+            None if hooks.hybrid_reward is None else RewardShaper(hooks.hybrid_reward)
+        )
+        self.raw_obs = env.reset(seed=seed)  # [B, N, D]
+        self.obs_dim = self.enhance.probe(self.raw_obs)
+        n_landmarks = env.world()["landmark_pos"].shape[1]
+        self.log = TrainingLog(self.n_envs, n_landmarks, total_steps)
+        self.done_steps = 0
+
+    def observe(self) -> torch.Tensor:
+        """Current enhanced obs [B, N, D']."""
+        return self.enhance(self.raw_obs)
+
+    def global_state(self) -> torch.Tensor:
+        """[B, state_dim] for centralised critics / mixers."""
+        return self.env.global_state()
+
+    def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """actions [B, N] -> (next enhanced obs [B, N, D'], training reward [B, N], done [B])."""
+        obs = self.raw_obs
+        next_obs, env_reward, done, info = self.env.step(actions)
+        if self.shape_reward is None:
+            reward, components = env_reward, {}
+        else:
+            reward, components = self.shape_reward(
+                obs,
+                info["final_obs"],
+                actions,
+                env_reward,
+                info["world"],
+                info["step"],
+                self.progress,
+            )
+        self.log.on_step(env_reward, reward, components, done, info["collisions"], info["occupied"])
+        self.raw_obs = next_obs
+        self.done_steps += self.n_envs
+        return self.enhance(next_obs), reward, done
+
+    @property
+    def progress(self) -> float:
+        return min(1.0, self.done_steps / self.total_steps)
+
+    def end_iteration(self) -> None:
+        """Called by learners after each iteration: closes curve points, reports progress (throttled)."""
+        self.log.maybe_record(self.done_steps)
+        now = time.monotonic()
+        if self.report_progress is not None and now - self.last_report >= self.progress_interval_s:
+            self.last_report = now
+            self.report_progress(
+                self.done_steps, self.total_steps, {"return": self.log.latest("return")}
+            )
+
+    def finish(self) -> None:
+        """Flush the last partial interval and send a final progress report."""
+        self.log.maybe_record(self.done_steps, force=True)
+        if self.report_progress is not None:
+            self.report_progress(
+                self.done_steps, self.total_steps, {"return": self.log.latest("return")}
+            )

@@ -1,0 +1,140 @@
+"""MAPPO and IPPO (Yu et al. 2022; de Witt et al. 2020), CleanRL style.
+
+One actor shared by all agents (local obs + agent one-hot). The critic's
+input is the only difference between the two:
+  MAPPO  V(s)_i    centralised: env.global_state() -> one value head per agent
+                   (same function class as V(s, one-hot i), N times cheaper),
+  IPPO   V(o_i, i) decentralised: the agent's own (enhanced) obs + agent one-hot.
+
+Per iteration: roll out T steps in B envs, compute GAE advantages on the
+per-agent training reward, then `epochs` passes of clipped-PPO minibatch
+updates. Values are learnt in normalised units (running mean/std of returns).
+Episodes that end by the time limit are treated as terminal (the obs carries
+no clock, as in the MAPPO reference implementation).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from training.algos.hooked_env import HookedEnv
+from training.algos.networks import RunningMeanStd, mlp, with_agent_id
+from training.config import PPOHparams, TrainConfig
+from training.policy import Policy, PolicyMeta
+
+
+def train_ppo(cfg: TrainConfig, hp: PPOHparams, env: HookedEnv) -> Policy:
+    """Train MAPPO (`cfg.algo == "mappo"`) or IPPO on `env`; returns the actor."""
+    n_envs, n_agents, n_actions, obs_dim = env.n_envs, env.n_agents, env.n_actions, env.obs_dim
+    centralised = cfg.algo == "mappo"
+
+    policy = Policy(
+        PolicyMeta(cfg.algo, obs_dim, n_agents, n_actions, hp.hidden, cfg.env, dict(cfg.env_kwargs))
+    )
+    if centralised:
+        critic_net = mlp(env.state_dim, hp.hidden, n_agents, out_gain=1.0)
+    else:
+        critic_net = mlp(obs_dim + n_agents, hp.hidden, 1, out_gain=1.0)
+
+    def critic(obs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """Normalised values [..., N] from obs [..., N, D'] (IPPO) or state [..., S] (MAPPO)."""
+        if centralised:
+            return critic_net(state)
+        return critic_net(with_agent_id(obs)).squeeze(-1)
+
+    params = [*policy.parameters(), *critic_net.parameters()]
+    optimizer = torch.optim.Adam(params, lr=hp.lr, eps=1e-5)
+    value_norm = RunningMeanStd()
+
+    horizon = hp.rollout_len  # T
+    n_iterations = math.ceil(cfg.steps / (n_envs * horizon))
+    obs_buf = torch.zeros(horizon + 1, n_envs, n_agents, obs_dim)  # [T+1, B, N, D']
+    state_buf = torch.zeros(horizon + 1, n_envs, env.state_dim)  # [T+1, B, S] (MAPPO only)
+    action_buf = torch.zeros(horizon, n_envs, n_agents, dtype=torch.long)  # [T, B, N]
+    logp_buf = torch.zeros(horizon, n_envs, n_agents)  # [T, B, N]
+    reward_buf = torch.zeros(horizon, n_envs, n_agents)  # [T, B, N]
+    done_buf = torch.zeros(horizon, n_envs)  # [T, B]
+
+    obs = env.observe()  # [B, N, D']
+    for iteration in range(n_iterations):
+        if hp.anneal_lr:
+            for group in optimizer.param_groups:
+                group["lr"] = hp.lr * (1.0 - iteration / n_iterations)
+
+        # ---- rollout: one policy call and one env step per timestep ----
+        with torch.inference_mode():
+            for t in range(horizon):
+                obs_buf[t] = obs
+                if centralised:
+                    state_buf[t] = env.global_state()
+                log_probs = torch.log_softmax(policy(obs), dim=-1)  # [B, N, A]
+                action = torch.multinomial(log_probs.exp().reshape(-1, n_actions), 1).reshape(
+                    n_envs, n_agents
+                )
+                logp_buf[t] = log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+                action_buf[t] = action
+                obs, reward, done = env.step(action)
+                reward_buf[t] = reward
+                done_buf[t] = done.float()
+            obs_buf[horizon] = obs
+            if centralised:
+                state_buf[horizon] = env.global_state()
+
+            # ---- GAE(gamma, lambda) on denormalised values ----
+            old_values_norm = critic(obs_buf, state_buf)  # [T+1, B, N]
+            values = value_norm.denormalize(old_values_norm)
+            advantages = torch.zeros_like(reward_buf)  # [T, B, N]
+            running = torch.zeros(n_envs, n_agents)
+            for t in reversed(range(horizon)):
+                not_done = (1.0 - done_buf[t]).unsqueeze(-1)  # [B, 1]
+                delta = reward_buf[t] + hp.gamma * values[t + 1] * not_done - values[t]
+                running = delta + hp.gamma * hp.gae_lambda * not_done * running
+                advantages[t] = running
+            returns = advantages + values[:-1]  # [T, B, N]
+            value_norm.update(returns)
+            targets_norm = value_norm.normalize(returns)
+
+        # ---- clipped PPO updates over minibatches of env-steps (all agents of a step together) ----
+        n_samples = horizon * n_envs
+        b_obs = obs_buf[:-1].reshape(n_samples, n_agents, obs_dim)
+        b_state = state_buf[:-1].reshape(n_samples, env.state_dim)
+        b_actions = action_buf.reshape(n_samples, n_agents)
+        b_logp = logp_buf.reshape(n_samples, n_agents)
+        b_adv = advantages.reshape(n_samples, n_agents).clone()
+        b_adv = (b_adv - b_adv.mean()) / (b_adv.std() + 1e-8)
+        b_old_values = old_values_norm[:-1].reshape(n_samples, n_agents).clone()
+        b_targets = targets_norm.reshape(n_samples, n_agents).clone()
+        minibatch_size = math.ceil(n_samples / hp.minibatches)
+        for _ in range(hp.epochs):
+            for idx in torch.randperm(n_samples).split(minibatch_size):
+                log_probs = torch.log_softmax(policy(b_obs[idx]), dim=-1)  # [M, N, A]
+                new_logp = log_probs.gather(-1, b_actions[idx].unsqueeze(-1)).squeeze(-1)  # [M, N]
+                entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+                ratio = torch.exp(new_logp - b_logp[idx])
+                adv = b_adv[idx]
+                policy_loss = -torch.min(
+                    ratio * adv, torch.clamp(ratio, 1.0 - hp.clip_eps, 1.0 + hp.clip_eps) * adv
+                ).mean()
+
+                new_values = critic(b_obs[idx], b_state[idx])  # [M, N]
+                old_values = b_old_values[idx]
+                clipped_values = old_values + torch.clamp(
+                    new_values - old_values, -hp.value_clip_eps, hp.value_clip_eps
+                )
+                value_loss = (
+                    0.5
+                    * torch.max(
+                        (new_values - b_targets[idx]) ** 2, (clipped_values - b_targets[idx]) ** 2
+                    ).mean()
+                )
+
+                loss = policy_loss - hp.ent_coef * entropy + hp.vf_coef * value_loss
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
+                optimizer.step()
+        env.end_iteration()
+    return policy

@@ -1,0 +1,78 @@
+"""The batched-environment interface every lero environment implements.
+
+All B environments of a batch are stepped at once with torch ops; episodes reset
+automatically inside ``step``.
+
+Step / auto-reset contract
+--------------------------
+``step(actions [B, N] int64) -> (obs [B, N, D] float32, reward [B, N] float32,
+done [B] bool, info)``.
+
+- ``reward`` and ``done`` belong to the step just taken.
+- A slot whose episode ended (``done``) is reset inside ``step``: the returned
+  ``obs`` of that slot is the *new* episode's first observation.
+- ``info["final_obs"]`` [B, N, D]: the observation reached by this step, before
+  the auto-reset, for every slot (equals ``obs`` where not done; it may be the very
+  same tensor when no slot finished). Use it to bootstrap truncated episodes.
+- ``info["world"]``: the ``world()`` dict after the step, before the auto-reset
+  (what a hybrid-reward context sees as the state after the step).
+  ``env.world()`` called before ``step`` gives the state before the step, and
+  after ``step`` the current state (new episodes where reset).
+- ``info["step"]`` [B] int64: index of the step just taken within its episode
+  (0 for the first step).
+- Environments add their own task statistics (simple_spread: ``collisions``,
+  ``occupied``).
+
+Tensors returned by the env are never modified by it afterwards (state updates
+are out of place), so callers may keep them without copying; callers must not
+modify them in place either.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import torch
+
+
+class BatchedEnv(ABC):
+    """B copies of one multi-agent task stepped together (see module docstring)."""
+
+    name: str
+    n_envs: int  # B
+    n_agents: int  # N
+    obs_dim: int  # D, per-agent observation length
+    state_dim: int  # length of global_state() rows
+    n_actions: int  # discrete actions per agent
+    max_steps: int  # episode length (truncation)
+    device: torch.device
+
+    @abstractmethod
+    def reset(self, seed: int | None = None) -> torch.Tensor:
+        """Start new episodes in every slot; returns obs [B, N, D].
+
+        The same seed gives the same trajectory for the same actions.
+        """
+
+    @abstractmethod
+    def step(
+        self, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Advance every slot by one step, auto-resetting finished episodes."""
+
+    @abstractmethod
+    def global_state(self) -> torch.Tensor:
+        """Centralised-critic input [B, state_dim] for the current state."""
+
+    @abstractmethod
+    def world(self) -> dict[str, torch.Tensor]:
+        """Named physical state of the current step (what ``ctx.state`` shows)."""
+
+    @abstractmethod
+    def set_world(self, world: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Load a state given in ``world()``'s format; returns its obs [B, N, D]."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Plain-text description for the designer LLM: obs layout, reward, state."""

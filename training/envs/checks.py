@@ -1,0 +1,38 @@
+"""Argument checks shared by the environment constructors (one-line ValueErrors)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def positive_int(owner: str, name: str, value: object) -> int:
+    """``value`` as an int >= 1, else a ValueError naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{owner}: {name} must be an int, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{owner}: {name} must be >= 1, got {value}")
+    return value
+
+
+def optional_positive_int(owner: str, name: str, value: object) -> int | None:
+    """``None`` or an int >= 1."""
+    return None if value is None else positive_int(owner, name, value)
+
+
+def fraction(owner: str, name: str, value: object) -> float:
+    """``value`` as a float in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{owner}: {name} must be a number, got {type(value).__name__} {value!r}")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{owner}: {name} must be in [0, 1], got {value}")
+    return float(value)
+
+
+def device(owner: str, value: object) -> torch.device:
+    """``value`` (str or torch.device) as a torch.device."""
+    if not isinstance(value, str | torch.device):
+        raise ValueError(f"{owner}: device must be a str or torch.device, got {value!r}")
+    try:
+        return torch.device(value)
+    except RuntimeError as err:
+        raise ValueError(f"{owner}: invalid device {value!r}") from err

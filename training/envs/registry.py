@@ -1,0 +1,31 @@
+"""``make_env``: build a batched environment by name, validating its arguments once."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from training.envs.base import BatchedEnv
+from training.envs.simple_spread import SimpleSpread, SimpleSpreadConfig
+
+_ENVS: dict[str, tuple[type[BatchedEnv], type]] = {
+    "simple_spread": (SimpleSpread, SimpleSpreadConfig),
+}
+ENV_NAMES: tuple[str, ...] = tuple(_ENVS)
+
+
+def make_env(name: str, n_envs: int, **kwargs: Any) -> BatchedEnv:
+    """``n_envs`` copies of env ``name`` taking the reference package's arguments.
+
+    Unknown names, unknown keywords and bad values raise a one-line ValueError.
+    """
+    if name not in _ENVS:
+        raise ValueError(f"unknown env {name!r}; available: {', '.join(ENV_NAMES)}")
+    env_cls, cfg_cls = _ENVS[name]
+    accepted = [f.name for f in dataclasses.fields(cfg_cls) if f.name != "n_envs"]
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"{name}: unknown argument(s) {', '.join(unknown)}; accepted: {', '.join(accepted)}"
+        )
+    return env_cls(cfg_cls(n_envs=n_envs, **kwargs))

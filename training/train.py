@@ -1,0 +1,95 @@
+"""`train(cfg, hooks, progress)`: one seeded run of one learner, then trusted evaluation."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from training.algos.hooked_env import HookedEnv
+from training.algos.ppo import train_ppo
+from training.algos.value_decomposition import train_value_decomposition
+from training.config import TrainConfig
+from training.envs import make_env
+from training.evaluate import evaluate
+from training.hooks import Hooks
+from training.policy import Policy
+
+LEARNERS = {
+    "mappo": train_ppo,
+    "ippo": train_ppo,
+    "vdn": train_value_decomposition,
+    "qmix": train_value_decomposition,
+}
+
+
+@dataclass
+class TrainResult:
+    config: TrainConfig
+    eval: dict[str, float]  # return, coverage, occupied, collisions (native reward, greedy)
+    curves: dict[str, list[float]]  # "steps" + task metrics + "train_reward" + HRF components
+    reflection_stats: dict[str, dict]  # name -> {"snapshots", "max", "mean", "min"}
+    policy: Policy
+    steps: int  # joint env steps actually taken (whole iterations)
+    wall_s: float  # training + evaluation
+    steps_per_s: float  # training throughput (env + updates), evaluation excluded
+
+    def to_json(self) -> dict:
+        """Everything but the policy, JSON-able."""
+        return {
+            "config": self.config.to_dict(),
+            "eval": self.eval,
+            "curves": self.curves,
+            "reflection_stats": self.reflection_stats,
+            "steps": self.steps,
+            "wall_s": self.wall_s,
+            "steps_per_s": self.steps_per_s,
+        }
+
+
+def train(
+    cfg: TrainConfig,
+    hooks: Hooks | None = None,
+    progress: Callable[[int, int, dict], None] | None = None,
+) -> TrainResult:
+    """Train `cfg.algo` with the candidate hooks (None = baseline) and evaluate it.
+
+    Same config and hooks give the same curves and weights on CPU.
+    `progress(done_steps, total_steps, {"return": latest})` is throttled to ~2 Hz.
+    """
+    hooks = hooks or Hooks()
+    hparams = cfg.algo_hparams()
+    previous_threads = torch.get_num_threads()
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
+    try:
+        torch.manual_seed(cfg.seed)
+        started = time.perf_counter()
+        env = HookedEnv(
+            make_env(cfg.env, hparams.n_envs, **cfg.env_kwargs),
+            hooks,
+            cfg.steps,
+            cfg.seed,
+            progress,
+        )
+        policy = LEARNERS[cfg.algo](cfg, hparams, env)
+        env.finish()
+        train_s = time.perf_counter() - started
+        policy.eval()
+        metrics = evaluate(
+            policy, cfg.env, cfg.env_kwargs, hooks.enhance_observation, cfg.eval_episodes
+        )
+    finally:
+        torch.set_num_threads(previous_threads)
+    return TrainResult(
+        config=cfg,
+        eval=metrics,
+        curves=env.log.curves,
+        reflection_stats=env.log.reflection_stats(),
+        policy=policy,
+        steps=env.done_steps,
+        wall_s=time.perf_counter() - started,
+        steps_per_s=env.done_steps / max(train_s, 1e-9),
+    )
