@@ -144,7 +144,7 @@ def main() -> None:
         ]
         pool.extend(scored)
         fitnesses = [s.fitness for s in scored if s.fitness is not None]
-        best_so_far = max(s.fitness for s in pool if s.fitness is not None)
+        best_so_far = max((s.fitness for s in pool if s.fitness is not None), default=None)
         row = {
             "generation": generation,
             "valid": len(fitnesses),
@@ -158,15 +158,19 @@ def main() -> None:
         }
         report["generations"].append(row)
         print(
-            f"gen {generation}: best {row['best_fitness']:.3f}  mean {row['mean_fitness']:.3f}  "
-            f"best so far {best_so_far:.3f}  (baseline {baseline.fitness:.3f}, {len(fitnesses)}/{len(scored)} valid)",
+            f"gen {generation}: best {_num(row['best_fitness'])}  mean {_num(row['mean_fitness'])}  "
+            f"best so far {_num(best_so_far)}  (baseline {_num(baseline.fitness)}, "
+            f"{len(fitnesses)}/{len(scored)} valid)",
             flush=True,
         )
         for s in scored:
             print(
-                f"    {s.candidate_id}: {s.fitness if s.fitness is None else round(s.fitness, 3)}  {_metrics(s.metrics)}  {s.error or ''}"
+                f"    {s.candidate_id}: {_num(s.fitness)}  {_metrics(s.metrics)}  {s.error or ''}"
             )
-    best = max((s for s in pool if s.fitness is not None), key=lambda s: s.fitness)
+    valid = [s for s in pool if s.fitness is not None]
+    if not valid:
+        raise SystemExit("no candidate trained successfully; see the errors above")
+    best = max(valid, key=lambda s: s.fitness)
     held_out_best = score(best.candidate_id, best.code, args, first_seed=HELD_OUT_SEED)
     held_out_baseline = score("baseline", None, args, first_seed=HELD_OUT_SEED)
     report["held_out"] = {
@@ -187,6 +191,10 @@ def main() -> None:
     if args.out:
         with open(args.out, "w") as handle:
             json.dump(report, handle, indent=2)
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def _metrics(metrics: dict[str, float]) -> str:

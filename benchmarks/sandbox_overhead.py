@@ -5,7 +5,7 @@
 1. `run_script("pass")` end to end (create, start, wait, remove + the in-sandbox interpreter)
    against a bare `python -c pass` on the host.
 2. A small `train` job through the sandbox against the same `training.train` in this
-   process: the difference is the fixed per-job overhead (container, torch import, job
+   process (medians of --train-repeats): the difference is the fixed per-job overhead (container, torch import, job
    files, saving weights); its share of a 1M-step job uses the measured steps/s.
 Ratios are measured in one run on the same machine.
 """
@@ -17,6 +17,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -37,30 +38,42 @@ def timed(fn, repeats: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--train-steps", type=int, default=51_200)
+    parser.add_argument("--train-repeats", type=int, default=3)
     parser.add_argument("--backend", choices=("docker", "process"), default="docker")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    sandbox = get_sandbox(args.backend)
+    work_dir = tempfile.TemporaryDirectory(prefix="lero-bench-")  # kept train job dirs go here
+    sandbox = get_sandbox(args.backend, work_dir=work_dir.name)
     limits = Limits(wall_s=60, mem_mb=512)
     bare = timed(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), args.repeats)
     script = timed(lambda: sandbox.run_script("pass", limits), args.repeats)
 
     cfg = TrainConfig(env=ENV["name"], env_kwargs={k: v for k, v in ENV.items() if k != "name"},
                       steps=args.train_steps, eval_episodes=64, threads=1)  # fmt: skip
-    started = time.perf_counter()
-    host_result = train(cfg)
-    host_s = time.perf_counter() - started
+    host_results = []
+
+    def train_in_process() -> None:
+        host_results.append(train(cfg))
+
     job = Job(kind="train", code=None, env=ENV, steps=args.train_steps, eval_episodes=64,
               limits=Limits(wall_s=3600, mem_mb=4096, cpus=1))  # fmt: skip
-    started = time.perf_counter()
-    sandboxed = sandbox.run_job(job)
-    sandbox_s = time.perf_counter() - started
-    assert sandboxed.status == "ok", sandboxed.error
+
+    def train_in_sandbox() -> None:
+        result = sandbox.run_job(job)
+        assert result.status == "ok", result.error
+
+    host_s = statistics.median(timed(train_in_process, args.train_repeats))
+    sandbox_s = statistics.median(timed(train_in_sandbox, args.train_repeats))
+    host_result = host_results[-1]
     job_overhead_s = sandbox_s - host_s
-    one_million_s = 1_000_000 / host_result.steps_per_s + (host_s - host_result.steps / host_result.steps_per_s)
+    one_million_s = 1_000_000 / host_result.steps_per_s + (
+        host_s - host_result.steps / host_result.steps_per_s
+    )
     report = {
         "backend": args.backend,
         "bare_python_s_median": statistics.median(bare),
@@ -76,6 +89,7 @@ def main() -> None:
         "overhead_share_of_1M_step_job": job_overhead_s / one_million_s,
     }
     print(json.dumps(report, indent=2))
+    work_dir.cleanup()
 
 
 if __name__ == "__main__":

@@ -15,9 +15,13 @@ import os
 import sys
 import tomllib
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from rich.console import Console
+from rich.markup import escape
+
+if TYPE_CHECKING:
+    from graph.runner import RunOutcome
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEFAULT_RUNS_DIR = "runs"
@@ -172,17 +176,20 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--eval-episodes", type=_positive_int, default=512)
     train.add_argument("--threads", type=_positive_int, help="torch threads")
 
-    bench = sub.add_parser("bench", help="env and training throughput, ratios vs mpe2")
-    bench.add_argument("--env", default="simple_spread")
+    bench = sub.add_parser("bench", help="simple_spread throughput vs mpe2, and MAPPO training")
     _add_env_args(bench)
-    bench.add_argument("--n-envs", type=_positive_int, default=1024, help="batch size (envs)")
-    bench.add_argument("--seconds", type=_positive_float, default=5.0, help="time per measurement")
-    bench.add_argument("--train-steps", type=_positive_int, default=20_000)
-    bench.add_argument("--algo", default="mappo")
+    bench.add_argument("--n-envs", type=_positive_int, default=4096, help="batch size (envs)")
+    bench.add_argument("--seconds", type=_positive_float, default=6.0, help="env measuring time")
+    bench.add_argument("--threads", type=_positive_int, default=2, help="torch threads")
+    bench.add_argument("--algo", default="mappo", help="algorithm for the training row")
+    bench.add_argument("--train-steps", type=_positive_int, default=200_000)
     bench.add_argument("--skip-train", action="store_true", help="only the env throughput")
 
     sandbox = sub.add_parser("sandbox", help="build or check the Docker sandbox image")
-    sandbox.add_argument("action", choices=("build", "check"))
+    sandbox_commands = sandbox.add_subparsers(dest="action", required=True, metavar="ACTION")
+    build = sandbox_commands.add_parser("build", help="build the sandbox image locally")
+    build.add_argument("--mode", choices=("auto", "dockerfile", "offline"), default="auto")
+    sandbox_commands.add_parser("check", help="daemon, image and a contained smoke run")
     return parser
 
 
@@ -221,14 +228,24 @@ def spec_fields(args: argparse.Namespace) -> dict:
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from graph.configuration import RunSpec
 
-    spec = RunSpec.parse(spec_fields(args))  # validated before anything heavy is imported
+    spec = RunSpec.parse(spec_fields(args)).with_run_id()  # validated before heavy imports
     from graph.console import RichUI
     from graph.runner import start_run
 
     ui = RichUI(console=console, generations=spec.generations)
-    with ui:
-        outcome = start_run(spec, ui)
+    try:
+        with ui:
+            outcome = start_run(spec, ui)
+    except KeyboardInterrupt:
+        return _stopped(spec.run_id, spec.runs_dir)
     return finish_outcome(outcome, console)
+
+
+def _stopped(run_id: str, runs_dir: str) -> int:
+    """Ctrl-C: the last checkpoint survives, so say how to continue."""
+    return _fail(
+        f"interrupted; continue with: lero resume {run_id} --runs-dir {runs_dir}", EXIT_INTERRUPTED
+    )
 
 
 def read_answer(path: Path | None) -> object | None:
@@ -251,26 +268,32 @@ def cmd_resume(args: argparse.Namespace, console: Console) -> int:
     from graph.runner import resume_run
 
     ui = RichUI(console=console, generations=load_run(path).spec.get("generations"))
-    with ui:
-        outcome = resume_run(args.run_id, args.runs_dir, ui, answer=answer)
+    try:
+        with ui:
+            outcome = resume_run(args.run_id, args.runs_dir, ui, answer=answer)
+    except KeyboardInterrupt:
+        return _stopped(args.run_id, args.runs_dir)
     return finish_outcome(outcome, console)
 
 
-def finish_outcome(outcome: object, console: Console) -> int:
+def finish_outcome(outcome: RunOutcome, console: Console) -> int:
     """Say how the run ended; for a pending question, how to answer it without a terminal."""
     from graph.console import describe_answer, render_summary
 
     status, run_id = outcome.status, outcome.run_id
     if status == "interrupted" and outcome.interrupt is not None:
+        runs_dir = Path(outcome.run_dir).parent
         console.print(
-            f"[yellow]run {run_id} is waiting for an answer:[/] lero resume {run_id} --answer FILE"
+            f"[yellow]run {run_id} is waiting for an answer:[/] "
+            f"lero resume {run_id} --runs-dir {escape(str(runs_dir))} --answer FILE",
+            soft_wrap=True,
         )
-        console.print(describe_answer(outcome.interrupt))
+        console.print(describe_answer(outcome.interrupt), markup=False, soft_wrap=True)
         return EXIT_WAITING
     report_path = Path(outcome.run_dir) / "report.json"
     if report_path.is_file():
         render_summary(json.loads(report_path.read_text()), console)
-        console.print(f"report: {Path(outcome.run_dir) / 'report.md'}")
+        console.print(f"report: {Path(outcome.run_dir) / 'report.md'}", soft_wrap=True)
     console.print(f"run {run_id}: {status}")
     return EXIT_OK if status in ("completed", "interrupted") else EXIT_FAILED
 
@@ -314,7 +337,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     path = run_dir(args.runs_dir, args.run_id)
     summary = write_report(path)
     render_summary(summary, console)
-    console.print(f"report: {path / 'report.md'}")
+    console.print(f"report: {path / 'report.md'}", soft_wrap=True)
     return EXIT_OK
 
 
@@ -352,6 +375,8 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         threads=args.threads,
     )
     make_env(args.env, 1, **env_kwargs)  # bad env kwargs (N=0, typos) fail before any output
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} exists and is not a directory")
     args.out.mkdir(parents=True, exist_ok=True)
     with train_progress(console, f"{args.algo} on {args.env}") as progress:
         result = train(cfg, progress=progress)
@@ -382,25 +407,36 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
+    from training import ALGOS
     from training.bench import bench_env, bench_train, format_table
 
+    if args.algo not in ALGOS:
+        raise UsageError(f"unknown algo {args.algo!r}; choose one of {', '.join(ALGOS)}")
     env_kwargs = dict(args.env_args)
-    rows = [bench_env(args.env, n_envs=args.n_envs, seconds=args.seconds, **env_kwargs)]
+    console.print(f"measuring env throughput ({args.n_envs} envs, {args.seconds:g} s) ...")
+    rows = [bench_env(args.n_envs, args.seconds, env_kwargs, threads=args.threads)]
     if not args.skip_train:
-        rows.append(bench_train(args.env, algo=args.algo, steps=args.train_steps, **env_kwargs))
-    console.print(format_table(rows), markup=False, highlight=False)
+        console.print(f"measuring {args.algo} training ({args.train_steps} steps) ...")
+        rows.append(bench_train(args.algo, args.train_steps, env_kwargs, threads=args.threads))
+    for row in rows:  # one table per row: the env and train rows have different columns
+        console.out(format_table([row]) + "\n", highlight=False)
     return EXIT_OK
 
 
 def cmd_sandbox(args: argparse.Namespace, console: Console) -> int:
-    from sandbox import build_image, check
+    from sandbox.check import check
+    from sandbox.image import build_image
+
+    def log(message: str) -> None:
+        console.print(message, markup=False, highlight=False)
 
     if args.action == "build":
-        console.print(f"built image {build_image()}")
+        console.print(f"built image {build_image(args.mode, log=log)}")
         return EXIT_OK
     report = check()
-    console.print(report)
-    return EXIT_OK if getattr(report, "ok", True) else EXIT_FAILED
+    for name, (ok, detail) in report.items():
+        console.print(f"{'[green]ok[/]  ' if ok else '[red]FAIL[/]'} {name}: {escape(detail)}")
+    return EXIT_OK if all(ok for ok, _ in report.values()) else EXIT_FAILED
 
 
 COMMANDS = {

@@ -388,20 +388,28 @@ class RichUI:
         return {"decisions": decisions, "default": "approve"}
 
     def _decide_candidate(self, cand: dict) -> dict:
+        """approve / reject, or a non-empty comment / edited module (asked again if empty)."""
         while True:
             action = self.asker.choice(
                 f"candidate {cand.get('candidate_id')}",
                 ["approve", "reject", "edit", "comment"],
                 "approve",
             )
-            if action == "comment":
-                return {"action": "comment", "comment": self.asker.text("comment for the designer")}
-            if action != "edit":
+            if action in ("approve", "reject"):
                 return {"action": action}
+            if action == "comment":
+                comment = self.asker.text("comment for the designer")
+                if comment:
+                    return {"action": "comment", "comment": comment}
+                continue
             try:
-                return {"action": "edit", "code": self.edit_code(cand.get("code") or "")}
-            except (OSError, ValueError) as error:  # no such editor, editor failed: ask again
-                self.console.print(f"[red]edit failed:[/] {error}")
+                code = self.edit_code(cand.get("code") or "")
+            except (OSError, ValueError) as error:  # no such editor, editor failed
+                self.console.print(f"[red]edit failed:[/] {escape(str(error))}")
+                continue
+            if code.strip():
+                return {"action": "edit", "code": code}
+            self.console.print("[red]the edited module is empty[/]")
 
     def edit_code(self, code: str) -> str:
         """Open `$EDITOR` on a temp copy of the code and return what was saved."""

@@ -125,8 +125,9 @@ def resume_run(run_id: str, runs_dir: str | Path, ui: RunUI, answer: object | No
 
 
 def _config(spec: RunSpec) -> dict[str, Any]:
-    return {"configurable": {"thread_id": spec.run_id}, "recursion_limit": recursion_limit(spec),
-            "max_concurrency": spec.max_parallel}
+    # No `max_concurrency`: LangGraph's sync runner shares that pool with its own stream
+    # thread (1 deadlocks). Parallel jobs are bounded by the sandbox's max_parallel slots.
+    return {"configurable": {"thread_id": spec.run_id}, "recursion_limit": recursion_limit(spec)}
 
 
 def _answer(rundir: RunDir, payload: dict[str, Any], answer: object) -> Command:

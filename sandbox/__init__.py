@@ -8,4 +8,13 @@ from sandbox.cache import ResultCache
 from sandbox.factory import get_sandbox
 from sandbox.types import Job, JobResult, Limits, SandboxUnavailable, ScriptResult
 
-__all__ = ["Job", "JobResult", "Limits", "ResultCache", "Sandbox", "SandboxUnavailable", "ScriptResult", "get_sandbox"]
+__all__ = [
+    "Job",
+    "JobResult",
+    "Limits",
+    "ResultCache",
+    "Sandbox",
+    "SandboxUnavailable",
+    "ScriptResult",
+    "get_sandbox",
+]

@@ -9,7 +9,6 @@ following links, schema-checked; anything else is `crashed`, never a host except
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 import shutil
@@ -30,7 +29,6 @@ from training.contract import static_check
 
 MAX_RESULT_BYTES = 16 * 2**20
 Events = Callable[..., None]
-log = logging.getLogger(__name__)
 
 
 def _is_number(value: Any) -> bool:
@@ -43,15 +41,19 @@ def _check_schema(data: Any, kind: str) -> JobResult:
         raise ValueError("no valid 'status'")
     error = data.get("error")
     if error is not None and not (
-        isinstance(error, dict) and all(isinstance(error.get(k), str) for k in ("type", "message", "traceback"))
+        isinstance(error, dict)
+        and all(isinstance(error.get(k), str) for k in ("type", "message", "traceback"))
     ):
         raise ValueError("'error' must be {type, message, traceback} strings")
     metrics = data.get("metrics", {})
-    if not isinstance(metrics, dict) or not all(isinstance(k, str) and _is_number(v) for k, v in metrics.items()):
+    if not isinstance(metrics, dict) or not all(
+        isinstance(k, str) and _is_number(v) for k, v in metrics.items()
+    ):
         raise ValueError("'metrics' must map names to finite numbers")
     curves = data.get("curves", {})
     if not isinstance(curves, dict) or not all(
-        isinstance(k, str) and isinstance(v, list) and all(_is_number(x) for x in v) for k, v in curves.items()
+        isinstance(k, str) and isinstance(v, list) and all(_is_number(x) for x in v)
+        for k, v in curves.items()
     ):
         raise ValueError("'curves' must map names to lists of finite numbers")
     if not isinstance(data.get("reflection_stats", {}), dict):
@@ -74,11 +76,17 @@ def read_result(job_dir: Path, kind: str) -> JobResult:
     try:
         fd = os.open(job_dir / RESULT_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as error:
-        return JobResult.failure("crashed", "NoResult", f"the runner left no readable {RESULT_FILE} ({error.strerror})")
+        return JobResult.failure(
+            "crashed", "NoResult", f"the runner left no readable {RESULT_FILE} ({error.strerror})"
+        )
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RESULT_BYTES:
         os.close(fd)
-        return JobResult.failure("crashed", "BadResult", f"{RESULT_FILE} is not a regular file <= {MAX_RESULT_BYTES} bytes")
+        return JobResult.failure(
+            "crashed",
+            "BadResult",
+            f"{RESULT_FILE} is not a regular file <= {MAX_RESULT_BYTES} bytes",
+        )
     with os.fdopen(fd, "rb") as handle:
         raw = handle.read(MAX_RESULT_BYTES + 1)
     try:
@@ -105,7 +113,11 @@ class Sandbox(ABC):
         self.slots = threading.BoundedSemaphore(max_parallel)
         self.events = events
         if work_dir is None:
-            work_dir = Path(cache_dir) / "jobs" if cache_dir is not None else tempfile.mkdtemp(prefix="lero-jobs-")
+            work_dir = (
+                Path(cache_dir) / "jobs"
+                if cache_dir is not None
+                else tempfile.mkdtemp(prefix="lero-jobs-")
+            )
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
 
@@ -114,7 +126,9 @@ class Sandbox(ABC):
         """Run one Python script contained; the raw primitive the jobs are built on."""
 
     @abstractmethod
-    def _launch_runner(self, job_dir: Path, policy_dir: Path | None, limits: Limits) -> ScriptResult:
+    def _launch_runner(
+        self, job_dir: Path, policy_dir: Path | None, limits: Limits
+    ) -> ScriptResult:
         """Run `python -m sandbox.runner` on JOB_DIR (and the policy, read-only, if given)."""
 
     @abstractmethod
@@ -135,7 +149,11 @@ class Sandbox(ABC):
         if not isinstance(job, Job):
             raise TypeError(f"run_job expects a Job, got {type(job).__name__}")
         fields = {"job_id": job.job_id, "kind": job.kind, "candidate_id": job.candidate_id}
-        key = cache_key(job.code, {**job.config(), "policy_dir": job.policy_dir}, job.seed)
+        key = cache_key(
+            job.code,
+            {**job.config(), "policy_dir": job.policy_dir, "static_check": job.static_check},
+            job.seed,
+        )
         cached = self.cache.get(key) if self.cache is not None else None
         self._emit("job_started", **fields)
         result = cached or self._run_uncached(job)
@@ -154,7 +172,9 @@ class Sandbox(ABC):
         if job.kind == "evaluate":
             policy_dir = Path(job.policy_dir)
             if policy_dir.is_symlink() or not policy_dir.is_dir():
-                return JobResult.failure("crashed", "NoPolicy", f"policy_dir {policy_dir} is not a directory")
+                return JobResult.failure(
+                    "crashed", "NoPolicy", f"policy_dir {policy_dir} is not a directory"
+                )
         with self.slots:
             job_dir = self._new_job_dir(job.job_id)
             try:
@@ -177,15 +197,25 @@ class Sandbox(ABC):
         except SandboxUnavailable as error:
             return JobResult.failure("crashed", "SandboxUnavailable", str(error))
         if script.status in ("timeout", "oom"):
-            return JobResult.failure(script.status, script.status.capitalize(), f"the {job.kind} job hit its {script.status} limit")
+            return JobResult.failure(
+                script.status,
+                script.status.capitalize(),
+                f"the {job.kind} job hit its {script.status} limit",
+            )
         result = read_result(job_dir, job.kind)
         if script.status != "ok" and result.status == "crashed":
             tail = script.stderr.strip().splitlines()[-1:] or [f"exit code {script.exit_code}"]
-            result.error = {"type": "RunnerFailed", "message": f"{script.status}: {tail[0]}"[:500], "traceback": script.stderr[-4000:]}
+            result.error = {
+                "type": "RunnerFailed",
+                "message": f"{script.status}: {tail[0]}"[:500],
+                "traceback": script.stderr[-4000:],
+            }
         if result.status == "ok" and job.kind == "train":
             policy = job_dir / POLICY_SUBDIR
             if policy.is_symlink() or not policy.is_dir():
-                return JobResult.failure("crashed", "NoPolicy", "training finished without saving the policy")
+                return JobResult.failure(
+                    "crashed", "NoPolicy", "training finished without saving the policy"
+                )
             result.policy_dir = str(policy)
         return result
 
@@ -193,10 +223,16 @@ class Sandbox(ABC):
         self, code: str | None, env: dict, algo: str, steps: int, seed: int, **job_fields: Any
     ) -> JobResult:
         """Train, then evaluate the weights in a fresh sandbox with the OEF only; cached as a whole."""
-        train_job = Job(kind="train", code=code, env=env, algo=algo, steps=steps, seed=seed, **job_fields)
+        train_job = Job(
+            kind="train", code=code, env=env, algo=algo, steps=steps, seed=seed, **job_fields
+        )
         key = cache_key(code, {**train_job.config(), "kind": "train_and_evaluate"}, seed)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            fields = {"job_id": train_job.job_id, "kind": "train", "candidate_id": train_job.candidate_id}
+            fields = {
+                "job_id": train_job.job_id,
+                "kind": "train",
+                "candidate_id": train_job.candidate_id,
+            }
             self._emit("job_started", **fields)
             self._emit("job_finished", **fields, status=hit.status, cached=True)
             return hit
@@ -205,8 +241,16 @@ class Sandbox(ABC):
             return trained
         eval_fields = {k: v for k, v in job_fields.items() if k != "job_id"}
         evaluated = self.run_job(
-            Job(kind="evaluate", code=code, env=env, algo=algo, steps=steps, seed=seed,
-                policy_dir=trained.policy_dir, **eval_fields)
+            Job(
+                kind="evaluate",
+                code=code,
+                env=env,
+                algo=algo,
+                steps=steps,
+                seed=seed,
+                policy_dir=trained.policy_dir,
+                **eval_fields,
+            )
         )
         combined = JobResult(
             status=evaluated.status,

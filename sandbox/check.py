@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+
 from sandbox.types import Limits, SandboxUnavailable
 
 SMOKE_SCRIPT = "import os, torch, numpy\nprint('uid', os.getuid(), 'torch', torch.__version__)\n"
@@ -23,7 +25,13 @@ def check() -> dict[str, tuple[bool, str]]:
         report["image"] = (False, f"{IMAGE} missing: run `lero sandbox build`")
         return report
     report["image"] = (True, IMAGE)
-    result = DockerSandbox().run_script(SMOKE_SCRIPT, Limits(wall_s=60, mem_mb=1024))
+    with tempfile.TemporaryDirectory(prefix="lero-check-") as work_dir:
+        result = DockerSandbox(work_dir=work_dir).run_script(
+            SMOKE_SCRIPT, Limits(wall_s=60, mem_mb=1024)
+        )
     detail = result.stdout.strip() or result.stderr.strip()[-300:]
-    report["smoke"] = (result.status == "ok", f"{result.status} in {result.elapsed_s:.2f} s: {detail}")
+    report["smoke"] = (
+        result.status == "ok",
+        f"{result.status} in {result.elapsed_s:.2f} s: {detail}",
+    )
     return report

@@ -1,5 +1,8 @@
 """A watchdog on the job directory's total size: RLIMIT_FSIZE caps one file, this caps all.
 
+It also caps the number of entries (MAX_ENTRIES): empty files cost no blocks but do
+exhaust the host filesystem's inodes.
+
 Polled (DISK_POLL_S), so a writer can overshoot the cap by what it writes in one poll
 interval before it is killed; per-file size is capped exactly by RLIMIT_FSIZE.
 """
@@ -12,18 +15,22 @@ from collections.abc import Callable
 from pathlib import Path
 
 DISK_POLL_S = 0.2
+MAX_ENTRIES = 1_000  # a job needs ~5 (job.json, result.json, policy/)
 
 
-def disk_usage(root: Path) -> int:
-    """Bytes actually allocated under `root` (sparse files count what they use)."""
-    total = 0
-    for dirpath, _, filenames in os.walk(root):
+def over_limit(root: Path, limit_bytes: int) -> bool:
+    """True as soon as `root` holds more than MAX_ENTRIES entries or `limit_bytes` allocated."""
+    allocated, entries = 0, 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        entries += len(dirnames) + len(filenames)
+        if entries > MAX_ENTRIES:
+            return True
         for name in filenames:
             try:
-                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+                allocated += os.lstat(os.path.join(dirpath, name)).st_blocks * 512  # sparse-aware
             except OSError:
                 continue
-    return total
+    return allocated > limit_bytes
 
 
 class DiskWatch:
@@ -32,7 +39,9 @@ class DiskWatch:
     def __init__(self, root: Path, limit_bytes: int, kill: Callable[[], None]) -> None:
         self.exceeded = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, args=(root, limit_bytes, kill), daemon=True)
+        self._thread = threading.Thread(
+            target=self._watch, args=(root, limit_bytes, kill), daemon=True
+        )
 
     def __enter__(self) -> DiskWatch:
         self._thread.start()
@@ -44,7 +53,7 @@ class DiskWatch:
 
     def _watch(self, root: Path, limit_bytes: int, kill: Callable[[], None]) -> None:
         while not self._stop.wait(DISK_POLL_S):
-            if disk_usage(root) > limit_bytes:
+            if over_limit(root, limit_bytes):
                 self.exceeded.set()
                 kill()
                 return

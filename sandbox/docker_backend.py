@@ -25,7 +25,7 @@ import requests
 from docker.types import LogConfig, Mount, Ulimit
 
 from sandbox.base import Sandbox
-from sandbox.diskwatch import DiskWatch
+from sandbox.diskwatch import MAX_ENTRIES, DiskWatch
 from sandbox.image import (
     CODE_MOUNT,
     CODE_PACKAGES,
@@ -41,7 +41,7 @@ from sandbox.types import Limits, SandboxUnavailable, ScriptResult
 LABEL = "lero.sandbox"
 OWNER_LABEL = "lero.sandbox.owner"  # "<hostname>:<pid>" of the process that made it
 SCRIPT_FILE = "script.py"
-DOCKER_ERRORS = (docker.errors.APIError, requests.exceptions.RequestException)
+DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
 def _owner() -> str:
@@ -70,7 +70,9 @@ class DockerSandbox(Sandbox):
         require_image(self.client)
         self.reap()
         self.as_root = os.geteuid() == 0
-        self.user = f"{SANDBOX_UID}:{SANDBOX_UID}" if self.as_root else f"{os.getuid()}:{os.getgid()}"
+        self.user = (
+            f"{SANDBOX_UID}:{SANDBOX_UID}" if self.as_root else f"{os.getuid()}:{os.getgid()}"
+        )
 
     def reap(self) -> int:
         """Remove sandbox containers whose owning process is gone; returns how many."""
@@ -100,8 +102,12 @@ class DockerSandbox(Sandbox):
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
 
-    def _launch_runner(self, job_dir: Path, policy_dir: Path | None, limits: Limits) -> ScriptResult:
-        return self._run_container(["python", "-m", "sandbox.runner", "/job"], job_dir, policy_dir, limits)
+    def _launch_runner(
+        self, job_dir: Path, policy_dir: Path | None, limits: Limits
+    ) -> ScriptResult:
+        return self._run_container(
+            ["python", "-m", "sandbox.runner", "/job"], job_dir, policy_dir, limits
+        )
 
     def _run_container(
         self, command: list[str], job_dir: Path, policy_dir: Path | None, limits: Limits
@@ -142,13 +148,17 @@ class DockerSandbox(Sandbox):
                 log_config=LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
             )
         except DOCKER_ERRORS as error:
-            raise SandboxUnavailable(f"Docker could not create a sandbox: {error}".splitlines()[0]) from error
+            raise SandboxUnavailable(
+                f"Docker could not create a sandbox: {error}".splitlines()[0]
+            ) from error
         stdout, stderr = CappedBuffer(limits.output_bytes), CappedBuffer(limits.output_bytes)
         timed_out = oom_killed = False
         exit_code: int | None = None
         try:
             stream = container.attach(stdout=True, stderr=True, stream=True, logs=True, demux=True)
-            reader = threading.Thread(target=_drain_demuxed, args=(stream, stdout, stderr), daemon=True)
+            reader = threading.Thread(
+                target=_drain_demuxed, args=(stream, stdout, stderr), daemon=True
+            )
             with DiskWatch(job_dir, disk_bytes, lambda: _kill(container)) as disk:
                 started = time.perf_counter()
                 container.start()
@@ -161,12 +171,16 @@ class DockerSandbox(Sandbox):
                 container.reload()
                 oom_killed = bool(container.attrs["State"].get("OOMKilled"))
         except DOCKER_ERRORS as error:
-            raise SandboxUnavailable(f"Docker failed while running a sandbox: {error}".splitlines()[0]) from error
+            raise SandboxUnavailable(
+                f"Docker failed while running a sandbox: {error}".splitlines()[0]
+            ) from error
         finally:
             with contextlib.suppress(*DOCKER_ERRORS):
                 container.remove(force=True)
         if disk.exceeded.is_set():
-            stderr.feed(f"\n[sandbox] job directory exceeded {limits.disk_mb} MB: killed\n".encode())
+            stderr.feed(
+                f"\n[sandbox] job directory exceeded {limits.disk_mb} MB or {MAX_ENTRIES} entries: killed\n".encode()
+            )
         status = _status(exit_code, timed_out, oom_killed, disk.exceeded.is_set())
         return ScriptResult(status, exit_code, stdout.text(), stderr.text(), elapsed)
 

@@ -49,7 +49,15 @@ IMAGE_ENV = {
 RUNTIME_MODULES = ("numpy", "torch", "sandbox.runner", "training")
 # ... plus these distributions and their requirements: torch imports some lazily (sympy).
 RUNTIME_DISTRIBUTIONS = ("torch", "numpy")
-STDLIB_EXCLUDES = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "site-packages"}
+STDLIB_EXCLUDES = {
+    "test",
+    "idlelib",
+    "tkinter",
+    "turtledemo",
+    "ensurepip",
+    "lib2to3",
+    "site-packages",
+}
 PACKAGE_EXCLUDES = re.compile(  # headers, static libs, tests, torch's test binaries
     r"(^|/)(include|share/cmake|test|tests)(/|$)|\.(a|h|hpp|cuh|pyi)$|(^|/)bin/(test_\w*|\w*Test|protoc\S*)$"
 )
@@ -136,7 +144,9 @@ def _runtime_site_dirs() -> list[Path]:
     output = subprocess.run(
         [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     ).stdout
-    site_roots = [Path(p) for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}]
+    site_roots = [
+        Path(p) for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    ]
     entries: set[Path] = set()
     for file in json.loads(output.splitlines()[-1]):
         if not file:
@@ -181,7 +191,9 @@ def _distribution_entries(site_roots: list[Path]) -> set[Path]:
 def _walk(root: Path, exclude: Callable[[str], bool]) -> Iterator[Path]:
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
-        dirnames[:] = [d for d in dirnames if not exclude(os.path.normpath(os.path.join(rel_dir, d)))]
+        dirnames[:] = [
+            d for d in dirnames if not exclude(os.path.normpath(os.path.join(rel_dir, d)))
+        ]
         for name in filenames:
             if not exclude(os.path.normpath(os.path.join(rel_dir, name))):
                 yield Path(dirpath) / name
@@ -224,27 +236,47 @@ def _add_dir(tar: tarfile.TarFile, arcname: str, mode: int = 0o755) -> None:
     tar.addfile(info)
 
 
-def _write_rootfs(tar_path: Path, log: Log) -> int:
+def _rootfs_files(log: Log) -> list[tuple[Path, str]]:
+    """(host file, path in the image): interpreter, stdlib, runtime packages, shared libs."""
     prefix = Path(sys.base_prefix)
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     stdlib = prefix / "lib" / version
     image_site = stdlib / "site-packages"
-    files: list[tuple[Path, str]] = [(Path(sys.executable).resolve(), str(prefix / "bin" / version))]
-    files += [(p, str(p)) for p in _walk(stdlib, lambda rel: rel.split("/")[0] in STDLIB_EXCLUDES or rel.startswith("config-"))]
+    files = [(Path(sys.executable).resolve(), str(prefix / "bin" / version))]
+    skip_stdlib = lambda rel: rel.split("/")[0] in STDLIB_EXCLUDES or rel.startswith("config-")  # noqa: E731
+    files += [(path, str(path)) for path in _walk(stdlib, skip_stdlib)]
     for entry in _runtime_site_dirs():
         if entry.is_file():
             files.append((entry, str(image_site / entry.name)))
             continue
         for path in _walk(entry, lambda rel: bool(PACKAGE_EXCLUDES.search(rel))):
             files.append((path, str(image_site / entry.name / path.relative_to(entry))))
-    elf_files = [src for src, _ in files if src.suffix == ".so" or ".so." in src.name or src.name.startswith("python")]
+    elf_files = [
+        src
+        for src, _ in files
+        if src.suffix == ".so" or ".so." in src.name or src.name.startswith("python")
+    ]
     log(f"resolving shared libraries of {len(elf_files)} binaries")
-    seen_dest = {dest for _, dest in files}
+    seen = {dest for _, dest in files}
     for lib in sorted(_shared_libraries(elf_files)):
-        if str(lib) not in seen_dest:
+        if str(lib) not in seen:
             files.append((lib.resolve(), str(lib)))
-            seen_dest.add(str(lib))
+            seen.add(str(lib))
+    return files
 
+
+def _write_rootfs(tar_path: Path, log: Log) -> int:
+    """The image's root filesystem as a tar; returns the number of files copied."""
+    files = _rootfs_files(log)
+    interpreter = files[0][1]
+    mount_points = (
+        "/job",
+        "/policy",
+        "/etc",
+        "/usr/local/bin",
+        CODE_MOUNT,
+        *(f"{CODE_MOUNT}/{p}" for p in CODE_PACKAGES),
+    )
     with tarfile.open(tar_path, "w", format=tarfile.GNU_FORMAT) as tar:
         made_dirs: set[str] = set()
         for _, dest in files:
@@ -252,8 +284,7 @@ def _write_rootfs(tar_path: Path, log: Log) -> int:
                 if str(parent) != "/" and str(parent) not in made_dirs:
                     made_dirs.add(str(parent))
                     _add_dir(tar, str(parent))
-        for directory in ("/job", "/policy", "/etc", "/usr/local/bin", CODE_MOUNT,
-                          *(f"{CODE_MOUNT}/{pkg}" for pkg in CODE_PACKAGES)):  # fmt: skip
+        for directory in mount_points:
             if directory not in made_dirs:
                 _add_dir(tar, directory)
         _add_dir(tar, "/tmp", 0o1777)
@@ -261,8 +292,9 @@ def _write_rootfs(tar_path: Path, log: Log) -> int:
             _add(tar, source, dest)
         for alias in ("python", "python3"):
             link = tarfile.TarInfo(f"usr/local/bin/{alias}")
-            link.type, link.linkname = tarfile.SYMTYPE, str(prefix / "bin" / version)
+            link.type, link.linkname = tarfile.SYMTYPE, interpreter
             tar.addfile(link)
-        _add_text(tar, "/etc/passwd", f"root:x:0:0::/root:/nonexistent\nlero:x:{SANDBOX_UID}:{SANDBOX_UID}::/tmp:/nonexistent\n")
+        users = f"root:x:0:0::/root:/nonexistent\nlero:x:{SANDBOX_UID}:{SANDBOX_UID}::/tmp:/nonexistent\n"
+        _add_text(tar, "/etc/passwd", users)
         _add_text(tar, "/etc/group", f"root:x:0:\nlero:x:{SANDBOX_UID}:\n")
     return len(files)

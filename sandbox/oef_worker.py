@@ -68,13 +68,17 @@ def main() -> None:
             rows, cols = HEADER.unpack(read_exact(requests, HEADER.size))
         except EOFError:
             return
-        obs = torch.frombuffer(bytearray(read_exact(requests, rows * cols * 4)), dtype=torch.float32)
+        obs = torch.frombuffer(
+            bytearray(read_exact(requests, rows * cols * 4)), dtype=torch.float32
+        )
         try:
             out = enhance(obs.reshape(rows, cols))  # [M, D] -> [M, D + k]
             if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.dim() != 2:
                 raise TypeError("enhance_observation must return a 2-D float torch.Tensor")
             if out.shape[1] > MAX_OUTPUT_COLS:
-                raise ValueError(f"enhance_observation returned {out.shape[1]} columns > {MAX_OUTPUT_COLS}")
+                raise ValueError(
+                    f"enhance_observation returned {out.shape[1]} columns > {MAX_OUTPUT_COLS}"
+                )
             out = out.detach().to(torch.float32).contiguous()
         except Exception as error:
             send_error(replies, error_dict(error))

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from sandbox.base import Sandbox
-from sandbox.diskwatch import DiskWatch
+from sandbox.diskwatch import MAX_ENTRIES, DiskWatch
 from sandbox.image import REPO_ROOT
 from sandbox.output import CappedBuffer, drain_in_thread
 from sandbox.types import Limits, SandboxUnavailable, ScriptResult
@@ -125,7 +125,9 @@ class ProcessSandbox(Sandbox):
         for reader in readers:
             reader.join(timeout=2.0)
         if disk.exceeded.is_set():
-            stderr.feed(f"\n[sandbox] job directory exceeded {limits.disk_mb} MB: killed\n".encode())
+            stderr.feed(
+                f"\n[sandbox] job directory exceeded {limits.disk_mb} MB or {MAX_ENTRIES} entries: killed\n".encode()
+            )
         text = stderr.text()
         if timed_out:
             status = "timeout"
@@ -148,7 +150,9 @@ class ProcessSandbox(Sandbox):
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
 
-    def _launch_runner(self, job_dir: Path, policy_dir: Path | None, limits: Limits) -> ScriptResult:
+    def _launch_runner(
+        self, job_dir: Path, policy_dir: Path | None, limits: Limits
+    ) -> ScriptResult:
         return self._run([sys.executable, "-m", "sandbox.runner", str(job_dir)], job_dir, limits)
 
 

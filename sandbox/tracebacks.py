@@ -18,16 +18,24 @@ def register_source(source: str) -> None:
 
 
 def raised_in_candidate(error: BaseException) -> bool:
-    return any(frame.filename == CANDIDATE_FILE for frame in traceback.extract_tb(error.__traceback__))
+    return any(
+        frame.filename == CANDIDATE_FILE for frame in traceback.extract_tb(error.__traceback__)
+    )
 
 
 def error_dict(error: BaseException, candidate_only: bool = True) -> dict[str, str]:
     """{"type", "message", "traceback"}, by default with only the candidate's frames."""
     if candidate_only:
-        frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == CANDIDATE_FILE]
+        frames = [
+            f for f in traceback.extract_tb(error.__traceback__) if f.filename == CANDIDATE_FILE
+        ]
         lines = ["Traceback (candidate frames only):\n", *traceback.format_list(frames)]
         lines += traceback.format_exception_only(type(error), error)
     else:
         lines = traceback.format_exception(error)
     message = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return {"type": type(error).__name__, "message": message[:2000], "traceback": "".join(lines)[-8000:]}
+    return {
+        "type": type(error).__name__,
+        "message": message[:2000],
+        "traceback": "".join(lines)[-8000:],
+    }

@@ -38,7 +38,10 @@ class Limits:
         _require(self.mem_mb >= 64, f"Limits.mem_mb must be >= 64, got {self.mem_mb}")
         _require(self.cpus > 0, f"Limits.cpus must be > 0, got {self.cpus}")
         _require(self.pids >= 8, f"Limits.pids must be >= 8, got {self.pids}")
-        _require(self.output_bytes >= 1024, f"Limits.output_bytes must be >= 1024, got {self.output_bytes}")
+        _require(
+            self.output_bytes >= 1024,
+            f"Limits.output_bytes must be >= 1024, got {self.output_bytes}",
+        )
         _require(self.tmp_mb >= 1, f"Limits.tmp_mb must be >= 1, got {self.tmp_mb}")
         _require(self.disk_mb >= 1, f"Limits.disk_mb must be >= 1, got {self.disk_mb}")
 
@@ -84,9 +87,14 @@ class Job:
             isinstance(self.env, dict) and isinstance(self.env.get("name"), str),
             f"Job.env must be a dict with a 'name', got {self.env!r}",
         )
-        _require(isinstance(self.steps, int) and self.steps >= 0, f"Job.steps must be an int >= 0, got {self.steps!r}")
+        _require(
+            isinstance(self.steps, int) and self.steps >= 0,
+            f"Job.steps must be an int >= 0, got {self.steps!r}",
+        )
         _require(self.kind != "train" or self.steps > 0, "a train Job needs steps > 0")
-        _require(self.kind != "evaluate" or bool(self.policy_dir), "an evaluate Job needs policy_dir")
+        _require(
+            self.kind != "evaluate" or bool(self.policy_dir), "an evaluate Job needs policy_dir"
+        )
         _require(self.eval_episodes > 0, f"Job.eval_episodes must be > 0, got {self.eval_episodes}")
         _require(isinstance(self.limits, Limits), "Job.limits must be a Limits")
 
@@ -131,7 +139,10 @@ class JobResult:
     policy_dir: str | None = None
 
     def __post_init__(self) -> None:
-        _require(self.status in JOB_STATUSES, f"JobResult.status must be one of {JOB_STATUSES}, got {self.status!r}")
+        _require(
+            self.status in JOB_STATUSES,
+            f"JobResult.status must be one of {JOB_STATUSES}, got {self.status!r}",
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -143,4 +154,6 @@ class JobResult:
 
     @classmethod
     def failure(cls, status: str, error_type: str, message: str, traceback: str = "") -> JobResult:
-        return cls(status=status, error={"type": error_type, "message": message, "traceback": traceback})
+        return cls(
+            status=status, error={"type": error_type, "message": message, "traceback": traceback}
+        )

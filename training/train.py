@@ -59,6 +59,12 @@ def train(
     Same config and hooks give the same curves and weights on CPU.
     `progress(done_steps, total_steps, {"return": latest})` is throttled to ~2 Hz.
     """
+    if not isinstance(cfg, TrainConfig):
+        raise ValueError(f"train expects a TrainConfig, got {type(cfg).__name__}")
+    if hooks is not None and not isinstance(hooks, Hooks):
+        raise ValueError(f"hooks must be a training.Hooks or None, got {type(hooks).__name__}")
+    if progress is not None and not callable(progress):
+        raise ValueError("progress must be callable(done_steps, total_steps, info) or None")
     hooks = hooks or Hooks()
     hparams = cfg.algo_hparams()
     previous_threads = torch.get_num_threads()

@@ -1,7 +1,7 @@
 """Training fan-out (one `Send` per candidate and seed, plus the baseline) and selection.
 
 Each `train` branch runs one sandboxed train+evaluate job. Branches of a generation run
-in parallel (bounded by `max_concurrency` and the sandbox's own semaphore); a finished
+in parallel (at most `max_parallel` jobs at once: the sandbox's semaphore); a finished
 branch's result is saved as a pending write, so a crash mid-generation re-runs only the
 unfinished branches, and the sandbox's result cache answers any that finished in the
 sandbox but not in the graph.

@@ -60,6 +60,21 @@ def test_offline_dialogue_rejects_bad_numbers_and_full_observability(tmp_path: P
     assert "must be >= 1" in out.getvalue() and "a positive number of steps" in out.getvalue()
 
 
+def test_offline_chat_runs_the_confirmed_experiment(tmp_path: Path) -> None:
+    """Dialogue -> confirm -> the graph's own spec approval -> a real (tiny) run -> report."""
+    tiny = {"sandbox": "process", "hparams": {"n_envs": 8, "rollout_len": 25}, "eval_episodes": 8}
+    answers = "\n2\nn\n\n1\n1\n400\n\n\n" + "y\n" + "y\n"  # start it; approve the spec
+    desk, out = make_desk(answers, tmp_path, **tiny)
+    assert offline_chat(desk) == 0
+    run_id = desk.last_run_id
+    assert run_id is not None
+    assert f"run {run_id} ended with status completed" in out.getvalue()
+    report = json.loads((tmp_path / run_id / "report.json").read_text())
+    assert report["status"] == "completed" and report["generations"][0]["candidates"] == 1
+    spec = json.loads((tmp_path / run_id / "spec.json").read_text())
+    assert spec["env_kwargs"] == {"N": 2} and spec["approve"] == "spec"
+
+
 def test_input_ending_mid_dialogue_starts_nothing(tmp_path: Path) -> None:
     desk, out = make_desk("\n5\n", tmp_path)
     assert offline_chat(desk) == 0
@@ -69,7 +84,9 @@ def test_input_ending_mid_dialogue_starts_nothing(tmp_path: Path) -> None:
 
 def test_desk_set_fields_validates_and_merges(tmp_path: Path) -> None:
     desk, _ = make_desk("", tmp_path)
-    assert desk.set_fields({"generations": 0}).startswith("not changed: invalid run setting generations")
+    assert desk.set_fields({"generations": 0}).startswith(
+        "not changed: invalid run setting generations"
+    )
     assert desk.spec.generations == 3
     desk.set_fields({"env_kwargs": {"N": 5}, "approve": "none"})
     assert desk.spec.env_kwargs == {"N": 5, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
@@ -88,9 +105,14 @@ def test_desk_commands(tmp_path: Path) -> None:
     assert desk.command("/frobnicate").startswith("commands:")
     assert json.loads(desk.command("/status run-a"))["best_fitness"] == pytest.approx(-24.0)
     shown = desk.command("/candidate 1-0 run-a")
-    assert "def hybrid_reward" in shown and "VERDICT: accept" in shown and '"fitness": -24.0' in shown
+    assert (
+        "def hybrid_reward" in shown and "VERDICT: accept" in shown and '"fitness": -24.0' in shown
+    )
     assert "no candidate '9-9'" in desk.command("/candidate 9-9 run-a")
-    assert json.loads(desk.command("/report run-a").split("\nreport:")[0])["best"]["candidate_id"] == "1-0"
+    assert (
+        json.loads(desk.command("/report run-a").split("\nreport:")[0])["best"]["candidate_id"]
+        == "1-0"
+    )
     assert (tmp_path / "run-a" / "report.md").is_file()
     assert desk.command("/status") == "no run id given and no run started in this chat"
     assert desk.command("/status ghost") == f"no run 'ghost' in {tmp_path}/"
@@ -105,14 +127,24 @@ def test_desk_tool_calls_never_crash(tmp_path: Path) -> None:
 
 
 def _tool_call(call_id: str, name: str, args: dict) -> dict:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
 
 
 def test_assistant_calls_tools_over_http(tmp_path: Path) -> None:
     out = io.StringIO()
     with OpenAIServer() as server:
         server.push(
-            Reply(tool_calls=[_tool_call("c1", "set_fields", {"updates": {"generations": 2, "env_kwargs": {"N": 4}}})]),
+            Reply(
+                tool_calls=[
+                    _tool_call(
+                        "c1", "set_fields", {"updates": {"generations": 2, "env_kwargs": {"N": 4}}}
+                    )
+                ]
+            ),
             Reply(tool_calls=[_tool_call("c2", "start_run", {})]),
             Reply(content="Set 2 generations with 4 agents; you chose not to start it."),
         )
@@ -127,7 +159,11 @@ def test_assistant_calls_tools_over_http(tmp_path: Path) -> None:
     assert code == 0
     assert len(requests) == 3
     first = requests[0]
-    assert {t["function"]["name"] for t in first["tools"]} >= {"set_fields", "start_run", "estimate_cost"}
+    assert {t["function"]["name"] for t in first["tools"]} >= {
+        "set_fields",
+        "start_run",
+        "estimate_cost",
+    }
     assert first["messages"][0]["role"] == "system"
     assert first["messages"][0]["content"].startswith("You are the experiment assistant")
     tool_results = [m for m in requests[2]["messages"] if m["role"] == "tool"]
@@ -179,7 +215,16 @@ def test_assistant_server_down_is_reported_and_chat_continues(tmp_path: Path) ->
 
 def test_lero_chat_subprocess_offline(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "graph.cli", "chat", "--llm", "offline", "--runs-dir", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "graph.cli",
+            "chat",
+            "--llm",
+            "offline",
+            "--runs-dir",
+            str(tmp_path),
+        ],
         cwd=REPO,
         input="\n\n\n\n\n\n1\n1\n2000\n\n\nn\nn\n",
         capture_output=True,

@@ -153,3 +153,26 @@ def test_subprocess_help() -> None:
     assert done.returncode == 0
     for command in ("run", "resume", "chat", "runs", "report", "train", "bench", "sandbox"):
         assert command in done.stdout
+
+
+def test_bench_env_throughput_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(
+        ["bench", "--n-envs", "16", "--seconds", "0.3", "--threads", "1", "--skip-train"], capsys
+    )
+    assert code == 0
+    header, _, row = out.strip().splitlines()[-3:]
+    assert header.split()[-3:] == ["lero_steps_per_s", "mpe2_steps_per_s", "ratio"]
+    assert float(row.split()[-1]) > 0
+
+
+def test_bench_bad_algo(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_main(["bench", "--algo", "dqn"], capsys)
+    assert_usage_error(code, err, "unknown algo 'dqn'")
+
+
+@pytest.mark.docker
+def test_sandbox_check_reports_every_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(["sandbox", "check"], capsys)
+    lines = [line for line in out.splitlines() if line.split()[:1] in (["ok"], ["FAIL"])]
+    assert lines and lines[0].split()[1] == "daemon:"
+    assert code == (0 if all(line.startswith("ok") for line in lines) else 1)

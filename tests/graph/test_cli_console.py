@@ -77,7 +77,7 @@ def test_candidates_approve_reject_comment_edit(tmp_path: Path) -> None:
         "p.write_text(p.read_text() + '# edited by a human\\n')\n"
     )
     ui, out = make_ui(
-        "approve\nreject\ncomment\npenalise collisions harder\nedit\n",
+        "approve\nreject\ncomment\n\ncomment\npenalise collisions harder\nedit\n",
         editor=f"{sys.executable} {editor}",
     )
     with ui:
@@ -95,10 +95,12 @@ def test_candidates_approve_reject_comment_edit(tmp_path: Path) -> None:
     assert "def hybrid_reward" in text and "point 3" in text and "critic: accept" in text
 
 
-def test_failing_editor_is_a_clear_error(tmp_path: Path) -> None:
-    ui, _ = make_ui("", editor=f"{sys.executable} -c 'raise SystemExit(3)'")
-    with pytest.raises(ValueError, match="exited with status 3"):
-        ui.edit_code(CODE)
+def test_failing_editor_is_reported_and_the_decision_asked_again(tmp_path: Path) -> None:
+    ui, out = make_ui("edit\nreject\n", editor=f"{sys.executable} -c 'raise SystemExit(3)'")
+    with ui:
+        answer = ui.ask({**CANDIDATES_PAYLOAD, "candidates": CANDIDATES_PAYLOAD["candidates"][:1]})
+    assert answer == {"decisions": {"0-0": {"action": "reject"}}, "default": "approve"}
+    assert "edit failed" in out.getvalue() and "exited with status 3" in out.getvalue()
 
 
 def test_generation_continue_with_feedback_and_stop() -> None:

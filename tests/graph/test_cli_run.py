@@ -14,7 +14,7 @@ from rich.console import Console
 from graph.cli import main
 from tests.graph.test_report import PNG_MAGIC, REPORT_KEYS
 
-TINY_RUN = {"hparams": {"n_envs": 8, "rollout_len": 25}, "eval_episodes": 8, "max_parallel": 1}
+TINY_RUN = {"hparams": {"n_envs": 8, "rollout_len": 25}, "eval_episodes": 8}
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +41,7 @@ def test_run_waits_for_approval_then_resumes_to_a_report(
         capsys,
     )  # fmt: skip
     assert code == 3, err  # stdin is not a terminal: the run stops at the spec approval
-    assert "lero resume tiny --answer FILE" in out
+    assert f"lero resume tiny --runs-dir {runs} --answer FILE" in out
     assert '{"action": "approve"} or {"action": "reject"}' in out
 
     answer = tmp_path / "answer.json"
@@ -69,7 +69,9 @@ def test_run_waits_for_approval_then_resumes_to_a_report(
     assert code == 0 and str(run / "report.md") in out
 
 
-def test_bad_answer_file_and_invalid_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_answer_file_and_invalid_spec(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     runs = tmp_path / "runs"
     (runs / "r1").mkdir(parents=True)
     bad = tmp_path / "answer.json"
@@ -78,6 +80,8 @@ def test_bad_answer_file_and_invalid_spec(tmp_path: Path, capsys: pytest.Capture
     assert code == 2 and err.startswith("lero: error: answer file") and err.count("\n") == 1
     code, _, err = lero(["run", "--llm", "gpt", "--runs-dir", str(runs)], capsys)
     assert code == 2 and err.count("\n") == 1 and "unknown llm 'gpt'" in err
-    code, _, err = lero(["run", "--env-arg", "N=0", "--sandbox", "process", "--runs-dir", str(runs)], capsys)
+    code, _, err = lero(
+        ["run", "--env-arg", "N=0", "--sandbox", "process", "--runs-dir", str(runs)], capsys
+    )
     assert code == 2 and err.count("\n") == 1 and "N must be >= 1" in err
     assert sorted(p.name for p in runs.iterdir()) == ["r1"]  # nothing created

@@ -26,7 +26,9 @@ def leftovers(sandbox) -> list[str]:
     if sandbox.kind == "docker":
         from sandbox.docker_backend import OWNER_LABEL, _owner
 
-        found = sandbox.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={_owner()}"})
+        found = sandbox.client.containers.list(
+            all=True, filters={"label": f"{OWNER_LABEL}={_owner()}"}
+        )
         return [c.name for c in found]
     work_dir = str(sandbox.work_dir)
     found = []
@@ -55,8 +57,12 @@ def needs_namespaces(sandbox) -> None:
 
 def test_fork_bomb(sandbox) -> None:
     if sandbox.kind == "process" and os.geteuid() == 0:
-        pytest.skip("as real root RLIMIT_NPROC is not enforced: the process backend cannot stop a fork bomb")
-    source = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+        pytest.skip(
+            "as real root RLIMIT_NPROC is not enforced: the process backend cannot stop a fork bomb"
+        )
+    source = (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    )
     assert run_attack(sandbox, source).status == "timeout"
 
 
@@ -97,6 +103,13 @@ def test_disk_fill_tmp(sandbox) -> None:
 
 def test_disk_fill_job_dir_many_files(sandbox) -> None:
     source = "n = 0\nwhile True:\n    open(f'fill{n}', 'wb').write(b'x' * 4 * 2**20)\n    n += 1\n"
+    result = run_attack(sandbox, source)
+    assert result.status == "killed"
+    assert "job directory exceeded" in result.stderr
+
+
+def test_inode_exhaustion_in_job_dir(sandbox) -> None:
+    source = "n = 0\nwhile True:\n    open(f'empty{n}', 'w').close()\n    n += 1\n"
     result = run_attack(sandbox, source)
     assert result.status == "killed"
     assert "job directory exceeded" in result.stderr
@@ -182,7 +195,11 @@ def test_host_secret_never_enters(sandbox, monkeypatch) -> None:
 
 def test_writing_to_the_code_and_the_host(sandbox) -> None:
     token = secrets.token_hex(4)
-    targets = [f"/opt/lero/training/pwn_{token}.py", str(REPO_ROOT / "training" / f"pwn_{token}.py"), f"/etc/pwn_{token}"]
+    targets = [
+        f"/opt/lero/training/pwn_{token}.py",
+        str(REPO_ROOT / "training" / f"pwn_{token}.py"),
+        f"/etc/pwn_{token}",
+    ]
     source = (
         f"for path in {targets!r}:\n"
         "    try:\n        open(path, 'w').write('pwned')\n        print('WROTE', path)\n"

@@ -21,14 +21,14 @@ ENV = {"name": "simple_spread", "N": 3, "num_agent_neighbors": 1, "num_landmark_
 LIMITS = Limits(wall_s=30, mem_mb=1024, cpus=1, pids=64, output_bytes=8192, disk_mb=64)
 EVAL_EPISODES = 32
 
-HONEST_OEF = '''import torch
+HONEST_OEF = """import torch
 
 def hybrid_reward(ctx):
     return ctx.env_reward, {}
 
 def enhance_observation(obs):
     return torch.cat([obs, obs[:, :1] * 0.5], dim=-1)
-'''
+"""
 
 
 def job(kind: str, code: str | None, **fields) -> Job:
@@ -68,7 +68,9 @@ def test_static_check_rejects_without_running(sandbox) -> None:
 
 
 def test_candidate_exception_gives_trimmed_traceback(sandbox) -> None:
-    code = VALID.replace("    team = ctx.env_reward\n", "    team = ctx.env_reward\n    team = team[0, 99]\n")
+    code = VALID.replace(
+        "    team = ctx.env_reward\n", "    team = ctx.env_reward\n    team = team[0, 99]\n"
+    )
     result = sandbox.run_job(job("validate", code))
     assert result.status == "code_error"
     assert result.error["type"] == "IndexError"
@@ -103,18 +105,27 @@ def test_slow_python_loop_is_invalid_output(process_sandbox) -> None:
 
 
 def test_job_timeout_and_oom(sandbox) -> None:
-    endless = job("validate", VALID + "\nwhile True:\n    pass\n", static_check=False, limits=Limits(wall_s=6, mem_mb=1024))
+    endless = job(
+        "validate",
+        VALID + "\nwhile True:\n    pass\n",
+        static_check=False,
+        limits=Limits(wall_s=6, mem_mb=1024),
+    )
     started = time.monotonic()
     assert sandbox.run_job(endless).status == "timeout"
     assert time.monotonic() - started <= 6 + 2 + 1
-    bomb = VALID.replace("    return out\n", "    hog = [torch.ones(10**8) for _ in range(100)]\n    return out\n")
+    bomb = VALID.replace(
+        "    return out\n", "    hog = [torch.ones(10**8) for _ in range(100)]\n    return out\n"
+    )
     assert sandbox.run_job(job("validate", bomb)).status == "oom"
 
 
 def test_host_secret_absent_from_job_results(sandbox, monkeypatch) -> None:
     secret = "sk-" + secrets.token_hex(16)
     monkeypatch.setenv("OPENAI_API_KEY", secret)
-    leak = "import os\n" + VALID.replace("    team = ctx.env_reward\n", "    raise ValueError(str(dict(os.environ)))\n")
+    leak = "import os\n" + VALID.replace(
+        "    team = ctx.env_reward\n", "    raise ValueError(str(dict(os.environ)))\n"
+    )
     result = sandbox.run_job(job("validate", leak, static_check=False))
     assert result.status == "code_error"
     assert "PYTHONPATH" in result.error["message"]  # the environment was printed ...
@@ -144,11 +155,11 @@ CHEATS = {
         "    if name in sys.modules:\n        sys.modules[name].evaluate = lambda *a, **k: {'return': 1e9}\n"
         "torch.Tensor.mean = lambda self, *a, **k: torch.tensor(1e9)\n"
     ),
-    "prints fake JSON": "print('{\"status\": \"ok\", \"fitness\": 1e9, \"metrics\": {\"return\": 1e9}}')\n",
+    "prints fake JSON": 'print(\'{"status": "ok", "fitness": 1e9, "metrics": {"return": 1e9}}\')\n',
     "leaves a process that rewrites the result": (
         "import os, subprocess, sys\n"
         "code = 'import json, time\\nfor _ in range(200):\\n    time.sleep(0.05)\\n    "
-        "open(\"/job/result.json\", \"w\").write(json.dumps({\"status\": \"ok\", \"fitness\": 1e9}))'\n"
+        'open("/job/result.json", "w").write(json.dumps({"status": "ok", "fitness": 1e9}))\'\n'
         "subprocess.Popen([sys.executable, '-c', code], start_new_session=True)\n"
     ),
 }
@@ -161,16 +172,28 @@ def honest_results() -> dict:
 
 
 @pytest.mark.parametrize("cheat", sorted(CHEATS))
-def test_candidate_cannot_change_its_score(sandbox, policy_dir: Path, honest_results: dict, cheat: str) -> None:
+def test_candidate_cannot_change_its_score(
+    sandbox, policy_dir: Path, honest_results: dict, cheat: str
+) -> None:
     if sandbox.kind not in honest_results:
-        honest_job = job("evaluate", HONEST_OEF, policy_dir=str(policy_dir), eval_episodes=EVAL_EPISODES)
+        honest_job = job(
+            "evaluate", HONEST_OEF, policy_dir=str(policy_dir), eval_episodes=EVAL_EPISODES
+        )
         honest_results[sandbox.kind] = sandbox.run_job(honest_job)
     honest = honest_results[sandbox.kind]
     assert honest.status == "ok", honest.error
     assert honest.fitness == honest.metrics["return"] < 0
-    cheating = CHEATS[cheat] + HONEST_OEF.replace("    return torch.cat", "    print('{\"fitness\": 1e9}')\n    return torch.cat")
+    cheating = CHEATS[cheat] + HONEST_OEF.replace(
+        "    return torch.cat", "    print('{\"fitness\": 1e9}')\n    return torch.cat"
+    )
     result = sandbox.run_job(
-        job("evaluate", cheating, policy_dir=str(policy_dir), eval_episodes=EVAL_EPISODES, static_check=False)
+        job(
+            "evaluate",
+            cheating,
+            policy_dir=str(policy_dir),
+            eval_episodes=EVAL_EPISODES,
+            static_check=False,
+        )
     )
     assert result.status == "ok", result.error
     assert result.fitness == honest.fitness

@@ -56,7 +56,9 @@ def test_result_reading_refuses_links_dirs_and_huge_files(tmp_path) -> None:
 
 
 def test_only_evaluate_results_carry_fitness(tmp_path) -> None:
-    (tmp_path / "result.json").write_text(json.dumps({"status": "ok", "fitness": 3.0, "metrics": {"return": 3.0}}))
+    (tmp_path / "result.json").write_text(
+        json.dumps({"status": "ok", "fitness": 3.0, "metrics": {"return": 3.0}})
+    )
     assert read_result(tmp_path, "evaluate").fitness == 3.0
     assert read_result(tmp_path, "train").fitness is None
 
@@ -64,7 +66,9 @@ def test_only_evaluate_results_carry_fitness(tmp_path) -> None:
 def test_result_cache_roundtrip_and_transient_failures(tmp_path) -> None:
     cache = ResultCache(tmp_path)
     key = cache_key("code", {"kind": "train"}, 0)
-    assert key != cache_key("code", {"kind": "train"}, 1) != cache_key("code2", {"kind": "train"}, 0)
+    assert (
+        key != cache_key("code", {"kind": "train"}, 1) != cache_key("code2", {"kind": "train"}, 0)
+    )
     cache.put(key, JobResult(status="ok", fitness=1.5, metrics={"return": 1.5}))
     hit = cache.get(key)
     assert hit is not None and hit.cached and hit.fitness == 1.5
@@ -78,13 +82,25 @@ def test_result_cache_roundtrip_and_transient_failures(tmp_path) -> None:
 
 def test_run_job_cache_and_events(tmp_path) -> None:
     events: list[tuple[str, dict]] = []
-    sandbox = get_sandbox("process", cache_dir=tmp_path, events=lambda event, **f: events.append((event, f)))
-    first = sandbox.run_job(Job(kind="validate", code=VALID, env=ENV, limits=LIMITS, candidate_id="0-1"))
+    sandbox = get_sandbox(
+        "process", cache_dir=tmp_path, events=lambda event, **f: events.append((event, f))
+    )
+    first = sandbox.run_job(
+        Job(kind="validate", code=VALID, env=ENV, limits=LIMITS, candidate_id="0-1")
+    )
     assert first.status == "ok" and not first.cached
-    second = sandbox.run_job(Job(kind="validate", code=VALID, env=ENV, limits=LIMITS, candidate_id="0-1"))
+    second = sandbox.run_job(
+        Job(kind="validate", code=VALID, env=ENV, limits=LIMITS, candidate_id="0-1")
+    )
     assert second.cached and second.metrics == first.metrics
     assert [e for e, _ in events] == ["job_started", "job_finished"] * 2
-    assert events[1][1] == {"job_id": events[1][1]["job_id"], "kind": "validate", "candidate_id": "0-1", "status": "ok", "cached": False}
+    assert events[1][1] == {
+        "job_id": events[1][1]["job_id"],
+        "kind": "validate",
+        "candidate_id": "0-1",
+        "status": "ok",
+        "cached": False,
+    }
     assert events[3][1]["cached"] is True
 
 
@@ -127,14 +143,36 @@ def test_containers_of_dead_owners_are_reaped(docker_sandbox) -> None:
     from sandbox.image import IMAGE
 
     orphan = docker_sandbox.client.containers.create(
-        IMAGE, ["python", "-c", "pass"], labels={LABEL: "1", OWNER_LABEL: f"{socket.gethostname()}:999999999"}
+        IMAGE,
+        ["python", "-c", "pass"],
+        labels={LABEL: "1", OWNER_LABEL: f"{socket.gethostname()}:999999999"},
     )
     live = docker_sandbox.client.containers.create(
-        IMAGE, ["python", "-c", "pass"], labels={LABEL: "1", OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}"}
+        IMAGE,
+        ["python", "-c", "pass"],
+        labels={LABEL: "1", OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}"},
     )
     try:
         assert docker_sandbox.reap() >= 1
-        remaining = {c.id for c in docker_sandbox.client.containers.list(all=True, filters={"label": LABEL})}
+        remaining = {
+            c.id for c in docker_sandbox.client.containers.list(all=True, filters={"label": LABEL})
+        }
         assert orphan.id not in remaining and live.id in remaining
     finally:
         live.remove(force=True)
+
+
+def test_docker_failure_during_a_job_is_crashed_not_raised(tmp_path) -> None:
+    import docker
+
+    from sandbox.docker_backend import DockerSandbox
+
+    try:
+        sandbox = DockerSandbox(work_dir=tmp_path)
+    except SandboxUnavailable as error:
+        pytest.skip(str(error))
+    sandbox.client = docker.DockerClient(
+        base_url=f"unix://{tmp_path}/daemon-gone.sock", version="1.41"
+    )
+    result = sandbox.run_job(Job(kind="validate", code=VALID, env=ENV, limits=LIMITS))
+    assert result.status == "crashed" and result.error["type"] == "SandboxUnavailable"

@@ -106,3 +106,13 @@ def test_log_counts_episode_metrics_at_episode_end() -> None:
     assert log.curves["coverage"] == [0.5]
     assert log.curves["occupied"] == [2.0]
     assert log.curves["collisions"] == [1.5]
+
+
+def test_bad_train_arguments_raise_value_error() -> None:
+    cfg = TrainConfig(steps=100, n_envs=4, eval_episodes=4)
+    with pytest.raises(ValueError, match="expects a TrainConfig"):
+        train(cfg.to_dict())
+    with pytest.raises(ValueError, match=r"hooks must be a training\.Hooks"):
+        train(cfg, hooks={"hybrid_reward": None})
+    with pytest.raises(ValueError, match="progress must be callable"):
+        train(cfg, progress=3)

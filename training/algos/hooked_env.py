@@ -44,6 +44,8 @@ class HookedEnv:
         n_landmarks = env.world()["landmark_pos"].shape[1]
         self.log = TrainingLog(self.n_envs, n_landmarks, total_steps)
         self.done_steps = 0
+        self.max_steps = env.max_steps
+        self.episode_step = torch.zeros(self.n_envs)  # [B] steps taken in the current episode
 
     def observe(self) -> torch.Tensor:
         """Current enhanced obs [B, N, D']."""
@@ -52,6 +54,10 @@ class HookedEnv:
     def global_state(self) -> torch.Tensor:
         """[B, state_dim] for centralised critics / mixers."""
         return self.env.global_state()
+
+    def elapsed(self) -> torch.Tensor:
+        """[B] fraction of the episode elapsed: lets critics see the time limit (training only)."""
+        return self.episode_step / self.max_steps
 
     def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """actions [B, N] -> (next enhanced obs [B, N, D'], training reward [B, N], done [B])."""
@@ -72,6 +78,7 @@ class HookedEnv:
         self.log.on_step(env_reward, reward, components, done, info["collisions"], info["occupied"])
         self.raw_obs = next_obs
         self.done_steps += self.n_envs
+        self.episode_step = torch.where(done, 0.0, self.episode_step + 1.0)
         return self.enhance(next_obs), reward, done
 
     @property

@@ -2,15 +2,17 @@
 
 One actor shared by all agents (local obs + agent one-hot). The critic's
 input is the only difference between the two:
-  MAPPO  V(s)_i    centralised: env.global_state() -> one value head per agent
-                   (same function class as V(s, one-hot i), N times cheaper),
-  IPPO   V(o_i, i) decentralised: the agent's own (enhanced) obs + agent one-hot.
+  MAPPO  V(s, tau)_i    centralised: env.global_state() -> one value head per agent
+                        (same function class as V(s, one-hot i), N times cheaper),
+  IPPO   V(o_i, tau, i) decentralised: the agent's own (enhanced) obs + agent one-hot.
+Both critics also see tau, the elapsed fraction of the episode: episodes end
+by a time limit, and without tau the value of a state is ambiguous. The
+critic is used only in training, so this does not leak into execution.
 
 Per iteration: roll out T steps in B envs, compute GAE advantages on the
 per-agent training reward, then `epochs` passes of clipped-PPO minibatch
 updates. Values are learnt in normalised units (running mean/std of returns).
-Episodes that end by the time limit are treated as terminal (the obs carries
-no clock, as in the MAPPO reference implementation).
+With tau in the critic, the time-limit end is a true terminal.
 """
 
 from __future__ import annotations
@@ -35,24 +37,26 @@ def train_ppo(cfg: TrainConfig, hp: PPOHparams, env: HookedEnv) -> Policy:
         PolicyMeta(cfg.algo, obs_dim, n_agents, n_actions, hp.hidden, cfg.env, dict(cfg.env_kwargs))
     )
     if centralised:
-        critic_net = mlp(env.state_dim, hp.hidden, n_agents, out_gain=1.0)
+        critic_net = mlp(env.state_dim + 1, hp.hidden, n_agents, out_gain=1.0)
     else:
-        critic_net = mlp(obs_dim + n_agents, hp.hidden, 1, out_gain=1.0)
+        critic_net = mlp(obs_dim + 1 + n_agents, hp.hidden, 1, out_gain=1.0)
 
-    def critic(obs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """Normalised values [..., N] from obs [..., N, D'] (IPPO) or state [..., S] (MAPPO)."""
+    def critic(obs: torch.Tensor, state: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+        """Normalised values [..., N] from tau [...] and obs [..., N, D'] (IPPO) or state [..., S] (MAPPO)."""
         if centralised:
-            return critic_net(state)
-        return critic_net(with_agent_id(obs)).squeeze(-1)
+            return critic_net(torch.cat([state, tau.unsqueeze(-1)], dim=-1))
+        tau_per_agent = tau[..., None, None].expand(*obs.shape[:-1], 1)  # [..., N, 1]
+        return critic_net(with_agent_id(torch.cat([obs, tau_per_agent], dim=-1))).squeeze(-1)
 
     params = [*policy.parameters(), *critic_net.parameters()]
-    optimizer = torch.optim.Adam(params, lr=hp.lr, eps=1e-5)
+    optimizer = torch.optim.Adam(params, lr=hp.lr, eps=1e-5, foreach=True)
     value_norm = RunningMeanStd()
 
     horizon = hp.rollout_len  # T
     n_iterations = math.ceil(cfg.steps / (n_envs * horizon))
     obs_buf = torch.zeros(horizon + 1, n_envs, n_agents, obs_dim)  # [T+1, B, N, D']
     state_buf = torch.zeros(horizon + 1, n_envs, env.state_dim)  # [T+1, B, S] (MAPPO only)
+    tau_buf = torch.zeros(horizon + 1, n_envs)  # [T+1, B] elapsed episode fraction
     action_buf = torch.zeros(horizon, n_envs, n_agents, dtype=torch.long)  # [T, B, N]
     logp_buf = torch.zeros(horizon, n_envs, n_agents)  # [T, B, N]
     reward_buf = torch.zeros(horizon, n_envs, n_agents)  # [T, B, N]
@@ -68,23 +72,24 @@ def train_ppo(cfg: TrainConfig, hp: PPOHparams, env: HookedEnv) -> Policy:
         with torch.inference_mode():
             for t in range(horizon):
                 obs_buf[t] = obs
+                tau_buf[t] = env.elapsed()
                 if centralised:
                     state_buf[t] = env.global_state()
                 log_probs = torch.log_softmax(policy(obs), dim=-1)  # [B, N, A]
-                action = torch.multinomial(log_probs.exp().reshape(-1, n_actions), 1).reshape(
-                    n_envs, n_agents
-                )
+                probs = log_probs.exp().reshape(n_envs * n_agents, n_actions)
+                action = torch.multinomial(probs, 1).reshape(n_envs, n_agents)  # [B, N]
                 logp_buf[t] = log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)
                 action_buf[t] = action
                 obs, reward, done = env.step(action)
                 reward_buf[t] = reward
                 done_buf[t] = done.float()
             obs_buf[horizon] = obs
+            tau_buf[horizon] = env.elapsed()
             if centralised:
                 state_buf[horizon] = env.global_state()
 
             # ---- GAE(gamma, lambda) on denormalised values ----
-            old_values_norm = critic(obs_buf, state_buf)  # [T+1, B, N]
+            old_values_norm = critic(obs_buf, state_buf, tau_buf)  # [T+1, B, N]
             values = value_norm.denormalize(old_values_norm)
             advantages = torch.zeros_like(reward_buf)  # [T, B, N]
             running = torch.zeros(n_envs, n_agents)
@@ -101,6 +106,7 @@ def train_ppo(cfg: TrainConfig, hp: PPOHparams, env: HookedEnv) -> Policy:
         n_samples = horizon * n_envs
         b_obs = obs_buf[:-1].reshape(n_samples, n_agents, obs_dim)
         b_state = state_buf[:-1].reshape(n_samples, env.state_dim)
+        b_tau = tau_buf[:-1].reshape(n_samples)
         b_actions = action_buf.reshape(n_samples, n_agents)
         b_logp = logp_buf.reshape(n_samples, n_agents)
         b_adv = advantages.reshape(n_samples, n_agents).clone()
@@ -119,17 +125,14 @@ def train_ppo(cfg: TrainConfig, hp: PPOHparams, env: HookedEnv) -> Policy:
                     ratio * adv, torch.clamp(ratio, 1.0 - hp.clip_eps, 1.0 + hp.clip_eps) * adv
                 ).mean()
 
-                new_values = critic(b_obs[idx], b_state[idx])  # [M, N]
+                new_values = critic(b_obs[idx], b_state[idx], b_tau[idx])  # [M, N]
                 old_values = b_old_values[idx]
                 clipped_values = old_values + torch.clamp(
                     new_values - old_values, -hp.value_clip_eps, hp.value_clip_eps
                 )
-                value_loss = (
-                    0.5
-                    * torch.max(
-                        (new_values - b_targets[idx]) ** 2, (clipped_values - b_targets[idx]) ** 2
-                    ).mean()
-                )
+                target = b_targets[idx]
+                value_error = torch.max((new_values - target) ** 2, (clipped_values - target) ** 2)
+                value_loss = 0.5 * value_error.mean()
 
                 loss = policy_loss - hp.ent_coef * entropy + hp.vf_coef * value_loss
                 optimizer.zero_grad()

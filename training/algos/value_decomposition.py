@@ -72,7 +72,7 @@ def train_value_decomposition(
     )
     target_q_net, target_mixer = copy.deepcopy(q_net), copy.deepcopy(mixer)
     params = [*q_net.parameters(), *mixer.parameters()]
-    optimizer = torch.optim.Adam(params, lr=hp.lr)
+    optimizer = torch.optim.Adam(params, lr=hp.lr, foreach=True)
     buffer = ReplayBuffer(
         hp.buffer_size,
         shapes={
