@@ -15,39 +15,46 @@ import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from graph.configuration import RunError, RunSpec
 from graph.console import Asker
+
+if TYPE_CHECKING:
+    from agents import LLMConfig
 
 DEFAULT_CHAT_SPEC: dict[str, Any] = {"approve": "spec"}
 STEP_ALIASES = {"k": 1_000, "m": 1_000_000}
 
 
-def measure_steps_per_s(env: str, env_kwargs: dict, algo: str) -> float:
-    """Training throughput here, from one real (shortest possible) training iteration."""
+def measure_throughput(spec: RunSpec) -> tuple[float, int]:
+    """(steps/s, env steps per training iteration) here, from one real training iteration
+    of the spec's env and algorithm (budgets are rounded up to whole iterations)."""
     from training import TrainConfig, train
 
-    result = train(TrainConfig(env=env, env_kwargs=env_kwargs, algo=algo, steps=1, eval_episodes=1))
-    return result.steps_per_s
+    cfg = TrainConfig(
+        env=spec.env,
+        env_kwargs=spec.env_kwargs,
+        algo=spec.algo,
+        steps=1,
+        eval_episodes=1,
+        hparams=spec.hparams,
+    )
+    result = train(cfg)
+    return result.steps_per_s, result.steps
 
 
 class ExperimentDesk:
     """The draft experiment and every action the chat can take on it."""
 
-    def __init__(
-        self,
-        io: Asker,
-        base: dict[str, Any] | None = None,
-        throughput: Callable[[str, dict, str], float] = measure_steps_per_s,
-    ) -> None:
+    def __init__(self, io: Asker, base: dict[str, Any] | None = None) -> None:
         self.io = io
         self.fields = {**DEFAULT_CHAT_SPEC, **(base or {})}
         self.spec = RunSpec.parse(self.fields)
-        self.throughput = throughput
-        self._measured: dict[str, float] = {}
+        self._measured: dict[str, tuple[float, int]] = {}  # throughput per env/algo/hparams
         self.last_run_id: str | None = None
 
     # -- the draft spec
@@ -98,19 +105,21 @@ class ExperimentDesk:
         """Estimate env steps, training time (from a throughput measured on this machine) and
         LLM requests for the current spec."""
         spec = self.spec
-        key = json.dumps([spec.env, spec.env_kwargs, spec.algo], sort_keys=True)
+        key = json.dumps([spec.env, spec.env_kwargs, spec.algo, spec.hparams], sort_keys=True)
         if key not in self._measured:
             try:
-                self._measured[key] = self.throughput(spec.env, spec.env_kwargs, spec.algo)
+                self._measured[key] = measure_throughput(spec)
             except ValueError as error:
                 return f"cannot estimate: {error}"
-        steps_per_s = self._measured[key]
+        steps_per_s, iteration = self._measured[key]
+        steps_per_job = -(-spec.steps // iteration) * iteration  # whole iterations
         jobs = (spec.generations * spec.population + 1) * spec.seeds
-        env_steps = jobs * spec.steps
+        env_steps = jobs * steps_per_job
         train_min = env_steps / steps_per_s / 60
         lines = [
             f"{jobs} training jobs ({spec.generations} generations x {spec.population} candidates "
-            f"+ baseline, x {spec.seeds} seeds) x {spec.steps:,} steps = {env_steps:,} env steps",
+            f"+ baseline, x {spec.seeds} seeds) x {steps_per_job:,} steps = {env_steps:,} env steps"
+            f" ({spec.steps:,} requested, rounded up to whole {iteration:,}-step iterations)",
             f"training time ≈ {train_min:.1f} min at {steps_per_s:,.0f} steps/s measured here "
             f"({spec.algo}), plus evaluation and sandbox start-up",
         ]
@@ -133,7 +142,7 @@ class ExperimentDesk:
         from graph.console import RichUI
         from graph.runner import start_run
 
-        self.io.say(self.show_spec())
+        self.io.say(self.show_spec(), markup=False)
         if not self.io.confirm("Start this experiment?", default=True):
             return "the user did not start the run; the spec is unchanged"
         ui = RichUI(
@@ -221,9 +230,7 @@ class ExperimentDesk:
         from langchain_core.tools import StructuredTool
 
         return [
-            StructuredTool.from_function(
-                getattr(self, name), parse_docstring="Args:" in (getattr(self, name).__doc__ or "")
-            )
+            StructuredTool.from_function(getattr(self, name), parse_docstring=True)
             for name in self.TOOL_NAMES
         ]
 
@@ -241,7 +248,10 @@ class ExperimentDesk:
         /estimate, /run, /status [RUN], /candidate ID [RUN], /report [RUN]."""
         from graph.cli import parse_value
 
-        name, *words = shlex.split(line[1:]) or ["help"]
+        try:
+            name, *words = shlex.split(line[1:]) or ["help"]
+        except ValueError as error:  # unbalanced quotes
+            return f"cannot parse {line!r}: {error}"
         if name == "set":
             updates: dict[str, Any] = {}
             for word in words:
@@ -267,8 +277,10 @@ class ExperimentDesk:
             return COMMAND_HELP
         try:
             return commands[name](*words)
-        except TypeError:
+        except TypeError:  # wrong number of words for the command
             return COMMAND_HELP
+        except ValueError as error:  # e.g. RunError from /run: the chat goes on
+            return f"error: {error}"
 
 
 COMMAND_HELP = (
@@ -286,7 +298,7 @@ def _parse_steps(text: str) -> int | None:
     digits = text[:-1] if scale > 1 else text
     try:
         value = int(float(digits) * scale)
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
     return value if value > 0 else None
 
@@ -340,9 +352,9 @@ def guided_dialogue(desk: ExperimentDesk) -> bool:
     )
     result = desk.set_fields(updates)
     if result.startswith("not changed"):
-        io.say(f"[red]{result}[/]")
+        io.say(f"[red]{escape(result)}[/]")
         return False
-    io.say(desk.estimate_cost())
+    io.say(desk.estimate_cost(), markup=False)
     return True
 
 
@@ -351,7 +363,7 @@ def offline_chat(desk: ExperimentDesk) -> int:
     try:
         while True:
             if guided_dialogue(desk):
-                desk.io.say(desk.start_run())  # shows the spec and asks for confirmation
+                desk.io.say(desk.start_run(), markup=False)  # shows the spec, asks to confirm
                 if desk.last_run_id is not None:
                     return 0
             if not desk.io.confirm("Design it again?", default=True):
@@ -368,7 +380,6 @@ def run_chat(
     runs_dir: str = "runs",
     console: Console | None = None,
     stdin: IO[str] | None = None,
-    base: dict[str, Any] | None = None,
 ) -> int:
     """`lero chat`: the experiment assistant with the given LLM, or the offline dialogue."""
     from agents import LLMConfig
@@ -377,7 +388,7 @@ def run_chat(
     io = Asker(console, stdin)
     spec_llm = "offline" if cfg.backend == "offline" else f"openai:{cfg.model}"
     desk = ExperimentDesk(
-        io, base={"llm": spec_llm, "base_url": cfg.base_url, "runs_dir": runs_dir, **(base or {})}
+        io, base={"llm": spec_llm, "base_url": cfg.base_url, "runs_dir": runs_dir}
     )
     if cfg.backend == "offline":
         return offline_chat(desk)
@@ -404,12 +415,11 @@ def _next_message(io: Asker) -> str | None:
         return None
 
 
-def assistant_chat(desk: ExperimentDesk, cfg: Any) -> int:
+def assistant_chat(desk: ExperimentDesk, cfg: LLMConfig) -> int:
     """Conversation with the experiment assistant; its tool calls act on the desk."""
     from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
-    from agents import LLMError, make_team
-    from agents.llm import BudgetExceeded
+    from agents import BudgetExceeded, LLMError, make_team
     from agents.templates import render
 
     io = desk.io
@@ -417,7 +427,7 @@ def assistant_chat(desk: ExperimentDesk, cfg: Any) -> int:
     tools = desk.tools()
     context = ASSISTANT_CONTEXT.format(commands=COMMAND_HELP, spec=desk.show_spec())
     messages: list = [SystemMessage(render("assistant_system") + "\n" + context)]
-    io.say(f"[bold]lero experiment assistant[/] ({cfg.model}); {COMMAND_HELP}")
+    io.say(f"[bold]lero experiment assistant[/] ({escape(cfg.model)}); {escape(COMMAND_HELP)}")
     while (text := _next_message(io)) is not None and text not in QUIT_WORDS:
         if text.startswith("/"):
             answer = desk.command(text)
@@ -432,12 +442,14 @@ def assistant_chat(desk: ExperimentDesk, cfg: Any) -> int:
                 reply = assistant.chat(messages, tools)
                 messages.append(reply)
                 for call in reply.tool_calls:
-                    io.say(f"[dim]tool {call['name']} {json.dumps(call['args'])}[/]")
+                    io.say(
+                        f"[dim]tool {escape(call['name'])} {escape(json.dumps(call['args']))}[/]"
+                    )
                     result = desk.call(call["name"], call["args"])
                     messages.append(ToolMessage(result, tool_call_id=call["id"]))
                 if not reply.tool_calls:
                     break
-            io.say(f"[bold green]assistant>[/] {reply.text}")
+            io.say(f"[bold green]assistant>[/] {escape(reply.text)}")
         except (LLMError, BudgetExceeded) as error:  # the chat goes on; the user may retry
-            io.say(f"[red]assistant unavailable:[/] {error}")
+            io.say(f"[red]assistant unavailable:[/] {escape(str(error))}")
     return 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import sys
 import tomllib
 from pathlib import Path
@@ -344,12 +343,6 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 # ---------------------------------------------------------------- train / bench / sandbox
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def write_curve_csv(curves: dict[str, list[float]], path: Path) -> None:
     """One row per logged point; columns = curve names (`steps` first)."""
     names = ["steps", *sorted(k for k in curves if k != "steps")]
@@ -361,6 +354,7 @@ def write_curve_csv(curves: dict[str, list[float]], path: Path) -> None:
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
     from graph.console import train_progress
+    from graph.report import write_atomic
     from training import TrainConfig, make_env, save_policy, train
 
     env_kwargs = dict(args.env_args)
@@ -396,7 +390,7 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         "config": cfg.to_dict(),
         "policy_path": "policy.pt",
     }
-    _write_atomic(args.out / "result.json", json.dumps(document, indent=2) + "\n")
+    write_atomic(args.out / "result.json", json.dumps(document, indent=2) + "\n")
     metrics = ", ".join(f"{k} {v:.3f}" for k, v in result.eval.items())
     console.print(f"eval: {metrics}")
     console.print(

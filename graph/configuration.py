@@ -105,8 +105,16 @@ class RunSpec(BaseModel):
 
     @classmethod
     def from_configurable(cls, configurable: dict[str, Any]) -> RunSpec:
-        """Pick RunSpec fields out of a LangGraph `configurable` dict (other keys ignored)."""
-        return cls.parse({key: configurable[key] for key in cls.model_fields if key in configurable})
+        """Pick RunSpec fields out of a LangGraph `configurable` dict (other keys ignored).
+
+        The run id is the thread id: a LangGraph server puts its own per-request `run_id`
+        into `configurable`, which must not name the run.
+        """
+        values = {key: configurable[key] for key in cls.model_fields if key in configurable}
+        values.pop("run_id", None)
+        if configurable.get("thread_id"):
+            values["run_id"] = str(configurable["thread_id"])
+        return cls.parse(values)
 
     def with_run_id(self) -> RunSpec:
         """This spec with a run id, generating a sortable one when none was given."""

@@ -36,13 +36,9 @@ from rich.progress import (
 )
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 
-METRICS = ("return", "coverage", "occupied", "collisions")
-
-
-def _num(value: object, digits: int = 3) -> str:
-    return f"{value:.{digits}f}" if isinstance(value, int | float) and value is not None else "—"
-
+from graph.report import METRICS, fmt_number
 
 # ---------------------------------------------------------------- answers without a terminal
 
@@ -63,7 +59,10 @@ def describe_answer(payload: dict) -> str:
     lines = [f"question ({kind}): {payload.get('question', '')}".rstrip()]
     if kind == "candidates":
         ids = [c.get("candidate_id") for c in payload.get("candidates", [])]
-        lines.append(f"candidates: {', '.join(map(str, ids))} (code and reviews in the run dir)")
+        lines.append(
+            f"candidates: {', '.join(map(str, ids))} "
+            "(code and reviews: candidates/<id>/candidate.py, review.md in the run directory)"
+        )
     lines.append(f"answer FILE holds JSON: {ANSWER_FORMATS.get(kind, payload.get('answers'))}")
     return "\n".join(lines)
 
@@ -84,8 +83,8 @@ def render_summary(report: dict, console: Console) -> None:
         table.add_row(
             label,
             str(entry.get("candidate_id") or "—"),
-            _num(entry.get("fitness")),
-            *(_num(metrics.get(m)) for m in METRICS),
+            fmt_number(entry.get("fitness")),
+            *(fmt_number(metrics.get(m)) for m in METRICS),
         )
     console.print(table)
     gens = Table(title="generations")
@@ -96,14 +95,14 @@ def render_summary(report: dict, console: Console) -> None:
             str(g["generation"]),
             str(g["candidates"]),
             str(g["valid"]),
-            _num(g["best_fitness"]),
-            _num(g["mean_fitness"]),
+            fmt_number(g["best_fitness"]),
+            fmt_number(g["mean_fitness"]),
         )
     console.print(gens)
     llm = report["llm"]
     console.print(
         f"LLM {llm['requests']} requests ({llm['prompt_tokens']} + {llm['completion_tokens']} "
-        f"tokens), {report['env_steps'] or 0} env steps, {_num(report['wall_s'], 1)} s"
+        f"tokens), {report['env_steps'] or 0} env steps, {fmt_number(report['wall_s'], 1)} s"
     )
 
 
@@ -118,8 +117,8 @@ def render_runs(rows: list[dict], console: Console) -> None:
             row["run_id"],
             row["status"],
             str(row["generations_done"]),
-            _num(row["best_fitness"]),
-            _num(row["baseline_fitness"]),
+            fmt_number(row["best_fitness"]),
+            fmt_number(row["baseline_fitness"]),
             datetime.fromtimestamp(started, UTC).strftime("%Y-%m-%d %H:%M") if started else "—",
         )
     console.print(table)
@@ -278,7 +277,7 @@ class RichUI:
             self.progress.advance(bar)
             self._say(
                 f"[bold]generation {gen} done[/]: {event.get('valid', '?')} valid, "
-                f"best fitness {_num(event.get('best_fitness'))}"
+                f"best fitness {fmt_number(event.get('best_fitness'))}"
             )
         else:
             self._say(f"[bold]generation {gen}[/]")
@@ -307,14 +306,16 @@ class RichUI:
         self._close_bar(key)
         cached = " (cached)" if event.get("cached") else ""
         colour = "green" if status == "ok" else "red"
-        fitness = f" fitness {_num(event['fitness'])}" if event.get("fitness") is not None else ""
+        fitness = (
+            f" fitness {fmt_number(event['fitness'])}" if event.get("fitness") is not None else ""
+        )
         style = "" if key.startswith("task:") else "[dim]sandbox[/] "
         self._say(f"{style}{label}: [{colour}]{status}[/]{cached}{fitness}")
 
     def _on_train_progress(self, event: dict) -> None:
         key, label = self._job_key({**event, "kind": "train"})
         bar = self._bar(key, label, event.get("total"))
-        note = f"return {_num(event['return'], 2)}" if "return" in event else ""
+        note = f"return {fmt_number(event['return'], 2)}" if "return" in event else ""
         self.progress.update(
             bar, completed=event.get("done", 0), total=event.get("total"), note=note
         )
@@ -327,18 +328,20 @@ class RichUI:
         )
         self.progress.update(bar, note=f"{event.get('role') or ''} {self.llm_tokens} tokens")
         if event.get("status") == "error":
-            self._say(f"[red]LLM {event.get('role')} request failed:[/] {event.get('error')}")
+            self._say(
+                f"[red]LLM {event.get('role')} request failed:[/] {escape(str(event.get('error')))}"
+            )
 
     def _on_interrupt(self, event: dict) -> None:
         self._say(f"[yellow]waiting for approval: {event.get('kind')}[/]")
 
     def _on_log(self, event: dict) -> None:
         if event.get("message"):
-            self._say(str(event["message"]))
+            self._say(escape(str(event["message"])))
             return
         skip = {"type", "event", "ts", "payload"}
         details = " ".join(f"{k}={v}" for k, v in event.items() if k not in skip)
-        self._say(f"[dim]{event.get('event', 'event')}[/] {details}".rstrip())
+        self._say(f"[dim]{event.get('event', 'event')}[/] {escape(details)}".rstrip())
 
     # -- interrupts
 
@@ -361,8 +364,11 @@ class RichUI:
     def _ask_spec(self, payload: dict) -> dict:
         table = Table(title=f"run {payload.get('run_id', '')}: experiment", show_header=False)
         for key, value in payload.get("spec", {}).items():
-            table.add_row(key, json.dumps(value) if isinstance(value, dict | list) else str(value))
+            shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
+            table.add_row(key, Text(shown))
         self.console.print(table)
+        if payload.get("env_description"):
+            self.console.print(Panel(Text(payload["env_description"]), title="environment"))
         ok = self.asker.confirm(payload.get("question", "Start this run?"))
         return {"action": "approve" if ok else "reject"}
 
@@ -379,11 +385,8 @@ class RichUI:
             review = cand.get("review") or {}
             if review:
                 points = "\n".join(f"- {p}" for p in review.get("points", []))
-                self.console.print(
-                    Panel(
-                        points or review.get("text", ""), title=f"critic: {review.get('verdict')}"
-                    )
-                )
+                body = Text(points or review.get("text", ""))
+                self.console.print(Panel(body, title=f"critic: {review.get('verdict')}"))
             decisions[cid] = self._decide_candidate(cand)
         return {"decisions": decisions, "default": "approve"}
 
@@ -427,16 +430,18 @@ class RichUI:
             table.add_column(column)
         for cand in payload.get("candidates", []):
             table.add_row(
-                str(cand.get("candidate_id")), str(cand.get("status")), _num(cand.get("fitness"))
+                str(cand.get("candidate_id")),
+                str(cand.get("status")),
+                fmt_number(cand.get("fitness")),
             )
         self.console.print(table)
         best = payload.get("best") or {}
         self.console.print(
-            f"best {best.get('candidate_id', '—')} fitness {_num(best.get('fitness'))}, "
-            f"baseline {_num(payload.get('baseline_fitness'))}"
+            f"best {best.get('candidate_id', '—')} fitness {fmt_number(best.get('fitness'))}, "
+            f"baseline {fmt_number(payload.get('baseline_fitness'))}"
         )
         if payload.get("reflection"):
-            self.console.print(Panel(str(payload["reflection"]), title="reflection"))
+            self.console.print(Panel(Text(str(payload["reflection"])), title="reflection"))
         question = payload.get("question", "next generation?")
         action = self.asker.choice(question, ["continue", "stop"], "continue")
         feedback = ""

@@ -14,8 +14,6 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from graph.plots import plot_fitness, plot_learning_curves
-
 METRICS = ("return", "coverage", "occupied", "collisions")
 RUN_STATUSES = ("completed", "running", "interrupted", "failed")
 
@@ -208,7 +206,8 @@ def summarize(run: RunFiles) -> dict:
     }
 
 
-def _fmt(value: object, digits: int = 3) -> str:
+def fmt_number(value: object, digits: int = 3) -> str:
+    """Fixed digits, or an em dash for a missing / non-finite value."""
     return f"{value:.{digits}f}" if _is_number(value) else "—"
 
 
@@ -225,9 +224,9 @@ def _spread(result: dict | None) -> str:
     std = result.get("fitness_std")
     if not _is_number(std):
         std = statistics.pstdev(seeds) if len(seeds) > 1 else 0.0
-    listed = ", ".join(_fmt(s) for s in seeds)
+    listed = ", ".join(fmt_number(s) for s in seeds)
     plural = "seed" if len(seeds) == 1 else "seeds"
-    return f"{_fmt(result['fitness'])} ± {_fmt(std)} ({len(seeds)} {plural}: {listed})"
+    return f"{fmt_number(result['fitness'])} ± {fmt_number(std)} ({len(seeds)} {plural}: {listed})"
 
 
 def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str:
@@ -242,7 +241,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         f"- generations: {spec.get('generations', '?')} x population {spec.get('population', '?')}"
         f", llm: `{spec.get('llm', '?')}`",
         f"- env steps: {summary['env_steps'] if summary['env_steps'] is not None else '—'}, "
-        f"wall clock: {_fmt(summary['wall_s'], 1)} s",
+        f"wall clock: {fmt_number(summary['wall_s'], 1)} s",
         f"- LLM: {summary['llm']['requests']} requests, {summary['llm']['prompt_tokens']} prompt + "
         f"{summary['llm']['completion_tokens']} completion tokens",
         "",
@@ -256,7 +255,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         rows.append((f"best: `{best.candidate_id}`", best.result))
     for label, result in rows:
         metrics = _eval_of(result)
-        cells = " | ".join(_fmt(metrics.get(m)) for m in METRICS)
+        cells = " | ".join(fmt_number(metrics.get(m)) for m in METRICS)
         lines.append(f"| {label} | {_spread(result)} | {cells} |")
     base_fit, best_fit = summary["baseline"]["fitness"], summary["best"]["fitness"]
     if _is_number(base_fit) and _is_number(best_fit):
@@ -271,7 +270,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
     for g in summary["generations"]:
         lines.append(
             f"| {g['generation']} | {g['candidates']} | {g['valid']} | "
-            f"{_fmt(g['best_fitness'])} | {_fmt(g['mean_fitness'])} |"
+            f"{fmt_number(g['best_fitness'])} | {fmt_number(g['mean_fitness'])} |"
         )
     lines += ["", "## Candidates", "", "| candidate | status | fitness |", "|---|---|---|"]
     for c in run.candidates:
@@ -291,7 +290,8 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
     return "\n".join(lines) + "\n"
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temp file + rename: readers never see a half-written file."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
@@ -299,6 +299,8 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def write_report(run_dir: str | Path) -> dict:
     """Build report.json, report.md and plots/*.png in run_dir; returns the report.json dict."""
+    from graph.plots import plot_fitness, plot_learning_curves  # matplotlib: only when plotting
+
     run = load_run(run_dir)
     summary = summarize(run)
     plot_dir = run.run_dir / "plots"
@@ -315,8 +317,8 @@ def write_report(run_dir: str | Path) -> dict:
         curves[f"best ({best.candidate_id})"] = best.result["curves"]
     if curves:
         plots["learning_curves"] = plot_learning_curves(curves, plot_dir / "learning_curves.png")
-    _write_atomic(run.run_dir / "report.json", json.dumps(summary, indent=2) + "\n")
-    _write_atomic(run.run_dir / "report.md", render_markdown(run, summary, plots))
+    write_atomic(run.run_dir / "report.json", json.dumps(summary, indent=2) + "\n")
+    write_atomic(run.run_dir / "report.md", render_markdown(run, summary, plots))
     return summary
 
 
@@ -324,13 +326,10 @@ def run_row(run_dir: str | Path) -> dict:
     """One line of `lero runs`: cheap (no plots, nothing written)."""
     run = load_run(run_dir)
     summary = summarize(run)
-    generation = run.state.get("generation")
     return {
         "run_id": summary["run_id"],
         "status": summary["status"],
-        "generations_done": generation
-        if isinstance(generation, int)
-        else len(summary["generations"]),
+        "generations_done": len({c.generation for c in run.candidates if c.result}),
         "best_fitness": summary["best"]["fitness"],
         "baseline_fitness": summary["baseline"]["fitness"],
         "started_ts": run.state.get("started_ts"),

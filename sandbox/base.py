@@ -140,6 +140,10 @@ class Sandbox(ABC):
         job_dir.mkdir(mode=0o700)
         return job_dir
 
+    def _job_dir_for(self, job: Job) -> Path:
+        """The directory the job runs in; a backend may hand out one with a warm sandbox on it."""
+        return self._new_job_dir(job.job_id)
+
     def _emit(self, event: str, **fields: Any) -> None:
         if self.events is not None:
             self.events(event, **fields)
@@ -176,7 +180,7 @@ class Sandbox(ABC):
                     "crashed", "NoPolicy", f"policy_dir {policy_dir} is not a directory"
                 )
         with self.slots:
-            job_dir = self._new_job_dir(job.job_id)
+            job_dir = self._job_dir_for(job)
             try:
                 result = self._run_in(job, job_dir, policy_dir)
             except BaseException:
@@ -191,7 +195,9 @@ class Sandbox(ABC):
         spec = job.to_dict()
         if policy_dir is not None:
             spec["policy_dir"] = self._policy_path_inside(policy_dir)
-        (job_dir / JOB_FILE).write_text(json.dumps(spec))
+        temp_path = job_dir / f".{JOB_FILE}.tmp"
+        temp_path.write_text(json.dumps(spec))
+        temp_path.replace(job_dir / JOB_FILE)  # atomic: a warm runner may be polling for it
         try:
             script = self._launch_runner(job_dir, policy_dir, job.limits)
         except SandboxUnavailable as error:

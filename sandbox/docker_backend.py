@@ -8,17 +8,26 @@ policy (ro), nothing else (never the Docker socket). A host-side deadline kills 
 is streamed and capped (head + tail); a watchdog kills it when the job directory grows
 past `Limits.disk_mb`; it is removed in a `finally`. Containers carry the owner's
 host/pid label, and containers of dead owners are reaped when a backend starts.
+
+Warm start: torch takes seconds to import, so validate / train jobs get a container that
+was started earlier with `sandbox.runner --wait` (it imports the engine, then polls for
+job.json). One spare per `Limits` is kept ready (`spares_per_limits`); each container
+still serves exactly one job, and the job's deadline starts when its job.json is written.
+Evaluate jobs start cold because they mount the policy.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
 import socket
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import docker
 import requests
@@ -36,12 +45,26 @@ from sandbox.image import (
     require_image,
 )
 from sandbox.output import CappedBuffer
-from sandbox.types import Limits, SandboxUnavailable, ScriptResult
+from sandbox.types import Job, Limits, SandboxUnavailable, ScriptResult
 
 LABEL = "lero.sandbox"
 OWNER_LABEL = "lero.sandbox.owner"  # "<hostname>:<pid>" of the process that made it
 SCRIPT_FILE = "script.py"
+RUNNER_COMMAND = ["python", "-m", "sandbox.runner", "/job"]
 DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
+
+
+@dataclass
+class _Started:
+    """A running container and what collects its output; `clock` starts its deadline."""
+
+    container: Any
+    job_dir: Path
+    limits: Limits
+    stdout: CappedBuffer
+    stderr: CappedBuffer
+    reader: threading.Thread | None = None
+    clock: float = field(default_factory=time.perf_counter)
 
 
 def _owner() -> str:
@@ -64,8 +87,14 @@ def _owner_alive(owner: str) -> bool:
 class DockerSandbox(Sandbox):
     kind = "docker"
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, spares_per_limits: int = 1, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.spares_per_limits = spares_per_limits  # warm containers kept per Limits (0 = none)
+        self._spares: dict[Limits, list[_Started]] = {}
+        self._claimed: dict[Path, _Started] = {}
+        self._spares_lock = threading.Lock()
+        self._closed = False
+        atexit.register(self.close)
         self.client = docker_client()
         require_image(self.client)
         self.reap()
@@ -105,13 +134,87 @@ class DockerSandbox(Sandbox):
     def _launch_runner(
         self, job_dir: Path, policy_dir: Path | None, limits: Limits
     ) -> ScriptResult:
-        return self._run_container(
-            ["python", "-m", "sandbox.runner", "/job"], job_dir, policy_dir, limits
-        )
+        with self._spares_lock:
+            warm = self._claimed.pop(job_dir, None)
+        if warm is None:
+            return self._run_container(RUNNER_COMMAND, job_dir, policy_dir, limits)
+        warm.clock = time.perf_counter()  # the job's deadline starts now, not at the warm-up
+        return self._finish(warm)
+
+    def _job_dir_for(self, job: Job) -> Path:
+        """validate / train jobs get a container that already imported torch (evaluate mounts the policy)."""
+        if job.kind == "evaluate" or self.spares_per_limits == 0:
+            return super()._job_dir_for(job)
+        try:
+            warm = self._take_spare(job.limits) or self._start_spare(job.limits)
+        except SandboxUnavailable:
+            return super()._job_dir_for(job)  # the cold path reports the failure as `crashed`
+        threading.Thread(target=self._replenish, args=(job.limits,), daemon=True).start()
+        with self._spares_lock:
+            self._claimed[warm.job_dir] = warm
+        return warm.job_dir
+
+    def _start_spare(self, limits: Limits) -> _Started:
+        job_dir = self._new_job_dir("warm")
+        return self._start([*RUNNER_COMMAND, "--wait"], job_dir, None, limits)
+
+    def _take_spare(self, limits: Limits) -> _Started | None:
+        while True:
+            with self._spares_lock:
+                spares = self._spares.get(limits, [])
+                if not spares:
+                    return None
+                warm = spares.pop()
+            with contextlib.suppress(*DOCKER_ERRORS):
+                warm.container.reload()
+                if warm.container.status == "running":
+                    return warm
+            self._discard(warm)
+
+    def _replenish(self, limits: Limits) -> None:
+        with self._spares_lock:
+            if self._closed or len(self._spares.get(limits, [])) >= self.spares_per_limits:
+                return
+        try:
+            warm = self._start_spare(limits)
+        except SandboxUnavailable:
+            return
+        with self._spares_lock:
+            if not self._closed:
+                self._spares.setdefault(limits, []).append(warm)
+                return
+        self._discard(warm)
+
+    def _discard(self, started: _Started) -> None:
+        with contextlib.suppress(*DOCKER_ERRORS):
+            started.container.remove(force=True)
+        shutil.rmtree(started.job_dir, ignore_errors=True)
+
+    def idle_spares(self) -> dict[str, Path]:
+        """Warm containers waiting for a job (container id -> job dir); not leftovers."""
+        with self._spares_lock:
+            return {w.container.id: w.job_dir for spares in self._spares.values() for w in spares}
+
+    def close(self) -> None:
+        """Remove the warm containers that never got a job (also at interpreter exit)."""
+        with self._spares_lock:
+            self._closed = True
+            unused = [w for spares in self._spares.values() for w in spares]
+            unused += self._claimed.values()
+            self._spares.clear()
+            self._claimed.clear()
+        for warm in unused:
+            self._discard(warm)
 
     def _run_container(
         self, command: list[str], job_dir: Path, policy_dir: Path | None, limits: Limits
     ) -> ScriptResult:
+        return self._finish(self._start(command, job_dir, policy_dir, limits))
+
+    def _start(
+        self, command: list[str], job_dir: Path, policy_dir: Path | None, limits: Limits
+    ) -> _Started:
+        """Create, attach to (output streaming from the first byte) and start a container."""
         self._prepare_dir(job_dir)
         mounts = [Mount("/job", str(job_dir), type="bind", read_only=False)]
         mounts += [
@@ -151,22 +254,40 @@ class DockerSandbox(Sandbox):
             raise SandboxUnavailable(
                 f"Docker could not create a sandbox: {error}".splitlines()[0]
             ) from error
-        stdout, stderr = CappedBuffer(limits.output_bytes), CappedBuffer(limits.output_bytes)
+        started = _Started(
+            container,
+            job_dir,
+            limits,
+            CappedBuffer(limits.output_bytes),
+            CappedBuffer(limits.output_bytes),
+        )
+        try:
+            stream = container.attach(stdout=True, stderr=True, stream=True, logs=True, demux=True)
+            started.reader = threading.Thread(
+                target=_drain_demuxed, args=(stream, started.stdout, started.stderr), daemon=True
+            )
+            started.clock = time.perf_counter()
+            container.start()
+            started.reader.start()
+        except DOCKER_ERRORS as error:
+            self._discard(started)
+            raise SandboxUnavailable(
+                f"Docker could not start a sandbox: {error}".splitlines()[0]
+            ) from error
+        return started
+
+    def _finish(self, started: _Started) -> ScriptResult:
+        """Wait for a started container under its deadline, collect the outcome, remove it."""
+        container, limits = started.container, started.limits
+        disk_bytes = limits.disk_mb * 2**20
         timed_out = oom_killed = False
         exit_code: int | None = None
         try:
-            stream = container.attach(stdout=True, stderr=True, stream=True, logs=True, demux=True)
-            reader = threading.Thread(
-                target=_drain_demuxed, args=(stream, stdout, stderr), daemon=True
-            )
-            with DiskWatch(job_dir, disk_bytes, lambda: _kill(container)) as disk:
-                started = time.perf_counter()
-                container.start()
-                reader.start()
-                exit_code = _wait(container, started + limits.wall_s)
+            with DiskWatch(started.job_dir, disk_bytes, lambda: _kill(container)) as disk:
+                exit_code = _wait(container, started.clock + limits.wall_s)
                 timed_out = exit_code is None
-                elapsed = time.perf_counter() - started
-            reader.join(timeout=2.0)
+                elapsed = time.perf_counter() - started.clock
+            started.reader.join(timeout=2.0)
             if not timed_out:
                 container.reload()
                 oom_killed = bool(container.attrs["State"].get("OOMKilled"))
@@ -178,11 +299,13 @@ class DockerSandbox(Sandbox):
             with contextlib.suppress(*DOCKER_ERRORS):
                 container.remove(force=True)
         if disk.exceeded.is_set():
-            stderr.feed(
+            started.stderr.feed(
                 f"\n[sandbox] job directory exceeded {limits.disk_mb} MB or {MAX_ENTRIES} entries: killed\n".encode()
             )
         status = _status(exit_code, timed_out, oom_killed, disk.exceeded.is_set())
-        return ScriptResult(status, exit_code, stdout.text(), stderr.text(), elapsed)
+        return ScriptResult(
+            status, exit_code, started.stdout.text(), started.stderr.text(), elapsed
+        )
 
 
 def _wait(container, deadline: float) -> int | None:

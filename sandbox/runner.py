@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sandbox.oef_worker import HEADER, LENGTH, read_exact
+from sandbox.oef_worker import HEADER, LENGTH, MAX_OUTPUT_COLS, read_exact
 from sandbox.tracebacks import error_dict, raised_in_candidate, register_source
 
 JOB_FILE = "job.json"
@@ -39,6 +39,8 @@ VALIDATE_STEPS = 4
 # loops over the 3072 rows take 20-40 ms.
 CALL_BUDGET_S = 0.01
 EVAL_SEED = 12345
+WAIT_POLL_S = 0.005  # warm runners poll for job.json this often ...
+WARM_IDLE_S = 900.0  # ... and exit after this long without a job
 # torch reports allocation failures under RLIMIT_AS as RuntimeError, not MemoryError
 OOM_MESSAGES = ("can't allocate memory", "not enough memory", "std::bad_alloc")
 
@@ -105,6 +107,14 @@ class OEFWorker:
         self.receive_status()
         try:
             n_rows, n_cols = HEADER.unpack(read_exact(self.process.stdout, HEADER.size))
+            if n_rows != rows.shape[0] or not 0 < n_cols <= MAX_OUTPUT_COLS:
+                raise CandidateError(
+                    {
+                        "type": "BadReply",
+                        "message": f"OEF worker replied [{n_rows}, {n_cols}]",
+                        "traceback": "",
+                    }
+                )
             data = read_exact(self.process.stdout, n_rows * n_cols * 4)
         except EOFError:
             self.died()
@@ -297,10 +307,29 @@ def write_result(job_dir: Path, result: dict[str, Any]) -> None:
     os.replace(temp_path, target)
 
 
+def wait_for_job(job_dir: Path, idle_s: float) -> dict | None:
+    """Warm start: the host writes job.json (atomically) when it has a job; None if it never does."""
+    job_path = job_dir / JOB_FILE
+    give_up = time.monotonic() + idle_s
+    while not job_path.exists():
+        if time.monotonic() > give_up:
+            return None
+        time.sleep(WAIT_POLL_S)
+    return json.loads(job_path.read_text())
+
+
 def main(argv: list[str]) -> int:
+    """`python -m sandbox.runner JOB_DIR [--wait]`; --wait imports the engine first, then waits."""
     make_non_dumpable()
     job_dir = Path(argv[0] if argv else ".").resolve()
-    job = json.loads((job_dir / JOB_FILE).read_text())
+    if "--wait" in argv:
+        import training  # noqa: F401  (the slow part of a job's start: torch)
+
+        job = wait_for_job(job_dir, WARM_IDLE_S)
+        if job is None:
+            return 0
+    else:
+        job = json.loads((job_dir / JOB_FILE).read_text())
     started = time.perf_counter()
     result = run(job, job_dir)
     result["elapsed_s"] = time.perf_counter() - started

@@ -60,10 +60,11 @@ class OfflineDesigner:
         parents = [(elite, g) for elite in ranked if (g := genome_of(elite.code)) is not None]
         seen = self.proposed | {genome for _, genome in parents}
         children: list[Child] = []
-        for _ in range(k * MAX_TRIES_PER_CHILD):
+        for attempt in range(k * MAX_TRIES_PER_CHILD):
             if len(children) == k:
                 break
-            child = self._child(task, rng, parents, index=len(children))
+            exploit = not children and attempt == 0  # the best elite with only the guided edits
+            child = self._child(task, rng, parents, index=len(children), exploit=exploit)
             if feedback:
                 genome, notes = apply_feedback(child.genome, feedback)
                 child = Child(genome, (*child.notes, *notes))
@@ -102,10 +103,15 @@ class OfflineDesigner:
         return random.Random(int(digest[:16], 16))
 
     def _child(
-        self, task: TaskSpec, rng: random.Random, parents: list[tuple[Elite, Genome]], index: int
+        self,
+        task: TaskSpec,
+        rng: random.Random,
+        parents: list[tuple[Elite, Genome]],
+        index: int,
+        exploit: bool,
     ) -> Child:
         if not parents:
-            if index == 0:
+            if exploit:
                 return Child(prior_genome(task.n_agents), ("prior design",))
             return Child(random_genome(rng, task.n_agents), ("fresh sample",))
         if index > 0 and rng.random() < EXPLORE:
@@ -117,7 +123,7 @@ class OfflineDesigner:
             mate_elite, mate = _pick(rng, [p for p in parents if p[0] is not elite])
             genome = crossover(genome, mate, rng)
             notes.append(f"crossed with {mate_elite.candidate_id}")
-        if index > 0 or len(notes) == 1:
+        if not exploit or len(notes) == 1:
             for _ in range(rng.randint(1, 2)):
                 genome, note = mutate(genome, rng, task.n_agents)
                 notes.append(note)

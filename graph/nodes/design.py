@@ -37,9 +37,13 @@ def stop_reason_for(error: Exception) -> str:
 def setup(state: RunState, config: RunnableConfig) -> dict[str, Any]:
     """Validate the spec (from the input state, else from `configurable`) and start fresh."""
     configurable = config.get("configurable", {})
-    spec = RunSpec.parse(state["spec"]) if state.get("spec") else RunSpec.from_configurable(configurable)
-    if spec.run_id is None and configurable.get("thread_id"):
-        spec = spec.model_copy(update={"run_id": str(configurable["thread_id"])})
+    if state.get("spec"):
+        values = dict(state["spec"])
+        if not values.get("run_id") and configurable.get("thread_id"):
+            values["run_id"] = str(configurable["thread_id"])  # thread id = run id
+        spec = RunSpec.parse(values)
+    else:
+        spec = RunSpec.from_configurable(configurable)
     spec_json = spec.with_run_id().model_dump(mode="json")
     resources_for(spec_json)  # creates the run directory when no runner did
     return {"spec": spec_json, "generation": 0, "candidates": [], "evaluated": [], "elites": [],

@@ -69,18 +69,11 @@ def task_spec(spec: RunSpec) -> TaskSpec:
     )
 
 
-def llm_config(spec: RunSpec, used: dict[str, int] | None = None) -> LLMConfig:
-    """The agents' LLM settings; budgets shrink by what earlier processes of the run spent."""
-    used = used or {}
-    requests_left = tokens_left = None
-    if spec.max_llm_requests is not None:
-        requests_left = max(1, spec.max_llm_requests - used.get("requests", 0))
-    if spec.max_llm_tokens is not None:
-        spent = used.get("prompt_tokens", 0) + used.get("completion_tokens", 0)
-        tokens_left = max(1, spec.max_llm_tokens - spent)
+def llm_config(spec: RunSpec) -> LLMConfig:
+    """The agents' LLM settings, with the run's request and token budgets."""
     try:
         return LLMConfig.from_spec(
-            spec.llm, base_url=spec.base_url, max_requests=requests_left, max_tokens=tokens_left
+            spec.llm, base_url=spec.base_url, max_requests=spec.max_llm_requests, max_tokens=spec.max_llm_tokens
         )
     except ValueError as error:
         raise RunError(str(error).splitlines()[0]) from None
@@ -94,14 +87,9 @@ def open_sandbox(spec: RunSpec, cache_dir: Path | None, events: Any = None) -> S
         raise RunError(str(error).splitlines()[0]) from None
 
 
-def llm_usage_from_events(events: list[dict[str, Any]]) -> dict[str, int]:
-    """LLM usage recorded in events.jsonl (survives a crash, unlike in-memory counters)."""
-    calls = [e for e in events if e["event"] == "llm_call" and e.get("status") == "ok"]
-    return {
-        "requests": len(calls),
-        "prompt_tokens": sum(int(e.get("prompt_tokens", 0)) for e in calls),
-        "completion_tokens": sum(int(e.get("completion_tokens", 0)) for e in calls),
-    }
+def earlier_llm_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Successful LLM calls recorded in events.jsonl (they survive a crash; counters do not)."""
+    return [e for e in events if e["event"] == "llm_call" and e.get("status") == "ok"]
 
 
 @dataclass
@@ -111,13 +99,16 @@ class Resources:
     spec: RunSpec
     rundir: RunDir
     task: TaskSpec
-    llm_before: dict[str, int]  # usage by earlier processes of this run
+    earlier_calls: list[dict[str, Any]]  # llm_call events of earlier processes of this run
     sandbox: Sandbox = field(init=False)
     team: Team = field(init=False)
 
     def __post_init__(self) -> None:
         self.sandbox = open_sandbox(self.spec, self.rundir.cache_dir, events=self.emit)
-        self.team = make_team(llm_config(self.spec, self.llm_before), on_call=self._on_llm_call)
+        self.team = make_team(llm_config(self.spec), on_call=self._on_llm_call)
+        for call in self.earlier_calls:  # a resumed run keeps spending the same budget
+            self.team.ledger.record(call["role"], int(call.get("prompt_tokens", 0)),
+                                    int(call.get("completion_tokens", 0)))
 
     def emit(self, event: str, **fields: Any) -> None:
         """Record an event in events.jsonl and stream it to whoever drives the graph."""
@@ -128,9 +119,9 @@ class Resources:
         self.emit("llm_call", **{**info, "role": role})
 
     def llm_usage(self) -> dict[str, int]:
-        now = self.team.usage()
-        return {key: self.llm_before.get(key, 0) + int(now[key])
-                for key in ("requests", "prompt_tokens", "completion_tokens")}
+        """Requests and tokens of the whole run so far (earlier processes included)."""
+        usage = self.team.usage()
+        return {key: int(usage[key]) for key in ("requests", "prompt_tokens", "completion_tokens")}
 
 
 _registry: dict[str, Resources] = {}
@@ -150,7 +141,7 @@ def unregister(run_id: str) -> None:
 def open_resources(spec: RunSpec, rundir: RunDir) -> Resources:
     """Build the live objects for a run whose directory exists (start, resume, server)."""
     return Resources(spec=spec, rundir=rundir, task=task_spec(spec),
-                     llm_before=llm_usage_from_events(rundir.read_events()))
+                     earlier_calls=earlier_llm_calls(rundir.read_events()))
 
 
 def resources_for(spec_json: dict[str, Any]) -> Resources:

@@ -146,7 +146,23 @@ def test_next_generation_breeds_new_modules_from_elites(task):
         d.code for d in children
     ]
     again = designer.design(task, 4, elites, "reflection text")
-    assert not {d.code for d in again} & {d.code for d in children}  # never proposed twice
+    assert len(again) == 4 and not {d.code for d in again} & {d.code for d in children}
+
+
+def test_repeated_calls_keep_proposing_new_designs(task):
+    designer = OfflineDesigner(seed=0)
+    assert len(designer.design(task, 2, [], "")) == 2
+    assert len(designer.design(task, 2, [], "")) == 2  # the prior is not proposed twice
+    parents = designer.design(task, 3, [], "")
+    stats = {"assigned": {"mean": -1.0, "min": -1.0, "max": -1.0, "snapshots": []}}
+    elites = elites_from(
+        parents, [-20.0, -15.0, -18.0], {"coverage": 0.05, "collisions": 9.0}, stats
+    )
+    seen: set[str] = set()
+    for _ in range(3):  # guided edits are deterministic; the exploit child must not repeat
+        codes = {d.code for d in designer.design(task, 3, elites, "")}
+        assert len(codes) == 3 and not codes & seen
+        seen |= codes
 
 
 def test_mutation_and_crossover_change_the_design():

@@ -44,15 +44,16 @@ def test_offline_dialogue_builds_the_confirmed_spec(tmp_path: Path) -> None:
     assert (spec.algo, spec.generations, spec.population) == ("ippo", 2, 3)
     assert (spec.steps, spec.seeds, spec.approve) == (50_000, 2, "spec")
     text = out.getvalue()
-    # (2 x 3 + 1 baseline) x 2 seeds = 14 jobs; the throughput was measured by a real train()
-    assert "14 training jobs" in text and "700,000 env steps" in text
+    # (2 x 3 + 1 baseline) x 2 seeds = 14 jobs of 50k steps rounded up to 2 x 25,600 (ippo's
+    # 1024 envs x 25 steps); the throughput was measured by a real train()
+    assert "14 training jobs" in text and "= 716,800 env steps (50,000 requested" in text
     assert "steps/s measured here (ippo)" in text
     assert "the user did not start the run" in text and "no experiment started" in text
     assert not any(tmp_path.iterdir())  # nothing was started
 
 
 def test_offline_dialogue_rejects_bad_numbers_and_full_observability(tmp_path: Path) -> None:
-    answers = "\n0\n3\nn\n\n1\n1\nlots\n2000\n1\nall\n"
+    answers = "\n0\n3\nn\n\n1\n1\nlots\ninf\n2k\n1\nall\n"
     desk, out = make_desk(answers, tmp_path)
     assert guided_dialogue(desk)
     assert desk.spec.env_kwargs == {"N": 3}  # mpe2's full observability
@@ -103,6 +104,8 @@ def test_desk_commands(tmp_path: Path) -> None:
     assert "N=6 agents" in desk.command("/describe")
     assert "expected KEY=VALUE" in desk.command("/set generations")
     assert desk.command("/frobnicate").startswith("commands:")
+    assert desk.command("/status a b c").startswith("commands:")
+    assert desk.command("/set task='unbalanced").startswith("cannot parse")
     assert json.loads(desk.command("/status run-a"))["best_fitness"] == pytest.approx(-24.0)
     shown = desk.command("/candidate 1-0 run-a")
     assert (
@@ -213,7 +216,7 @@ def test_assistant_server_down_is_reported_and_chat_continues(tmp_path: Path) ->
     assert '"seeds": 3' in text
 
 
-def test_lero_chat_subprocess_offline(tmp_path: Path) -> None:
+def test_lero_chat_subprocess_offline_stops_when_input_ends(tmp_path: Path) -> None:
     done = subprocess.run(
         [
             sys.executable,
@@ -226,12 +229,12 @@ def test_lero_chat_subprocess_offline(tmp_path: Path) -> None:
             str(tmp_path),
         ],
         cwd=REPO,
-        input="\n\n\n\n\n\n1\n1\n2000\n\n\nn\nn\n",
+        input="\n4\n",
         capture_output=True,
         text=True,
         timeout=300,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"},
     )
     assert done.returncode == 0, done.stderr
-    assert "2 training jobs" in done.stdout  # (1 x 1 + baseline) x 1 seed
-    assert "the user did not start the run" in done.stdout
+    assert "Experiment design" in done.stdout
+    assert "input ended; no experiment started" in done.stdout
+    assert not any(tmp_path.iterdir())

@@ -77,6 +77,9 @@ def test_json_config_env_kwargs_are_the_base_for_env_args(tmp_path: Path) -> Non
           "--out", "x"], "positive integer"),
         (["train", "--env", "simple_spread"], "required"),
         (["frobnicate"], "invalid choice"),
+        (["sandbox", "frob"], "invalid choice"),
+        (["bench", "--seconds", "0"], "must be > 0"),
+        (["bench", "--env-arg", "N=0", "--skip-train"], "N must be >= 1"),
         ([], "required"),
     ],
 )  # fmt: skip
@@ -94,6 +97,23 @@ def test_bad_config_syntax(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert_usage_error(code, err, "cannot parse config")
 
 
+def test_chat_with_openai_but_no_server_or_key(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    code, _, err = run_main(["chat", "--llm", "openai:gpt-x"], capsys)
+    assert_usage_error(code, err, "needs OPENAI_API_KEY or --base-url")
+
+
+def test_report_of_a_directory_that_is_not_a_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "junk").mkdir()
+    code, _, err = run_main(["report", "junk", "--runs-dir", str(tmp_path)], capsys)
+    assert_usage_error(code, err, "not a lero run directory")
+
+
 def test_runs_lists_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     make_run_dir(tmp_path, "run-a")
     make_run_dir(tmp_path, "run-b", status="interrupted")
@@ -102,7 +122,8 @@ def test_runs_lists_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0
     lines = [line for line in out.splitlines() if "run-" in line]
     assert len(lines) == 2
-    assert "completed" in lines[0] and "-24.000" in lines[0] and "-31.000" in lines[0]
+    assert lines[0].replace("│", " ").split()[:3] == ["run-a", "completed", "2"]  # 2 gens done
+    assert "-24.000" in lines[0] and "-31.000" in lines[0]
     assert "interrupted" in lines[1]
     assert "not-a-run" not in out
 

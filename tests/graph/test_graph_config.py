@@ -44,9 +44,10 @@ def test_all_expands_to_every_approval_step():
     assert RunSpec(approve="generations").approvals == {"generations"}
 
 
-def test_configurable_keeps_only_runspec_fields():
-    spec = RunSpec.from_configurable({"thread_id": "t1", "population": 2, "steps": 500})
-    assert (spec.population, spec.steps) == (2, 500)
+def test_configurable_keeps_only_runspec_fields_and_names_the_run_by_thread():
+    spec = RunSpec.from_configurable({"thread_id": "t1", "run_id": "server-run-9", "assistant_id": "a",
+                                      "population": 2, "steps": 500})
+    assert (spec.population, spec.steps, spec.run_id) == (2, 500, "t1")
 
 
 def test_generated_run_ids_are_valid_and_distinct():

@@ -79,6 +79,7 @@ def assert_complete_run_dir(run_dir: Path, generations: int) -> list[dict[str, A
     return records
 
 
+@pytest.mark.slow
 def test_offline_run_with_process_sandbox_completes(tmp_path):
     ui = RecordingUI()
     outcome = start_run(spec(tmp_path, generations=2), ui)
@@ -141,6 +142,7 @@ def scripted(request: dict) -> Reply:
     return Reply(content=fenced if n > 1 else fenced[0])
 
 
+@pytest.mark.slow
 def test_openai_compatible_server_run_completes(tmp_path):
     with OpenAIServer() as server:
         server.script = scripted
@@ -155,29 +157,34 @@ def test_openai_compatible_server_run_completes(tmp_path):
     assert read(outcome.run_dir / "state.json")["llm"]["requests"] == len(server.requests)
 
 
-def test_approval_round_trip_with_edit_and_rejection(tmp_path):
-    first = RecordingUI()  # no terminal: the run stops at the approval
-    stopped = start_run(spec(tmp_path, approve="candidates"), first)
+@pytest.mark.slow
+def test_approval_round_trip_with_edit_rejection_and_comment(tmp_path):
+    stopped = start_run(spec(tmp_path, approve="candidates", population=3), RecordingUI())  # no terminal
     assert stopped.status == "interrupted" and stopped.interrupt["kind"] == "candidates"
-    offered = [c["candidate_id"] for c in stopped.interrupt["candidates"]]
-    assert offered and all(c["code"] for c in stopped.interrupt["candidates"])
+    offered = stopped.interrupt["candidates"]
+    assert [c["candidate_id"] for c in offered] == ["0-0", "0-1", "0-2"]
+    assert all(c["code"] and "verdict" in c["review"] for c in offered)
     assert read(stopped.run_dir / "state.json")["status"] == "interrupted"
     assert not [e for e in events(stopped.run_dir) if e["event"] == "train_started"]
 
-    answer = {"decisions": {offered[0]: {"action": "edit", "code": MODULES[1]}}, "default": "reject"}
-    with pytest.raises(RunError, match="edit decision"):
-        resume_run("t", tmp_path / "runs", RecordingUI(), answer={"decisions": {offered[0]: "edit"}})
-    outcome = resume_run("t", tmp_path / "runs", RecordingUI(), answer=answer)
+    with pytest.raises(RunError, match="edit decision"):  # a bad answer changes nothing
+        resume_run("t", tmp_path / "runs", RecordingUI(), answer={"decisions": {"0-0": "edit"}})
+    answer = {"decisions": {"0-0": {"action": "edit", "code": MODULES[1]}, "0-1": "reject",
+                            "0-2": {"action": "comment", "comment": "use a smaller penalty"}}}
+    second = RecordingUI(answers=["approve"])  # the revised 0-2 comes back for approval
+    outcome = resume_run("t", tmp_path / "runs", second, answer=answer)
+
     assert outcome.status == "completed"
-    edited = outcome.run_dir / "candidates" / offered[0]
-    assert (edited / "candidate.py").read_text() == MODULES[1]
-    assert read(edited / "result.json")["status"] == "ok"
-    for rejected in offered[1:]:
-        assert read(outcome.run_dir / "candidates" / rejected / "result.json")["status"] == "rejected_by_human"
+    assert [c["candidate_id"] for c in second.asked[0]["candidates"]] == ["0-2"]
+    assert second.asked[0]["candidates"][0]["code"] != offered[2]["code"]
+    folder = outcome.run_dir / "candidates"
+    assert (folder / "0-0" / "candidate.py").read_text() == MODULES[1]
+    assert read(folder / "0-0" / "result.json")["status"] == "ok"
+    assert read(folder / "0-1" / "result.json")["status"] == "rejected_by_human"
+    assert "use a smaller penalty" in (folder / "0-2" / "review.md").read_text()
     log = events(outcome.run_dir)
-    assert [e["kind"] for e in log if e["event"] == "interrupt"] == ["candidates"]
-    trained = {e["candidate_id"] for e in log if e["event"] == "train_finished"}
-    assert trained == {"baseline", offered[0]}
+    assert [e["kind"] for e in log if e["event"] == "interrupt"] == ["candidates", "candidates"]
+    assert {e["candidate_id"] for e in log if e["event"] == "train_finished"} == {"baseline", "0-0", "0-2"}
 
 
 def test_spec_rejection_spends_no_compute(tmp_path):
@@ -190,6 +197,7 @@ def test_spec_rejection_spends_no_compute(tmp_path):
     assert not [e for e in events(outcome.run_dir) if e["event"].startswith(("job_", "train_"))]
 
 
+@pytest.mark.slow
 def test_generation_approval_feedback_stays_in_the_reflection_and_stop_ends_the_run(tmp_path):
     answers = [{"action": "continue", "feedback": "PREFER SPREADING OUT"}, {"action": "stop"}]
     ui = RecordingUI(answers=answers)
@@ -225,6 +233,7 @@ def test_docker_sandbox_without_a_daemon_is_one_line(tmp_path, monkeypatch):
     assert not (tmp_path / "runs" / "t").exists()
 
 
+@pytest.mark.slow
 def test_llm_budget_ends_the_run_cleanly_with_what_exists(tmp_path):
     with OpenAIServer() as server:
         server.script = scripted

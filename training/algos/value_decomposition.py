@@ -4,8 +4,9 @@ One feed-forward Q-network shared by all agents gives utilities Q_i(o_i, a_i)
 (local enhanced obs + agent one-hot). A mixer combines the chosen utilities
 into Q_tot, trained by TD on the team reward r = sum_i r_i:
   VDN    Q_tot = sum_i Q_i
-  QMIX   Q_tot = f(Q_1..Q_N; s), monotonic in every Q_i: the hypernetwork
-         weights generated from the global state are made non-negative.
+  QMIX   Q_tot = f(Q_1..Q_N; s, tau), monotonic in every Q_i: the hypernetwork
+         weights generated from the global state are made non-negative; tau,
+         the elapsed episode fraction, lets the mixer model the time limit.
 Target: y = r + gamma (1 - done) Q_tot^target(o', argmax_a Q_i^online(o', a); s')
 (double Q). Epsilon-greedy exploration, linear schedule; hard target updates.
 Monotonicity makes the greedy per-agent argmax also maximise Q_tot, so
@@ -68,7 +69,9 @@ def train_value_decomposition(
         PolicyMeta(cfg.algo, obs_dim, n_agents, n_actions, hp.hidden, cfg.env, dict(cfg.env_kwargs))
     )
     mixer = (
-        VDNMixer() if cfg.algo == "vdn" else QMixer(n_agents, state_dim, hp.mixer_embed, hp.hidden)
+        VDNMixer()
+        if cfg.algo == "vdn"
+        else QMixer(n_agents, state_dim + 1, hp.mixer_embed, hp.hidden)
     )
     target_q_net, target_mixer = copy.deepcopy(q_net), copy.deepcopy(mixer)
     params = [*q_net.parameters(), *mixer.parameters()]
@@ -80,8 +83,8 @@ def train_value_decomposition(
             "actions": (n_agents,),
             "reward": (),
             "next_obs": (n_agents, obs_dim),
-            "state": (state_dim,),
-            "next_state": (state_dim,),
+            "state": (state_dim + 1,),
+            "next_state": (state_dim + 1,),
             "done": (),
         },
         dtypes={"actions": torch.long},
@@ -117,14 +120,19 @@ def train_value_decomposition(
     n_iterations = math.ceil(cfg.steps / n_envs)
     learning_starts = max(hp.learning_starts, hp.batch_size)
     n_updates = 0
-    obs, state = env.observe(), env.global_state()  # [B, N, D'], [B, S]
+
+    def mixer_state() -> torch.Tensor:
+        """[B, S + 1]: global state and elapsed episode fraction (the time limit) for the mixer."""
+        return torch.cat([env.global_state(), env.elapsed().unsqueeze(-1)], dim=-1)
+
+    obs, state = env.observe(), mixer_state()  # [B, N, D'], [B, S + 1]
     for _ in range(n_iterations):
         with torch.inference_mode():
             greedy = q_net(obs).argmax(dim=-1)  # [B, N]
             explore = torch.rand(n_envs, n_agents) < epsilon(env.done_steps)
             actions = torch.where(explore, torch.randint(n_actions, (n_envs, n_agents)), greedy)
             next_obs, reward, done = env.step(actions)
-            next_state = env.global_state()
+            next_state = mixer_state()
             # A done slot's next_obs is already the new episode's; it is masked by (1 - done).
             buffer.add(
                 obs=obs,
