@@ -3,7 +3,7 @@
 Layout (DESIGN.md, docs/internals.md): `spec.json`, `state.json`, `events.jsonl`
 (append-only, one JSON object per line), `checkpoints.sqlite`, `cache/` (sandbox result
 cache), `baseline/result.json`, `candidates/<gen>-<idx>/{candidate.py, review.md,
-result.json}`. The report builder reads only these files, so they must be complete and
+result.json, seed-<n>.json}`. The report builder reads only these files, so they must be complete and
 consistent even after a crash: JSON files are replaced atomically, events are appended
 and flushed line by line.
 """
@@ -123,4 +123,9 @@ class RunDir:
             (folder / "review.md").write_text(review_md)
 
     def write_result(self, candidate_id: str, result: dict[str, Any]) -> None:
+        """The candidate's aggregated result.json (all seeds), once its generation is done."""
         _write_json_atomic(self.candidate_dir(candidate_id) / "result.json", result)
+
+    def write_seed_result(self, candidate_id: str, seed: int, result: dict[str, Any]) -> None:
+        """One seed's JobResult as soon as its training branch finishes (`seed-<n>.json`)."""
+        _write_json_atomic(self.candidate_dir(candidate_id) / f"seed-{seed}.json", result)

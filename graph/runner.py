@@ -36,7 +36,7 @@ from graph.nodes.resources import (
     unregister,
 )
 from graph.rundir import RunDir
-from training import ALGOS
+from training import ALGOS, TrainConfig
 
 
 class RunUI(Protocol):
@@ -80,6 +80,11 @@ def preflight(spec: RunSpec) -> RunSpec:
     if spec.algo not in ALGOS:
         raise RunError(f"unknown algorithm {spec.algo!r}: expected one of {', '.join(ALGOS)}")
     task_spec(spec)  # builds the environment: unknown env or bad env kwargs
+    try:  # what every training job will check inside the sandbox: hparams above all
+        TrainConfig(env=spec.env, env_kwargs=spec.env_kwargs or {}, algo=spec.algo, steps=spec.steps,
+                    eval_episodes=spec.eval_episodes, hparams=spec.hparams)
+    except ValueError as error:
+        raise RunError(f"invalid training settings: {str(error).splitlines()[0]}") from None
     with tempfile.TemporaryDirectory(prefix="lero-preflight-") as scratch:
         backend = open_sandbox(spec, cache_dir=Path(scratch)).kind  # no Docker daemon / no image
     check_llm_reachable(spec)

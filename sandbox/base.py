@@ -26,8 +26,11 @@ from sandbox.cache import ResultCache, cache_key
 from sandbox.runner import JOB_FILE, POLICY_SUBDIR, RESULT_FILE
 from sandbox.types import JOB_STATUSES, Job, JobResult, Limits, SandboxUnavailable, ScriptResult
 from training.contract import static_check
+from training.policy import POLICY_FILE
 
 MAX_RESULT_BYTES = 16 * 2**20
+MAX_POLICY_BYTES = 64 * 2**20
+INPUT_POLICY_SUBDIR = "input_policy"  # evaluate: the copy of the trained weights
 Events = Callable[..., None]
 
 
@@ -95,6 +98,25 @@ def read_result(job_dir: Path, kind: str) -> JobResult:
         return JobResult.failure("crashed", "BadResult", f"malformed {RESULT_FILE}: {error}"[:500])
 
 
+def _read_policy(policy_dir: Path) -> bytes | JobResult:
+    """The weights a train job left (its directory was writable by the candidate: no links, capped)."""
+    try:
+        if policy_dir.is_symlink():
+            raise OSError("policy_dir is a symlink")
+        fd = os.open(policy_dir / POLICY_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        return JobResult.failure("crashed", "NoPolicy", f"no policy in {policy_dir}: {error}")
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_POLICY_BYTES:
+            return JobResult.failure(
+                "crashed",
+                "NoPolicy",
+                f"{POLICY_FILE} is not a regular file <= {MAX_POLICY_BYTES} bytes",
+            )
+        return handle.read(MAX_POLICY_BYTES)
+
+
 class Sandbox(ABC):
     """Runs untrusted code contained; see DESIGN.md for statuses and defaults."""
 
@@ -126,14 +148,16 @@ class Sandbox(ABC):
         """Run one Python script contained; the raw primitive the jobs are built on."""
 
     @abstractmethod
-    def _launch_runner(
-        self, job_dir: Path, policy_dir: Path | None, limits: Limits
-    ) -> ScriptResult:
-        """Run `python -m sandbox.runner` on JOB_DIR (and the policy, read-only, if given)."""
+    def _launch_runner(self, job_dir: Path, limits: Limits) -> ScriptResult:
+        """Run `python -m sandbox.runner` on JOB_DIR, contained."""
 
     @abstractmethod
-    def _policy_path_inside(self, policy_dir: Path) -> str:
-        """Where the runner sees the policy directory."""
+    def _job_path_inside(self, job_dir: Path, name: str) -> str:
+        """Where the runner sees JOB_DIR/name."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what the backend holds between jobs (e.g. warm containers)."""
 
     def _new_job_dir(self, job_id: str) -> Path:
         job_dir = self.work_dir / f"{job_id}-{uuid.uuid4().hex[:6]}"
@@ -172,17 +196,15 @@ class Sandbox(ABC):
         if violations:
             message = "; ".join(str(v) for v in violations[:20])
             return JobResult.failure("rejected", "StaticCheck", message[:4000])
-        policy_dir = None
+        policy = None
         if job.kind == "evaluate":
-            policy_dir = Path(job.policy_dir)
-            if policy_dir.is_symlink() or not policy_dir.is_dir():
-                return JobResult.failure(
-                    "crashed", "NoPolicy", f"policy_dir {policy_dir} is not a directory"
-                )
+            policy = _read_policy(Path(job.policy_dir))
+            if isinstance(policy, JobResult):
+                return policy
         with self.slots:
             job_dir = self._job_dir_for(job)
             try:
-                result = self._run_in(job, job_dir, policy_dir)
+                result = self._run_in(job, job_dir, policy)
             except BaseException:
                 shutil.rmtree(job_dir, ignore_errors=True)
                 raise
@@ -191,15 +213,19 @@ class Sandbox(ABC):
         result.elapsed_s = time.perf_counter() - started
         return result
 
-    def _run_in(self, job: Job, job_dir: Path, policy_dir: Path | None) -> JobResult:
+    def _run_in(self, job: Job, job_dir: Path, policy: bytes | None) -> JobResult:
         spec = job.to_dict()
-        if policy_dir is not None:
-            spec["policy_dir"] = self._policy_path_inside(policy_dir)
+        if (
+            policy is not None
+        ):  # a copy in the job dir: the runner loads it before any candidate code
+            (job_dir / INPUT_POLICY_SUBDIR).mkdir(mode=0o755)
+            (job_dir / INPUT_POLICY_SUBDIR / POLICY_FILE).write_bytes(policy)
+            spec["policy_dir"] = self._job_path_inside(job_dir, INPUT_POLICY_SUBDIR)
         temp_path = job_dir / f".{JOB_FILE}.tmp"
         temp_path.write_text(json.dumps(spec))
         temp_path.replace(job_dir / JOB_FILE)  # atomic: a warm runner may be polling for it
         try:
-            script = self._launch_runner(job_dir, policy_dir, job.limits)
+            script = self._launch_runner(job_dir, job.limits)
         except SandboxUnavailable as error:
             return JobResult.failure("crashed", "SandboxUnavailable", str(error))
         if script.status in ("timeout", "oom"):

@@ -3,8 +3,8 @@
 Every container: no network, read-only root, size-capped /tmp tmpfs, non-root user, all
 capabilities dropped, no-new-privileges, pids / memory (= memory + swap) / CPU limits,
 RLIMIT_FSIZE = the job-dir cap, an environment made of the image's fixed ENV only (no
-host variable is ever passed), mounts: the job directory (rw), the lero packages and the
-policy (ro), nothing else (never the Docker socket). A host-side deadline kills it; output
+host variable is ever passed), mounts: the job directory (rw) and the lero packages (ro),
+nothing else (never the Docker socket). A host-side deadline kills it; output
 is streamed and capped (head + tail); a watchdog kills it when the job directory grows
 past `Limits.disk_mb`; it is removed in a `finally`. Containers carry the owner's
 host/pid label, and containers of dead owners are reaped when a backend starts.
@@ -13,7 +13,6 @@ Warm start: torch takes seconds to import, so validate / train jobs get a contai
 was started earlier with `sandbox.runner --wait` (it imports the engine, then polls for
 job.json). One spare per `Limits` is kept ready (`spares_per_limits`); each container
 still serves exactly one job, and the job's deadline starts when its job.json is written.
-Evaluate jobs start cold because they mount the policy.
 """
 
 from __future__ import annotations
@@ -119,31 +118,29 @@ class DockerSandbox(Sandbox):
         if self.as_root:
             os.chown(job_dir, SANDBOX_UID, SANDBOX_UID)
 
-    def _policy_path_inside(self, policy_dir: Path) -> str:
-        return "/policy"
+    def _job_path_inside(self, job_dir: Path, name: str) -> str:
+        return f"/job/{name}"
 
     def run_script(self, source: str, limits: Limits | None = None) -> ScriptResult:
         limits = limits or Limits()
         job_dir = self._new_job_dir("script")
         try:
             (job_dir / SCRIPT_FILE).write_text(source)
-            return self._run_container(["python", f"/job/{SCRIPT_FILE}"], job_dir, None, limits)
+            return self._run_container(["python", f"/job/{SCRIPT_FILE}"], job_dir, limits)
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
 
-    def _launch_runner(
-        self, job_dir: Path, policy_dir: Path | None, limits: Limits
-    ) -> ScriptResult:
+    def _launch_runner(self, job_dir: Path, limits: Limits) -> ScriptResult:
         with self._spares_lock:
             warm = self._claimed.pop(job_dir, None)
         if warm is None:
-            return self._run_container(RUNNER_COMMAND, job_dir, policy_dir, limits)
+            return self._run_container(RUNNER_COMMAND, job_dir, limits)
         warm.clock = time.perf_counter()  # the job's deadline starts now, not at the warm-up
         return self._finish(warm)
 
     def _job_dir_for(self, job: Job) -> Path:
-        """validate / train jobs get a container that already imported torch (evaluate mounts the policy)."""
-        if job.kind == "evaluate" or self.spares_per_limits == 0:
+        """Every job gets a container that already imported torch, when one is ready."""
+        if self.spares_per_limits == 0:
             return super()._job_dir_for(job)
         try:
             warm = self._take_spare(job.limits) or self._start_spare(job.limits)
@@ -156,7 +153,7 @@ class DockerSandbox(Sandbox):
 
     def _start_spare(self, limits: Limits) -> _Started:
         job_dir = self._new_job_dir("warm")
-        return self._start([*RUNNER_COMMAND, "--wait"], job_dir, None, limits)
+        return self._start([*RUNNER_COMMAND, "--wait"], job_dir, limits)
 
     def _take_spare(self, limits: Limits) -> _Started | None:
         while True:
@@ -206,14 +203,10 @@ class DockerSandbox(Sandbox):
         for warm in unused:
             self._discard(warm)
 
-    def _run_container(
-        self, command: list[str], job_dir: Path, policy_dir: Path | None, limits: Limits
-    ) -> ScriptResult:
-        return self._finish(self._start(command, job_dir, policy_dir, limits))
+    def _run_container(self, command: list[str], job_dir: Path, limits: Limits) -> ScriptResult:
+        return self._finish(self._start(command, job_dir, limits))
 
-    def _start(
-        self, command: list[str], job_dir: Path, policy_dir: Path | None, limits: Limits
-    ) -> _Started:
+    def _start(self, command: list[str], job_dir: Path, limits: Limits) -> _Started:
         """Create, attach to (output streaming from the first byte) and start a container."""
         self._prepare_dir(job_dir)
         mounts = [Mount("/job", str(job_dir), type="bind", read_only=False)]
@@ -221,8 +214,6 @@ class DockerSandbox(Sandbox):
             Mount(f"{CODE_MOUNT}/{package}", str(REPO_ROOT / package), type="bind", read_only=True)
             for package in CODE_PACKAGES
         ]
-        if policy_dir is not None:
-            mounts.append(Mount("/policy", str(policy_dir), type="bind", read_only=True))
         disk_bytes = limits.disk_mb * 2**20
         try:
             container = self.client.containers.create(

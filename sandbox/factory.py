@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Any
 
 from sandbox.base import Events, Sandbox
 from sandbox.types import SandboxUnavailable
@@ -19,18 +18,27 @@ def get_sandbox(
     cache_dir: str | os.PathLike | None = None,
     max_parallel: int = 2,
     events: Events | None = None,
-    **options: Any,
+    work_dir: str | os.PathLike | None = None,
+    spares_per_limits: int = 1,
 ) -> Sandbox:
-    """A sandbox backend; `docker` raises `SandboxUnavailable` when no daemon or image."""
+    """A sandbox backend; `docker` raises `SandboxUnavailable` when no daemon or image.
+
+    `spares_per_limits`: warm Docker containers kept per `Limits` (ignored by `process`).
+    """
     if kind not in KINDS:
         raise ValueError(f"sandbox kind must be one of {KINDS}, got {kind!r}")
-    common = {"cache_dir": cache_dir, "max_parallel": max_parallel, "events": events, **options}
+    common = {
+        "cache_dir": cache_dir,
+        "max_parallel": max_parallel,
+        "events": events,
+        "work_dir": work_dir,
+    }
     if kind in ("auto", "docker"):
         try:
             # imported here: the docker SDK is not needed (nor in the image) otherwise
             from sandbox.docker_backend import DockerSandbox
 
-            return DockerSandbox(**common)
+            return DockerSandbox(spares_per_limits=spares_per_limits, **common)
         except (SandboxUnavailable, ImportError) as error:
             if kind == "docker":
                 raise SandboxUnavailable(str(error)) from error

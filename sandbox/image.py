@@ -271,7 +271,6 @@ def _write_rootfs(tar_path: Path, log: Log) -> int:
     interpreter = files[0][1]
     mount_points = (
         "/job",
-        "/policy",
         "/etc",
         "/usr/local/bin",
         CODE_MOUNT,

@@ -1,22 +1,23 @@
 """Runs the candidate's `enhance_observation` in its own process for trusted evaluation.
 
 The evaluator (`sandbox.runner`, PID 1 of the container) never executes candidate
-code: it sends observation batches here over a pipe and checks the answers. The
-worker execs the module (never calling `hybrid_reward`) and so can neither patch
-`training.evaluate` nor the runner's memory (the runner is non-dumpable), and the
-runner kills it before writing the result: the score is out of its reach.
+code: it forks this worker (before evaluating; torch already imported, so no second
+import) and sends it observation batches over pipes, checking the answers. The worker
+execs the module (never calling `hybrid_reward`) in its own address space, so it can
+neither patch `training.evaluate` nor the runner's memory (the runner is non-dumpable),
+and the runner kills it before writing the result: the score is out of its reach.
 
-Wire format, both ways over stdin/stdout (candidate prints go to /dev/null):
+Wire format over two pipes (candidate prints go to /dev/null):
 request  = int32 rows, int32 cols, rows*cols float32            (first: int32 n, n bytes of source)
 response = b"K" int32 rows, int32 cols, float32 data  |  b"E" int32 n, n bytes of error JSON
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
-import sys
 from typing import BinaryIO
 
 MAX_OUTPUT_COLS = 4096
@@ -25,10 +26,14 @@ LENGTH = struct.Struct("<i")
 
 
 def read_exact(stream: BinaryIO, n: int) -> bytes:
-    data = stream.read(n)
-    if data is None or len(data) != n:
-        raise EOFError("pipe closed")
-    return data
+    """n bytes from a pipe (reads may return less), or EOFError when it closes first."""
+    data = bytearray()
+    while len(data) < n:
+        chunk = stream.read(n - len(data))
+        if not chunk:
+            raise EOFError("pipe closed")
+        data += chunk
+    return bytes(data)
 
 
 def send_error(out: BinaryIO, error: dict) -> None:
@@ -37,20 +42,25 @@ def send_error(out: BinaryIO, error: dict) -> None:
     out.flush()
 
 
-def main() -> None:
-    requests = os.fdopen(os.dup(0), "rb", buffering=0)
-    replies = os.fdopen(os.dup(1), "wb")
+def isolate_stdio(keep: set[int]) -> None:
+    """In the forked worker: stdio to /dev/null, every other inherited descriptor closed."""
     devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1):  # the candidate's prints must not corrupt the protocol
+    for fd in (0, 1, 2):  # the candidate's prints reach neither the protocol nor the logs
         os.dup2(devnull, fd)
-    sys.stdin, sys.stdout = open(os.devnull), open(os.devnull, "w")  # noqa: SIM115
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
+
+def serve(requests: BinaryIO, replies: BinaryIO) -> None:
+    """Load the candidate sent first, then answer observation batches until EOF."""
     import torch
 
     from sandbox.tracebacks import error_dict, register_source
     from training import load_candidate
 
-    torch.set_num_threads(1)
     (length,) = LENGTH.unpack(read_exact(requests, LENGTH.size))
     source = read_exact(requests, length).decode()
     register_source(source)
@@ -85,7 +95,3 @@ def main() -> None:
             continue
         replies.write(b"K" + HEADER.pack(*out.shape) + out.numpy().tobytes())
         replies.flush()
-
-
-if __name__ == "__main__":
-    main()

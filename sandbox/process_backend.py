@@ -72,8 +72,11 @@ class ProcessSandbox(Sandbox):
         probe = subprocess.run([*command, "true"], capture_output=True)
         return command if probe.returncode == 0 else []
 
-    def _policy_path_inside(self, policy_dir: Path) -> str:
-        return str(policy_dir)
+    def close(self) -> None:
+        """Nothing is held between jobs: every job starts a fresh process."""
+
+    def _job_path_inside(self, job_dir: Path, name: str) -> str:
+        return str(job_dir / name)
 
     def _command(self, argv: list[str], cwd: Path, limits: Limits) -> list[str]:
         disk_bytes = limits.disk_mb * 2**20
@@ -150,9 +153,7 @@ class ProcessSandbox(Sandbox):
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
 
-    def _launch_runner(
-        self, job_dir: Path, policy_dir: Path | None, limits: Limits
-    ) -> ScriptResult:
+    def _launch_runner(self, job_dir: Path, limits: Limits) -> ScriptResult:
         return self._run([sys.executable, "-m", "sandbox.runner", str(job_dir)], job_dir, limits)
 
 

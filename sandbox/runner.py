@@ -15,19 +15,19 @@ the fitness, computed by `evaluate`, does not.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from sandbox.oef_worker import HEADER, LENGTH, MAX_OUTPUT_COLS, read_exact
+from sandbox.oef_worker import HEADER, LENGTH, MAX_OUTPUT_COLS, isolate_stdio, read_exact, serve
 from sandbox.tracebacks import error_dict, raised_in_candidate, register_source
 
 JOB_FILE = "job.json"
@@ -60,24 +60,30 @@ def make_non_dumpable() -> None:
 
 
 class OEFWorker:
-    """Callable OEF proxy: ships obs [M, D] to the worker process, returns [M, D + k]."""
+    """Callable OEF proxy: ships obs [M, D] to a forked worker process, returns [M, D + k]."""
 
     def __init__(self, source: str) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "sandbox.oef_worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            cwd=tempfile.gettempdir(),
-        )
+        to_worker, requests = os.pipe()
+        replies, from_worker = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the worker: never returns
+            try:
+                isolate_stdio(keep={to_worker, from_worker})
+                serve(os.fdopen(to_worker, "rb"), os.fdopen(from_worker, "wb"))
+            finally:
+                os._exit(0)
+        os.close(to_worker)
+        os.close(from_worker)
+        self.requests = os.fdopen(requests, "wb")
+        self.replies = os.fdopen(replies, "rb")
         payload = source.encode()
         self.send(LENGTH.pack(len(payload)) + payload)
         self.receive_status()
 
     def send(self, data: bytes) -> None:
         try:
-            self.process.stdin.write(data)
-            self.process.stdin.flush()
+            self.requests.write(data)
+            self.requests.flush()
         except (BrokenPipeError, OSError):
             self.died()
 
@@ -92,10 +98,10 @@ class OEFWorker:
 
     def receive_status(self) -> None:
         try:
-            status = read_exact(self.process.stdout, 1)
+            status = read_exact(self.replies, 1)
             if status == b"E":
-                (length,) = LENGTH.unpack(read_exact(self.process.stdout, LENGTH.size))
-                raise CandidateError(json.loads(read_exact(self.process.stdout, length)))
+                (length,) = LENGTH.unpack(read_exact(self.replies, LENGTH.size))
+                raise CandidateError(json.loads(read_exact(self.replies, length)))
         except EOFError:
             self.died()
 
@@ -106,7 +112,7 @@ class OEFWorker:
         self.send(HEADER.pack(*rows.shape) + rows.numpy().tobytes())
         self.receive_status()
         try:
-            n_rows, n_cols = HEADER.unpack(read_exact(self.process.stdout, HEADER.size))
+            n_rows, n_cols = HEADER.unpack(read_exact(self.replies, HEADER.size))
             if n_rows != rows.shape[0] or not 0 < n_cols <= MAX_OUTPUT_COLS:
                 raise CandidateError(
                     {
@@ -115,14 +121,15 @@ class OEFWorker:
                         "traceback": "",
                     }
                 )
-            data = read_exact(self.process.stdout, n_rows * n_cols * 4)
+            data = read_exact(self.replies, n_rows * n_cols * 4)
         except EOFError:
             self.died()
         return torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(n_rows, n_cols)
 
     def close(self) -> None:
-        self.process.kill()
-        self.process.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
 
 
 def validate(job: dict) -> dict[str, Any]:

@@ -66,6 +66,8 @@ def design(state: RunState) -> dict[str, Any]:
         res.emit("log", message=f"designer stopped: {error}")
         return {"candidates": [], "stop_reason": stop_reason_for(error)}
     candidates = [new_candidate(generation, i, d.code, d.origin, d.error) for i, d in enumerate(drafts)]
+    if not candidates:
+        res.emit("log", message=f"the designer returned no candidates for generation {generation}")
     for candidate in candidates:
         record(res, candidate)
     return {"candidates": candidates}

@@ -48,9 +48,11 @@ def train(task: TrainTask) -> dict[str, Any]:
         task["code"], {"name": spec.env, **(spec.env_kwargs or {})}, spec.algo, spec.steps, task["seed"],
         candidate_id=task["candidate_id"], eval_episodes=spec.eval_episodes, hparams=spec.hparams,
     )
+    record = {**ids, **result.to_dict()}
+    res.rundir.write_seed_result(task["candidate_id"], task["seed"], record)
     res.emit("train_finished", kind="train", status=result.status, cached=result.cached,
              fitness=result.fitness, elapsed_s=result.elapsed_s, **ids)
-    return {"results": [{**ids, **result.to_dict()}]}
+    return {"results": [record]}
 
 
 def aggregate(candidate_id: str, generation: int, code: str | None, per_seed: list[dict[str, Any]]) -> dict[str, Any]:

@@ -215,6 +215,7 @@ def test_generation_approval_feedback_stays_in_the_reflection_and_stop_ends_the_
         ({"env": "simple_tag"}, "simple_tag"),
         ({"algo": "dqn"}, "unknown algorithm"),
         ({"env_kwargs": {"N": 0}}, "N"),
+        ({"hparams": {"learning_rate_typo": 0.1}}, "learning_rate_typo"),
         ({"llm": "openai:m", "base_url": "http://127.0.0.1:9/v1"}, "cannot reach the LLM server"),
     ],
 )

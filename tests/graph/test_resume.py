@@ -86,6 +86,7 @@ def test_sigkill_mid_training_then_resume_repeats_no_finished_job(tmp_path):
         output.close()
     before_kill = (run_dir / "events.jsonl").read_text()
     files_before = {p: p.read_bytes() for p in (run_dir / "candidates").rglob("candidate.py")}
+    seed_files_before = {p: p.read_bytes() for p in run_dir.rglob("seed-*.json")}
     finished_before = {(e["candidate_id"], e["seed"]) for e in read_events(run_dir)
                        if e["event"] == "train_finished" and e["status"] == "ok"}
     assert finished_before, "the kill must land after at least one finished training job"
@@ -105,8 +106,9 @@ def test_sigkill_mid_training_then_resume_repeats_no_finished_job(tmp_path):
     sandbox_trained = Counter(e["candidate_id"] for e in log
                               if e["event"] == "job_finished" and e["kind"] == "train" and not e["cached"])
     assert max(sandbox_trained.values()) == SPEC["seeds"], sandbox_trained
-    for candidate_id, _seed in finished_before:  # the kill did not cost these results
+    for candidate_id, seed in finished_before:  # the kill did not cost these results
         folder = run_dir / ("baseline" if candidate_id == "baseline" else f"candidates/{candidate_id}")
+        assert seed_files_before[folder / f"seed-{seed}.json"] == (folder / f"seed-{seed}.json").read_bytes()
         assert json.loads((folder / "result.json").read_text())["status"] == "ok"
     assert [e["event"] for e in log].count("run_resumed") == 1
     state = json.loads((run_dir / "state.json").read_text())

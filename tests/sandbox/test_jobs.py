@@ -19,7 +19,7 @@ from training import Policy, PolicyMeta, make_env, save_policy
 
 ENV = {"name": "simple_spread", "N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
 LIMITS = Limits(wall_s=30, mem_mb=1024, cpus=1, pids=64, output_bytes=8192, disk_mb=64)
-EVAL_EPISODES = 32
+EVAL_EPISODES = 512  # 1536 rows per OEF call: more than a pipe buffer
 
 HONEST_OEF = """import torch
 
@@ -205,12 +205,19 @@ def test_train_and_evaluate_end_to_end_then_cached(sandbox, tmp_path) -> None:
     from sandbox import get_sandbox
 
     cached_sandbox = get_sandbox(sandbox.kind, cache_dir=tmp_path)
-    fields = {"limits": Limits(wall_s=600, mem_mb=2048), "eval_episodes": 64, "candidate_id": "0-0"}
-    first = cached_sandbox.train_and_evaluate(VALID, ENV, "mappo", 25_600, 0, **fields)
-    assert first.status == "ok", first.error
-    assert first.fitness == first.metrics["return"] and not first.cached
-    assert {"steps", "return", "nearest", "team"} <= set(first.curves)
-    assert set(first.reflection_stats["nearest"]) >= {"snapshots", "max", "mean", "min"}
-    assert (Path(first.policy_dir) / "policy.pt").is_file()
-    second = cached_sandbox.train_and_evaluate(VALID, ENV, "mappo", 25_600, 0, **fields)
-    assert second.cached and second.fitness == first.fitness
+    try:
+        fields = {
+            "limits": Limits(wall_s=600, mem_mb=2048),
+            "eval_episodes": 64,
+            "candidate_id": "0-0",
+        }
+        first = cached_sandbox.train_and_evaluate(VALID, ENV, "mappo", 25_600, 0, **fields)
+        assert first.status == "ok", first.error
+        assert first.fitness == first.metrics["return"] and not first.cached
+        assert {"steps", "return", "nearest", "team"} <= set(first.curves)
+        assert set(first.reflection_stats["nearest"]) >= {"snapshots", "max", "mean", "min"}
+        assert (Path(first.policy_dir) / "policy.pt").is_file()
+        second = cached_sandbox.train_and_evaluate(VALID, ENV, "mappo", 25_600, 0, **fields)
+        assert second.cached and second.fitness == first.fitness
+    finally:
+        cached_sandbox.close()

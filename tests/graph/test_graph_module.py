@@ -1,0 +1,54 @@
+"""The module-level graph as a LangGraph server hosts it: no runner, configuration from
+`configurable`, the thread id as run id, resources built lazily inside the nodes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
+
+import graph
+from graph.configuration import RunSpec
+from graph.graph import build_graph, recursion_limit
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_langgraph_json_points_at_the_compiled_module_level_graph():
+    path, _, attribute = json.loads((REPO / "langgraph.json").read_text())["graphs"]["lero"].partition(":")
+    spec = importlib.util.spec_from_file_location("lero_served_graph", REPO / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # loaded by file path, as `langgraph dev` does
+    served = getattr(module, attribute)
+    assert isinstance(served, CompiledStateGraph) and served.checkpointer is None
+    assert graph.build_graph is build_graph
+    assert {"setup", "design", "critique", "validate", "train", "select", "reflect", "finish"} <= set(served.nodes)
+
+
+def test_recursion_limit_grows_with_every_bounded_loop():
+    small = recursion_limit(RunSpec(generations=1, critic_rounds=0, debug_attempts=0))
+    assert recursion_limit(RunSpec(generations=2, critic_rounds=0, debug_attempts=0)) > small
+    assert recursion_limit(RunSpec(generations=1, critic_rounds=3, debug_attempts=0)) > small
+    assert recursion_limit(RunSpec(generations=1, critic_rounds=0, debug_attempts=3)) > small
+
+
+def test_configurable_drives_a_run_through_an_interrupt_and_a_resume(tmp_path):
+    hosted = build_graph().compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "thread-7", "run_id": "server-request-1", "approve": "spec",
+                               "sandbox": "process", "runs_dir": str(tmp_path), "population": 1}}
+    hosted.invoke({}, config)
+    pending = hosted.get_state(config)
+    assert pending.next == ("approve_spec",)
+    payload = pending.interrupts[0].value
+    assert payload["kind"] == "spec" and payload["spec"]["run_id"] == "thread-7"
+    assert payload["spec"]["population"] == 1
+    assert (tmp_path / "thread-7" / "spec.json").is_file()
+
+    final = hosted.invoke(Command(resume={"action": "reject"}), config)
+    assert final["stop_reason"] == "rejected_by_human" and hosted.get_state(config).next == ()
+    state = json.loads((tmp_path / "thread-7" / "state.json").read_text())
+    assert state["status"] == "completed" and state["stop_reason"] == "rejected_by_human"
