@@ -14,6 +14,7 @@ Human approvals are `interrupt()` calls; the payload is a JSON object with a `ki
 
 kind "spec" — before any compute:
     payload {"kind": "spec", "run_id", "spec": {RunSpec fields}, "env_description",
+             "budget": {"train_jobs", "env_steps", "max_llm_requests", "wall_clock_s"},
              "question", "answers": ["approve", "reject"]}
     answer  {"action": "approve" | "reject"}            (a bare string is accepted too)
 

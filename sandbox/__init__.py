@@ -1,6 +1,7 @@
 """Sandboxes for LLM-written code: Docker (default) and process backends, jobs, result cache.
 
-Light on import (no docker SDK, no torch): `sandbox.runner` runs inside the image too.
+The docker SDK is imported only when the Docker backend is chosen: the same package
+is mounted into the image, where `sandbox.runner` runs without it.
 """
 
 from sandbox.base import Sandbox

@@ -71,9 +71,12 @@ def approve_spec(state: RunState) -> dict[str, Any]:
     spec = RunSpec.parse(state["spec"])
     if "spec" not in spec.approvals:
         return {}
+    train_jobs = (spec.generations * spec.population + 1) * spec.seeds  # + 1: the baseline
     payload = {
         "kind": "spec", "run_id": spec.run_id, "spec": state["spec"],
         "env_description": resources_for(state["spec"]).task.env_description,
+        "budget": {"train_jobs": train_jobs, "env_steps": train_jobs * spec.steps,
+                   "max_llm_requests": spec.max_llm_requests, "wall_clock_s": spec.wall_clock_s},
         "question": "Start this experiment?", "answers": ["approve", "reject"],
     }
     answer = normalize_answer("spec", interrupt(payload))

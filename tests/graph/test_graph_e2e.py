@@ -192,6 +192,7 @@ def test_spec_rejection_spends_no_compute(tmp_path):
     outcome = start_run(spec(tmp_path, approve="spec"), ui)
     assert outcome.status == "completed" and ui.asked[0]["kind"] == "spec"
     assert "Observation" in ui.asked[0]["env_description"]
+    assert ui.asked[0]["budget"]["train_jobs"] == 3 and ui.asked[0]["budget"]["env_steps"] == 3 * 1600
     state = read(outcome.run_dir / "state.json")
     assert state["stop_reason"] == "rejected_by_human"
     assert not [e for e in events(outcome.run_dir) if e["event"].startswith(("job_", "train_"))]

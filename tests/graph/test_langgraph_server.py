@@ -64,7 +64,8 @@ def test_langgraph_dev_runs_the_graph_through_an_interrupt_and_a_resume(server_u
     client = get_sync_client(url=server_url)
     thread_id = client.threads.create()["thread_id"]
     configurable = {"approve": "spec", "sandbox": "process", "runs_dir": str(tmp_path / "runs"),
-                    "generations": 1, "population": 1, "steps": 1600}
+                    "generations": 1, "population": 1, "steps": 1600, "eval_episodes": 8,
+                    "hparams": {"n_envs": 32, "epochs": 1}}
 
     client.runs.wait(thread_id, "lero", input={}, config={"configurable": configurable})
     state = client.threads.get_state(thread_id)
@@ -74,8 +75,13 @@ def test_langgraph_dev_runs_the_graph_through_an_interrupt_and_a_resume(server_u
     assert payload["kind"] == "spec" and payload["spec"]["population"] == 1
     assert payload["spec"]["run_id"] == thread_id  # thread id = run id
 
-    client.runs.wait(thread_id, "lero", command={"resume": {"action": "reject"}})
+    streamed = [part.data for part in client.runs.stream(
+        thread_id, "lero", command={"resume": {"action": "approve"}}, stream_mode="custom")
+        if part.event == "custom"]
+    assert {"generation", "candidate", "job"} <= {event["type"] for event in streamed}
     final = client.threads.get_state(thread_id)
-    assert final["next"] == [] and final["values"]["stop_reason"] == "rejected_by_human"
-    run_state = json.loads((tmp_path / "runs" / thread_id / "state.json").read_text())
-    assert run_state["status"] == "completed" and run_state["stop_reason"] == "rejected_by_human"
+    assert final["next"] == [] and final["values"]["stop_reason"] is None
+    run_dir = tmp_path / "runs" / thread_id
+    assert json.loads((run_dir / "state.json").read_text())["status"] == "completed"
+    assert json.loads((run_dir / "baseline" / "result.json").read_text())["status"] == "ok"
+    assert (run_dir / "report.json").is_file()

@@ -221,3 +221,13 @@ def test_train_and_evaluate_end_to_end_then_cached(sandbox, tmp_path) -> None:
         assert second.cached and second.fitness == first.fitness
     finally:
         cached_sandbox.close()
+
+
+def test_warm_container_deadline_starts_with_the_job(docker_sandbox) -> None:
+    limits = Limits(wall_s=8, mem_mb=1024, cpus=1, pids=64, output_bytes=8192, disk_mb=64)
+    assert docker_sandbox.run_job(job("validate", VALID, limits=limits)).status == "ok"
+    spares = docker_sandbox.idle_spares()
+    assert spares  # replenished while the first job ran
+    time.sleep(limits.wall_s + 1)  # the spare has now existed for longer than the deadline
+    assert spares.keys() <= docker_sandbox.idle_spares().keys()
+    assert docker_sandbox.run_job(job("validate", VALID, limits=limits)).status == "ok"

@@ -176,3 +176,15 @@ def test_docker_failure_during_a_job_is_crashed_not_raised(tmp_path) -> None:
     )
     result = sandbox.run_job(Job(kind="validate", code=VALID, env=ENV, limits=LIMITS))
     assert result.status == "crashed" and result.error["type"] == "SandboxUnavailable"
+
+
+def test_evaluate_refuses_a_linked_or_missing_policy(tmp_path) -> None:
+    sandbox = get_sandbox("process", work_dir=tmp_path / "jobs")
+    (tmp_path / "linked").symlink_to("/etc")
+    (tmp_path / "policy").mkdir()
+    (tmp_path / "policy" / "policy.pt").symlink_to("/etc/passwd")
+    for policy_dir in (tmp_path / "linked", tmp_path / "policy", tmp_path / "missing"):
+        result = sandbox.run_job(
+            Job(kind="evaluate", code=None, env=ENV, policy_dir=str(policy_dir))
+        )
+        assert result.status == "crashed" and result.error["type"] == "NoPolicy"
