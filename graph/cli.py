@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import sys
 import tomllib
 from pathlib import Path
@@ -21,6 +22,10 @@ from rich.markup import escape
 
 if TYPE_CHECKING:
     from graph.runner import RunOutcome
+
+# OpenMP's default busy-wait makes 2-thread torch 5-10x slower on a shared machine;
+# it must be set before torch is first imported (commands import it lazily).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEFAULT_RUNS_DIR = "runs"

@@ -43,6 +43,7 @@ IMAGE_ENV = {
     "PYTHONUNBUFFERED": "1",
     "HOME": "/tmp",
     "OMP_NUM_THREADS": "1",
+    "OMP_WAIT_POLICY": "PASSIVE",
     "MKL_NUM_THREADS": "1",
 }
 # Modules the runner imports, whose site-packages closure goes into the offline image.

@@ -101,6 +101,7 @@ class ProcessSandbox(Sandbox):
             "HOME": str(cwd),
             "TMPDIR": str(cwd),
             "OMP_NUM_THREADS": "1",
+            "OMP_WAIT_POLICY": "PASSIVE",
             "MKL_NUM_THREADS": "1",
         }
         stdout, stderr = CappedBuffer(limits.output_bytes), CappedBuffer(limits.output_bytes)

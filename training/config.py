@@ -36,7 +36,7 @@ class PPOHparams:
     value_clip_eps: float = 0.2
     ent_coef: float = 0.01
     vf_coef: float = 1.0
-    epochs: int = 5
+    epochs: int = 3
     minibatches: int = 4
     max_grad_norm: float = 10.0
     hidden: int = 64

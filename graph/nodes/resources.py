@@ -134,8 +134,11 @@ def register(resources: Resources) -> None:
 
 
 def unregister(run_id: str) -> None:
+    """Forget a run's live objects and stop its sandbox's warm containers."""
     with _registry_lock:
-        _registry.pop(run_id, None)
+        found = _registry.pop(run_id, None)
+    if found is not None:
+        found.sandbox.close()
 
 
 def open_resources(spec: RunSpec, rundir: RunDir) -> Resources:
