@@ -66,34 +66,24 @@ def _env_arg(text: str) -> tuple[str, object]:
     return key.strip(), parse_value(value)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
+def _bounded(kind: type, minimum: float, inclusive: bool, expected: str):
+    """An argparse type converter: `kind(text)` that must be >= (or >) `minimum`."""
+
+    def convert(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not (value >= minimum if inclusive else value > minimum):
+            raise argparse.ArgumentTypeError(f"must be {'>=' if inclusive else '>'} {minimum}, got {text}")
+        return value
+
+    return convert
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
+_positive_int = _bounded(int, 0, inclusive=False, expected="a positive integer")
+_non_negative_int = _bounded(int, 0, inclusive=True, expected="an integer >= 0")
+_positive_float = _bounded(float, 0, inclusive=False, expected="a positive number")
 
 
 def one_line(exc: BaseException) -> str:

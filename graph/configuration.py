@@ -54,7 +54,7 @@ class RunSpec(BaseModel):
     critic_rounds: int = Field(default=1, ge=0, le=10)
     debug_attempts: int = Field(default=2, ge=0, le=10)
     max_parallel: int = Field(default=2, ge=1, le=64)
-    eval_episodes: int = Field(default=256, ge=1)
+    eval_episodes: int = Field(default=512, ge=1)
     hparams: dict[str, Any] = Field(default_factory=dict)
     n_elites: int = Field(default=2, ge=1, le=16)
 

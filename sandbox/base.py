@@ -19,17 +19,21 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from sandbox.cache import ResultCache, cache_key
-from sandbox.runner import JOB_FILE, POLICY_SUBDIR, RESULT_FILE
+from sandbox.poller import Poller
+from sandbox.runner import JOB_FILE, POLICY_SUBDIR, PROGRESS_FILE, RESULT_FILE
 from sandbox.types import JOB_STATUSES, Job, JobResult, Limits, SandboxUnavailable, ScriptResult
 from training.contract import static_check
 from training.policy import POLICY_FILE
 
 MAX_RESULT_BYTES = 16 * 2**20
 MAX_POLICY_BYTES = 64 * 2**20
+MAX_PROGRESS_BYTES = 4096
+PROGRESS_POLL_S = 0.5
 INPUT_POLICY_SUBDIR = "input_policy"  # evaluate: the copy of the trained weights
 Events = Callable[..., None]
 
@@ -115,6 +119,50 @@ def _read_policy(policy_dir: Path) -> bytes | JobResult:
                 f"{POLICY_FILE} is not a regular file <= {MAX_POLICY_BYTES} bytes",
             )
         return handle.read(MAX_POLICY_BYTES)
+
+
+Progress = tuple[int, int, float | None]  # done steps, total steps, latest training return
+
+
+def read_progress(job_dir: Path) -> Progress | None:
+    """JOB_DIR/progress.json as (done, total, return); None for anything unexpected.
+
+    The runner writes it in a directory candidate code can write to, so it is read like
+    result.json: without following links, regular files only, size-capped,
+    schema-checked, and never raising: a bad file only means no progress to show.
+    """
+    try:
+        fd = os.open(job_dir / PROGRESS_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_PROGRESS_BYTES:
+                return None
+            data = json.loads(handle.read(MAX_PROGRESS_BYTES + 1))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    done, total, latest = data.get("done"), data.get("total"), data.get("return")
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (done, total)):
+        return None
+    return done, total, float(latest) if _is_number(latest) else None
+
+
+class ProgressRelay:
+    """Poller tick: calls `report(done=, total=, return=)` whenever JOB_DIR/progress.json changed."""
+
+    def __init__(self, job_dir: Path, report: Callable[..., None]) -> None:
+        self.job_dir = job_dir
+        self.report = report
+        self.last: Progress | None = None
+
+    def __call__(self) -> None:
+        progress = read_progress(self.job_dir)
+        if progress is None or progress == self.last:
+            return
+        self.last = progress
+        done, total, latest = progress
+        self.report(done=done, total=total, **{"return": latest})
 
 
 class Sandbox(ABC):
@@ -225,7 +273,7 @@ class Sandbox(ABC):
         temp_path.write_text(json.dumps(spec))
         temp_path.replace(job_dir / JOB_FILE)  # atomic: a warm runner may be polling for it
         try:
-            script = self._launch_runner(job_dir, job.limits)
+            script = self._launch_with_progress(job, job_dir)
         except SandboxUnavailable as error:
             return JobResult.failure("crashed", "SandboxUnavailable", str(error))
         if script.status in ("timeout", "oom"):
@@ -250,6 +298,30 @@ class Sandbox(ABC):
                 )
             result.policy_dir = str(policy)
         return result
+
+    def _launch_with_progress(self, job: Job, job_dir: Path) -> ScriptResult:
+        """Run the job; for `train` with an events callback, relay `train_progress` meanwhile.
+
+        The runner cannot reach the host while it runs, so a polling thread turns its
+        progress.json into events (the CLI's progress bars); one last read after the
+        job sends the final count before `job_finished`.
+        """
+        if job.kind != "train" or self.events is None:
+            return self._launch_runner(job_dir, job.limits)
+        relay = ProgressRelay(
+            job_dir,
+            partial(
+                self._emit,
+                "train_progress",
+                job_id=job.job_id,
+                kind="train",
+                candidate_id=job.candidate_id,
+            ),
+        )
+        with Poller(PROGRESS_POLL_S, relay):
+            script = self._launch_runner(job_dir, job.limits)
+        relay()
+        return script
 
     def train_and_evaluate(
         self, code: str | None, env: dict, algo: str, steps: int, seed: int, **job_fields: Any

@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from sandbox.poller import Poller
+
 DISK_POLL_S = 0.2
 MAX_ENTRIES = 1_000  # a job needs ~5 (job.json, result.json, policy/)
 
@@ -33,27 +35,17 @@ def over_limit(root: Path, limit_bytes: int) -> bool:
     return allocated > limit_bytes
 
 
-class DiskWatch:
+class DiskWatch(Poller):
     """Calls `kill()` once if `root` grows past `limit_bytes`; `exceeded` tells afterwards."""
 
     def __init__(self, root: Path, limit_bytes: int, kill: Callable[[], None]) -> None:
         self.exceeded = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._watch, args=(root, limit_bytes, kill), daemon=True
-        )
 
-    def __enter__(self) -> DiskWatch:
-        self._thread.start()
-        return self
+        def check() -> bool:
+            if not over_limit(root, limit_bytes):
+                return False
+            self.exceeded.set()
+            kill()
+            return True
 
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _watch(self, root: Path, limit_bytes: int, kill: Callable[[], None]) -> None:
-        while not self._stop.wait(DISK_POLL_S):
-            if over_limit(root, limit_bytes):
-                self.exceeded.set()
-                kill()
-                return
+        super().__init__(DISK_POLL_S, check)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import math
 import os
 import shutil
 import signal
@@ -33,6 +34,8 @@ from sandbox.tracebacks import error_dict, raised_in_candidate, register_source
 JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
 POLICY_SUBDIR = "policy"
+PROGRESS_FILE = "progress.json"  # train: {"done", "total", "return"}, polled by the host
+PROGRESS_INTERVAL_S = 0.5
 VALIDATE_ENVS = 1024  # the PPO batch: hooks are timed at the size training calls them with
 VALIDATE_STEPS = 4
 # Budget for the fastest of VALIDATE_STEPS calls: vectorised hooks take ~1 ms, Python
@@ -189,6 +192,44 @@ def validate(job: dict) -> dict[str, Any]:
     }
 
 
+class ProgressFile:
+    """`progress` callback for `training.train`: keeps JOB_DIR/progress.json current.
+
+    The runner has no channel to the host while it runs, so the host polls this file to
+    move its progress bars. Written at most every PROGRESS_INTERVAL_S (the final count
+    always) and atomically, so the host never reads half a file; a failed write (the
+    candidate shares the directory and may have put something in the way) is ignored:
+    progress is cosmetic and must never fail the training.
+    """
+
+    def __init__(self, job_dir: Path) -> None:
+        self.job_dir = job_dir
+        self.last_write = -math.inf
+
+    def __call__(self, done: int, total: int, info: dict) -> None:
+        now = time.monotonic()
+        if done < total and now - self.last_write < PROGRESS_INTERVAL_S:
+            return
+        self.last_write = now
+        latest = info.get("return")
+        finite = isinstance(latest, int | float) and math.isfinite(latest)
+        payload = {
+            "done": int(done),
+            "total": int(total),
+            "return": float(latest) if finite else None,
+        }
+        temp_path = None
+        try:
+            fd, temp_path = tempfile.mkstemp(dir=self.job_dir, prefix=".progress-")
+            with os.fdopen(fd, "w") as handle:
+                json.dump(payload, handle)
+            os.replace(temp_path, self.job_dir / PROGRESS_FILE)
+        except OSError:
+            if temp_path is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp_path)
+
+
 def train(job: dict, job_dir: Path) -> dict[str, Any]:
     """Train with the candidate's hooks; weights go to JOB_DIR/policy."""
     from training import Hooks, TrainConfig, load_candidate, save_policy
@@ -206,7 +247,7 @@ def train(job: dict, job_dir: Path) -> dict[str, Any]:
         threads=max(1, int(job["limits"]["cpus"])),
     )
     hooks = Hooks() if job["code"] is None else load_candidate(job["code"])
-    result = train_policy(cfg, hooks)
+    result = train_policy(cfg, hooks, progress=ProgressFile(job_dir))
     (job_dir / POLICY_SUBDIR).mkdir(exist_ok=True)
     save_policy(result.policy, job_dir / POLICY_SUBDIR)
     summary = result.to_json()
