@@ -9,6 +9,7 @@ the spec stored in the state, so the module-level compiled graph works on its ow
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ _EVENT_TYPES = {  # events.jsonl name -> stream event type the CLI renders
     "generation_finished": "generation",
     "candidate": "candidate",
 }
+TRANSIENT_EVENTS = frozenset({"train_progress"})  # display only: streamed, not recorded
 
 
 def stream(payload: dict[str, Any]) -> None:
@@ -112,7 +114,10 @@ class Resources:
 
     def emit(self, event: str, **fields: Any) -> None:
         """Record an event in events.jsonl and stream it to whoever drives the graph."""
-        record = self.rundir.append_event(event, **fields)
+        if event in TRANSIENT_EVENTS:
+            record = {"ts": time.time(), "event": event, **fields}
+        else:
+            record = self.rundir.append_event(event, **fields)
         stream({"type": _EVENT_TYPES.get(event, "log"), **record})
 
     def _on_llm_call(self, role: str, info: dict[str, Any]) -> None:
