@@ -14,28 +14,16 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import torch
 
+from training.config import TrainConfig
 from training.envs import make_env
+from training.train import torch_threads, train
 
 ENV = "simple_spread"
-
-
-@contextmanager
-def _torch_threads(threads: int | None) -> Iterator[None]:
-    """Run the block with ``threads`` intra-op threads (None: leave as is)."""
-    previous = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def _run_lero(env: Any, actions: torch.Tensor, seconds: float) -> tuple[int, float]:
@@ -91,7 +79,7 @@ def bench_env(
     mpe2_actions = np.random.default_rng(seed).integers(0, env.n_actions, (1024, env.n_agents))
     slice_s = seconds / (2 * rounds)
     totals = {"lero": [0, 0.0], "mpe2": [0, 0.0]}
-    with _torch_threads(threads):
+    with torch_threads(threads):
         env.reset(seed)
         _run_lero(env, lero_actions, min(0.2, slice_s))  # warm-up: allocator, first-call overheads
         for _ in range(rounds):
@@ -126,8 +114,6 @@ def bench_train(
     eval_episodes: int = 64,
 ) -> dict[str, Any]:
     """End-to-end joint steps/s of ``training.train`` (rollouts + updates + final evaluation)."""
-    from training import TrainConfig, train  # lazy: the algorithms live outside training.envs
-
     cfg = TrainConfig(
         env=ENV,
         env_kwargs=dict(env_kwargs or {}),

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -23,6 +24,18 @@ LEARNERS = {
     "vdn": train_value_decomposition,
     "qmix": train_value_decomposition,
 }
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` intra-op threads (None: leave as is)."""
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 @dataclass
@@ -67,10 +80,7 @@ def train(
         raise ValueError("progress must be callable(done_steps, total_steps, info) or None")
     hooks = hooks or Hooks()
     hparams = cfg.algo_hparams()
-    previous_threads = torch.get_num_threads()
-    if cfg.threads is not None:
-        torch.set_num_threads(cfg.threads)
-    try:
+    with torch_threads(cfg.threads):
         torch.manual_seed(cfg.seed)
         started = time.perf_counter()
         env = HookedEnv(
@@ -87,8 +97,6 @@ def train(
         metrics = evaluate(
             policy, cfg.env, cfg.env_kwargs, hooks.enhance_observation, cfg.eval_episodes
         )
-    finally:
-        torch.set_num_threads(previous_threads)
     return TrainResult(
         config=cfg,
         eval=metrics,

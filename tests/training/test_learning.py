@@ -9,29 +9,22 @@ torch.set_num_threads(1)
 
 EVAL_EPISODES = 256
 
+PPO_BUDGET = {"steps": 60_000, "n_envs": 64, "hparams": {"lr": 3e-3}}
+VALUE_DECOMPOSITION_BUDGET = {
+    "steps": 40_000,
+    "n_envs": 32,
+    "hparams": {
+        "learning_starts": 2000,
+        "batch_size": 256,
+        "target_update_interval": 100,
+        "eps_anneal_frac": 0.3,
+    },
+}
 BUDGETS = {
-    "mappo": {"steps": 60_000, "n_envs": 64, "hparams": {"lr": 3e-3}},
-    "ippo": {"steps": 60_000, "n_envs": 64, "hparams": {"lr": 3e-3}},
-    "vdn": {
-        "steps": 40_000,
-        "n_envs": 32,
-        "hparams": {
-            "learning_starts": 2000,
-            "batch_size": 256,
-            "target_update_interval": 100,
-            "eps_anneal_frac": 0.3,
-        },
-    },
-    "qmix": {
-        "steps": 40_000,
-        "n_envs": 32,
-        "hparams": {
-            "learning_starts": 2000,
-            "batch_size": 256,
-            "target_update_interval": 100,
-            "eps_anneal_frac": 0.3,
-        },
-    },
+    "mappo": PPO_BUDGET,
+    "ippo": PPO_BUDGET,
+    "vdn": VALUE_DECOMPOSITION_BUDGET,
+    "qmix": VALUE_DECOMPOSITION_BUDGET,
 }
 
 

@@ -91,14 +91,15 @@ class HookedEnv:
         now = time.monotonic()
         if self.report_progress is not None and now - self.last_report >= self.progress_interval_s:
             self.last_report = now
-            self.report_progress(
-                self.done_steps, self.total_steps, {"return": self.log.latest("return")}
-            )
+            self._report()
 
     def finish(self) -> None:
         """Flush the last partial interval and send a final progress report."""
         self.log.maybe_record(self.done_steps, force=True)
         if self.report_progress is not None:
-            self.report_progress(
-                self.done_steps, self.total_steps, {"return": self.log.latest("return")}
-            )
+            self._report()
+
+    def _report(self) -> None:
+        self.report_progress(
+            self.done_steps, self.total_steps, {"return": self.log.latest("return")}
+        )
