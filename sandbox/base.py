@@ -78,24 +78,34 @@ def _check_schema(data: Any, kind: str) -> JobResult:
     )
 
 
+def _read_capped(path: Path, max_bytes: int) -> bytes | None:
+    """PATH's bytes, opened without following links; None unless a regular file <= max_bytes.
+
+    For files in directories candidate code could write to; OSError if it cannot be opened.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            return None
+        data = handle.read(max_bytes + 1)
+    return data if len(data) <= max_bytes else None  # grew after the fstat
+
+
 def read_result(job_dir: Path, kind: str) -> JobResult:
     """Read JOB_DIR/result.json defensively; every problem becomes a `crashed` result."""
     try:
-        fd = os.open(job_dir / RESULT_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        raw = _read_capped(job_dir / RESULT_FILE, MAX_RESULT_BYTES)
     except OSError as error:
         return JobResult.failure(
             "crashed", "NoResult", f"the runner left no readable {RESULT_FILE} ({error.strerror})"
         )
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RESULT_BYTES:
-        os.close(fd)
+    if raw is None:
         return JobResult.failure(
             "crashed",
             "BadResult",
             f"{RESULT_FILE} is not a regular file <= {MAX_RESULT_BYTES} bytes",
         )
-    with os.fdopen(fd, "rb") as handle:
-        raw = handle.read(MAX_RESULT_BYTES + 1)
     try:
         return _check_schema(json.loads(raw), kind)
     except (ValueError, TypeError, RecursionError) as error:
@@ -107,18 +117,16 @@ def _read_policy(policy_dir: Path) -> bytes | JobResult:
     try:
         if policy_dir.is_symlink():
             raise OSError("policy_dir is a symlink")
-        fd = os.open(policy_dir / POLICY_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        policy = _read_capped(policy_dir / POLICY_FILE, MAX_POLICY_BYTES)
     except OSError as error:
         return JobResult.failure("crashed", "NoPolicy", f"no policy in {policy_dir}: {error}")
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_POLICY_BYTES:
-            return JobResult.failure(
-                "crashed",
-                "NoPolicy",
-                f"{POLICY_FILE} is not a regular file <= {MAX_POLICY_BYTES} bytes",
-            )
-        return handle.read(MAX_POLICY_BYTES)
+    if policy is None:
+        return JobResult.failure(
+            "crashed",
+            "NoPolicy",
+            f"{POLICY_FILE} is not a regular file <= {MAX_POLICY_BYTES} bytes",
+        )
+    return policy
 
 
 Progress = tuple[int, int, float | None]  # done steps, total steps, latest training return
@@ -132,12 +140,8 @@ def read_progress(job_dir: Path) -> Progress | None:
     schema-checked, and never raising: a bad file only means no progress to show.
     """
     try:
-        fd = os.open(job_dir / PROGRESS_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_PROGRESS_BYTES:
-                return None
-            data = json.loads(handle.read(MAX_PROGRESS_BYTES + 1))
+        raw = _read_capped(job_dir / PROGRESS_FILE, MAX_PROGRESS_BYTES)
+        data = json.loads(raw) if raw is not None else None
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
@@ -216,6 +220,11 @@ class Sandbox(ABC):
         """The directory the job runs in; a backend may hand out one with a warm sandbox on it."""
         return self._new_job_dir(job.job_id)
 
+    @staticmethod
+    def _event_fields(job: Job) -> dict[str, Any]:
+        """What every event about JOB carries."""
+        return {"job_id": job.job_id, "kind": job.kind, "candidate_id": job.candidate_id}
+
     def _emit(self, event: str, **fields: Any) -> None:
         if self.events is not None:
             self.events(event, **fields)
@@ -224,7 +233,7 @@ class Sandbox(ABC):
         """validate / train / evaluate one candidate (statuses in DESIGN.md); never raises for bad code."""
         if not isinstance(job, Job):
             raise TypeError(f"run_job expects a Job, got {type(job).__name__}")
-        fields = {"job_id": job.job_id, "kind": job.kind, "candidate_id": job.candidate_id}
+        fields = self._event_fields(job)
         key = cache_key(
             job.code,
             {**job.config(), "policy_dir": job.policy_dir, "static_check": job.static_check},
@@ -263,9 +272,8 @@ class Sandbox(ABC):
 
     def _run_in(self, job: Job, job_dir: Path, policy: bytes | None) -> JobResult:
         spec = job.to_dict()
-        if (
-            policy is not None
-        ):  # a copy in the job dir: the runner loads it before any candidate code
+        # evaluate: a copy of the weights in the job dir; the runner loads it before any candidate code
+        if policy is not None:
             (job_dir / INPUT_POLICY_SUBDIR).mkdir(mode=0o755)
             (job_dir / INPUT_POLICY_SUBDIR / POLICY_FILE).write_bytes(policy)
             spec["policy_dir"] = self._job_path_inside(job_dir, INPUT_POLICY_SUBDIR)
@@ -309,14 +317,7 @@ class Sandbox(ABC):
         if job.kind != "train" or self.events is None:
             return self._launch_runner(job_dir, job.limits)
         relay = ProgressRelay(
-            job_dir,
-            partial(
-                self._emit,
-                "train_progress",
-                job_id=job.job_id,
-                kind="train",
-                candidate_id=job.candidate_id,
-            ),
+            job_dir, partial(self._emit, "train_progress", **self._event_fields(job))
         )
         with Poller(PROGRESS_POLL_S, relay):
             script = self._launch_runner(job_dir, job.limits)
@@ -332,11 +333,7 @@ class Sandbox(ABC):
         )
         key = cache_key(code, {**train_job.config(), "kind": "train_and_evaluate"}, seed)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            fields = {
-                "job_id": train_job.job_id,
-                "kind": "train",
-                "candidate_id": train_job.candidate_id,
-            }
+            fields = self._event_fields(train_job)
             self._emit("job_started", **fields)
             self._emit("job_finished", **fields, status=hit.status, cached=True)
             return hit

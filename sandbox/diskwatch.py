@@ -35,6 +35,11 @@ def over_limit(root: Path, limit_bytes: int) -> bool:
     return allocated > limit_bytes
 
 
+def exceeded_note(disk_mb: int) -> bytes:
+    """The line a backend appends to stderr when it killed a run for its job directory."""
+    return f"\n[sandbox] job directory exceeded {disk_mb} MB or {MAX_ENTRIES} entries: killed\n".encode()
+
+
 class DiskWatch(Poller):
     """Calls `kill()` once if `root` grows past `limit_bytes`; `exceeded` tells afterwards."""
 

@@ -33,7 +33,7 @@ import requests
 from docker.types import LogConfig, Mount, Ulimit
 
 from sandbox.base import Sandbox
-from sandbox.diskwatch import MAX_ENTRIES, DiskWatch
+from sandbox.diskwatch import DiskWatch, exceeded_note
 from sandbox.image import (
     CODE_MOUNT,
     CODE_PACKAGES,
@@ -290,9 +290,7 @@ class DockerSandbox(Sandbox):
             with contextlib.suppress(*DOCKER_ERRORS):
                 container.remove(force=True)
         if disk.exceeded.is_set():
-            started.stderr.feed(
-                f"\n[sandbox] job directory exceeded {limits.disk_mb} MB or {MAX_ENTRIES} entries: killed\n".encode()
-            )
+            started.stderr.feed(exceeded_note(limits.disk_mb))
         status = _status(exit_code, timed_out, oom_killed, disk.exceeded.is_set())
         return ScriptResult(
             status, exit_code, started.stdout.text(), started.stderr.text(), elapsed

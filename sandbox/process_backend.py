@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from sandbox.base import Sandbox
-from sandbox.diskwatch import MAX_ENTRIES, DiskWatch
+from sandbox.diskwatch import DiskWatch, exceeded_note
 from sandbox.image import REPO_ROOT
 from sandbox.output import CappedBuffer, drain_in_thread
 from sandbox.types import Limits, SandboxUnavailable, ScriptResult
@@ -129,9 +129,7 @@ class ProcessSandbox(Sandbox):
         for reader in readers:
             reader.join(timeout=2.0)
         if disk.exceeded.is_set():
-            stderr.feed(
-                f"\n[sandbox] job directory exceeded {limits.disk_mb} MB or {MAX_ENTRIES} entries: killed\n".encode()
-            )
+            stderr.feed(exceeded_note(limits.disk_mb))
         text = stderr.text()
         if timed_out:
             status = "timeout"

@@ -135,6 +135,11 @@ class OEFWorker:
         os.waitpid(self.pid, 0)
 
 
+def env_kwargs(job: dict) -> dict[str, Any]:
+    """The job's env spec without its "name": the keyword arguments of `make_env`."""
+    return {k: v for k, v in job["env"].items() if k != "name"}
+
+
 def validate(job: dict) -> dict[str, Any]:
     """Both hooks on real env batches: shapes, dtype, finiteness, OEF prefix, time per call."""
     import torch
@@ -150,8 +155,7 @@ def validate(job: dict) -> dict[str, Any]:
         return failure(
             "invalid_output", "MissingFunction", f"the candidate defines no {', '.join(missing)}"
         )
-    env_kwargs = {k: v for k, v in job["env"].items() if k != "name"}
-    env = make_env(job["env"]["name"], VALIDATE_ENVS, **env_kwargs)
+    env = make_env(job["env"]["name"], VALIDATE_ENVS, **env_kwargs(job))
     enhancer = ObservationEnhancer(hooks.enhance_observation, env.obs_dim)
     shaper = RewardShaper(hooks.hybrid_reward)
     generator = torch.Generator().manual_seed(job["seed"])
@@ -237,7 +241,7 @@ def train(job: dict, job_dir: Path) -> dict[str, Any]:
 
     cfg = TrainConfig(
         env=job["env"]["name"],
-        env_kwargs={k: v for k, v in job["env"].items() if k != "name"},
+        env_kwargs=env_kwargs(job),
         algo=job["algo"],
         steps=job["steps"],
         seed=job["seed"],
@@ -277,7 +281,7 @@ def evaluate(job: dict) -> dict[str, Any]:
         metrics = evaluate_policy(
             policy,
             job["env"]["name"],
-            {k: v for k, v in job["env"].items() if k != "name"},
+            env_kwargs(job),
             enhance_observation=worker,
             episodes=job["eval_episodes"],
             seed=EVAL_SEED,
