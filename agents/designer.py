@@ -38,12 +38,12 @@ class Designer:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         known = [e.code for e in elites]
+        messages = self._design_messages(task, elites, reflection, feedback, k)
         drafts: list[Draft] = []
         for _ in range(1 + EXTRA_ROUNDS):
             missing = k - len(drafts)
             if missing == 0:
                 break
-            messages = self._design_messages(task, elites, reflection, feedback, k)
             try:
                 replies = self.model.complete(
                     "designer", messages, n=missing, temperature=self.temperature
@@ -54,9 +54,9 @@ class Designer:
                 raise
             for reply in replies:
                 draft = draft_from_reply(reply, "designer")
-                if draft.code is not None and is_near_duplicate(draft.code, known):
-                    continue
                 if draft.code is not None:
+                    if is_near_duplicate(draft.code, known):
+                        continue
                     known.append(draft.code)
                 drafts.append(draft)
         return drafts

@@ -14,8 +14,8 @@ import textwrap
 from dataclasses import dataclass
 
 from agents.types import Draft
+from training.contract import REQUIRED_FUNCTIONS
 
-CONTRACT_FUNCTIONS = ("hybrid_reward", "enhance_observation")
 PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3", "pycon"})
 FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[\w+.-]*)[^\n`]*$")
 
@@ -68,13 +68,12 @@ def _fenced_blocks(text: str) -> list[Block]:
 def _choose(blocks: list[Block]) -> str:
     """The last block defining both functions; else the defining blocks merged; else the longest."""
     codes = [_normalise(b.code) for b in blocks]
-    complete = [c for c in codes if all(_defines(c, name) for name in CONTRACT_FUNCTIONS)]
+    complete = [c for c in codes if all(_defines(c, name) for name in REQUIRED_FUNCTIONS)]
     if complete:
         return complete[-1]
     defining = [c for c in codes if _defines_any(c)]
     if defining:
-        merged = _merge([c for c in codes if c in defining or _only_setup(c)])
-        return merged
+        return _merge([c for c in codes if c in defining or _only_setup(c)])
     return max(codes, key=len)
 
 
@@ -92,7 +91,7 @@ def _merge(codes: list[str]) -> str:
                 seen_imports.add(line.strip())
             lines.append(line)
         block = "\n".join(lines).strip()
-        redefined = [n for n in CONTRACT_FUNCTIONS if _defines(block, n) and _defines(later, n)]
+        redefined = [n for n in REQUIRED_FUNCTIONS if _defines(block, n) and _defines(later, n)]
         if block and not redefined:
             kept.append(block)
     return "\n\n\n".join(kept) + "\n"
@@ -115,7 +114,7 @@ def _defines(code: str, name: str) -> bool:
 
 
 def _defines_any(code: str) -> bool:
-    return any(_defines(code, name) for name in CONTRACT_FUNCTIONS)
+    return any(_defines(code, name) for name in REQUIRED_FUNCTIONS)
 
 
 def _only_setup(code: str) -> bool:

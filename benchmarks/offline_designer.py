@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from agents import Elite, LLMConfig, TaskSpec, make_team
+from graph.nodes.resources import obs_layout
 from training import TrainConfig, load_candidate, make_env, train
 
 LERO_ENV = {"N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
@@ -42,19 +43,6 @@ class Scored:
     metrics: dict[str, float]
     reflection_stats: dict[str, dict]
     error: str | None = None
-
-
-def obs_layout(env) -> dict[str, tuple[int, int]]:
-    """simple_spread's observation slots: vel, pos, landmark offsets, agent offsets, comm."""
-    landmarks_end = 4 + 2 * env.landmark_slots
-    agents_end = landmarks_end + 2 * env.agent_slots
-    return {
-        "self_vel": (0, 2),
-        "self_pos": (2, 4),
-        "landmark_rel": (4, landmarks_end),
-        "other_rel": (landmarks_end, agents_end),
-        "comm": (agents_end, env.obs_dim),
-    }
 
 
 def score(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from agents.offline.genome import (
     ASSIGNMENTS,
     FEATURE_KINDS,
+    MAX_OPTIMAL_AGENTS,
     SCHEDULES,
     TASK_TERMS,
     TERM_KINDS,
@@ -62,7 +63,7 @@ def prior_genome(n_agents: int) -> Genome:
     """The first guess: team coverage, individual credit that fades, a collision penalty."""
     terms = [Term("team_coverage", 1.0), Term("assigned", 1.0, "ramp_down"), Term("collision", 0.5)]
     features = ("nearest_landmark", "occupancy", "free_landmark")
-    return Genome.build(terms, features, "optimal" if n_agents <= 6 else "greedy")
+    return Genome.build(terms, features, "optimal" if n_agents <= MAX_OPTIMAL_AGENTS else "greedy")
 
 
 def random_genome(rng: random.Random, n_agents: int) -> Genome:
@@ -83,7 +84,7 @@ def sample_weight(rng: random.Random, kind: str) -> float:
 def mutate(genome: Genome, rng: random.Random, n_agents: int) -> tuple[Genome, str]:
     """One random edit: reweight, reschedule, add/drop a term or a feature, or reassign."""
     operators = [_reweight, _reschedule, _add_term, _drop_term, _toggle_feature]
-    if n_agents <= 6 and genome.needs_assignment():
+    if n_agents <= MAX_OPTIMAL_AGENTS and genome.needs_assignment():
         operators.append(_switch_assignment)
     for _ in range(len(operators) * 2):
         result = rng.choice(operators)(genome, rng)
@@ -170,7 +171,7 @@ def _scaled(term: Term, factor: float) -> Term:
 
 
 def _sample_assignment(rng: random.Random, n_agents: int) -> str:
-    return rng.choice(ASSIGNMENTS) if n_agents <= 6 else "greedy"
+    return rng.choice(ASSIGNMENTS) if n_agents <= MAX_OPTIMAL_AGENTS else "greedy"
 
 
 def _reweight(genome: Genome, rng: random.Random) -> tuple[Genome, str]:

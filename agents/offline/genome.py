@@ -39,6 +39,7 @@ TASK_TERMS = ("env", "team_coverage", "nearest", "assigned")  # terms that measu
 ASSIGNMENT_TERMS = ("assigned", "on_target", "approach", "settle")  # need a landmark per agent
 SCHEDULES = ("constant", "ramp_up", "ramp_down")  # weight x 1, x progress, x (1 - progress)
 ASSIGNMENTS = ("greedy", "optimal")
+MAX_OPTIMAL_AGENTS = 6  # beyond this the exhaustive optimal assignment (N! orders) is too slow
 
 # Observation features, each computed from one agent's own obs, and the slots they read.
 FEATURE_SLOTS: dict[str, tuple[str, ...]] = {

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import re
 
-from agents.offline.genome import FEATURE_SLOTS, GENOME_TAG, TEAM_TERMS, Genome, Term
+from agents.offline.genome import (
+    FEATURE_SLOTS,
+    GENOME_TAG,
+    MAX_OPTIMAL_AGENTS,
+    TEAM_TERMS,
+    Genome,
+    Term,
+)
 
 OCCUPY_DIST = 0.1  # a landmark counts as occupied with an agent this close (simple_spread)
 COLLIDE_DIST = 0.3  # two agents of radius 0.15 touch
@@ -58,7 +65,7 @@ def greedy_assignment(dist):
     return assigned
 '''
 
-OPTIMAL_HELPER = '''
+OPTIMAL_HELPER = f'''
 def all_orders(n):
     """Every permutation of range(n) as a [n!, n] tensor."""
     orders = [[]]
@@ -68,9 +75,9 @@ def all_orders(n):
 
 
 def optimal_assignment(dist):
-    """Landmark index per agent [B, N] with the least summed distance (exhaustive, N == L <= 6)."""
+    """Landmark index per agent [B, N] with the least summed distance (exhaustive, N == L <= {MAX_OPTIMAL_AGENTS})."""
     B, N, L = dist.shape
-    if N != L or N > 6:
+    if N != L or N > {MAX_OPTIMAL_AGENTS}:
         return greedy_assignment(dist)
     orders = all_orders(N)  # [P, N]
     cost = dist[:, torch.arange(N)[None, :], orders].sum(dim=-1)  # [B, P]

@@ -101,9 +101,9 @@ def test_optimal_assignment_beats_or_matches_greedy():
         reward, _ = namespace["hybrid_reward"](ctx)
         totals.append(reward.sum(dim=1))  # [B] minus the summed assigned distance
     assert (totals[0] >= totals[1] - 1e-5).all() and (totals[0] > totals[1] + 1e-4).any()
+    namespace = {}
+    exec(render(genome, OBS_LAYOUT), namespace)
     for row in range(5):  # each agent gets its own landmark
-        namespace: dict = {}
-        exec(render(genome, OBS_LAYOUT), namespace)
         target = namespace["optimal_assignment"](torch.rand(1, 4, 4))
         assert sorted(target[0].tolist()) == [0, 1, 2, 3], row
 
