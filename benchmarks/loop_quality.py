@@ -48,10 +48,9 @@ def summary(values: list[float]) -> dict[str, Any]:
 def held_out(spec: RunSpec, code: str | None) -> dict[str, Any]:
     """Train + evaluate `code` (None = baseline) on fresh seeds, same budget as the run."""
     sandbox = open_sandbox(spec, cache_dir=None)
-    env = {"name": spec.env, **(spec.env_kwargs or {})}
     returns = []
     for seed in HELD_OUT_SEEDS:
-        result = sandbox.train_and_evaluate(code, env, spec.algo, spec.steps, seed,
+        result = sandbox.train_and_evaluate(code, spec.job_env, spec.algo, spec.steps, seed,
                                             eval_episodes=spec.eval_episodes, hparams=spec.hparams)
         if result.status != "ok":
             raise RuntimeError(f"held-out training failed: {result.status}: {result.error}")

@@ -86,6 +86,11 @@ class RunSpec(BaseModel):
         return dict(LERO_ENV_KWARGS)
 
     @property
+    def job_env(self) -> dict[str, Any]:
+        """The environment as a sandbox job names it: `{"name": env, **env_kwargs}`."""
+        return {"name": self.env, **(self.env_kwargs or {})}
+
+    @property
     def approvals(self) -> set[str]:
         """Which approval steps ask a human (`all` expands to every step)."""
         if self.approve == "all":

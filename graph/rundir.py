@@ -18,15 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from graph.configuration import RunError, RunSpec
+from graph.report import write_atomic
 
 BASELINE_ID = "baseline"
 
 
 def _write_json_atomic(path: Path, payload: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(payload, indent=2, default=str) + "\n")
 
 
 class RunDir:

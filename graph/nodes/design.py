@@ -7,6 +7,7 @@ Every LLM call may raise `BudgetExceeded` (the run's request/token budget is spe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -22,9 +23,9 @@ from graph.nodes.candidates import (
     replace,
     review_dict,
 )
-from graph.nodes.resources import resources_for
+from graph.nodes.resources import Resources, resources_for
 from graph.reflection import merge_feedback
-from graph.state import Candidate, RunState
+from graph.state import Candidate, RunState, Stage
 
 LLM_STOPS = (BudgetExceeded, LLMError)
 
@@ -73,25 +74,45 @@ def design(state: RunState) -> dict[str, Any]:
     return {"candidates": candidates}
 
 
-def critique(state: RunState) -> dict[str, Any]:
-    """Review every candidate waiting for the critic; route it on by the verdict."""
+def llm_pass(
+    state: RunState,
+    stage: Stage,
+    step: Callable[[Resources, Candidate], Candidate],
+    fallback: Callable[[Candidate], Candidate],
+) -> dict[str, Any]:
+    """Apply `step` (one LLM call) to every candidate at `stage` and record the results.
+
+    Once the run's LLM stops (before this node or during it), the remaining candidates
+    go to `fallback` without further calls, and the stop reason goes into the state.
+    """
     res = resources_for(state["spec"])
     stop = state.get("stop_reason")
     updated: list[Candidate] = []
-    for candidate in at_stage(state["candidates"], "review"):
-        if stop:
-            updated.append({**candidate, "stage": "validate"})
-            continue
-        try:
-            review = res.team.critic.review(res.task, candidate["code"])
-        except LLM_STOPS as error:
-            stop = stop_reason_for(error)
-            updated.append({**candidate, "stage": "validate"})
-            continue
-        updated.append(_after_review(candidate, review, res.spec.critic_rounds))
+    for candidate in at_stage(state["candidates"], stage):
+        result = None
+        if not stop:
+            try:
+                result = step(res, candidate)
+            except LLM_STOPS as error:
+                stop = stop_reason_for(error)
+        updated.append(fallback(candidate) if result is None else result)
     for candidate in updated:
         record(res, candidate)
     return {"candidates": replace(state["candidates"], updated), "stop_reason": stop}
+
+
+def _to_validation(candidate: Candidate) -> Candidate:
+    return {**candidate, "stage": "validate"}
+
+
+def critique(state: RunState) -> dict[str, Any]:
+    """Review every candidate waiting for the critic; route it on by the verdict."""
+
+    def review_one(res: Resources, candidate: Candidate) -> Candidate:
+        review = res.team.critic.review(res.task, candidate["code"])
+        return _after_review(candidate, review, res.spec.critic_rounds)
+
+    return llm_pass(state, "review", review_one, _to_validation)
 
 
 def _after_review(candidate: Candidate, review: Review, critic_rounds: int) -> Candidate:
@@ -106,30 +127,18 @@ def _after_review(candidate: Candidate, review: Review, critic_rounds: int) -> C
 
 def revise(state: RunState) -> dict[str, Any]:
     """The designer rewrites candidates the critic (or a human comment) sent back."""
-    res = resources_for(state["spec"])
-    stop = state.get("stop_reason")
-    updated: list[Candidate] = []
-    for candidate in at_stage(state["candidates"], "revise"):
-        if stop:
-            updated.append({**candidate, "stage": "validate"})
-            continue
-        last = candidate["review"] or {}
-        review = Review(verdict="revise", points=list(last.get("points", [])), text=last.get("text", ""))
-        try:
-            draft = res.team.designer.revise(res.task, candidate["code"], review)
-        except LLM_STOPS as error:
-            stop = stop_reason_for(error)
-            updated.append({**candidate, "stage": "validate"})
-            continue
-        if draft.code is None:  # a failed rewrite keeps the reviewed code
-            updated.append({**candidate, "stage": "validate", "review_rounds": candidate["review_rounds"] + 1})
-            continue
-        by_human = candidate.get("human") == "comment"
-        updated.append({
-            **candidate, "code": draft.code, "origin": draft.origin, "stage": "review",
-            "review_rounds": candidate["review_rounds"] + (0 if by_human else 1),
-            "human": None if by_human else candidate.get("human"),
-        })
-    for candidate in updated:
-        record(res, candidate)
-    return {"candidates": replace(state["candidates"], updated), "stop_reason": stop}
+    return llm_pass(state, "revise", _revise_one, _to_validation)
+
+
+def _revise_one(res: Resources, candidate: Candidate) -> Candidate:
+    last = candidate["review"] or {}
+    review = Review(verdict="revise", points=list(last.get("points", [])), text=last.get("text", ""))
+    draft = res.team.designer.revise(res.task, candidate["code"], review)
+    if draft.code is None:  # a failed rewrite keeps the reviewed code
+        return {**candidate, "stage": "validate", "review_rounds": candidate["review_rounds"] + 1}
+    by_human = candidate.get("human") == "comment"
+    return {
+        **candidate, "code": draft.code, "origin": draft.origin, "stage": "review",
+        "review_rounds": candidate["review_rounds"] + (0 if by_human else 1),
+        "human": None if by_human else candidate.get("human"),
+    }

@@ -45,7 +45,7 @@ def train(task: TrainTask) -> dict[str, Any]:
     ids = {"candidate_id": task["candidate_id"], "generation": task["generation"], "seed": task["seed"]}
     res.emit("train_started", kind="train", **ids)
     result = res.sandbox.train_and_evaluate(
-        task["code"], {"name": spec.env, **(spec.env_kwargs or {})}, spec.algo, spec.steps, task["seed"],
+        task["code"], spec.job_env, spec.algo, spec.steps, task["seed"],
         candidate_id=task["candidate_id"], eval_episodes=spec.eval_episodes, hparams=spec.hparams,
     )
     record = {**ids, **result.to_dict()}

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from graph.nodes.candidates import at_stage, drop, record, replace
-from graph.nodes.design import LLM_STOPS, stop_reason_for
+from graph.nodes.design import llm_pass
 from graph.nodes.resources import Resources, resources_for
 from graph.state import Candidate, RunState
 from sandbox import Job, JobResult
@@ -23,7 +23,7 @@ def error_text(result: JobResult) -> str:
 
 def _validation_job(res: Resources, candidate: Candidate) -> Job:
     spec = res.spec
-    return Job(kind="validate", code=candidate["code"], env={"name": spec.env, **(spec.env_kwargs or {})},
+    return Job(kind="validate", code=candidate["code"], env=spec.job_env,
                algo=spec.algo, seed=0, hparams=spec.hparams, candidate_id=candidate["candidate_id"])
 
 
@@ -54,28 +54,19 @@ def _after_validation(candidate: Candidate, result: JobResult, debug_attempts: i
 
 def debug(state: RunState) -> dict[str, Any]:
     """The debugger repairs each failed candidate from its error and earlier attempts."""
-    res = resources_for(state["spec"])
-    stop = state.get("stop_reason")
-    updated: list[Candidate] = []
-    for candidate in at_stage(state["candidates"], "debug"):
-        if stop:
-            updated.append(drop(candidate, candidate["status"] or "invalid"))
-            continue
-        history = [(code, error) for code, error in candidate["debug_history"]]
-        try:
-            draft = res.team.debugger.repair(res.task, candidate["code"], candidate["error"] or "", history)
-        except LLM_STOPS as error:
-            stop = stop_reason_for(error)
-            updated.append(drop(candidate, candidate["status"] or "invalid"))
-            continue
-        attempts = candidate["debug_attempts"] + 1
-        tried = [*candidate["debug_history"], [candidate["code"], candidate["error"] or ""]]
-        if draft.code is None:
-            updated.append(drop({**candidate, "debug_attempts": attempts}, candidate["status"] or "invalid",
-                                draft.error))
-            continue
-        updated.append({**candidate, "code": draft.code, "origin": draft.origin, "stage": "validate",
-                        "debug_attempts": attempts, "debug_history": tried})
-    for candidate in updated:
-        record(res, candidate)
-    return {"candidates": replace(state["candidates"], updated), "stop_reason": stop}
+    return llm_pass(state, "debug", _repair_one, _give_up)
+
+
+def _give_up(candidate: Candidate) -> Candidate:
+    return drop(candidate, candidate["status"] or "invalid")
+
+
+def _repair_one(res: Resources, candidate: Candidate) -> Candidate:
+    history = [(code, error) for code, error in candidate["debug_history"]]
+    draft = res.team.debugger.repair(res.task, candidate["code"], candidate["error"] or "", history)
+    attempts = candidate["debug_attempts"] + 1
+    if draft.code is None:
+        return drop({**candidate, "debug_attempts": attempts}, candidate["status"] or "invalid", draft.error)
+    tried = [*candidate["debug_history"], [candidate["code"], candidate["error"] or ""]]
+    return {**candidate, "code": draft.code, "origin": draft.origin, "stage": "validate",
+            "debug_attempts": attempts, "debug_history": tried}
