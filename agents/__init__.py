@@ -1,11 +1,11 @@
 """lero's LLM layer: model access, designer, critic, debugger, assistant, offline designer."""
 
-from agents.checks import check_candidate
-from agents.config import LLMConfig
-from agents.extract import extract_code
-from agents.llm import BudgetExceeded, LLMError
-from agents.team import Team, make_team
-from agents.types import Draft, Elite, Review, TaskSpec
+from lero.agents.checks import check_candidate
+from lero.agents.config import LLMConfig
+from lero.agents.extract import extract_code
+from lero.agents.llm import BudgetExceeded, LLMError
+from lero.agents.team import Team, make_team
+from lero.agents.types import Draft, Elite, Review, TaskSpec
 
 __all__ = [
     "BudgetExceeded",

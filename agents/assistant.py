@@ -9,9 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, convert_to_messages
-
-from agents.llm import ChatModel
-from agents.templates import render
+from lero.agents.llm import ChatModel
+from lero.agents.templates import render
 
 
 class Assistant:

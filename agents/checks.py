@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import builtins
 
-from training.contract import Violation, static_check
+from lero.training.contract import Violation, static_check
 
 CTX_FIELDS = frozenset({"obs", "next_obs", "actions", "env_reward", "state", "step", "progress"})
 # Free names / attributes that can only mean the trusted evaluation or the learner.

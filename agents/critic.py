@@ -10,12 +10,11 @@ from __future__ import annotations
 import re
 
 from langchain_core.messages import HumanMessage, SystemMessage
-
-from agents.checks import check_candidate
-from agents.llm import ChatModel
-from agents.templates import render
-from agents.types import VERDICTS, Review, TaskSpec, Verdict
-from training.contract import CONTRACT_TEXT, Violation
+from lero.agents.checks import check_candidate
+from lero.agents.llm import ChatModel
+from lero.agents.templates import render
+from lero.agents.types import VERDICTS, Review, TaskSpec, Verdict
+from lero.training.contract import CONTRACT_TEXT, Violation
 
 REJECT_RULES = frozenset({"dunder", "private-attribute", "denied-attribute", "reward-hacking"})
 HOSTILE_NAMES = (

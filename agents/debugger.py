@@ -7,12 +7,11 @@ does not propose the same fix twice; the graph bounds the number of attempts.
 from __future__ import annotations
 
 from langchain_core.messages import HumanMessage, SystemMessage
-
-from agents.extract import draft_from_reply
-from agents.llm import ChatModel
-from agents.templates import format_history, render, trim_error
-from agents.types import Draft, TaskSpec
-from training.contract import CONTRACT_TEXT
+from lero.agents.extract import draft_from_reply
+from lero.agents.llm import ChatModel
+from lero.agents.templates import format_history, render, trim_error
+from lero.agents.types import Draft, TaskSpec
+from lero.training.contract import CONTRACT_TEXT
 
 HISTORY_SHOWN = 2
 

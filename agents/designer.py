@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from langchain_core.messages import HumanMessage, SystemMessage
-
-from agents.extract import draft_from_reply
-from agents.llm import BudgetExceeded, ChatModel
-from agents.similarity import is_near_duplicate
-from agents.templates import format_elites, format_feedback, render
-from agents.types import Draft, Elite, Review, TaskSpec
-from training.contract import CONTRACT_TEXT
+from lero.agents.extract import draft_from_reply
+from lero.agents.llm import BudgetExceeded, ChatModel
+from lero.agents.similarity import is_near_duplicate
+from lero.agents.templates import format_elites, format_feedback, render
+from lero.agents.types import Draft, Elite, Review, TaskSpec
+from lero.training.contract import CONTRACT_TEXT
 
 MAX_ELITES_IN_PROMPT = 2  # Markovian context: the best few, not the whole history
 EXTRA_ROUNDS = 1  # how often to ask again for candidates lost as near-duplicates

@@ -13,8 +13,8 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from agents.types import Draft
-from training.contract import REQUIRED_FUNCTIONS
+from lero.agents.types import Draft
+from lero.training.contract import REQUIRED_FUNCTIONS
 
 PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3", "pycon"})
 FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[\w+.-]*)[^\n`]*$")

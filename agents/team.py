@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.assistant import Assistant
-from agents.config import LLMConfig
-from agents.critic import Critic
-from agents.debugger import Debugger
-from agents.designer import Designer
-from agents.llm import ChatModel, OnCall, UsageLedger
-from agents.offline.designer import OfflineDebugger, OfflineDesigner
+from lero.agents.assistant import Assistant
+from lero.agents.config import LLMConfig
+from lero.agents.critic import Critic
+from lero.agents.debugger import Debugger
+from lero.agents.designer import Designer
+from lero.agents.llm import ChatModel, OnCall, UsageLedger
+from lero.agents.offline.designer import OfflineDebugger, OfflineDesigner
 
 
 @dataclass

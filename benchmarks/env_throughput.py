@@ -39,7 +39,7 @@ def main() -> None:
     )
     parser.add_argument("--train-steps", type=int, default=200_000)
     args = parser.parse_args()
-    from training.bench import bench_env, bench_train, format_table
+    from lero.training.bench import bench_env, bench_train, format_table
 
     rows = []
     for obs in args.obs:

@@ -23,8 +23,7 @@ import sys
 import time
 
 import torch
-
-from training import ALGOS, TrainConfig, make_env, train
+from lero.training import ALGOS, TrainConfig, make_env, train
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

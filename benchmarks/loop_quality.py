@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graph.configuration import RunSpec
-from graph.nodes.resources import open_sandbox
-from graph.runner import start_run
+from lero.graph.configuration import RunSpec
+from lero.graph.nodes.resources import open_sandbox
+from lero.graph.runner import start_run
 
 HELD_OUT_SEEDS = (1001, 1002, 1003)
 

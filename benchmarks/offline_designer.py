@@ -25,10 +25,9 @@ import traceback
 from dataclasses import dataclass
 
 import torch
-
-from agents import Elite, LLMConfig, TaskSpec, make_team
-from graph.nodes.resources import obs_layout
-from training import TrainConfig, load_candidate, make_env, train
+from lero.agents import Elite, LLMConfig, TaskSpec, make_team
+from lero.graph.nodes.resources import obs_layout
+from lero.training import TrainConfig, load_candidate, make_env, train
 
 LERO_ENV = {"N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
 HELD_OUT_SEED = 1000  # the final best and the baseline are retrained on seeds selection never saw

@@ -23,9 +23,8 @@ import tempfile
 import time
 
 import torch
-
-from sandbox import Job, Limits, get_sandbox
-from training import TrainConfig, train
+from lero.sandbox import Job, Limits, get_sandbox
+from lero.training import TrainConfig, train
 
 ENV = {"name": "simple_spread", "N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
 

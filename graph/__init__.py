@@ -13,7 +13,7 @@ __all__ = ["build_graph"]
 
 def __getattr__(name: str) -> Any:
     if name == "build_graph":
-        from graph.graph import build_graph
+        from lero.graph.graph import build_graph
 
         return build_graph
     raise AttributeError(f"module 'graph' has no attribute {name!r}")

@@ -17,14 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from lero.graph.configuration import RunError, RunSpec
+from lero.graph.console import Asker
 from rich.console import Console
 from rich.markup import escape
 
-from graph.configuration import RunError, RunSpec
-from graph.console import Asker
-
 if TYPE_CHECKING:
-    from agents import LLMConfig
+    from lero.agents import LLMConfig
 
 DEFAULT_CHAT_SPEC: dict[str, Any] = {"approve": "spec"}
 STEP_ALIASES = {"k": 1_000, "m": 1_000_000}
@@ -33,7 +32,7 @@ STEP_ALIASES = {"k": 1_000, "m": 1_000_000}
 def measure_throughput(spec: RunSpec) -> tuple[float, int]:
     """(steps/s, env steps per training iteration) here, from one real training iteration
     of the spec's env and algorithm (budgets are rounded up to whole iterations)."""
-    from training import TrainConfig, train
+    from lero.training import TrainConfig, train
 
     cfg = TrainConfig(
         env=spec.env,
@@ -87,14 +86,14 @@ class ExperimentDesk:
 
     def list_environments(self) -> str:
         """List the environments and training algorithms available."""
-        from training import ALGOS, ENV_NAMES
+        from lero.training import ALGOS, ENV_NAMES
 
         return f"environments: {', '.join(ENV_NAMES)}\nalgorithms: {', '.join(ALGOS)}"
 
     def describe_environment(self) -> str:
         """Describe the spec's environment with its current arguments: observation layout,
         actions, reward, world state."""
-        from training import make_env
+        from lero.training import make_env
 
         try:
             return make_env(self.spec.env, 1, **self.spec.env_kwargs).describe()
@@ -139,8 +138,8 @@ class ExperimentDesk:
     def start_run(self) -> str:
         """Start the experiment with the current spec, after the user confirms it. Runs to the
         end (or until an approval is declined) and returns how it ended."""
-        from graph.console import RichUI
-        from graph.runner import start_run
+        from lero.graph.console import RichUI
+        from lero.graph.runner import start_run
 
         self.io.say(self.show_spec(), markup=False)
         if not self.io.confirm("Start this experiment?", default=True):
@@ -172,7 +171,7 @@ class ExperimentDesk:
         Args:
             run_id: the run (default: the last run started in this chat)
         """
-        from graph.report import run_row
+        from lero.graph.report import run_row
 
         found = self._run_dir(run_id)
         if isinstance(found, str):
@@ -210,7 +209,7 @@ class ExperimentDesk:
         Args:
             run_id: the run (default: the last run started in this chat)
         """
-        from graph.report import write_report
+        from lero.graph.report import write_report
 
         found = self._run_dir(run_id)
         if isinstance(found, str):
@@ -246,7 +245,7 @@ class ExperimentDesk:
     def command(self, line: str) -> str:
         """A `/command` typed by the user: /spec, /set KEY=VALUE ..., /envs, /describe,
         /estimate, /run, /status [RUN], /candidate ID [RUN], /report [RUN]."""
-        from graph.cli import parse_value
+        from lero.graph.cli import parse_value
 
         try:
             name, *words = shlex.split(line[1:]) or ["help"]
@@ -312,7 +311,7 @@ def _ask_steps(io: Asker, default: int) -> int:
 def guided_dialogue(desk: ExperimentDesk) -> bool:
     """Ask for each setting (Enter keeps the default) and show the cost estimate;
     False when the settings do not make a valid spec (the reason is shown)."""
-    from training import ALGOS, ENV_NAMES
+    from lero.training import ALGOS, ENV_NAMES
 
     io, spec = desk.io, desk.spec
     io.say("[bold]Experiment design[/] (Enter keeps the default)")
@@ -382,7 +381,7 @@ def run_chat(
     stdin: IO[str] | None = None,
 ) -> int:
     """`lero chat`: the experiment assistant with the given LLM, or the offline dialogue."""
-    from agents import LLMConfig
+    from lero.agents import LLMConfig
 
     cfg = LLMConfig.from_spec(llm, base_url=base_url)
     io = Asker(console, stdin)
@@ -418,9 +417,8 @@ def _next_message(io: Asker) -> str | None:
 def assistant_chat(desk: ExperimentDesk, cfg: LLMConfig) -> int:
     """Conversation with the experiment assistant; its tool calls act on the desk."""
     from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
-
-    from agents import BudgetExceeded, LLMError, make_team
-    from agents.templates import render
+    from lero.agents import BudgetExceeded, LLMError, make_team
+    from lero.agents.templates import render
 
     io = desk.io
     assistant = make_team(cfg).assistant

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
-    from graph.runner import RunOutcome
+    from lero.graph.runner import RunOutcome
 
 # OpenMP's default busy-wait makes 2-thread torch 5-10x slower on a shared machine;
 # it must be set before torch is first imported (commands import it lazily).
@@ -209,7 +209,7 @@ def spec_fields(args: argparse.Namespace) -> dict:
     fields = load_config_file(args.config) if args.config else {}
     fields.update({k: getattr(args, k) for k in RUN_FLAGS if getattr(args, k) is not None})
     if args.env_args:
-        from graph.configuration import RunSpec
+        from lero.graph.configuration import RunSpec
 
         env_changed = "env" in fields and fields["env"] != "simple_spread"
         base = fields.get("env_kwargs")
@@ -220,11 +220,11 @@ def spec_fields(args: argparse.Namespace) -> dict:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from graph.configuration import RunSpec
+    from lero.graph.configuration import RunSpec
 
     spec = RunSpec.parse(spec_fields(args)).with_run_id()  # validated before heavy imports
-    from graph.console import RichUI
-    from graph.runner import start_run
+    from lero.graph.console import RichUI
+    from lero.graph.runner import start_run
 
     ui = RichUI(console=console, generations=spec.generations)
     try:
@@ -257,9 +257,9 @@ def read_answer(path: Path | None) -> object | None:
 def cmd_resume(args: argparse.Namespace, console: Console) -> int:
     path = run_dir(args.runs_dir, args.run_id)
     answer = read_answer(args.answer)
-    from graph.console import RichUI
-    from graph.report import load_run
-    from graph.runner import resume_run
+    from lero.graph.console import RichUI
+    from lero.graph.report import load_run
+    from lero.graph.runner import resume_run
 
     ui = RichUI(console=console, generations=load_run(path).spec.get("generations"))
     try:
@@ -272,7 +272,7 @@ def cmd_resume(args: argparse.Namespace, console: Console) -> int:
 
 def finish_outcome(outcome: RunOutcome, console: Console) -> int:
     """Say how the run ended; for a pending question, how to answer it without a terminal."""
-    from graph.console import describe_answer, render_summary
+    from lero.graph.console import describe_answer, render_summary
 
     status, run_id = outcome.status, outcome.run_id
     if status == "interrupted" and outcome.interrupt is not None:
@@ -293,7 +293,7 @@ def finish_outcome(outcome: RunOutcome, console: Console) -> int:
 
 
 def cmd_chat(args: argparse.Namespace, console: Console) -> int:
-    from graph.chat import run_chat
+    from lero.graph.chat import run_chat
 
     return run_chat(llm=args.llm, base_url=args.base_url, runs_dir=args.runs_dir, console=console)
 
@@ -309,8 +309,8 @@ def run_dir(runs_dir: str | Path, run_id: str) -> Path:
 
 
 def cmd_runs(args: argparse.Namespace, console: Console) -> int:
-    from graph.console import render_runs
-    from graph.report import run_row
+    from lero.graph.console import render_runs
+    from lero.graph.report import run_row
 
     root = Path(args.runs_dir)
     rows = []
@@ -325,8 +325,8 @@ def cmd_runs(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
-    from graph.console import render_summary
-    from graph.report import write_report
+    from lero.graph.console import render_summary
+    from lero.graph.report import write_report
 
     path = run_dir(args.runs_dir, args.run_id)
     summary = write_report(path)
@@ -348,9 +348,9 @@ def write_curve_csv(curves: dict[str, list[float]], path: Path) -> None:
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
-    from graph.console import train_progress
-    from graph.report import write_atomic
-    from training import TrainConfig, make_env, save_policy, train
+    from lero.graph.console import train_progress
+    from lero.graph.report import write_atomic
+    from lero.training import TrainConfig, make_env, save_policy, train
 
     env_kwargs = dict(args.env_args)
     cfg = TrainConfig(
@@ -396,8 +396,8 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
-    from training import ALGOS
-    from training.bench import bench_env, bench_train, format_table
+    from lero.training import ALGOS
+    from lero.training.bench import bench_env, bench_train, format_table
 
     if args.algo not in ALGOS:
         raise UsageError(f"unknown algo {args.algo!r}; choose one of {', '.join(ALGOS)}")
@@ -413,8 +413,8 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_sandbox(args: argparse.Namespace, console: Console) -> int:
-    from sandbox.check import check
-    from sandbox.image import build_image
+    from lero.sandbox.check import check
+    from lero.sandbox.image import build_image
 
     def log(message: str) -> None:
         console.print(message, markup=False, highlight=False)

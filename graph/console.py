@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from lero.graph.report import METRICS, fmt_number
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
@@ -37,8 +38,6 @@ from rich.progress import (
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
-
-from graph.report import METRICS, fmt_number
 
 # ---------------------------------------------------------------- answers without a terminal
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy, Send
-
-from graph.configuration import RunSpec
-from graph.nodes import (
+from lero.graph.configuration import RunSpec
+from lero.graph.nodes import (
     approve_candidates,
     approve_generation,
     approve_spec,
@@ -32,7 +31,7 @@ from graph.nodes import (
     training_sends,
     validate,
 )
-from graph.state import RunState
+from lero.graph.state import RunState
 
 # candidate stage -> node that handles it, in the order the router serves them
 STAGE_NODES = (("review", "critique"), ("revise", "revise"), ("validate", "validate"),

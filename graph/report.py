@@ -299,7 +299,10 @@ def write_atomic(path: Path, text: str) -> None:
 
 def write_report(run_dir: str | Path) -> dict:
     """Build report.json, report.md and plots/*.png in run_dir; returns the report.json dict."""
-    from graph.plots import plot_fitness, plot_learning_curves  # matplotlib: only when plotting
+    from lero.graph.plots import (  # matplotlib: only when plotting
+        plot_fitness,
+        plot_learning_curves,
+    )
 
     run = load_run(run_dir)
     summary = summarize(run)

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graph.configuration import RunError, RunSpec
-from graph.report import write_atomic
+from lero.graph.configuration import RunError, RunSpec
+from lero.graph.report import write_atomic
 
 BASELINE_ID = "baseline"
 

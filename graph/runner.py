@@ -6,8 +6,8 @@ forwarding its custom stream events to a `RunUI` and answering interrupts throug
 `RunUI.ask`. Checkpoints go to `runs/<id>/checkpoints.sqlite` (thread id = run id) with
 durability "sync", so `resume_run` continues after a stop, a crash or a SIGKILL.
 
-    python -m graph.runner start --spec spec.json      # JSON-lines events on stdout
-    python -m graph.runner resume RUN_ID --runs-dir runs [--answer answer.json]
+    python -m lero.graph.runner start --spec spec.json      # JSON-lines events on stdout
+    python -m lero.graph.runner resume RUN_ID --runs-dir runs [--answer answer.json]
 """
 
 from __future__ import annotations
@@ -23,11 +23,10 @@ from typing import Any, Protocol
 import httpx
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
-
-from graph.configuration import RunError, RunSpec
-from graph.graph import build_graph, recursion_limit
-from graph.nodes import normalize_answer
-from graph.nodes.resources import (
+from lero.graph.configuration import RunError, RunSpec
+from lero.graph.graph import build_graph, recursion_limit
+from lero.graph.nodes import normalize_answer
+from lero.graph.nodes.resources import (
     llm_config,
     open_resources,
     open_sandbox,
@@ -35,8 +34,8 @@ from graph.nodes.resources import (
     task_spec,
     unregister,
 )
-from graph.rundir import RunDir
-from training import ALGOS, TrainConfig
+from lero.graph.rundir import RunDir
+from lero.training import ALGOS, TrainConfig
 
 
 class RunUI(Protocol):
@@ -194,7 +193,7 @@ class JsonLinesUI:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m graph.runner", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m lero.graph.runner", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("start", help="start a run from a RunSpec JSON file")
     start.add_argument("--spec", required=True, type=Path)

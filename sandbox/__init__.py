@@ -4,10 +4,10 @@ The docker SDK is imported only when the Docker backend is chosen: the same pack
 is mounted into the image, where `sandbox.runner` runs without it.
 """
 
-from sandbox.base import Sandbox
-from sandbox.cache import ResultCache
-from sandbox.factory import get_sandbox
-from sandbox.types import Job, JobResult, Limits, SandboxUnavailable, ScriptResult
+from lero.sandbox.base import Sandbox
+from lero.sandbox.cache import ResultCache
+from lero.sandbox.factory import get_sandbox
+from lero.sandbox.types import Job, JobResult, Limits, SandboxUnavailable, ScriptResult
 
 __all__ = [
     "Job",

@@ -1,4 +1,4 @@
-"""`python -m sandbox build [--mode auto|dockerfile|offline]` and `python -m sandbox check`.
+"""`python -m lero.sandbox build [--mode auto|dockerfile|offline]` and `python -m lero.sandbox check`.
 
 `lero sandbox build | check` calls the same `build_image` / `check` functions.
 """
@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sandbox.check import check
-from sandbox.image import build_image
-from sandbox.types import SandboxUnavailable
+from lero.sandbox.check import check
+from lero.sandbox.image import build_image
+from lero.sandbox.types import SandboxUnavailable
 
 
 def main(argv: list[str] | None = None) -> int:

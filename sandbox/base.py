@@ -1,7 +1,7 @@
 """What every sandbox backend shares: jobs in directories, result checking, cache, events.
 
 A backend only knows how to run a command contained (`run_script`, `_launch_runner`);
-this class turns a `Job` into `job.json`, runs `python -m sandbox.runner` through the
+this class turns a `Job` into `job.json`, runs `python -m lero.sandbox.runner` through the
 backend, and reads back a `result.json` it never trusts: size-capped, opened without
 following links, schema-checked; anything else is `crashed`, never a host exception.
 """
@@ -23,12 +23,19 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sandbox.cache import ResultCache, cache_key
-from sandbox.poller import Poller
-from sandbox.runner import JOB_FILE, POLICY_SUBDIR, PROGRESS_FILE, RESULT_FILE
-from sandbox.types import JOB_STATUSES, Job, JobResult, Limits, SandboxUnavailable, ScriptResult
-from training.contract import static_check
-from training.policy import POLICY_FILE
+from lero.sandbox.cache import ResultCache, cache_key
+from lero.sandbox.poller import Poller
+from lero.sandbox.runner import JOB_FILE, POLICY_SUBDIR, PROGRESS_FILE, RESULT_FILE
+from lero.sandbox.types import (
+    JOB_STATUSES,
+    Job,
+    JobResult,
+    Limits,
+    SandboxUnavailable,
+    ScriptResult,
+)
+from lero.training.contract import static_check
+from lero.training.policy import POLICY_FILE
 
 MAX_RESULT_BYTES = 16 * 2**20
 MAX_POLICY_BYTES = 64 * 2**20
@@ -201,7 +208,7 @@ class Sandbox(ABC):
 
     @abstractmethod
     def _launch_runner(self, job_dir: Path, limits: Limits) -> ScriptResult:
-        """Run `python -m sandbox.runner` on JOB_DIR, contained."""
+        """Run `python -m lero.sandbox.runner` on JOB_DIR, contained."""
 
     @abstractmethod
     def _job_path_inside(self, job_dir: Path, name: str) -> str:

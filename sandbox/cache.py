@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sandbox.types import JobResult
+from lero.sandbox.types import JobResult
 
 # Failures that say something about the candidate; timeouts, OOMs and crashes may be
 # the machine's fault and are retried instead of cached.

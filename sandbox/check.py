@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import tempfile
 
-from sandbox.types import Limits, SandboxUnavailable
+from lero.sandbox.types import Limits, SandboxUnavailable
 
 SMOKE_SCRIPT = "import os, torch, numpy\nprint('uid', os.getuid(), 'torch', torch.__version__)\n"
 
 
 def check() -> dict[str, tuple[bool, str]]:
     """{"daemon" | "image" | "smoke": (ok, detail)}; stops at the first failure."""
-    from sandbox.docker_backend import DockerSandbox
-    from sandbox.image import IMAGE, docker_client, image_exists
+    from lero.sandbox.docker_backend import DockerSandbox
+    from lero.sandbox.image import IMAGE, docker_client, image_exists
 
     report: dict[str, tuple[bool, str]] = {}
     try:

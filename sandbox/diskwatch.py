@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox.poller import Poller
+from lero.sandbox.poller import Poller
 
 DISK_POLL_S = 0.2
 MAX_ENTRIES = 1_000  # a job needs ~5 (job.json, result.json, policy/)

@@ -31,10 +31,9 @@ from typing import Any
 import docker
 import requests
 from docker.types import LogConfig, Mount, Ulimit
-
-from sandbox.base import Sandbox
-from sandbox.diskwatch import DiskWatch, exceeded_note
-from sandbox.image import (
+from lero.sandbox.base import Sandbox
+from lero.sandbox.diskwatch import DiskWatch, exceeded_note
+from lero.sandbox.image import (
     CODE_MOUNT,
     CODE_PACKAGES,
     IMAGE,
@@ -43,13 +42,13 @@ from sandbox.image import (
     docker_client,
     require_image,
 )
-from sandbox.output import CappedBuffer
-from sandbox.types import Job, Limits, SandboxUnavailable, ScriptResult
+from lero.sandbox.output import CappedBuffer
+from lero.sandbox.types import Job, Limits, SandboxUnavailable, ScriptResult
 
 LABEL = "lero.sandbox"
 OWNER_LABEL = "lero.sandbox.owner"  # "<hostname>:<pid>" of the process that made it
 SCRIPT_FILE = "script.py"
-RUNNER_COMMAND = ["python", "-m", "sandbox.runner", "/job"]
+RUNNER_COMMAND = ["python", "-m", "lero.sandbox.runner", "/job"]
 DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
@@ -211,7 +210,7 @@ class DockerSandbox(Sandbox):
         self._prepare_dir(job_dir)
         mounts = [Mount("/job", str(job_dir), type="bind", read_only=False)]
         mounts += [
-            Mount(f"{CODE_MOUNT}/{package}", str(REPO_ROOT / package), type="bind", read_only=True)
+            Mount(f"{CODE_MOUNT}/lero/{package}", str(REPO_ROOT / package), type="bind", read_only=True)
             for package in CODE_PACKAGES
         ]
         disk_bytes = limits.disk_mb * 2**20

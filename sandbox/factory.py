@@ -6,8 +6,8 @@ import logging
 import os
 import sys
 
-from sandbox.base import Events, Sandbox
-from sandbox.types import SandboxUnavailable
+from lero.sandbox.base import Events, Sandbox
+from lero.sandbox.types import SandboxUnavailable
 
 log = logging.getLogger(__name__)
 KINDS = ("auto", "docker", "process")
@@ -36,7 +36,7 @@ def get_sandbox(
     if kind in ("auto", "docker"):
         try:
             # imported here: the docker SDK is not needed (nor in the image) otherwise
-            from sandbox.docker_backend import DockerSandbox
+            from lero.sandbox.docker_backend import DockerSandbox
 
             return DockerSandbox(spares_per_limits=spares_per_limits, **common)
         except (SandboxUnavailable, ImportError) as error:
@@ -48,6 +48,6 @@ def get_sandbox(
             )
             log.warning(warning)
             print(warning, file=sys.stderr)
-    from sandbox.process_backend import ProcessSandbox
+    from lero.sandbox.process_backend import ProcessSandbox
 
     return ProcessSandbox(**common)

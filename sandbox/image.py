@@ -26,13 +26,13 @@ from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
 
-from sandbox.types import SandboxUnavailable
+from lero.sandbox.types import SandboxUnavailable
 
 IMAGE_REPO = "lero-sandbox"
 IMAGE_VERSION = "1"
 IMAGE = f"{IMAGE_REPO}:{IMAGE_VERSION}"
 SANDBOX_UID = 10001
-CODE_MOUNT = "/opt/lero"  # read-only mount of the lero packages the runner imports
+CODE_MOUNT = "/opt/lero"  # on PYTHONPATH; the packages are mounted read-only as its `lero/<package>`
 CODE_PACKAGES = ("training", "sandbox")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE_DIR = Path(__file__).resolve().parent
@@ -47,7 +47,7 @@ IMAGE_ENV = {
     "MKL_NUM_THREADS": "1",
 }
 # Modules the runner imports, whose site-packages closure goes into the offline image.
-RUNTIME_MODULES = ("numpy", "torch", "sandbox.runner", "training")
+RUNTIME_MODULES = ("numpy", "torch", "lero.sandbox.runner", "lero.training")
 # ... plus these distributions and their requirements: torch imports some lazily (sympy).
 RUNTIME_DISTRIBUTIONS = ("torch", "numpy")
 STDLIB_EXCLUDES = {
@@ -95,7 +95,7 @@ def require_image(client) -> None:
     if not image_exists(client):
         raise SandboxUnavailable(
             f"sandbox image {IMAGE} not found locally; build it with `lero sandbox build` "
-            "(or `python -m sandbox build`)"
+            "(or `python -m lero.sandbox build`)"
         )
 
 
@@ -275,7 +275,8 @@ def _write_rootfs(tar_path: Path, log: Log) -> int:
         "/etc",
         "/usr/local/bin",
         CODE_MOUNT,
-        *(f"{CODE_MOUNT}/{p}" for p in CODE_PACKAGES),
+        f"{CODE_MOUNT}/lero",
+        *(f"{CODE_MOUNT}/lero/{p}" for p in CODE_PACKAGES),
     )
     with tarfile.open(tar_path, "w", format=tarfile.GNU_FORMAT) as tar:
         made_dirs: set[str] = set()

@@ -57,9 +57,8 @@ def isolate_stdio(keep: set[int]) -> None:
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:
     """Load the candidate sent first, then answer observation batches until EOF."""
     import torch
-
-    from sandbox.tracebacks import error_dict, register_source
-    from training import load_candidate
+    from lero.sandbox.tracebacks import error_dict, register_source
+    from lero.training import load_candidate
 
     (length,) = LENGTH.unpack(read_exact(requests, LENGTH.size))
     source = read_exact(requests, length).decode()

@@ -2,7 +2,7 @@
 
 A child process in its own session with rlimits (`prlimit`: RLIMIT_AS = memory,
 RLIMIT_CPU, RLIMIT_NPROC = pids, RLIMIT_FSIZE = job-dir cap, no core files), an empty
-environment (only PYTHONPATH to the lero source, TMPDIR and thread settings), a
+environment (only TMPDIR and thread settings; `lero.*` imports through the installed package), a
 temporary working directory whose total size is watched (`DiskWatch`), and a
 wall-clock kill of its whole process group.
 
@@ -26,11 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-from sandbox.base import Sandbox
-from sandbox.diskwatch import DiskWatch, exceeded_note
-from sandbox.image import REPO_ROOT
-from sandbox.output import CappedBuffer, drain_in_thread
-from sandbox.types import Limits, SandboxUnavailable, ScriptResult
+from lero.sandbox.base import Sandbox
+from lero.sandbox.diskwatch import DiskWatch, exceeded_note
+from lero.sandbox.output import CappedBuffer, drain_in_thread
+from lero.sandbox.types import Limits, SandboxUnavailable, ScriptResult
 
 # Runs inside the new namespaces as their root: make every mount read-only except the
 # job directory ($1; cd again to get onto the rw mount), then drop all capabilities and exec.
@@ -95,7 +94,6 @@ class ProcessSandbox(Sandbox):
 
     def _run(self, argv: list[str], cwd: Path, limits: Limits) -> ScriptResult:
         env = {
-            "PYTHONPATH": str(REPO_ROOT),
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
             "HOME": str(cwd),
@@ -153,7 +151,7 @@ class ProcessSandbox(Sandbox):
             shutil.rmtree(job_dir, ignore_errors=True)
 
     def _launch_runner(self, job_dir: Path, limits: Limits) -> ScriptResult:
-        return self._run([sys.executable, "-m", "sandbox.runner", str(job_dir)], job_dir, limits)
+        return self._run([sys.executable, "-m", "lero.sandbox.runner", str(job_dir)], job_dir, limits)
 
 
 def _kill_group(pgid: int) -> None:

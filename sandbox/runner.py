@@ -1,4 +1,4 @@
-"""The in-sandbox runner: `python -m sandbox.runner JOB_DIR` reads job.json, writes result.json.
+"""The in-sandbox runner: `python -m lero.sandbox.runner JOB_DIR` reads job.json, writes result.json.
 
 Trusted code running next to untrusted code, so the order of things matters:
 1. the runner makes itself non-dumpable, so no other process of the same user can
@@ -28,8 +28,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sandbox.oef_worker import HEADER, LENGTH, MAX_OUTPUT_COLS, isolate_stdio, read_exact, serve
-from sandbox.tracebacks import error_dict, raised_in_candidate, register_source
+from lero.sandbox.oef_worker import (
+    HEADER,
+    LENGTH,
+    MAX_OUTPUT_COLS,
+    isolate_stdio,
+    read_exact,
+    serve,
+)
+from lero.sandbox.tracebacks import error_dict, raised_in_candidate, register_source
 
 JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
@@ -143,9 +150,8 @@ def env_kwargs(job: dict) -> dict[str, Any]:
 def validate(job: dict) -> dict[str, Any]:
     """Both hooks on real env batches: shapes, dtype, finiteness, OEF prefix, time per call."""
     import torch
-
-    from training import load_candidate, make_env
-    from training.hooks import ObservationEnhancer, RewardShaper
+    from lero.training import load_candidate, make_env
+    from lero.training.hooks import ObservationEnhancer, RewardShaper
 
     hooks = load_candidate(job["code"])
     missing = [
@@ -236,8 +242,8 @@ class ProgressFile:
 
 def train(job: dict, job_dir: Path) -> dict[str, Any]:
     """Train with the candidate's hooks; weights go to JOB_DIR/policy."""
-    from training import Hooks, TrainConfig, load_candidate, save_policy
-    from training import train as train_policy
+    from lero.training import Hooks, TrainConfig, load_candidate, save_policy
+    from lero.training import train as train_policy
 
     cfg = TrainConfig(
         env=job["env"]["name"],
@@ -270,9 +276,8 @@ def train(job: dict, job_dir: Path) -> dict[str, Any]:
 def evaluate(job: dict) -> dict[str, Any]:
     """Trusted measurement of the trained policy with only the candidate's OEF (in a worker)."""
     import torch
-
-    from training import evaluate as evaluate_policy
-    from training import load_policy
+    from lero.training import evaluate as evaluate_policy
+    from lero.training import load_policy
 
     torch.set_num_threads(max(1, int(job["limits"]["cpus"])))
     policy = load_policy(job["policy_dir"])
@@ -307,7 +312,7 @@ def failure(status: str, error_type: str, message: str, traceback: str = "") -> 
 
 def run(job: dict, job_dir: Path) -> dict[str, Any]:
     """Dispatch on the job kind and map every failure to a JobResult status."""
-    from training import HookError
+    from lero.training import HookError
 
     if job["code"] is not None:
         register_source(job["code"])
@@ -371,11 +376,11 @@ def wait_for_job(job_dir: Path, idle_s: float) -> dict | None:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m sandbox.runner JOB_DIR [--wait]`; --wait imports the engine first, then waits."""
+    """`python -m lero.sandbox.runner JOB_DIR [--wait]`; --wait imports the engine first, then waits."""
     make_non_dumpable()
     job_dir = Path(argv[0] if argv else ".").resolve()
     if "--wait" in argv:
-        import training  # noqa: F401  (the slow part of a job's start: torch)
+        import lero.training  # noqa: F401  (the slow part of a job's start: torch)
 
         job = wait_for_job(job_dir, WARM_IDLE_S)
         if job is None:

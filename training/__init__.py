@@ -1,12 +1,12 @@
 """lero's training engine: batched MPE envs, MAPPO / IPPO / VDN / QMIX, candidate hooks, evaluation."""
 
-from training.candidate import load_candidate
-from training.config import ALGOS, PPOHparams, TrainConfig, ValueDecompositionHparams
-from training.envs import ENV_NAMES, make_env
-from training.evaluate import evaluate
-from training.hooks import HookError, Hooks, RewardContext
-from training.policy import Policy, PolicyMeta, load_policy, save_policy
-from training.train import TrainResult, train
+from lero.training.candidate import load_candidate
+from lero.training.config import ALGOS, PPOHparams, TrainConfig, ValueDecompositionHparams
+from lero.training.envs import ENV_NAMES, make_env
+from lero.training.evaluate import evaluate
+from lero.training.hooks import HookError, Hooks, RewardContext
+from lero.training.policy import Policy, PolicyMeta, load_policy, save_policy
+from lero.training.train import TrainResult, train
 
 __all__ = [
     "ALGOS",

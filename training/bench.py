@@ -18,10 +18,9 @@ from typing import Any
 
 import numpy as np
 import torch
-
-from training.config import TrainConfig
-from training.envs import make_env
-from training.train import torch_threads, train
+from lero.training.config import TrainConfig
+from lero.training.envs import make_env
+from lero.training.train import torch_threads, train
 
 ENV = "simple_spread"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 
-from training.hooks import Hooks
+from lero.training.hooks import Hooks
 
 
 def load_candidate(source: str) -> Hooks:

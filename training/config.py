@@ -128,7 +128,7 @@ class TrainConfig:
     threads: int | None = None
 
     def __post_init__(self) -> None:
-        from training.envs import ENV_NAMES
+        from lero.training.envs import ENV_NAMES
 
         _check(
             self.env in ENV_NAMES, f"unknown env {self.env!r}; choose one of {', '.join(ENV_NAMES)}"

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-
-from training.envs import make_env
-from training.hooks import ObservationEnhancer
-from training.policy import Policy
+from lero.training.envs import make_env
+from lero.training.hooks import ObservationEnhancer
+from lero.training.policy import Policy
 
 
 @torch.inference_mode()

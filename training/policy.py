@@ -7,9 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+from lero.training.algos.networks import mlp, with_agent_id
 from torch import nn
-
-from training.algos.networks import mlp, with_agent_id
 
 POLICY_FILE = "policy.pt"
 

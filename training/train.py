@@ -8,15 +8,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
-
-from training.algos.hooked_env import HookedEnv
-from training.algos.ppo import train_ppo
-from training.algos.value_decomposition import train_value_decomposition
-from training.config import TrainConfig
-from training.envs import make_env
-from training.evaluate import evaluate
-from training.hooks import Hooks
-from training.policy import Policy
+from lero.training.algos.hooked_env import HookedEnv
+from lero.training.algos.ppo import train_ppo
+from lero.training.algos.value_decomposition import train_value_decomposition
+from lero.training.config import TrainConfig
+from lero.training.envs import make_env
+from lero.training.evaluate import evaluate
+from lero.training.hooks import Hooks
+from lero.training.policy import Policy
 
 LEARNERS = {
     "mappo": train_ppo,

@@ -14,7 +14,7 @@ import json
 import random
 import re
 
-from agents.offline.evolve import (
+from lero.agents.offline.evolve import (
     Child,
     apply_feedback,
     crossover,
@@ -23,9 +23,9 @@ from agents.offline.evolve import (
     prior_genome,
     random_genome,
 )
-from agents.offline.genome import FEATURE_SLOTS, TASK_TERMS, Genome, genome_of
-from agents.offline.render import gene_at_line, render
-from agents.types import Draft, Elite, Review, TaskSpec
+from lero.agents.offline.genome import FEATURE_SLOTS, TASK_TERMS, Genome, genome_of
+from lero.agents.offline.render import gene_at_line, render
+from lero.agents.types import Draft, Elite, Review, TaskSpec
 
 SUPPORTED_ENVS = ("simple_spread",)
 EXPLORE = 0.15  # share of later-generation children sampled fresh instead of bred

@@ -19,7 +19,7 @@ import random
 import statistics
 from dataclasses import dataclass
 
-from agents.offline.genome import (
+from lero.agents.offline.genome import (
     ASSIGNMENTS,
     FEATURE_KINDS,
     MAX_OPTIMAL_AGENTS,

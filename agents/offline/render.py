@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from agents.offline.genome import (
+from lero.agents.offline.genome import (
     FEATURE_SLOTS,
     GENOME_TAG,
     MAX_OPTIMAL_AGENTS,

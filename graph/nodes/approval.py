@@ -10,12 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.types import interrupt
-
-from graph.configuration import RunError, RunSpec
-from graph.nodes.candidates import at_stage, drop, replace
-from graph.nodes.resources import resources_for
-from graph.reflection import merge_feedback
-from graph.state import Candidate, RunState
+from lero.graph.configuration import RunError, RunSpec
+from lero.graph.nodes.candidates import at_stage, drop, replace
+from lero.graph.nodes.resources import resources_for
+from lero.graph.reflection import merge_feedback
+from lero.graph.state import Candidate, RunState
 
 CANDIDATE_ACTIONS = ("approve", "reject", "edit", "comment")
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents import Elite, Review
-from graph.nodes.resources import Resources
-from graph.rundir import RunDir
-from graph.state import Candidate, Stage
+from lero.agents import Elite, Review
+from lero.graph.nodes.resources import Resources
+from lero.graph.rundir import RunDir
+from lero.graph.state import Candidate, Stage
 
 
 def new_candidate(generation: int, index: int, code: str | None, origin: str, error: str | None) -> Candidate:

@@ -11,10 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-
-from agents import BudgetExceeded, LLMError, Review
-from graph.configuration import RunSpec
-from graph.nodes.candidates import (
+from lero.agents import BudgetExceeded, LLMError, Review
+from lero.graph.configuration import RunSpec
+from lero.graph.nodes.candidates import (
     as_elite,
     at_stage,
     drop,
@@ -23,9 +22,9 @@ from graph.nodes.candidates import (
     replace,
     review_dict,
 )
-from graph.nodes.resources import Resources, resources_for
-from graph.reflection import merge_feedback
-from graph.state import Candidate, RunState, Stage
+from lero.graph.nodes.resources import Resources, resources_for
+from lero.graph.reflection import merge_feedback
+from lero.graph.state import Candidate, RunState, Stage
 
 LLM_STOPS = (BudgetExceeded, LLMError)
 

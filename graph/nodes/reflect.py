@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph.nodes.candidates import at_stage
-from graph.nodes.resources import resources_for
-from graph.reflection import generation_reflection
-from graph.report import write_report
-from graph.rundir import BASELINE_ID
-from graph.state import RunState
+from lero.graph.nodes.candidates import at_stage
+from lero.graph.nodes.resources import resources_for
+from lero.graph.reflection import generation_reflection
+from lero.graph.report import write_report
+from lero.graph.rundir import BASELINE_ID
+from lero.graph.state import RunState
 
 
 def reflect(state: RunState) -> dict[str, Any]:

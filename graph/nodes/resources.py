@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.config import get_stream_writer
-
-from agents import LLMConfig, TaskSpec, Team, make_team
-from graph.configuration import RunError, RunSpec
-from graph.rundir import RunDir
-from sandbox import Sandbox, SandboxUnavailable, get_sandbox
-from training import make_env
-from training.envs import BatchedEnv, SimpleSpread
+from lero.agents import LLMConfig, TaskSpec, Team, make_team
+from lero.graph.configuration import RunError, RunSpec
+from lero.graph.rundir import RunDir
+from lero.sandbox import Sandbox, SandboxUnavailable, get_sandbox
+from lero.training import make_env
+from lero.training.envs import BatchedEnv, SimpleSpread
 
 _EVENT_TYPES = {  # events.jsonl name -> stream event type the CLI renders
     "llm_call": "llm",

@@ -13,13 +13,12 @@ import statistics
 from typing import Any
 
 from langgraph.types import Send
-
-from graph.configuration import RunSpec
-from graph.nodes.candidates import at_stage, replace
-from graph.nodes.resources import resources_for
-from graph.reflection import candidate_feedback
-from graph.rundir import BASELINE_ID
-from graph.state import Candidate, RunState, TrainTask
+from lero.graph.configuration import RunSpec
+from lero.graph.nodes.candidates import at_stage, replace
+from lero.graph.nodes.resources import resources_for
+from lero.graph.reflection import candidate_feedback
+from lero.graph.rundir import BASELINE_ID
+from lero.graph.state import Candidate, RunState, TrainTask
 
 METRIC_KEYS = ("return", "coverage", "occupied", "collisions")
 

@@ -6,11 +6,11 @@ import contextvars
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from graph.nodes.candidates import at_stage, drop, record, replace
-from graph.nodes.design import llm_pass
-from graph.nodes.resources import Resources, resources_for
-from graph.state import Candidate, RunState
-from sandbox import Job, JobResult
+from lero.graph.nodes.candidates import at_stage, drop, record, replace
+from lero.graph.nodes.design import llm_pass
+from lero.graph.nodes.resources import Resources, resources_for
+from lero.graph.state import Candidate, RunState
+from lero.sandbox import Job, JobResult
 
 
 def error_text(result: JobResult) -> str:

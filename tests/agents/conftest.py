@@ -2,8 +2,8 @@ from collections.abc import Iterator
 
 import pytest
 import torch
+from lero.agents import LLMConfig, TaskSpec
 
-from agents import LLMConfig, TaskSpec
 from tests.support.openai_server import OpenAIServer
 
 torch.set_num_threads(1)

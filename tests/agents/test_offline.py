@@ -6,12 +6,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from lero.agents import Elite, check_candidate
+from lero.agents.offline.designer import OfflineDebugger, OfflineDesigner
+from lero.agents.offline.evolve import crossover, guided, mutate, prior_genome, random_genome
+from lero.agents.offline.genome import FEATURE_KINDS, TERM_KINDS, Genome, Term, genome_of
+from lero.agents.offline.render import render
 
-from agents import Elite, check_candidate
-from agents.offline.designer import OfflineDebugger, OfflineDesigner
-from agents.offline.evolve import crossover, guided, mutate, prior_genome, random_genome
-from agents.offline.genome import FEATURE_KINDS, TERM_KINDS, Genome, Term, genome_of
-from agents.offline.render import render
 from tests.agents.conftest import OBS_LAYOUT
 
 
@@ -213,7 +213,7 @@ def test_feedback_strengthens_the_named_term(task):
 def test_revise_changes_the_code(task):
     designer = OfflineDesigner(seed=0)
     draft = designer.design(task, 1, [], "")[0]
-    from agents import Review
+    from lero.agents import Review
 
     revised = designer.revise(
         task, draft.code, Review("revise", ["scale"], "VERDICT: revise\n- scale")

@@ -2,8 +2,8 @@
 
 import pytest
 from langchain_core.tools import tool
+from lero.agents import BudgetExceeded, Elite, Review, make_team
 
-from agents import BudgetExceeded, Elite, Review, make_team
 from tests.agents.conftest import llm_config
 from tests.agents.samples import GOOD_MODULE, markdown_reply
 from tests.support.openai_server import OpenAIServer, Reply
@@ -167,7 +167,7 @@ def test_assistant_falls_back_to_plain_text_without_tool_support(openai_server):
 
 
 def test_offline_team_has_no_assistant_and_no_requests(task):
-    from agents import LLMConfig
+    from lero.agents import LLMConfig
 
     team = make_team(LLMConfig())
     assert team.assistant is None

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from lero.graph.chat import ExperimentDesk, guided_dialogue, offline_chat, run_chat
+from lero.graph.console import Asker
 from rich.console import Console
 
-from graph.chat import ExperimentDesk, guided_dialogue, offline_chat, run_chat
-from graph.console import Asker
 from tests.graph.test_report import make_run_dir
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -221,7 +221,7 @@ def test_lero_chat_subprocess_offline_stops_when_input_ends(tmp_path: Path) -> N
         [
             sys.executable,
             "-m",
-            "graph.cli",
+            "lero.graph.cli",
             "chat",
             "--llm",
             "offline",

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from lero.graph.cli import build_parser, main, parse_value, spec_fields
 from rich.console import Console
 
-from graph.cli import build_parser, main, parse_value, spec_fields
 from tests.graph.test_report import make_run_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,7 +150,7 @@ def test_unknown_run_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 def test_subprocess_bad_input_has_no_traceback(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "graph.cli", "report", "ghost", "--runs-dir", str(tmp_path)],
+        [sys.executable, "-m", "lero.graph.cli", "report", "ghost", "--runs-dir", str(tmp_path)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -165,7 +165,7 @@ def test_subprocess_bad_input_has_no_traceback(tmp_path: Path) -> None:
 
 def test_subprocess_help() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "graph.cli", "--help"],
+        [sys.executable, "-m", "lero.graph.cli", "--help"],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -7,9 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from lero.graph.console import RichUI, describe_answer
 from rich.console import Console
-
-from graph.console import RichUI, describe_answer
 
 CODE = "import torch\n\ndef hybrid_reward(ctx):\n    return ctx.env_reward, {}\n"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from lero.graph.cli import main
 from rich.console import Console
 
-from graph.cli import main
 from tests.graph.test_report import PNG_MAGIC, REPORT_KEYS
 
 TINY_RUN = {"hparams": {"n_envs": 8, "rollout_len": 25}, "eval_episodes": 8}

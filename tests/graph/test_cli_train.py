@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from lero.graph.cli import main
 from rich.console import Console
-
-from graph.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--steps", "200", "--n-envs", "4", "--eval-episodes", "4", "--threads", "1"]
@@ -28,7 +27,7 @@ def _few_threads() -> None:
 def test_train_writes_result_curve_and_policy(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from training import load_policy
+    from lero.training import load_policy
 
     out = tmp_path / "out"
     out.mkdir()
@@ -77,7 +76,7 @@ def test_train_bad_input(
 
 def test_train_bad_env_arg_in_a_subprocess(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "graph.cli", "train", "--env", "simple_spread", "--algo", "mappo",
+        [sys.executable, "-m", "lero.graph.cli", "train", "--env", "simple_spread", "--algo", "mappo",
          "--env-arg", "N", "--steps", "10", "--seed", "0", "--out", str(tmp_path / "o")],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip

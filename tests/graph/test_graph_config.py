@@ -1,8 +1,7 @@
 """RunSpec: the LERO defaults, and one clear line for every bad setting."""
 
 import pytest
-
-from graph.configuration import LERO_ENV_KWARGS, RunError, RunSpec
+from lero.graph.configuration import LERO_ENV_KWARGS, RunError, RunSpec
 
 
 def test_defaults_are_the_lero_setting():

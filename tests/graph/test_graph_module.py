@@ -7,13 +7,12 @@ import importlib.util
 import json
 from pathlib import Path
 
+import lero.graph
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
-
-import graph
-from graph.configuration import RunSpec
-from graph.graph import build_graph, recursion_limit
+from lero.graph.configuration import RunSpec
+from lero.graph.graph import build_graph, recursion_limit
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,7 +24,7 @@ def test_langgraph_json_points_at_the_compiled_module_level_graph():
     spec.loader.exec_module(module)  # loaded by file path, as `langgraph dev` does
     served = getattr(module, attribute)
     assert isinstance(served, CompiledStateGraph) and served.checkpointer is None
-    assert graph.build_graph is build_graph
+    assert lero.graph.build_graph is build_graph
     assert {"setup", "design", "critique", "validate", "train", "select", "reflect", "finish"} <= set(served.nodes)
 
 

@@ -1,6 +1,6 @@
 """Reflection text: Eureka-style snapshots and max/mean/min, tips read off the numbers."""
 
-from graph.reflection import candidate_feedback, generation_reflection, merge_feedback
+from lero.graph.reflection import candidate_feedback, generation_reflection, merge_feedback
 
 
 def _record(candidate_id, fitness, stats):

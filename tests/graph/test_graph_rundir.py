@@ -3,9 +3,8 @@
 import json
 
 import pytest
-
-from graph.configuration import RunError, RunSpec
-from graph.rundir import RunDir
+from lero.graph.configuration import RunError, RunSpec
+from lero.graph.rundir import RunDir
 
 
 def _spec(tmp_path):

@@ -2,7 +2,7 @@
 
 import math
 
-from graph.nodes.train import aggregate, rank_key
+from lero.graph.nodes.train import aggregate, rank_key
 
 
 def seed_result(seed, status="ok", ret=-10.0, coverage=0.0):

@@ -7,8 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-
-from graph.report import load_run, write_report
+from lero.graph.report import load_run, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 REPORT_KEYS = {

@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from agents import BudgetExceeded
-from graph.configuration import RunSpec
-from graph.nodes.resources import open_resources
-from graph.rundir import RunDir
-from graph.runner import resume_run
+from lero.agents import BudgetExceeded
+from lero.graph.configuration import RunSpec
+from lero.graph.nodes.resources import open_resources
+from lero.graph.rundir import RunDir
+from lero.graph.runner import resume_run
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = {  # baseline + 2 candidates, one at a time, so the kill lands between two jobs
@@ -66,7 +65,7 @@ def test_sigkill_mid_training_then_resume_repeats_no_finished_job(tmp_path):
     run_dir = runs / "crash"
     output = open(tmp_path / "runner.log", "w")  # noqa: SIM115 - a file, not a pipe that could fill up
     process = subprocess.Popen(
-        [sys.executable, "-m", "graph.runner", "start", "--spec", str(spec_file)],
+        [sys.executable, "-m", "lero.graph.runner", "start", "--spec", str(spec_file)],
         cwd=REPO, stdout=output, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO)},
     )
 

@@ -6,8 +6,7 @@ import os
 
 import pytest
 import torch
-
-from sandbox.types import SandboxUnavailable
+from lero.sandbox.types import SandboxUnavailable
 
 torch.set_num_threads(1)
 
@@ -21,7 +20,7 @@ def _unavailable(reason: str) -> None:
 @pytest.fixture(scope="session")
 def docker_sandbox(tmp_path_factory):
     try:
-        from sandbox.docker_backend import DockerSandbox
+        from lero.sandbox.docker_backend import DockerSandbox
 
         return DockerSandbox(work_dir=tmp_path_factory.mktemp("docker-jobs"), max_parallel=4)
     except (SandboxUnavailable, ImportError) as error:
@@ -30,7 +29,7 @@ def docker_sandbox(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def process_sandbox(tmp_path_factory):
-    from sandbox.process_backend import ProcessSandbox
+    from lero.sandbox.process_backend import ProcessSandbox
 
     return ProcessSandbox(work_dir=tmp_path_factory.mktemp("process-jobs"), max_parallel=4)
 

@@ -14,9 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from sandbox.image import REPO_ROOT
-from sandbox.types import Limits, ScriptResult
+from lero.sandbox.image import REPO_ROOT
+from lero.sandbox.types import Limits, ScriptResult
 
 LIMITS = Limits(wall_s=4, mem_mb=256, cpus=1, pids=64, output_bytes=4096, tmp_mb=8, disk_mb=16)
 
@@ -24,7 +23,7 @@ LIMITS = Limits(wall_s=4, mem_mb=256, cpus=1, pids=64, output_bytes=4096, tmp_mb
 def leftovers(sandbox) -> list[str]:
     """Containers of this process, or processes working inside the sandbox's job dirs."""
     if sandbox.kind == "docker":
-        from sandbox.docker_backend import OWNER_LABEL, _owner
+        from lero.sandbox.docker_backend import OWNER_LABEL, _owner
 
         found = sandbox.client.containers.list(
             all=True, filters={"label": f"{OWNER_LABEL}={_owner()}"}

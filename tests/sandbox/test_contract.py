@@ -1,8 +1,7 @@
 """The static candidate check: valid modules pass, every adversarial trick is named."""
 
 import pytest
-
-from training.contract import CONTRACT_TEXT, MAX_SOURCE_CHARS, static_check
+from lero.training.contract import CONTRACT_TEXT, MAX_SOURCE_CHARS, static_check
 
 VALID = '''"""A valid candidate."""
 import math

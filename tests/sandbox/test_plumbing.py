@@ -7,11 +7,11 @@ import os
 import socket
 
 import pytest
+from lero.sandbox import Job, JobResult, Limits, ResultCache, SandboxUnavailable, get_sandbox
+from lero.sandbox.base import MAX_RESULT_BYTES, read_result
+from lero.sandbox.cache import cache_key
+from lero.sandbox.output import CappedBuffer
 
-from sandbox import Job, JobResult, Limits, ResultCache, SandboxUnavailable, get_sandbox
-from sandbox.base import MAX_RESULT_BYTES, read_result
-from sandbox.cache import cache_key
-from sandbox.output import CappedBuffer
 from tests.sandbox.test_contract import VALID
 from tests.sandbox.test_jobs import ENV, LIMITS
 
@@ -131,7 +131,7 @@ def test_auto_falls_back_loudly_without_docker(monkeypatch, capsys, tmp_path) ->
 
 
 def test_missing_image_is_never_pulled(docker_sandbox, monkeypatch) -> None:
-    from sandbox import image
+    from lero.sandbox import image
 
     monkeypatch.setattr(image, "IMAGE", "lero-sandbox:missing")
     with pytest.raises(SandboxUnavailable, match="lero sandbox build"):
@@ -139,8 +139,8 @@ def test_missing_image_is_never_pulled(docker_sandbox, monkeypatch) -> None:
 
 
 def test_containers_of_dead_owners_are_reaped(docker_sandbox) -> None:
-    from sandbox.docker_backend import LABEL, OWNER_LABEL
-    from sandbox.image import IMAGE
+    from lero.sandbox.docker_backend import LABEL, OWNER_LABEL
+    from lero.sandbox.image import IMAGE
 
     orphan = docker_sandbox.client.containers.create(
         IMAGE,
@@ -164,8 +164,7 @@ def test_containers_of_dead_owners_are_reaped(docker_sandbox) -> None:
 
 def test_docker_failure_during_a_job_is_crashed_not_raised(tmp_path) -> None:
     import docker
-
-    from sandbox.docker_backend import DockerSandbox
+    from lero.sandbox.docker_backend import DockerSandbox
 
     try:
         sandbox = DockerSandbox(work_dir=tmp_path)

@@ -1,9 +1,8 @@
 """TrainConfig validation: every bad value is a one-line ValueError, caught at construction."""
 
 import pytest
-
-from training import TrainConfig
-from training.config import PPOHparams, ValueDecompositionHparams
+from lero.training import TrainConfig
+from lero.training.config import PPOHparams, ValueDecompositionHparams
 
 
 @pytest.mark.parametrize(

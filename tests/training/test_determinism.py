@@ -2,8 +2,7 @@
 
 import pytest
 import torch
-
-from training import Hooks, TrainConfig, train
+from lero.training import Hooks, TrainConfig, train
 
 torch.set_num_threads(1)
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from training.bench import bench_env, bench_train, format_table
+from lero.training.bench import bench_env, bench_train, format_table
 
 
 def test_bench_env_measures_both_envs() -> None:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from lero.training.envs import make_env
+from lero.training.envs.pettingzoo_view import ParallelView
 from pettingzoo.test import parallel_api_test
-
-from training.envs import make_env
-from training.envs.pettingzoo_view import ParallelView
 
 torch.set_num_threads(1)
 

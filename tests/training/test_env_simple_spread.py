@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from training.envs import ENV_NAMES, BatchedEnv, make_env
+from lero.training.envs import ENV_NAMES, BatchedEnv, make_env
 
 torch.set_num_threads(1)
 

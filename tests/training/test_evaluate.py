@@ -2,8 +2,7 @@
 
 import pytest
 import torch
-
-from training import Policy, PolicyMeta, evaluate, make_env
+from lero.training import Policy, PolicyMeta, evaluate, make_env
 
 torch.set_num_threads(1)
 

@@ -2,9 +2,8 @@
 
 import pytest
 import torch
-
-from training import HookError, Hooks, TrainConfig, train
-from training.hooks import ObservationEnhancer, RewardShaper
+from lero.training import HookError, Hooks, TrainConfig, train
+from lero.training.hooks import ObservationEnhancer, RewardShaper
 
 torch.set_num_threads(1)
 

@@ -4,9 +4,8 @@ import json
 
 import pytest
 import torch
-
-from training import Hooks, TrainConfig, train
-from training.stats import TrainingLog, summarize
+from lero.training import Hooks, TrainConfig, train
+from lero.training.stats import TrainingLog, summarize
 
 torch.set_num_threads(1)
 

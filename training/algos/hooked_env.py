@@ -10,10 +10,9 @@ import time
 from collections.abc import Callable
 
 import torch
-
-from training.envs.base import BatchedEnv
-from training.hooks import Hooks, ObservationEnhancer, RewardShaper
-from training.stats import TrainingLog
+from lero.training.envs.base import BatchedEnv
+from lero.training.hooks import Hooks, ObservationEnhancer, RewardShaper
+from lero.training.stats import TrainingLog
 
 
 class HookedEnv:

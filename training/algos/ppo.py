@@ -20,12 +20,11 @@ from __future__ import annotations
 import math
 
 import torch
+from lero.training.algos.hooked_env import HookedEnv
+from lero.training.algos.networks import RunningMeanStd, mlp, with_agent_id
+from lero.training.config import PPOHparams, TrainConfig
+from lero.training.policy import Policy, PolicyMeta
 from torch import nn
-
-from training.algos.hooked_env import HookedEnv
-from training.algos.networks import RunningMeanStd, mlp, with_agent_id
-from training.config import PPOHparams, TrainConfig
-from training.policy import Policy, PolicyMeta
 
 
 def train_ppo(cfg: TrainConfig, hp: PPOHparams, env: HookedEnv) -> Policy:

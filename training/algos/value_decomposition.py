@@ -20,12 +20,11 @@ import math
 
 import torch
 import torch.nn.functional as F
+from lero.training.algos.hooked_env import HookedEnv
+from lero.training.algos.replay import ReplayBuffer
+from lero.training.config import TrainConfig, ValueDecompositionHparams
+from lero.training.policy import Policy, PolicyMeta
 from torch import nn
-
-from training.algos.hooked_env import HookedEnv
-from training.algos.replay import ReplayBuffer
-from training.config import TrainConfig, ValueDecompositionHparams
-from training.policy import Policy, PolicyMeta
 
 
 class VDNMixer(nn.Module):

@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium import spaces
+from lero.training.envs.base import BatchedEnv
 from pettingzoo import ParallelEnv
-
-from training.envs.base import BatchedEnv
 
 
 class ParallelView(ParallelEnv):

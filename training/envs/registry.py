@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from training.envs.base import BatchedEnv
-from training.envs.simple_spread import SimpleSpread, SimpleSpreadConfig
+from lero.training.envs.base import BatchedEnv
+from lero.training.envs.simple_spread import SimpleSpread, SimpleSpreadConfig
 
 _ENVS: dict[str, tuple[type[BatchedEnv], type]] = {
     "simple_spread": (SimpleSpread, SimpleSpreadConfig),

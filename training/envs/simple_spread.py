@@ -34,9 +34,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-
-from training.envs import checks
-from training.envs.base import BatchedEnv
+from lero.training.envs import checks
+from lero.training.envs.base import BatchedEnv
 
 DT = 0.1
 DAMPING = 0.25
