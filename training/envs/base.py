@@ -34,12 +34,14 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
+from lero.training.envs.task import TaskSpec
 
 
 class BatchedEnv(ABC):
     """B copies of one multi-agent task stepped together (see module docstring)."""
 
     name: str
+    task: TaskSpec  # names, metrics, state fields and LERO defaults of the task (envs/task.py)
     n_envs: int  # B
     n_agents: int  # N
     obs_dim: int  # D, per-agent observation length

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from lero.training.envs import checks
 from lero.training.envs.base import BatchedEnv
+from lero.training.envs.task import RETURN, Metric, StateField, TaskSpec
 
 DT = 0.1
 DAMPING = 0.25
@@ -76,6 +77,32 @@ class SimpleSpreadConfig:
         object.__setattr__(self, "device", checks.device(owner, self.device))
 
 
+TASK = TaskSpec(
+    name="simple_spread",
+    text=(
+        "Cooperative navigation: the agents must together cover every landmark (one agent on "
+        "each) as quickly as possible while avoiding collisions. Each agent sees only its local, "
+        "partial observation at execution time."
+    ),
+    lero_kwargs={"N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2},
+    state_fields=(
+        StateField("agent_pos", "[B, N, 2]", "agent positions"),
+        StateField("agent_vel", "[B, N, 2]", "agent velocities"),
+        StateField("landmark_pos", "[B, L, 2]", "landmark positions (L landmarks, L = N)"),
+        StateField("step", "[B]", "step index within the episode (int64)"),
+    ),
+    metrics=(
+        Metric(RETURN, True, "mean per-agent native episode return"),
+        Metric("coverage", True, f"fraction of episodes ending with every landmark occupied (< {OCCUPY_DIST})"),
+        Metric("occupied", True, "mean landmarks occupied at episode end"),
+        Metric("collisions", False, "mean agent collisions per episode"),
+    ),
+    success_metric="coverage",
+    grammar="simple_spread",
+    notes={"occupy_dist": OCCUPY_DIST, "collision_dist": COLLISION_DIST},
+)
+
+
 class SimpleSpread(BatchedEnv):
     """B simple_spread worlds stepped at once (see the module docstring).
 
@@ -85,6 +112,7 @@ class SimpleSpread(BatchedEnv):
     """
 
     name = "simple_spread"
+    task = TASK
     n_actions = len(ACTION_DIRECTIONS)
 
     def __init__(self, cfg: SimpleSpreadConfig) -> None:
