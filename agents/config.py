@@ -5,14 +5,108 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from dataclasses import dataclass
 from typing import Literal
 
+import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "gpt-4o-mini"  # used only when credentials exist but no `openai:MODEL` was given
 DUMMY_API_KEY = "sk-no-key-needed"  # local OpenAI-compatible servers ignore the key
+OPENAI_URL = "https://api.openai.com/v1"
+MODEL_ENV = "LERO_MODEL"  # the model when no --model is given (else the server's first)
+
+
+class LLMSetupError(ValueError):
+    """The LLM settings cannot work (auth refused, server unreachable, no model): fix, retry."""
+
+
+def base_url_from(base_url: str | None) -> str | None:
+    """`--base-url`, else `OPENAI_BASE_URL`, else None (OpenAI itself)."""
+    return base_url or os.environ.get("OPENAI_BASE_URL") or None
+
+
+def api_key_for(base_url: str | None) -> str | None:
+    """`OPENAI_API_KEY`, else a dummy key when a base URL names a (local) server."""
+    return os.environ.get("OPENAI_API_KEY") or (DUMMY_API_KEY if base_url else None)
+
+
+def server_models(base_url: str | None, timeout_s: float = 5.0) -> list[str]:
+    """The model ids the server lists at GET /models (empty if it does not list any).
+
+    Raises LLMSetupError when the server cannot be reached or refuses the key (401/403):
+    nothing a run could do later would change that.
+    """
+    url = (base_url or OPENAI_URL).rstrip("/") + "/models"
+    headers = {"Authorization": f"Bearer {api_key_for(base_url) or ''}"}
+    try:
+        response = httpx.get(url, headers=headers, timeout=timeout_s)
+    except httpx.HTTPError as error:
+        raise LLMSetupError(
+            f"cannot reach the LLM server at {url}: {type(error).__name__}: {error}"
+        ) from None
+    if response.status_code in (401, 403):
+        raise LLMSetupError(
+            f"the LLM server at {url} refused the key (HTTP {response.status_code}): "
+            "check OPENAI_API_KEY"
+        )
+    if not response.is_success:
+        return []
+    try:
+        data = response.json().get("data") or []
+        return [str(entry["id"]) for entry in data if isinstance(entry, dict) and entry.get("id")]
+    except (ValueError, AttributeError):
+        return []
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """Which LLM a command uses, and why (said on the first line of a run)."""
+
+    llm: str  # "offline" | "openai:MODEL" (RunSpec.llm)
+    base_url: str | None
+    reason: str
+
+    def describe(self) -> str:
+        where = f" at {self.base_url}" if self.base_url else ""
+        return f"{self.llm}{where} ({self.reason})"
+
+
+def choose_llm(
+    llm: str | None = None, model: str | None = None, base_url: str | None = None
+) -> ModelChoice:
+    """The one rule for `run`, `resume` and `chat`.
+
+    An explicit `--llm` wins (`openai` alone takes its model like below). Otherwise
+    `OPENAI_API_KEY` or a base URL (`--base-url`, `OPENAI_BASE_URL`) selects
+    `openai:MODEL`, MODEL from `--model`, else `LERO_MODEL`, else the server's first
+    `/models` entry. Otherwise the offline designer.
+    """
+    base_url = base_url_from(base_url)
+    if llm == "offline":
+        return ModelChoice("offline", None, "--llm offline")
+    if llm is not None and llm != "openai":
+        backend, sep, name = llm.partition(":")
+        if backend != "openai" or not sep or not name.strip():
+            raise ValueError(f"unknown --llm {llm!r}: expected 'offline' or 'openai:MODEL'")
+        return ModelChoice(f"openai:{name.strip()}", base_url, "--llm")
+    key = os.environ.get("OPENAI_API_KEY")
+    if llm is None and not key and base_url is None:
+        if model:
+            raise ValueError("--model needs OPENAI_API_KEY or --base-url/OPENAI_BASE_URL")
+        _announce_offline_default()
+        return ModelChoice("offline", None, "no OPENAI_API_KEY or base URL")
+    why = "--llm openai" if llm else ("OPENAI_API_KEY" if key else "base URL")
+    name = model or os.environ.get(MODEL_ENV)
+    if name:
+        return ModelChoice(f"openai:{name}", base_url, f"{why}, model from {'--model' if model else MODEL_ENV}")
+    listed = server_models(base_url)
+    if not listed:
+        raise LLMSetupError(
+            f"the LLM server at {base_url or OPENAI_URL} lists no models: pass --model or set {MODEL_ENV}"
+        )
+    return ModelChoice(f"openai:{listed[0]}", base_url, f"{why}, the server's first model")
 
 
 class LLMConfig(BaseModel):
@@ -43,32 +137,25 @@ class LLMConfig(BaseModel):
     def from_spec(
         cls, spec: str | None = None, base_url: str | None = None, **overrides: object
     ) -> LLMConfig:
-        """Build from a CLI spec (`offline`, `openai:MODEL`, or None = pick by environment).
+        """Build from a CLI spec (`offline`, `openai:MODEL`, or None = `choose_llm`'s rule).
 
         The base URL comes from the argument, else `OPENAI_BASE_URL`; the key from
         `OPENAI_API_KEY`, else a dummy key when a base URL is set (local servers).
         """
-        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        api_key = os.environ.get("OPENAI_API_KEY") or None
-        if spec is None:
-            if api_key is None and base_url is None:
-                _announce_offline_default()
-                return cls(backend="offline", **overrides)
-            spec = f"openai:{DEFAULT_MODEL}"
-        if spec == "offline":
+        choice = choose_llm(spec, base_url=base_url)
+        if choice.llm == "offline":
             return cls(backend="offline", **overrides)
-        backend, sep, model = spec.partition(":")
-        if backend != "openai" or not sep or not model.strip():
-            raise ValueError(f"unknown --llm {spec!r}: expected 'offline' or 'openai:MODEL'")
-        if api_key is None and base_url is None:
+        base_url = choice.base_url
+        api_key = api_key_for(base_url)
+        if api_key is None:
             raise ValueError(
                 "--llm openai:MODEL needs OPENAI_API_KEY or --base-url/OPENAI_BASE_URL"
             )
         return cls(
             backend="openai",
-            model=model.strip(),
+            model=choice.llm.removeprefix("openai:"),
             base_url=base_url,
-            api_key=SecretStr(api_key or DUMMY_API_KEY),
+            api_key=SecretStr(api_key),
             **overrides,
         )
 

@@ -12,8 +12,12 @@ import argparse
 import csv
 import json
 import os
+import signal
 import sys
+import threading
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -31,8 +35,10 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 1
 DEFAULT_RUNS_DIR = "runs"
 RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
-    "sandbox", "approve", "run_id", "runs_dir",
+    "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
+    "wall_clock_s",
 )  # fmt: skip
+BUDGET_FLAGS = ("max_llm_requests", "max_llm_tokens", "wall_clock_s")
 
 
 class UsageError(Exception):
@@ -104,6 +110,32 @@ def one_line(exc: BaseException) -> str:
 # ---------------------------------------------------------------- parser
 
 
+def _runs_dir(text: str) -> Path:
+    """`--runs-dir`, resolved once here against the working directory."""
+    return Path(os.path.abspath(os.path.expanduser(text)))
+
+
+def _add_runs_dir(p: argparse.ArgumentParser, default: str | None = DEFAULT_RUNS_DIR) -> None:
+    p.add_argument(
+        "--runs-dir",
+        type=_runs_dir,
+        default=None if default is None else _runs_dir(default),
+        help=f"where runs live (default {DEFAULT_RUNS_DIR}/ in the working directory)",
+    )
+
+
+def _add_llm_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--llm", help="offline | openai | openai:MODEL (default: by environment)")
+    p.add_argument("--model", help="model name for openai (else LERO_MODEL, else the server's first)")
+    p.add_argument("--base-url", help="OpenAI-compatible server URL (else OPENAI_BASE_URL)")
+
+
+def _add_budget_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-llm-requests", type=_positive_int, help="LLM request budget of the run")
+    p.add_argument("--max-llm-tokens", type=_positive_int, help="LLM token budget of the run")
+    p.add_argument("--wall-clock-s", type=_positive_float, help="wall-clock budget in seconds")
+
+
 def _add_env_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--env-arg",
@@ -135,29 +167,30 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--population", type=_positive_int)
     run.add_argument("--steps", type=_positive_int, help="env steps per candidate and seed")
     run.add_argument("--seeds", type=_positive_int, help="seeds per candidate and baseline")
-    run.add_argument("--llm", help="offline | openai:MODEL")
-    run.add_argument("--base-url", help="OpenAI-compatible server URL (else OPENAI_BASE_URL)")
+    _add_llm_args(run)
+    _add_budget_args(run)
     run.add_argument("--sandbox", choices=("auto", "docker", "process"))
     run.add_argument("--approve", choices=("none", "spec", "candidates", "generations", "all"))
     run.add_argument("--run-id")
-    run.add_argument("--runs-dir", help=f"where runs live (default {DEFAULT_RUNS_DIR}/)")
+    _add_runs_dir(run, default=None)  # None: the config file's, else RunSpec's default
 
-    resume = sub.add_parser("resume", help="continue an interrupted run")
+    resume = sub.add_parser("resume", help="continue an interrupted or stopped run")
     resume.add_argument("run_id")
-    resume.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
+    _add_runs_dir(resume)
     resume.add_argument("--answer", type=Path, help="JSON file answering the pending question")
+    _add_llm_args(resume)
+    _add_budget_args(resume)
 
     chat = sub.add_parser("chat", help="design an experiment in a conversation, then run it")
-    chat.add_argument("--llm", help="offline | openai:MODEL (default: by environment)")
-    chat.add_argument("--base-url")
-    chat.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
+    _add_llm_args(chat)
+    _add_runs_dir(chat)
 
     runs = sub.add_parser("runs", help="list runs")
-    runs.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
+    _add_runs_dir(runs)
 
     report = sub.add_parser("report", help="rebuild and summarise a run's report")
     report.add_argument("run_id")
-    report.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
+    _add_runs_dir(report)
 
     train = sub.add_parser("train", help="train one policy on the native reward (no LLM)")
     train.add_argument("--env", required=True)
@@ -208,6 +241,8 @@ def spec_fields(args: argparse.Namespace) -> dict:
     """RunSpec fields: config file, then CLI flags; --env-arg entries update env_kwargs."""
     fields = load_config_file(args.config) if args.config else {}
     fields.update({k: getattr(args, k) for k in RUN_FLAGS if getattr(args, k) is not None})
+    if fields.get("runs_dir") is not None:
+        fields["runs_dir"] = str(fields["runs_dir"])
     if args.env_args:
         from lero.graph.configuration import RunSpec
 
@@ -219,27 +254,80 @@ def spec_fields(args: argparse.Namespace) -> dict:
     return fields
 
 
+def llm_fields(llm: str | None, model: str | None, base_url: str | None) -> dict[str, str | None]:
+    """RunSpec's `llm` and `base_url` by the one rule of `agents.config.choose_llm`."""
+    from lero.agents.config import choose_llm
+
+    choice = choose_llm(llm, model, base_url)
+    return {"llm": choice.llm, "base_url": choice.base_url}
+
+
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from lero.graph.configuration import RunSpec
 
-    spec = RunSpec.parse(spec_fields(args)).with_run_id()  # validated before heavy imports
+    fields = spec_fields(args)
+    fields.update(llm_fields(fields.get("llm"), args.model, fields.get("base_url")))
+    spec = RunSpec.parse(fields).with_run_id()  # validated before heavy imports
     from lero.graph.console import RichUI
     from lero.graph.runner import start_run
 
     ui = RichUI(console=console, generations=spec.generations)
-    try:
-        with ui:
-            outcome = start_run(spec, ui)
-    except KeyboardInterrupt:
-        return _stopped(spec.run_id, spec.runs_dir)
+    with first_ctrl_c_cancels() as interrupts:
+        try:
+            with ui:
+                outcome = start_run(spec, ui)
+        except KeyboardInterrupt:
+            interrupts.wait()
+            return _stopped(spec.run_id, Path(spec.runs_dir))
     return finish_outcome(outcome, console)
 
 
-def _stopped(run_id: str, runs_dir: str) -> int:
+class Interrupts:
+    """Ctrl-C during a run: the first kills its sandbox jobs (in a thread, so a lock the
+    interrupted code holds cannot deadlock it) and raises KeyboardInterrupt; the second
+    exits at once."""
+
+    def __init__(self) -> None:
+        self.canceller: threading.Thread | None = None
+
+    def handle(self, signum: int, frame: object) -> None:
+        if self.canceller is not None:
+            os._exit(EXIT_INTERRUPTED)
+        from lero.graph.nodes.resources import cancel_jobs
+
+        self.canceller = threading.Thread(target=cancel_jobs, daemon=True)
+        self.canceller.start()
+        raise KeyboardInterrupt
+
+    def wait(self, timeout_s: float = 10.0) -> None:
+        """Until the jobs are killed: no container outlives the command."""
+        if self.canceller is not None:
+            self.canceller.join(timeout_s)
+
+
+@contextmanager
+def first_ctrl_c_cancels() -> Iterator[Interrupts]:
+    interrupts = Interrupts()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupts  # signals reach only the main thread
+        return
+    previous = signal.signal(signal.SIGINT, interrupts.handle)
+    try:
+        yield interrupts
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def resume_hint(run_id: str, runs_dir: Path) -> str:
+    """The command that continues a run (`--runs-dir` only when it is not the default)."""
+    default = _runs_dir(DEFAULT_RUNS_DIR)
+    where = "" if Path(runs_dir) == default else f" --runs-dir {runs_dir}"
+    return f"lero resume {run_id}{where}"
+
+
+def _stopped(run_id: str, runs_dir: Path) -> int:
     """Ctrl-C: the last checkpoint survives, so say how to continue."""
-    return _fail(
-        f"interrupted; continue with: lero resume {run_id} --runs-dir {runs_dir}", EXIT_INTERRUPTED
-    )
+    return _fail(f"interrupted; continue with: {resume_hint(run_id, runs_dir)}", EXIT_INTERRUPTED)
 
 
 def read_answer(path: Path | None) -> object | None:
@@ -254,32 +342,45 @@ def read_answer(path: Path | None) -> object | None:
         raise UsageError(f"answer file {path} is not JSON: {exc.msg} (line {exc.lineno})") from None
 
 
+def resume_overrides(args: argparse.Namespace) -> dict[str, object]:
+    """Spec fields `lero resume` changes: budgets, and the LLM when one is named."""
+    overrides = {k: getattr(args, k) for k in BUDGET_FLAGS if getattr(args, k) is not None}
+    if args.llm is not None or args.model is not None or args.base_url is not None:
+        overrides.update(llm_fields(args.llm, args.model, args.base_url))
+    return overrides
+
+
 def cmd_resume(args: argparse.Namespace, console: Console) -> int:
     path = run_dir(args.runs_dir, args.run_id)
     answer = read_answer(args.answer)
+    overrides = resume_overrides(args)
     from lero.graph.console import RichUI
     from lero.graph.report import load_run
     from lero.graph.runner import resume_run
 
     ui = RichUI(console=console, generations=load_run(path).spec.get("generations"))
-    try:
-        with ui:
-            outcome = resume_run(args.run_id, args.runs_dir, ui, answer=answer)
-    except KeyboardInterrupt:
-        return _stopped(args.run_id, args.runs_dir)
+    with first_ctrl_c_cancels() as interrupts:
+        try:
+            with ui:
+                outcome = resume_run(
+                    args.run_id, args.runs_dir, ui, answer=answer, overrides=overrides
+                )
+        except KeyboardInterrupt:
+            interrupts.wait()
+            return _stopped(args.run_id, args.runs_dir)
     return finish_outcome(outcome, console)
 
 
 def finish_outcome(outcome: RunOutcome, console: Console) -> int:
-    """Say how the run ended; for a pending question, how to answer it without a terminal."""
+    """Say how the run ended, on the last line; for a pending question, how to answer it."""
     from lero.graph.console import describe_answer, render_summary
 
     status, run_id = outcome.status, outcome.run_id
+    runs_dir = Path(outcome.run_dir).parent
     if status == "interrupted" and outcome.interrupt is not None:
-        runs_dir = Path(outcome.run_dir).parent
         console.print(
             f"[yellow]run {run_id} is waiting for an answer:[/] "
-            f"lero resume {run_id} --runs-dir {escape(str(runs_dir))} --answer FILE",
+            f"{escape(resume_hint(run_id, runs_dir))} --answer FILE",
             soft_wrap=True,
         )
         console.print(describe_answer(outcome.interrupt), markup=False, soft_wrap=True)
@@ -288,14 +389,21 @@ def finish_outcome(outcome: RunOutcome, console: Console) -> int:
     if report_path.is_file():
         render_summary(json.loads(report_path.read_text()), console)
         console.print(f"report: {Path(outcome.run_dir) / 'report.md'}", soft_wrap=True)
-    console.print(f"run {run_id}: {status}")
-    return EXIT_OK if status in ("completed", "interrupted") else EXIT_FAILED
+    last = f"run {run_id}: {status}"
+    if outcome.stop_reason and status != "completed":
+        last += f": {outcome.stop_reason}"
+    if status == "stopped":
+        last += f"; continue with: {resume_hint(run_id, runs_dir)}"
+    console.print(last, markup=False, highlight=False, soft_wrap=True)
+    return EXIT_OK if status == "completed" else EXIT_FAILED
 
 
 def cmd_chat(args: argparse.Namespace, console: Console) -> int:
     from lero.graph.chat import run_chat
 
-    return run_chat(llm=args.llm, base_url=args.base_url, runs_dir=args.runs_dir, console=console)
+    fields = llm_fields(args.llm, args.model, args.base_url)
+    return run_chat(llm=fields["llm"], base_url=fields["base_url"], runs_dir=str(args.runs_dir),
+                    console=console)
 
 
 # ---------------------------------------------------------------- runs / report

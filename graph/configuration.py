@@ -7,6 +7,7 @@ validated once; everything downstream trusts it. Bad values raise `RunError`, a
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import time
@@ -46,7 +47,7 @@ class RunSpec(BaseModel):
     sandbox: Literal["auto", "docker", "process"] = "auto"
     approve: Literal["none", "spec", "candidates", "generations", "all"] = "none"
     run_id: str | None = None
-    runs_dir: str = "runs"
+    runs_dir: str = Field(default="runs", validate_default=True)  # relative to the cwd; stored absolute
     task: str = DEFAULT_TASK
     max_llm_requests: int | None = Field(default=None, ge=1)
     max_llm_tokens: int | None = Field(default=None, ge=1)
@@ -73,6 +74,12 @@ class RunSpec(BaseModel):
                 f"run id {value!r} must be 1-64 characters of letters, digits, '_', '-', '.'"
             )
         return value
+
+    @field_validator("runs_dir")
+    @classmethod
+    def _runs_dir_absolute(cls, value: str) -> str:
+        """Resolved once here: sandboxes bind-mount job directories, which must be absolute."""
+        return os.path.abspath(os.path.expanduser(value))
 
     @model_validator(mode="after")
     def _fill_env_kwargs(self) -> RunSpec:

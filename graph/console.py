@@ -136,6 +136,13 @@ def _progress(console: Console) -> Progress:
     )
 
 
+def return_note(info: dict) -> str:
+    """The progress bar's note; `return` is None until the first episode has finished."""
+    if "return" not in info:
+        return ""
+    return f"return {fmt_number(info['return'], 2)}"
+
+
 @contextmanager
 def train_progress(console: Console, title: str) -> Iterator[Callable[[int, int, dict], None]]:
     """A progress bar for one `training.train` call; yields its `progress` callback."""
@@ -143,8 +150,7 @@ def train_progress(console: Console, title: str) -> Iterator[Callable[[int, int,
         task = bar.add_task(title, total=None, note="")
 
         def update(done: int, total: int, info: dict) -> None:
-            note = f"return {info['return']:.2f}" if "return" in info else ""
-            bar.update(task, completed=done, total=max(total, done), note=note)
+            bar.update(task, completed=done, total=max(total, done), note=return_note(info))
 
         yield update
 
@@ -314,9 +320,8 @@ class RichUI:
     def _on_train_progress(self, event: dict) -> None:
         key, label = self._job_key({**event, "kind": "train"})
         bar = self._bar(key, label, event.get("total"))
-        note = f"return {fmt_number(event['return'], 2)}" if "return" in event else ""
         self.progress.update(
-            bar, completed=event.get("done", 0), total=event.get("total"), note=note
+            bar, completed=event.get("done", 0), total=event.get("total"), note=return_note(event)
         )
 
     def _on_llm(self, event: dict) -> None:

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lero.graph.rundir import EVENTS_FILE, read_events, write_atomic
+
 METRICS = ("return", "coverage", "occupied", "collisions")
-RUN_STATUSES = ("completed", "running", "interrupted", "failed")
+RUN_STATUSES = ("completed", "running", "interrupted", "stopped", "failed")
+# stop reasons after which the designer could not go on; `lero resume` continues the run
+RESUMABLE_STOPS = ("llm_budget", "llm_error", "wall_clock")
+# job statuses that say the sandbox or the engine failed, not the candidate's code
+INFRASTRUCTURE_STATUSES = frozenset({"crashed"})
 
 
 @dataclass
@@ -67,19 +72,6 @@ def _read_json(path: Path) -> dict | None:
         raise ValueError(f"corrupt JSON in {path}: {exc.msg} (line {exc.lineno})") from None
 
 
-def _read_events(path: Path) -> list[dict]:
-    """events.jsonl is append-only; a torn last line (crash mid-write) is skipped."""
-    if not path.is_file():
-        return []
-    events = []
-    for line in path.read_text().splitlines():
-        try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return events
-
-
 def _parse_candidate_dir(name: str) -> tuple[int, int] | None:
     gen, sep, idx = name.partition("-")
     if not sep or not gen.isdigit() or not idx.isdigit():
@@ -116,7 +108,7 @@ def load_run(run_dir: str | Path) -> RunFiles:
         run_dir=run_dir,
         spec=spec or {},
         state=state or {},
-        events=_read_events(run_dir / "events.jsonl"),
+        events=read_events(run_dir / EVENTS_FILE),
         baseline=_read_json(run_dir / "baseline" / "result.json"),
         candidates=candidates,
     )
@@ -179,6 +171,42 @@ def _status(run: RunFiles) -> str:
     return status if status in RUN_STATUSES else "running"
 
 
+def is_resumable_stop(stop_reason: str | None) -> bool:
+    """The designer stopped for a reason more budget or a working server fixes."""
+    return bool(stop_reason) and stop_reason.split(":", 1)[0] in RESUMABLE_STOPS
+
+
+def _failure_text(result: dict) -> str:
+    """The first error message of a result.json (aggregated or one seed's)."""
+    errors = [result.get("error"), *((r or {}).get("error") for r in result.get("per_seed") or [])]
+    for error in errors:
+        if isinstance(error, dict) and error.get("message"):
+            return f"{error.get('type', 'error')}: {' '.join(str(error['message']).split())}"[:300]
+        if isinstance(error, str) and error.strip():
+            return " ".join(error.split())[:300]
+    return f"status {result.get('status', '?')}"
+
+
+def run_ending(run: RunFiles, stop_reason: str | None) -> tuple[str, str | None]:
+    """(status, stop_reason) of a run whose graph reached its end.
+
+    `failed` when the baseline did not train or every candidate failed in the sandbox
+    rather than in its code (nothing the run shows can be trusted); `stopped` when the
+    designer could not go on (resumable); else `completed` (a human stop included).
+    """
+    if run.baseline is not None and run.baseline.get("status") != "ok":
+        return "failed", f"the baseline did not train ({_failure_text(run.baseline)})"
+    broken = [c for c in run.candidates if c.status in INFRASTRUCTURE_STATUSES]
+    if broken and len(broken) == len(run.candidates):
+        return "failed", (
+            f"all {len(broken)} candidates failed in the sandbox, not in their code "
+            f"({_failure_text(broken[0].result)})"
+        )
+    if is_resumable_stop(stop_reason):
+        return "stopped", stop_reason
+    return "completed", stop_reason
+
+
 def summarize(run: RunFiles) -> dict:
     """The report.json document (DESIGN.md keys)."""
     best = best_candidate(run)
@@ -186,6 +214,7 @@ def summarize(run: RunFiles) -> dict:
     return {
         "run_id": run.run_id,
         "status": _status(run),
+        "stop_reason": run.state.get("stop_reason") or run.state.get("error"),
         "baseline": {
             "fitness": (run.baseline or {}).get("fitness"),
             "eval": _eval_of(run.baseline),
@@ -233,8 +262,13 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
     """Human-readable report: comparison, generations, candidates, the best code."""
     spec, best = run.spec, best_candidate(run)
     lines = [f"# lero run `{summary['run_id']}`", ""]
+    status = f"- status: **{summary['status']}**"
+    if summary["stop_reason"]:
+        status += f" ({summary['stop_reason']})"
+    if summary["status"] == "stopped":
+        status += f"; continue with `lero resume {summary['run_id']}`"
     lines += [
-        f"- status: **{summary['status']}**",
+        status,
         f"- env: `{spec.get('env', '?')}` {json.dumps(spec.get('env_kwargs', {}))}",
         f"- algo: `{spec.get('algo', '?')}`, steps per candidate: {spec.get('steps', '?')}, "
         f"seeds: {spec.get('seeds', '?')}",
@@ -288,13 +322,6 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
             "```",
         ]
     return "\n".join(lines) + "\n"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temp file + rename: readers never see a half-written file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def write_report(run_dir: str | Path) -> dict:

@@ -18,9 +18,35 @@ from pathlib import Path
 from typing import Any
 
 from lero.graph.configuration import RunError, RunSpec
-from lero.graph.report import write_atomic
 
 BASELINE_ID = "baseline"
+EVENTS_FILE = "events.jsonl"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temp file + rename: readers never see a half-written file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """Every event of an events.jsonl file: the one reader (resume, report, chat, UI).
+
+    A line that is not a JSON object is skipped: a process killed mid-write leaves a torn
+    last line, and appends after a resume start on a fresh line (`RunDir.append_event`).
+    """
+    if not path.is_file():
+        return []
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and "event" in record:
+            events.append(record)
+    return events
 
 
 def _write_json_atomic(path: Path, payload: Any) -> None:
@@ -46,7 +72,7 @@ class RunDir:
             raise RunError(f"run {spec.run_id!r} already exists in {spec.runs_dir} (use lero resume)")
         path.mkdir(parents=True)
         rundir = cls(path)
-        _write_json_atomic(rundir.path / "spec.json", spec.model_dump(mode="json"))
+        rundir.write_spec(spec)
         rundir.update_state(
             status="running", generation=0, started_ts=time.time(), env_steps=0,
             llm={"requests": 0, "prompt_tokens": 0, "completion_tokens": 0},
@@ -66,12 +92,20 @@ class RunDir:
         return self.path / "state.json"
 
     @property
+    def events_path(self) -> Path:
+        return self.path / EVENTS_FILE
+
+    @property
     def checkpoint_path(self) -> Path:
         return self.path / "checkpoints.sqlite"
 
     @property
     def cache_dir(self) -> Path:
         return self.path / "cache"
+
+    def write_spec(self, spec: RunSpec) -> None:
+        """Replace spec.json (a resume with more budget or another server)."""
+        _write_json_atomic(self.path / "spec.json", spec.model_dump(mode="json"))
 
     def read_spec(self) -> RunSpec:
         return RunSpec.parse(json.loads((self.path / "spec.json").read_text()))
@@ -95,17 +129,18 @@ class RunDir:
         """Append one `{"ts", "event", ...}` line to events.jsonl and return the record."""
         record = {"ts": time.time(), "event": event, **fields}
         line = json.dumps(record, default=str) + "\n"
-        with self._lock, open(self.path / "events.jsonl", "a") as stream:
-            stream.write(line)
+        with self._lock, open(self.events_path, "a+b") as stream:
+            if stream.tell() > 0:  # after a torn last line (a kill mid-write): start a new line
+                stream.seek(-1, os.SEEK_END)
+                if stream.read(1) != b"\n":
+                    line = "\n" + line
+            stream.write(line.encode())
             stream.flush()
             os.fsync(stream.fileno())
         return record
 
     def read_events(self) -> list[dict[str, Any]]:
-        path = self.path / "events.jsonl"
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return read_events(self.events_path)
 
     def candidate_dir(self, candidate_id: str) -> Path:
         if candidate_id == BASELINE_ID:

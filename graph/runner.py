@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import httpx
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
+from lero.agents.config import LLMSetupError, server_models
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.graph import build_graph, recursion_limit
 from lero.graph.nodes import normalize_answer
 from lero.graph.nodes.resources import (
+    earlier_llm_calls,
     llm_config,
     open_resources,
     open_sandbox,
@@ -34,7 +35,9 @@ from lero.graph.nodes.resources import (
     task_spec,
     unregister,
 )
+from lero.graph.report import write_report
 from lero.graph.rundir import RunDir
+from lero.sandbox.base import JobCancelled
 from lero.training import ALGOS, TrainConfig
 
 
@@ -52,22 +55,22 @@ class RunUI(Protocol):
 class RunOutcome:
     """How a call to start_run / resume_run ended."""
 
-    status: str  # "completed" | "interrupted"
+    status: str  # "completed" | "stopped" | "failed" | "interrupted" (report.RUN_STATUSES)
     run_id: str
     run_dir: Path
     interrupt: dict[str, Any] | None = None  # the pending approval payload when interrupted
+    stop_reason: str | None = None  # why a run stopped or failed (one line)
 
 
-def check_llm_reachable(spec: RunSpec, timeout_s: float = 5.0) -> None:
-    """An OpenAI-compatible server must answer HTTP at its base URL (any status will do)."""
+def check_llm_reachable(spec: RunSpec) -> None:
+    """The server must answer and accept the key (401/403 fail here, before anything exists)."""
     cfg = llm_config(spec)
     if cfg.backend != "openai":
         return
-    url = (cfg.base_url or "https://api.openai.com/v1").rstrip("/") + "/models"
     try:
-        httpx.get(url, timeout=timeout_s)
-    except httpx.HTTPError as error:
-        raise RunError(f"cannot reach the LLM server at {url}: {type(error).__name__}: {error}") from None
+        server_models(cfg.base_url)
+    except LLMSetupError as error:
+        raise RunError(str(error)) from None
 
 
 def preflight(spec: RunSpec) -> RunSpec:
@@ -90,33 +93,67 @@ def preflight(spec: RunSpec) -> RunSpec:
     return spec.model_copy(update={"sandbox": backend})
 
 
+def _announce(ui: RunUI, spec: RunSpec, verb: str) -> None:
+    """The first thing a run says: which LLM and which sandbox it uses."""
+    where = f" at {spec.base_url}" if spec.base_url else ""
+    ui.on_event({"type": "log", "event": f"run_{verb}",
+                 "message": f"{verb} run {spec.run_id}: llm {spec.llm}{where}, sandbox {spec.sandbox}"})
+
+
 def start_run(spec: RunSpec, ui: RunUI) -> RunOutcome:
-    """Validate, create runs/<id>/ and drive a new run until it completes or waits for a human."""
+    """Validate, create runs/<id>/ and drive a new run until it ends or waits for a human."""
     spec = spec.with_run_id()
     if (Path(spec.runs_dir) / str(spec.run_id)).exists():
         raise RunError(f"run {spec.run_id!r} already exists in {spec.runs_dir} (use lero resume)")
     spec = preflight(spec)
+    _announce(ui, spec, "starting")
     rundir = RunDir.create(spec)
-    rundir.append_event("run_started", run_id=spec.run_id)
+    rundir.append_event("run_started", run_id=spec.run_id, llm=spec.llm, sandbox=spec.sandbox)
     return _drive(rundir, spec, ui, {"spec": spec.model_dump(mode="json")})
 
 
-def resume_run(run_id: str, runs_dir: str | Path, ui: RunUI, answer: object | None = None) -> RunOutcome:
+RESUME_OVERRIDES = ("llm", "base_url", "max_llm_requests", "max_llm_tokens", "wall_clock_s")
+
+
+def resume_run(
+    run_id: str,
+    runs_dir: str | Path,
+    ui: RunUI,
+    answer: object | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> RunOutcome:
     """Continue a stopped, interrupted or crashed run from its last checkpoint.
 
-    `answer` answers the pending approval (else `ui.ask` is asked); a finished run just
-    reports `completed`.
+    `answer` answers the pending approval (else `ui.ask` is asked). `overrides` (fields of
+    RESUME_OVERRIDES: more LLM budget, more wall clock, another server) replace the stored
+    spec's. A `stopped` run goes on with the next generation; another finished run just
+    reports how it ended.
     """
     rundir = RunDir.open(runs_dir, run_id)
-    spec = rundir.read_spec()
+    stored = rundir.read_spec()
+    unknown = set(overrides or {}) - set(RESUME_OVERRIDES)
+    if unknown:
+        raise RunError(f"resume cannot change {', '.join(sorted(unknown))}")
+    spec = RunSpec.parse({**stored.model_dump(mode="json"), **(overrides or {}),
+                          "runs_dir": str(rundir.path.parent)})
+    state = rundir.read_state()
     preflight(spec)
     with SqliteSaver.from_conn_string(str(rundir.checkpoint_path)) as saver:
-        snapshot = build_graph().compile(checkpointer=saver).get_state(_config(spec))
-    if not snapshot.values:
-        raise RunError(f"run {run_id!r} has no checkpoint to resume from")
-    if not snapshot.next:
-        return RunOutcome("completed", run_id, rundir.path)
-    rundir.append_event("run_resumed", run_id=run_id)
+        compiled = build_graph().compile(checkpointer=saver)
+        snapshot = compiled.get_state(_config(spec))
+        if not snapshot.values:
+            raise RunError(f"run {run_id!r} has no checkpoint to resume from")
+        if not snapshot.next and state.get("status") != "stopped":
+            return RunOutcome(state.get("status", "completed"), run_id, rundir.path,
+                              stop_reason=state.get("stop_reason"))
+        if not snapshot.next:
+            _check_budget_left(rundir, spec, state.get("stop_reason") or "")
+            compiled.update_state(_config(spec), _continue_stopped(snapshot.values, spec),
+                                  as_node="approve_generation")
+    if spec != stored:
+        rundir.write_spec(spec)
+    _announce(ui, spec, "resuming")
+    rundir.append_event("run_resumed", run_id=run_id, **(overrides or {}))
     command: Command | None = None
     if snapshot.interrupts:
         payload = snapshot.interrupts[0].value
@@ -126,6 +163,37 @@ def resume_run(run_id: str, runs_dir: str | Path, ui: RunUI, answer: object | No
             return RunOutcome("interrupted", run_id, rundir.path, interrupt=payload)
         command = _answer(rundir, payload, answer)
     return _drive(rundir, spec, ui, command)
+
+
+def _continue_stopped(values: dict[str, Any], spec: RunSpec) -> dict[str, Any]:
+    """State that sends a stopped run back to `design`, as if its last generation approved.
+
+    When the designer wrote nothing in the last generation, that generation is designed
+    again (its records, the baseline's too when it was generation 0, are dropped from
+    `evaluated`: the sandbox's result cache answers their jobs again without training).
+    """
+    generation = values["generation"]
+    if not values.get("candidates"):
+        generation -= 1
+    evaluated = [r for r in values.get("evaluated", []) if r["generation"] < generation]
+    return {"spec": spec.model_dump(mode="json"), "stop_reason": None,
+            "generation": max(generation, 0), "evaluated": evaluated}
+
+
+def _check_budget_left(rundir: RunDir, spec: RunSpec, stop_reason: str) -> None:
+    """Resuming a run stopped by a budget needs more of it (else it would stop at once)."""
+    kind = stop_reason.split(":", 1)[0]
+    if kind == "wall_clock" and spec.wall_clock_s is not None and rundir.wall_s() >= spec.wall_clock_s:
+        raise RunError(f"the wall-clock budget is spent ({rundir.wall_s():.0f} s of "
+                       f"{spec.wall_clock_s:g} s): resume with a larger --wall-clock-s")
+    if kind == "llm_budget":
+        used = earlier_llm_calls(rundir.read_events())
+        tokens = sum(int(c.get("prompt_tokens", 0)) + int(c.get("completion_tokens", 0)) for c in used)
+        if (spec.max_llm_requests is not None and len(used) >= spec.max_llm_requests) or (
+            spec.max_llm_tokens is not None and tokens >= spec.max_llm_tokens
+        ):
+            raise RunError(f"the LLM budget is spent ({len(used)} requests, {tokens} tokens): "
+                           "resume with a larger --max-llm-requests / --max-llm-tokens")
 
 
 def _config(spec: RunSpec) -> dict[str, Any]:
@@ -155,7 +223,9 @@ def _drive(rundir: RunDir, spec: RunSpec, ui: RunUI, graph_input: Any) -> RunOut
                     ui.on_event(event)
                 snapshot = compiled.get_state(config)
                 if not snapshot.interrupts:
-                    return RunOutcome("completed", run_id, rundir.path)
+                    state = rundir.read_state()
+                    return RunOutcome(state.get("status", "completed"), run_id, rundir.path,
+                                      stop_reason=state.get("stop_reason"))
                 payload = snapshot.interrupts[0].value
                 rundir.append_event("interrupt", kind=payload["kind"], payload=payload)
                 rundir.update_state(status="interrupted")
@@ -166,13 +236,15 @@ def _drive(rundir: RunDir, spec: RunSpec, ui: RunUI, graph_input: Any) -> RunOut
                 graph_input = _answer(rundir, payload, answer)
     except RunError:  # a malformed answer: the run still waits for a valid one
         raise
-    except KeyboardInterrupt:
-        rundir.update_state(status="interrupted")
+    except (KeyboardInterrupt, JobCancelled):
+        rundir.update_state(status="interrupted", stop_reason="interrupted (Ctrl-C)")
         rundir.append_event("run_stopped", reason="keyboard interrupt")
-        raise
+        raise KeyboardInterrupt from None
     except Exception as error:
-        rundir.update_state(status="failed", error=f"{type(error).__name__}: {error}")
-        rundir.append_event("run_failed", error=f"{type(error).__name__}: {error}")
+        reason = " ".join(f"{type(error).__name__}: {error}".split())[:500]
+        rundir.update_state(status="failed", stop_reason=reason, error=reason)
+        rundir.append_event("run_failed", error=reason)
+        write_report(rundir.path)
         raise
     finally:
         unregister(run_id)

@@ -176,6 +176,10 @@ class ProgressRelay:
         self.report(done=done, total=total, **{"return": latest})
 
 
+class JobCancelled(RuntimeError):
+    """The sandbox was cancelled (Ctrl-C) before or while the job ran; nothing is cached."""
+
+
 class Sandbox(ABC):
     """Runs untrusted code contained; see DESIGN.md for statuses and defaults."""
 
@@ -201,6 +205,7 @@ class Sandbox(ABC):
             )
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.cancelled = threading.Event()
 
     @abstractmethod
     def run_script(self, source: str, limits: Limits | None = None) -> ScriptResult:
@@ -217,6 +222,23 @@ class Sandbox(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release what the backend holds between jobs (e.g. warm containers)."""
+
+    def cancel_all(self) -> None:
+        """Kill every running job now and refuse new ones (the first Ctrl-C of a run).
+
+        Jobs that were running or waiting raise `JobCancelled` instead of returning a
+        result, so no cancelled job reaches the result cache: a resume runs them again.
+        """
+        self.cancelled.set()
+        self._kill_running()
+
+    @abstractmethod
+    def _kill_running(self) -> None:
+        """Kill every job this sandbox runs right now."""
+
+    def _check_cancelled(self, job: Job) -> None:
+        if self.cancelled.is_set():
+            raise JobCancelled(f"{job.kind} job {job.job_id} cancelled")
 
     def _new_job_dir(self, job_id: str) -> Path:
         job_dir = self.work_dir / f"{job_id}-{uuid.uuid4().hex[:6]}"
@@ -247,8 +269,10 @@ class Sandbox(ABC):
             job.seed,
         )
         cached = self.cache.get(key) if self.cache is not None else None
+        self._check_cancelled(job)
         self._emit("job_started", **fields)
         result = cached or self._run_uncached(job)
+        self._check_cancelled(job)
         if self.cache is not None and cached is None:
             self.cache.put(key, result)
         self._emit("job_finished", **fields, status=result.status, cached=result.cached)
@@ -266,6 +290,7 @@ class Sandbox(ABC):
             if isinstance(policy, JobResult):
                 return policy
         with self.slots:
+            self._check_cancelled(job)
             job_dir = self._job_dir_for(job)
             try:
                 result = self._run_in(job, job_dir, policy)

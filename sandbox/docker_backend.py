@@ -91,6 +91,7 @@ class DockerSandbox(Sandbox):
         self._spares: dict[Limits, list[_Started]] = {}
         self._claimed: dict[Path, _Started] = {}
         self._spares_lock = threading.Lock()
+        self._replenishers: list[threading.Thread] = []
         self._closed = False
         atexit.register(self.close)
         self.client = docker_client()
@@ -145,7 +146,10 @@ class DockerSandbox(Sandbox):
             warm = self._take_spare(job.limits) or self._start_spare(job.limits)
         except SandboxUnavailable:
             return super()._job_dir_for(job)  # the cold path reports the failure as `crashed`
-        threading.Thread(target=self._replenish, args=(job.limits,), daemon=True).start()
+        replenish = threading.Thread(target=self._replenish, args=(job.limits,), daemon=True)
+        with self._spares_lock:
+            self._replenishers = [t for t in self._replenishers if t.is_alive()] + [replenish]
+        replenish.start()
         with self._spares_lock:
             self._claimed[warm.job_dir] = warm
         return warm.job_dir
@@ -201,6 +205,21 @@ class DockerSandbox(Sandbox):
             self._claimed.clear()
         for warm in unused:
             self._discard(warm)
+
+    def _kill_running(self) -> None:
+        """Remove every container this process made: running jobs, warm spares, all."""
+        self.close()
+        with self._spares_lock:
+            replenishers = list(self._replenishers)
+        for thread in replenishers:  # a spare being started now is discarded when it is up
+            thread.join(timeout=10.0)
+        with contextlib.suppress(*DOCKER_ERRORS):
+            mine = self.client.containers.list(
+                all=True, filters={"label": f"{OWNER_LABEL}={_owner()}"}
+            )
+            for container in mine:
+                with contextlib.suppress(*DOCKER_ERRORS):
+                    container.remove(force=True)
 
     def _run_container(self, command: list[str], job_dir: Path, limits: Limits) -> ScriptResult:
         return self._finish(self._start(command, job_dir, limits))

@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -55,6 +56,8 @@ class ProcessSandbox(Sandbox):
         if shutil.which("prlimit") is None:
             raise SandboxUnavailable("the process sandbox needs `prlimit` (util-linux)")
         self.unshare = self._namespace_command()
+        self._running: set[int] = set()  # process groups of the jobs running now
+        self._running_lock = threading.Lock()
         if not self.unshare:
             warning = "WARNING: no namespaces for the process sandbox: candidate code can use the network and write files"
             log.warning(warning)
@@ -73,6 +76,12 @@ class ProcessSandbox(Sandbox):
 
     def close(self) -> None:
         """Nothing is held between jobs: every job starts a fresh process."""
+
+    def _kill_running(self) -> None:
+        with self._running_lock:
+            groups = list(self._running)
+        for pgid in groups:
+            _kill_group(pgid)
 
     def _job_path_inside(self, job_dir: Path, name: str) -> str:
         return str(job_dir / name)
@@ -113,6 +122,8 @@ class ProcessSandbox(Sandbox):
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
+        with self._running_lock:
+            self._running.add(child.pid)
         readers = [drain_in_thread(child.stdout, stdout), drain_in_thread(child.stderr, stderr)]
         timed_out = False
         with DiskWatch(cwd, limits.disk_mb * 2**20, lambda: _kill_group(child.pid)) as disk:
@@ -123,6 +134,8 @@ class ProcessSandbox(Sandbox):
             finally:
                 _kill_group(child.pid)  # the whole group, done or not
                 exit_code = child.wait()
+                with self._running_lock:
+                    self._running.discard(child.pid)
         elapsed = time.perf_counter() - started
         for reader in readers:
             reader.join(timeout=2.0)

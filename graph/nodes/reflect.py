@@ -7,7 +7,7 @@ from typing import Any
 from lero.graph.nodes.candidates import at_stage
 from lero.graph.nodes.resources import resources_for
 from lero.graph.reflection import generation_reflection
-from lero.graph.report import write_report
+from lero.graph.report import load_run, run_ending, write_report
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.state import RunState
 
@@ -25,16 +25,16 @@ def reflect(state: RunState) -> dict[str, Any]:
 
 
 def finish(state: RunState) -> dict[str, Any]:
-    """Record the final state of the run and build its report from the run directory."""
+    """Record how the run ended (completed, stopped, failed) and build its report."""
     res = resources_for(state["spec"])
     elites = state.get("elites", [])
     best = elites[0] if elites else None
-    stop_reason = state.get("stop_reason")
+    status, stop_reason = run_ending(load_run(res.rundir.path), state.get("stop_reason"))
     res.rundir.update_state(
-        status="completed", stop_reason=stop_reason, llm=res.llm_usage(),
+        status=status, stop_reason=stop_reason, llm=res.llm_usage(),
         best={"candidate_id": best["candidate_id"], "fitness": best["fitness"]} if best else None,
     )
-    res.emit("run_finished", status="completed", stop_reason=stop_reason,
+    res.emit("run_finished", status=status, stop_reason=stop_reason,
              best_candidate=best["candidate_id"] if best else None)
     write_report(res.rundir.path)
     return {}

@@ -145,6 +145,14 @@ def unregister(run_id: str) -> None:
         found.sandbox.close()
 
 
+def cancel_jobs() -> None:
+    """Kill the sandbox jobs of every run this process drives (the first Ctrl-C)."""
+    with _registry_lock:
+        running = list(_registry.values())
+    for resources in running:
+        resources.sandbox.cancel_all()
+
+
 def open_resources(spec: RunSpec, rundir: RunDir) -> Resources:
     """Build the live objects for a run whose directory exists (start, resume, server)."""
     return Resources(spec=spec, rundir=rundir, task=task_spec(spec),

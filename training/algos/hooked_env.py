@@ -6,6 +6,7 @@ statistics are applied identically whatever the learner.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -30,7 +31,7 @@ class HookedEnv:
         self.env = env
         self.report_progress = progress
         self.progress_interval_s = progress_interval_s
-        self.last_report = time.monotonic()
+        self.last_report = -math.inf  # the first iteration always reports: a UI shows the total at once
         self.total_steps = total_steps
         self.n_envs, self.n_agents, self.n_actions = env.n_envs, env.n_agents, env.n_actions
         self.state_dim = env.state_dim
