@@ -243,7 +243,8 @@ def test_llm_budget_ends_the_run_cleanly_with_what_exists(tmp_path):
                                  max_llm_requests=1), RecordingUI())
         requests = len(server.requests)
     state = read(outcome.run_dir / "state.json")
-    assert outcome.status == "completed" and state["stop_reason"].startswith("llm_budget")
+    assert outcome.status == "stopped" and state["status"] == "stopped"
+    assert state["stop_reason"].startswith("llm_budget")
     assert requests == 1 and state["llm"]["requests"] == 1
     assert read(outcome.run_dir / "baseline" / "result.json")["status"] == "ok"
     assert not (outcome.run_dir / "candidates" / "1-0").exists()  # no second generation
@@ -252,5 +253,6 @@ def test_llm_budget_ends_the_run_cleanly_with_what_exists(tmp_path):
 def test_wall_clock_budget_stops_after_the_current_generation(tmp_path):
     outcome = start_run(spec(tmp_path, generations=3, population=1, wall_clock_s=0.001), RecordingUI())
     state = read(outcome.run_dir / "state.json")
+    assert outcome.status == "stopped" and state["status"] == "stopped"
     assert state["stop_reason"] == "wall_clock" and state["generation"] == 0
     assert sorted(p.name for p in (outcome.run_dir / "candidates").iterdir()) == ["0-0"]

@@ -49,6 +49,8 @@ class OpenAIServer:
     def __init__(self, honour_n: bool = True, model_ids: tuple[str, ...] = ("test-model",)):
         self.honour_n = honour_n
         self.model_ids = model_ids
+        self.models_status = 200  # GET /v1/models answers this status (401: a refused key)
+        self.models_auth: list[str | None] = []  # Authorization headers seen at /v1/models
         self.script: Script | None = None
         self.requests: list[dict] = []
         self._queue: deque[Reply] = deque()
@@ -133,6 +135,11 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send(
                     404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
                 )
+                return
+            server.models_auth.append(self.headers.get("Authorization"))
+            if server.models_status != 200:
+                error = {"message": "scripted /models error", "type": "scripted"}
+                self._send(server.models_status, {"error": error})
                 return
             models = [{"id": m, "object": "model", "owned_by": "test"} for m in server.model_ids]
             self._send(200, {"object": "list", "data": models})
