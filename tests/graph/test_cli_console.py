@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lero.graph.console import RichUI, describe_answer
+from lero.graph.console import RichUI, describe_answer, train_progress
 from rich.console import Console
 
 CODE = "import torch\n\ndef hybrid_reward(ctx):\n    return ctx.env_reward, {}\n"
@@ -187,3 +187,17 @@ def test_describe_answer_shows_valid_json_shapes(payload: dict) -> None:
     assert '"action"' in text or '"decisions"' in text
     if payload["kind"] == "candidates":
         assert "0-0, 0-1, 0-2, 0-3" in text
+
+
+def test_progress_before_the_first_finished_episode_has_no_return() -> None:
+    """The progress contract allows `return: None` (no episode has finished yet)."""
+    ui, _ = make_ui("")
+    with ui:
+        ui.on_event({"type": "train_progress", "event": "train_progress", "ts": 1.0,
+                     "candidate_id": "0-0", "seed": 0, "done": 64, "total": 1000, "return": None})
+        bar = ui.progress.tasks[ui.bars["task:0-0:0"]]
+        assert (bar.completed, bar.total, bar.fields["note"]) == (64, 1000, "return —")
+    console = Console(file=io.StringIO(), width=120)
+    with train_progress(console, "qmix on simple_spread") as update:
+        update(0, 1000, {"return": None})
+        update(500, 1000, {"return": -30.0})

@@ -79,9 +79,54 @@ def test_bad_answer_file_and_invalid_spec(
     code, _, err = lero(["resume", "r1", "--runs-dir", str(runs), "--answer", str(bad)], capsys)
     assert code == 2 and err.startswith("lero: error: answer file") and err.count("\n") == 1
     code, _, err = lero(["run", "--llm", "gpt", "--runs-dir", str(runs)], capsys)
-    assert code == 2 and err.count("\n") == 1 and "unknown llm 'gpt'" in err
+    assert code == 2 and err.count("\n") == 1 and "unknown --llm 'gpt'" in err
     code, _, err = lero(
         ["run", "--env-arg", "N=0", "--sandbox", "process", "--runs-dir", str(runs)], capsys
     )
     assert code == 2 and err.count("\n") == 1 and "N must be >= 1" in err
     assert sorted(p.name for p in runs.iterdir()) == ["r1"]  # nothing created
+
+
+def test_readme_run_with_the_default_relative_runs_dir_and_a_torn_events_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`lero run` as the README gives it: in a fresh directory, no --runs-dir, so `runs/`
+    is relative; the sandbox must still train the baseline and the candidates. A process
+    killed mid-write leaves a torn last line in events.jsonl: resume and report read past it."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LERO_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    Path("tiny.json").write_text(json.dumps(TINY_RUN))
+    code, out, err = lero(
+        ["run", "--config", "tiny.json", "--generations", "1", "--population", "2",
+         "--steps", "400", "--sandbox", "process", "--approve", "spec", "--run-id", "tiny"],
+        capsys,
+    )  # fmt: skip
+    assert code == 3, err
+    assert out.splitlines()[0] == "starting run tiny: llm offline, sandbox process"
+    assert "lero resume tiny --answer FILE" in out  # the default runs/ needs no --runs-dir
+    run = tmp_path / "runs" / "tiny"
+    assert json.loads((run / "spec.json").read_text())["runs_dir"] == str(tmp_path / "runs")
+
+    events = run / "events.jsonl"
+    intact = events.read_text()
+    with events.open("a") as stream:
+        stream.write('{"ts": 1.0, "event": "job_fini')  # torn: no closing brace, no newline
+    Path("answer.json").write_text('{"action": "approve"}')
+    code, out, err = lero(["resume", "tiny", "--answer", "answer.json"], capsys)
+    assert code == 0, err
+    assert out.strip().splitlines()[-1] == "run tiny: completed"
+    report = json.loads((run / "report.json").read_text())
+    assert report["status"] == "completed"
+    assert report["baseline"]["fitness"] is not None
+    assert report["generations"][0]["valid"] > 0 and report["best"]["fitness"] is not None
+    text = events.read_text()
+    assert text.startswith(intact)  # nothing written before is lost
+    from lero.graph.rundir import RunDir
+
+    names = [e["event"] for e in RunDir(run).read_events()]
+    assert "run_resumed" in names and "run_finished" in names  # appended after the torn line
+    code, out, _ = lero(["report", "tiny"], capsys)
+    assert code == 0 and str(run / "report.md") in out
+    code, out, _ = lero(["runs"], capsys)
+    assert code == 0 and "tiny" in out

@@ -82,3 +82,27 @@ def test_train_bad_env_arg_in_a_subprocess(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert done.stderr == "lero: error: argument --env-arg: expected KEY=VALUE, got 'N'\n"
+
+
+def test_train_reports_progress_before_the_first_episode_ends(tmp_path: Path) -> None:
+    """The first iteration always reports (the seam: HookedEnv's first report is not
+    throttled); for qmix that is after one env step, before any episode has finished, so
+    `return` is None. `lero train` with its output in a file must get through it."""
+    from lero.training import TrainConfig, train
+
+    reports: list[tuple[int, int, dict]] = []
+    cfg = TrainConfig(env="simple_spread", env_kwargs={"N": 2}, algo="qmix", steps=200, seed=0,
+                      n_envs=4, eval_episodes=4, threads=1)  # fmt: skip
+    train(cfg, progress=lambda done, total, info: reports.append((done, total, info)))
+    assert reports[0] == (4, 200, {"return": None})
+
+    out = tmp_path / "out"
+    with (tmp_path / "stdout.txt").open("w") as stdout:
+        done = subprocess.run(
+            [sys.executable, "-m", "lero.graph.cli", "train", "--env", "simple_spread",
+             "--env-arg", "N=2", "--algo", "qmix", "--seed", "0", "--out", str(out), *TINY],
+            cwd=tmp_path, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=300,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "result.json").read_text())["algo"] == "qmix"
+    assert "result.json" in (tmp_path / "stdout.txt").read_text()
