@@ -105,10 +105,11 @@ class DockerSandbox(Sandbox):
     def reap(self) -> int:
         """Remove sandbox containers whose owning process is gone; returns how many."""
         removed = 0
-        for container in self.client.containers.list(all=True, filters={"label": LABEL}):
-            if not _owner_alive(container.labels.get(OWNER_LABEL, "")):
+        # the low-level listing: a container another process removes meanwhile cannot fail it
+        for entry in self.client.api.containers(all=True, filters={"label": LABEL}):
+            if not _owner_alive((entry.get("Labels") or {}).get(OWNER_LABEL, "")):
                 try:
-                    container.remove(force=True)
+                    self.client.api.remove_container(entry["Id"], force=True)
                     removed += 1
                 except docker.errors.APIError:
                     continue
@@ -207,19 +208,36 @@ class DockerSandbox(Sandbox):
             self._discard(warm)
 
     def _kill_running(self) -> None:
-        """Remove every container this process made: running jobs, warm spares, all."""
+        """Remove every container this process made (running jobs first, then warm spares).
+
+        The low-level listing: it does not inspect each container, so one that vanishes
+        meanwhile cannot fail it; removals run in parallel (each is a round trip).
+        """
+        self._remove_mine()
         self.close()
         with self._spares_lock:
             replenishers = list(self._replenishers)
         for thread in replenishers:  # a spare being started now is discarded when it is up
             thread.join(timeout=10.0)
+        self._remove_mine()
+
+    def _remove_mine(self) -> None:
         with contextlib.suppress(*DOCKER_ERRORS):
-            mine = self.client.containers.list(
-                all=True, filters={"label": f"{OWNER_LABEL}={_owner()}"}
+            mine = self.client.api.containers(
+                all=True, quiet=True, filters={"label": f"{OWNER_LABEL}={_owner()}"}
             )
-            for container in mine:
-                with contextlib.suppress(*DOCKER_ERRORS):
-                    container.remove(force=True)
+            removals = [
+                threading.Thread(target=self._remove_quietly, args=(entry["Id"],))
+                for entry in mine
+            ]
+            for removal in removals:
+                removal.start()
+            for removal in removals:
+                removal.join()
+
+    def _remove_quietly(self, container_id: str) -> None:
+        with contextlib.suppress(*DOCKER_ERRORS):
+            self.client.api.remove_container(container_id, force=True)
 
     def _run_container(self, command: list[str], job_dir: Path, limits: Limits) -> ScriptResult:
         return self._finish(self._start(command, job_dir, limits))
