@@ -112,7 +112,9 @@ def one_line(exc: BaseException) -> str:
 
 def _runs_dir(text: str) -> Path:
     """`--runs-dir`, resolved once here against the working directory."""
-    return Path(os.path.abspath(os.path.expanduser(text)))
+    from lero.graph.configuration import absolute_runs_dir
+
+    return Path(absolute_runs_dir(text))
 
 
 def _add_runs_dir(p: argparse.ArgumentParser, default: str | None = DEFAULT_RUNS_DIR) -> None:

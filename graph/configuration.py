@@ -26,6 +26,12 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _LLM = re.compile(r"^(offline|openai:\S.*)$")
 
 
+def absolute_runs_dir(path: str | os.PathLike) -> str:
+    """`runs_dir` resolved once, at the edge, against the working directory: sandboxes
+    bind-mount job directories under it, and mounts must be absolute."""
+    return os.path.abspath(os.path.expanduser(path))
+
+
 class RunError(ValueError):
     """A run cannot start or continue; the message is one line meant for the user."""
 
@@ -78,8 +84,7 @@ class RunSpec(BaseModel):
     @field_validator("runs_dir")
     @classmethod
     def _runs_dir_absolute(cls, value: str) -> str:
-        """Resolved once here: sandboxes bind-mount job directories, which must be absolute."""
-        return os.path.abspath(os.path.expanduser(value))
+        return absolute_runs_dir(value)
 
     @model_validator(mode="after")
     def _fill_env_kwargs(self) -> RunSpec:

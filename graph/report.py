@@ -214,7 +214,7 @@ def summarize(run: RunFiles) -> dict:
     return {
         "run_id": run.run_id,
         "status": _status(run),
-        "stop_reason": run.state.get("stop_reason") or run.state.get("error"),
+        "stop_reason": run.state.get("stop_reason"),
         "baseline": {
             "fitness": (run.baseline or {}).get("fitness"),
             "eval": _eval_of(run.baseline),

@@ -213,7 +213,7 @@ def _drive(rundir: RunDir, spec: RunSpec, ui: RunUI, graph_input: Any) -> RunOut
     """Stream the graph, pass events to the UI, and loop over interrupts the UI answers."""
     run_id = str(spec.run_id)
     register(open_resources(spec, rundir))
-    rundir.update_state(status="running")
+    rundir.update_state(status="running", stop_reason=None, error=None)
     config = _config(spec)
     try:
         with SqliteSaver.from_conn_string(str(rundir.checkpoint_path)) as saver:
