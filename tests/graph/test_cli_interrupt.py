@@ -111,3 +111,31 @@ def test_first_ctrl_c_stops_a_docker_run_and_resume_completes_it(tmp_path: Path)
     assert set(trained) == {"baseline", "0-0"} and max(trained.values()) == 1, trained
     print(f"resumed: train jobs finished before the interrupt {sorted(trained_before)}, "
           f"train job events after it {retrained}")
+
+
+SECOND_CTRL_C = """
+import signal, threading
+from lero.graph.cli import first_ctrl_c_cancels
+with first_ctrl_c_cancels() as interrupts:
+    try:
+        print("ready", flush=True)
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        interrupts.wait()
+        print("first", flush=True)
+        threading.Event().wait()  # a shutdown that never ends: only the second Ctrl-C ends it
+"""
+
+
+def test_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
+    process = subprocess.Popen([sys.executable, "-c", SECOND_CTRL_C], cwd=tmp_path,
+                               stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert process.stdout.readline() == "ready\n"
+        process.send_signal(signal.SIGINT)
+        assert process.stdout.readline() == "first\n"  # the first one only interrupts
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 130
+    finally:
+        if process.poll() is None:
+            process.kill()
