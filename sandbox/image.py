@@ -313,8 +313,9 @@ def _build_offline(client, log: Log) -> None:
         changes = [f"ENV {key}={value}" for key, value in IMAGE_ENV.items()]
         changes += [f"USER {SANDBOX_UID}:{SANDBOX_UID}", "WORKDIR /job", 'CMD ["python"]']
         changes.append(f"LABEL {INPUTS_LABEL}={json.dumps(inputs)}")
+        repository, tag = IMAGE.rsplit(":", 1)
         client.api.import_image_from_file(
-            str(tar_path), repository=IMAGE_REPO, tag=IMAGE_VERSION, changes=changes
+            str(tar_path), repository=repository, tag=tag, changes=changes
         )
 
 
