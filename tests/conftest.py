@@ -30,7 +30,7 @@ def sandbox_image(request) -> str:
     except SandboxUnavailable as error:
         if in_ci():
             pytest.fail(f"CI=true but {NO_DAEMON}: {error}")
-        pytest.skip(f"{NO_DAEMON}: {error}")
+        pytest.skip(f"{NO_DAEMON} (how to run them: the last line of this run)")
     capture = request.config.pluginmanager.getplugin("capturemanager")
 
     def progress(message: str) -> None:
@@ -44,15 +44,15 @@ def sandbox_image(request) -> str:
     return IMAGE
 
 
-def pytest_terminal_summary(terminalreporter) -> None:
-    """One line saying why the Docker tests did not run, and how to run them."""
-    skipped = [
-        report
-        for report in terminalreporter.stats.get("skipped", [])
-        if NO_DAEMON in str(report.longrepr)
-    ]
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config) -> None:
+    """The run's last line: why the Docker tests did not run, and how to run them."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    skipped = [r for r in reporter.stats.get("skipped", []) if NO_DAEMON in str(r.longrepr)]
     if skipped:
-        terminalreporter.write_line(
+        reporter.write_line(
             f"{len(skipped)} Docker tests (the attack suite among them) skipped: {NO_DAEMON}; "
             f"{START_DOCKER_HINT} and rerun: the test command builds the image itself",
             yellow=True,

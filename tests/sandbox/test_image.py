@@ -145,3 +145,17 @@ def test_ensure_image_rebuilds_a_stale_image_once(throwaway_image) -> None:
     assert image.ensure_image(log=lines.append, client=client).status == "current"
     result = client.containers.run(tag, ["python", "-c", "import torch, numpy"], remove=True)
     assert result == b""
+
+
+def test_without_a_daemon_the_docker_tests_skip_with_one_reason(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["DOCKER_HOST"] = f"unix://{tmp_path}/no-daemon.sock"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "tests/sandbox/test_attacks.py", "-k", "sleep_forever or memory_bomb and docker"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    *_, stats, last = run.stdout.strip().splitlines()
+    assert "passed" in stats and "2 skipped" in stats
+    assert last.startswith("2 Docker tests (the attack suite among them) skipped: no Docker daemon")
+    assert "sudo systemctl start docker" in last
