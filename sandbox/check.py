@@ -10,7 +10,7 @@ SMOKE_SCRIPT = "import os, torch, numpy\nprint('uid', os.getuid(), 'torch', torc
 
 
 def check() -> dict[str, tuple[bool, str]]:
-    """{"backend" | "daemon" | "image" | "smoke": (ok, detail)}; stops at the first failure.
+    """{"daemon" | "backend" | "image" | "smoke": (ok, detail)}; stops at the first failure.
 
     `backend` is what `get_sandbox("auto")` (every `lero run`) would choose now.
     """
@@ -21,9 +21,10 @@ def check() -> dict[str, tuple[bool, str]]:
     try:
         client = docker_client()
     except SandboxUnavailable as error:
-        report["backend"] = (False, "a run would use the much weaker PROCESS sandbox")
         report["daemon"] = (False, str(error))
+        report["backend"] = (False, "a run would use the much weaker PROCESS sandbox")
         return report
+    report["daemon"] = (True, f"Docker {client.version().get('Version', '?')}")
     state = image_state(client)
     if state.status == "current":
         report["backend"] = (
@@ -35,7 +36,6 @@ def check() -> dict[str, tuple[bool, str]]:
             True,
             f"a run would use Docker after building the image ({state.status})",
         )
-    report["daemon"] = (True, f"Docker {client.version().get('Version', '?')}")
     if state.status != "current":
         report["image"] = (False, f"{state.detail}: `lero sandbox build` (or any run) builds it")
         return report

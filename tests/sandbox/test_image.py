@@ -159,3 +159,20 @@ def test_without_a_daemon_the_docker_tests_skip_with_one_reason(tmp_path) -> Non
     assert "passed" in stats and "2 skipped" in stats
     assert last.startswith("2 Docker tests (the attack suite among them) skipped: no Docker daemon")
     assert "sudo systemctl start docker" in last
+
+
+def test_check_says_which_backend_a_run_would_use(sandbox_image, monkeypatch, tmp_path) -> None:
+    from lero.sandbox.check import check
+
+    report = check()
+    assert list(report) == ["daemon", "backend", "image", "smoke"]
+    assert report["backend"] == (
+        True,
+        "a run would use Docker: the daemon answers, the image is current",
+    )
+    assert report["smoke"][0], report["smoke"]
+    monkeypatch.setattr(image, "IMAGE", "lero-sandbox-test-never-built:1")
+    assert check()["backend"] == (True, "a run would use Docker after building the image (missing)")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+    report = check()
+    assert report["daemon"][0] is False and "PROCESS" in report["backend"][1]
