@@ -7,6 +7,7 @@ from typing import Literal
 
 Verdict = Literal["accept", "revise", "reject"]
 VERDICTS: tuple[str, ...] = ("accept", "revise", "reject")
+DraftKind = Literal["exploit", "explore"]  # refine an elite / a new idea
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ class Draft:
     reply: str
     error: str | None
     origin: str  # "designer", "designer:revise", "debugger", "offline", "offline:mutate", ...
+    kind: DraftKind = "explore"
+    parents: tuple[str, ...] = ()  # candidate ids of the elites it refines
 
 
 @dataclass(frozen=True)
@@ -67,3 +70,9 @@ class Review:
     verdict: Verdict
     points: list[str]
     text: str
+
+
+def exploit_parents(elites: list[Elite], slots: int, limit: int) -> list[Elite]:
+    """The elite each of `slots` exploit drafts refines: the best `limit`, round robin."""
+    ranked = sorted(elites, key=lambda e: e.fitness, reverse=True)[:limit]
+    return [ranked[i % len(ranked)] for i in range(slots)] if ranked else []
