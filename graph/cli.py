@@ -31,7 +31,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 1
 DEFAULT_RUNS_DIR = "runs"
 RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
-    "sandbox", "approve", "run_id", "runs_dir",
+    "sandbox", "approve", "run_id", "runs_dir", "exploit_fraction",
 )  # fmt: skip
 
 
@@ -139,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--base-url", help="OpenAI-compatible server URL (else OPENAI_BASE_URL)")
     run.add_argument("--sandbox", choices=("auto", "docker", "process"))
     run.add_argument("--approve", choices=("none", "spec", "candidates", "generations", "all"))
+    run.add_argument("--exploit-fraction", type=float, help="share of each generation refining an elite (0..1, default 0.75)")
     run.add_argument("--run-id")
     run.add_argument("--runs-dir", help=f"where runs live (default {DEFAULT_RUNS_DIR}/)")
 
