@@ -28,15 +28,16 @@ INTENT_WORDS = {  # word stem in a comment -> the reward term it is about
     "slow": "settle",
     "overshoot": "settle",
     "faster": "approach",
+    "penalt": "collision",  # the grammar's one penalty term
 }
 ACTIONS = (  # (pattern, action); the first pattern found in a clause wins
     (r"\bramp(?:ing)?[ _-]?up\b", "ramp_up"),
     (r"\bramp(?:ing)?[ _-]?down\b", "ramp_down"),
     (r"\bconstant\b", "constant"),
     (r"\b(?:drop|remove|without)\b", "drop"),
+    (r"\b(?:weaker|weaken|decrease|reduce|lower|less|smaller)\b", "weaker"),
+    (r"\b(?:stronger|strengthen|increase|raise|more|higher|bigger|larger)\b", "stronger"),
     (r"\b(?:add|use|include)\b", "add"),
-    (r"\b(?:weaker|weaken|decrease|reduce|lower|less)\b", "weaker"),
-    (r"\b(?:stronger|strengthen|increase|raise|more|higher|bigger)\b", "stronger"),
 )
 ASSIGNMENT_WORDS = (("optimal", r"\boptimal\b"), ("greedy", r"\bgreedy\b"))
 

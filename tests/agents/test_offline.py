@@ -1,5 +1,6 @@
 """The offline designer: real modules that pass the checks and run, bred from elites."""
 
+import itertools
 import random
 from dataclasses import replace
 from types import SimpleNamespace
@@ -300,3 +301,16 @@ def test_features_follow_the_layout(task):
         features = genome_of(draft.code).features
         assert features and not {"occupancy", "free_landmark", "nearest_agent"} & set(features)
         assert check_candidate(draft.code) == []
+
+
+@pytest.mark.parametrize(("n_agents", "n_landmarks"), [(1, 1), (3, 3), (5, 5), (6, 6), (7, 7), (3, 5)])
+def test_hungarian_assignment_is_optimal_and_one_to_one(n_agents, n_landmarks):
+    namespace: dict = {}
+    exec(render(Genome.build([Term("assigned", 1.0)], ["speed"], "optimal"), OBS_LAYOUT), namespace)
+    dist = torch.rand(64, n_agents, n_landmarks, generator=torch.Generator().manual_seed(n_agents))
+    target = namespace["optimal_assignment"](dist)  # [B, N]
+    assert all(len(set(row.tolist())) == n_agents for row in target)
+    best = torch.full((64,), float("inf"))
+    for order in itertools.permutations(range(n_landmarks), n_agents):  # brute force
+        best = torch.minimum(best, dist[:, torch.arange(n_agents), torch.tensor(order)].sum(dim=-1))
+    assert torch.allclose(dist.gather(2, target[..., None]).sum(dim=(1, 2)), best, atol=1e-5)
