@@ -89,6 +89,8 @@ def optimal_assignment(dist):
         used = torch.zeros(B, L + 1, dtype=torch.bool)
         searching = torch.ones(B, dtype=torch.bool)
         for _ in range(row):  # row - 1 columns are taken: a free one is at most `row` steps away
+            if not searching.any():  # usually after a step or two: stop early
+                break
             used[rows, col] |= searching
             here = owner[rows, col]  # [B]
             reduced = cost[rows, here] - u[rows, here][:, None] - v  # [B, L + 1]
@@ -103,8 +105,10 @@ def optimal_assignment(dist):
             col = torch.where(searching, nxt, col)
             searching = searching & (owner[rows, col] != 0)
         for _ in range(row):  # flip the matching along the path back to the dummy column
-            back = way[rows, col]
             moving = col != 0
+            if not moving.any():
+                break
+            back = way[rows, col]
             owner[rows, col] = torch.where(moving, owner[rows, back], owner[rows, col])
             col = torch.where(moving, back, col)
     assigned = torch.zeros(B, N + 1, dtype=torch.long)

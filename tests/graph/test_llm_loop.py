@@ -7,6 +7,7 @@ what the server received as much as on what the run wrote.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -14,8 +15,10 @@ from typing import Any
 
 import pytest
 from lero.agents.types import code_digest
+from lero.graph.cli import main
 from lero.graph.configuration import RunSpec
 from lero.graph.runner import resume_run, start_run
+from rich.console import Console
 
 from tests.graph.test_graph_e2e import TINY, RecordingUI, events, read
 from tests.support.openai_server import OpenAIServer, Reply
@@ -200,3 +203,38 @@ def test_three_generations_refine_elites_with_feedback_once_per_prompt(tmp_path)
     for e in calls:
         summary["by_role"][e["role"]] = summary["by_role"].get(e["role"], 0) + 1
     print("LLM_LOOP_SUMMARY", json.dumps(summary))
+
+
+@pytest.mark.slow
+def test_a_server_answering_500_midway_stops_the_run_and_the_gate_still_runs(tmp_path, monkeypatch):
+    """Generation 1's designer answers, then every request gets 500: the critic's review of
+    1-0 is replaced by the gate alone, 1-0 still trains, and the run ends `stopped`."""
+    script = Script()
+
+    def failing_midway(request: dict) -> Reply:
+        designs = sum(role(r) == "designer" for r in server.requests)
+        if designs >= 2 and not (role(request) == "designer" and designs == 2):
+            return Reply(status=500, headers={"Retry-After": "0"}, error_message="the model crashed")
+        return script(request)
+
+    monkeypatch.chdir(tmp_path)  # the README's way: default relative runs/
+    (tmp_path / "tiny.json").write_text(json.dumps({k: v for k, v in TINY.items() if k != "generations"}))
+    shown = io.StringIO()
+    with OpenAIServer() as server:
+        server.script = failing_midway
+        code = main(["run", "--config", "tiny.json", "--generations", "3", "--population", "1",
+                     "--llm", "openai:test-model", "--base-url", server.base_url, "--sandbox", "process",
+                     "--run-id", "t"], console=Console(file=shown, width=200))
+        roles = [role(r) for r in server.requests]
+    last_line = shown.getvalue().strip().splitlines()[-1]
+    run_dir = tmp_path / "runs" / "t"
+    report = read(run_dir / "report.json")
+    assert code == 1
+    assert report["status"] == "stopped" and report["stop_reason"].startswith("llm_error")
+    assert "stopped" in (run_dir / "report.md").read_text()
+    assert roles[:4] == ["designer", "critic", "designer", "critic"]  # the 4th answered 500
+    review_md = (run_dir / "candidates" / "1-0" / "review.md").read_text()
+    assert "(gate, code " in review_md  # the checks that need no LLM still ran
+    assert read(run_dir / "candidates" / "1-0" / "result.json")["status"] == "ok"
+    assert not (run_dir / "candidates" / "2-0").exists()
+    assert "stopped" in last_line and "llm_error" in last_line  # the CLI's last line says why

@@ -28,6 +28,3 @@ def test_optimal_assignment_candidates_validate_in_the_sandbox(tmp_path, n_agent
     finally:
         sandbox.close()
     assert [r.status for r in results] == ["ok"] * len(drafts), [r.error for r in results]
-    for draft, result in zip(drafts, results, strict=True):
-        if draft in optimal:
-            assert result.metrics["hybrid_reward_step_ratio"] < 20

