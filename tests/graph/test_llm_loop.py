@@ -238,3 +238,13 @@ def test_a_server_answering_500_midway_stops_the_run_and_the_gate_still_runs(tmp
     assert read(run_dir / "candidates" / "1-0" / "result.json")["status"] == "ok"
     assert not (run_dir / "candidates" / "2-0").exists()
     assert "stopped" in last_line and "llm_error" in last_line  # the CLI's last line says why
+
+
+def test_exploit_fraction_flag_is_validated_at_the_edge(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", "--exploit-fraction", "1.5", "--llm", "offline", "--sandbox", "process"],
+                console=Console(file=io.StringIO(), width=200))
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("lero: error:") and "exploit_fraction" in err and "\n" not in err
+    assert not (tmp_path / "runs").exists()
+    assert RunSpec.parse({"exploit_fraction": 0.25}).exploit_fraction == 0.25
