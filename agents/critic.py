@@ -1,19 +1,22 @@
-"""The critic: deterministic static checks first, then (with an LLM) a review of the idea.
+"""The critic, and the gate every code change passes: static checks, then the LLM's review.
 
-A candidate failing the static checks never reaches the LLM: rules that signal an
-attempt to escape the sandbox or game the evaluation reject it, the rest ask for a
-revision. Without an LLM (offline) the static checks are the whole review.
+The gate (the static contract and the critic's rules that need no LLM) runs on every
+code change: a design, a revision, a debugger's fix, a human edit. A candidate failing
+it never reaches the LLM: rules that signal an attempt to escape the sandbox or game the
+evaluation reject it, the rest ask for a revision. Without an LLM (offline, or once the
+LLM stopped, or once the review rounds are spent) the gate is the whole review.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from lero.agents.checks import check_candidate
 from lero.agents.llm import ChatModel
 from lero.agents.templates import render
-from lero.agents.types import VERDICTS, Review, TaskSpec, Verdict
+from lero.agents.types import VERDICTS, Review, TaskSpec, Verdict, code_digest
 from lero.training.contract import CONTRACT_TEXT, Violation
 
 REJECT_RULES = frozenset({"dunder", "private-attribute", "denied-attribute", "reward-hacking"})
@@ -37,15 +40,18 @@ class Critic:
     def __init__(self, model: ChatModel | None = None):
         self.model = model
 
-    def review(self, task: TaskSpec, code: str) -> Review:
+    def review(self, task: TaskSpec, code: str, use_llm: bool = True) -> Review:
+        """The gate's verdict, then (with a model and `use_llm`) the LLM critic's on `code`."""
         violations = check_candidate(code)
         if violations:
-            return static_review(violations)
-        if self.model is None:
+            return replace(static_review(violations), code_sha=code_digest(code))
+        if self.model is None or not use_llm:
             return Review(
                 verdict="accept",
                 points=["static checks passed"],
                 text="VERDICT: accept\n- static checks passed",
+                code_sha=code_digest(code),
+                by="gate",
             )
         messages = [
             SystemMessage(render("critic_system", contract=CONTRACT_TEXT)),
@@ -58,7 +64,8 @@ class Critic:
                 )
             ),
         ]
-        return parse_review(self.model.complete("critic", messages, n=1, temperature=0.0)[0])
+        reply = self.model.complete("critic", messages, n=1, temperature=0.0)[0]
+        return replace(parse_review(reply), code_sha=code_digest(code))
 
 
 def static_review(violations: list[Violation]) -> Review:
@@ -66,7 +73,8 @@ def static_review(violations: list[Violation]) -> Review:
     verdict: Verdict = "reject" if any(_hostile(v) for v in violations) else "revise"
     points = [str(v) for v in violations]
     text = f"VERDICT: {verdict}\n" + "\n".join(f"- {p}" for p in points)
-    return Review(verdict=verdict, points=points, text=text)
+    rules = tuple(dict.fromkeys(v.rule for v in violations))
+    return Review(verdict=verdict, points=points, text=text, rules=rules, by="gate")
 
 
 def _hostile(violation: Violation) -> bool:

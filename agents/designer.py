@@ -1,21 +1,29 @@
-"""The LLM designer: K candidate modules per call, and revisions after the critic's review."""
+"""The LLM designer: K candidate modules per call (exploit and explore slots), and revisions.
+
+Exploit slots refine an elite: the prompt shows its code, its component statistics and
+what to change (Eureka refines its best candidate; LERO's elites guide the next
+generation). Explore slots ask for a new idea. A draft semantically identical to an
+elite or to another draft (same normalised AST) is a duplicate and is asked for again.
+"""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from lero.agents.extract import draft_from_reply
 from lero.agents.llm import BudgetExceeded, ChatModel
-from lero.agents.similarity import is_near_duplicate
-from lero.agents.templates import format_elites, format_feedback, render
-from lero.agents.types import Draft, Elite, Review, TaskSpec
+from lero.agents.similarity import is_duplicate
+from lero.agents.templates import format_evolution, format_feedback, render
+from lero.agents.types import Draft, Elite, Review, TaskSpec, exploit_parents
 from lero.training.contract import CONTRACT_TEXT
 
 MAX_ELITES_IN_PROMPT = 2  # Markovian context: the best few, not the whole history
-EXTRA_ROUNDS = 1  # how often to ask again for candidates lost as near-duplicates
+EXTRA_ROUNDS = 1  # how often to ask again for candidates lost as duplicates
 
 
 class Designer:
-    """Writes candidates from the task, the environment and the elites' reflection."""
+    """Writes candidates from the task, the environment, the elites and the reflection."""
 
     def __init__(self, model: ChatModel, temperature: float):
         self.model = model
@@ -28,33 +36,53 @@ class Designer:
         elites: list[Elite],
         reflection: str,
         feedback: str | None = None,
+        exploit: int = 0,
     ) -> list[Draft]:
-        """Up to `k` drafts; near-duplicates of each other or of an elite are dropped.
+        """Up to `k` drafts, the first `exploit` of them refining elites; duplicates dropped.
 
-        When the budget runs out after some drafts came back, those drafts are returned;
-        `BudgetExceeded` propagates only when there is nothing to show for the call.
+        One request per refined elite and one for the explore slots. When the budget runs
+        out after some drafts came back, those drafts are returned; `BudgetExceeded`
+        propagates only when there is nothing to show for the call.
         """
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
+        parents = exploit_parents(elites, min(exploit, k), MAX_ELITES_IN_PROMPT)
+        slots: list[tuple[Elite | None, int]] = []
+        for elite in parents:  # one request per refined elite, for all of its slots
+            if all(other is not elite for other, _ in slots):
+                slots.append((elite, sum(p is elite for p in parents)))
+        if k > len(parents):
+            slots.append((None, k - len(parents)))
         known = [e.code for e in elites]
-        messages = self._design_messages(task, elites, reflection, feedback, k)
+        drafts: list[Draft] = []
+        for refine, wanted in slots:
+            messages = self.design_messages(task, elites, reflection, feedback, refine, wanted)
+            try:
+                drafts += self._sample(messages, wanted, known, refine)
+            except BudgetExceeded:
+                if drafts:
+                    break
+                raise
+        return drafts
+
+    def _sample(self, messages: list, wanted: int, known: list[str], refine: Elite | None) -> list[Draft]:
+        """`wanted` non-duplicate drafts from one prompt (fewer when the retries run out)."""
+        kind, parents = ("exploit", (refine.candidate_id,)) if refine else ("explore", ())
         drafts: list[Draft] = []
         for _ in range(1 + EXTRA_ROUNDS):
-            missing = k - len(drafts)
+            missing = wanted - len(drafts)
             if missing == 0:
                 break
             try:
-                replies = self.model.complete(
-                    "designer", messages, n=missing, temperature=self.temperature
-                )
+                replies = self.model.complete("designer", messages, n=missing, temperature=self.temperature)
             except BudgetExceeded:
                 if drafts:
                     break
                 raise
             for reply in replies:
-                draft = draft_from_reply(reply, "designer")
+                draft = replace(draft_from_reply(reply, "designer"), kind=kind, parents=parents)
                 if draft.code is not None:
-                    if is_near_duplicate(draft.code, known):
+                    if is_duplicate(draft.code, known):
                         continue
                     known.append(draft.code)
                 drafts.append(draft)
@@ -76,14 +104,23 @@ class Designer:
         reply = self.model.complete("designer", messages, n=1, temperature=self.temperature)[0]
         return draft_from_reply(reply, "designer:revise")
 
-    def _design_messages(
-        self, task: TaskSpec, elites: list[Elite], reflection: str, feedback: str | None, k: int
+    def design_messages(
+        self,
+        task: TaskSpec,
+        elites: list[Elite],
+        reflection: str,
+        feedback: str | None,
+        refine: Elite | None,
+        k: int,
     ) -> list:
-        variation = (
-            f"{k} candidates are sampled from this prompt; make yours a distinct idea, not a small variation of the elites."
-            if k > 1
-            else ""
-        )
+        """The prompt of one exploit (`refine` set) or explore request for `k` drafts."""
+        if refine is not None:
+            instruction = render("designer_exploit", elite_id=refine.candidate_id)
+        else:
+            distinct = " that differs from the elites listed above" if elites else ""
+            if k > 1:
+                distinct += f" ({k} candidates are sampled from this prompt; make yours a distinct idea)"
+            instruction = render("designer_explore", distinct=distinct)
         user = render(
             "designer_user",
             task=task.task,
@@ -91,9 +128,9 @@ class Designer:
             n_agents=task.n_agents,
             obs_dim=task.obs_dim,
             env_description=task.env_description,
-            evolution=format_elites(elites, reflection, MAX_ELITES_IN_PROMPT),
+            evolution=format_evolution(elites, reflection, refine, MAX_ELITES_IN_PROMPT),
             feedback=format_feedback(feedback),
-            variation=variation,
+            instruction=instruction,
         )
         return [
             SystemMessage(render("designer_system", contract=CONTRACT_TEXT)),

@@ -215,18 +215,19 @@ class ChatModel:
 
         started = time.monotonic()
         attempts = 0
+        size = {"prompt_chars": sum(len(_text(m)) for m in messages)}  # logged per request
         try:
             for attempt in retrying:
                 with attempt:
                     attempts += 1
                     generated = send()
         except Exception as error:
-            self._report(role, n, attempts, started, status="error", error=describe_error(error))
+            self._report(role, n, attempts, started, status="error", error=describe_error(error), **size)
             raise LLMError(
                 f"{role} LLM request failed after {attempts} attempt(s): {describe_error(error)}"
             ) from error
         if not generated:
-            self._report(role, n, attempts, started, status="error", error="no choices")
+            self._report(role, n, attempts, started, status="error", error="no choices", **size)
             raise LLMError(f"{role} LLM request returned no choices")
         usage = generated[0].usage_metadata or {}
         prompt_tokens = int(usage.get("input_tokens", 0))
@@ -241,6 +242,7 @@ class ChatModel:
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             choices=len(generated),
+            **size,
         )
         return generated
 

@@ -31,29 +31,34 @@ def render(name: str, **values: object) -> str:
     return _template(name).substitute({k: str(v) for k, v in values.items()}).strip() + "\n"
 
 
-def format_elites(elites: list[Elite], reflection: str, limit: int) -> str:
-    """The evolution description: the best `limit` elites with code, metrics and reflection."""
-    if not elites:
+def format_evolution(elites: list[Elite], reflection: str, refine: Elite | None, limit: int) -> str:
+    """What the designer knows from earlier generations, each piece once.
+
+    The reflection (baseline, other candidates, failures), then either the elite to refine
+    (code and statistics: an exploit draft) or a one-line summary of the best `limit`
+    elites (an explore draft), then the general tips.
+    """
+    if not elites and not reflection.strip():
         return (
-            "This is the first generation: no candidate has been trained yet. Start from the "
-            "task and the environment description."
+            "# Evolution so far\n\nThis is the first generation: no candidate has been trained "
+            "yet. Start from the task and the environment description.\n"
         )
-    best = sorted(elites, key=lambda e: e.fitness, reverse=True)[:limit]
-    parts = []
-    for rank, elite in enumerate(best, start=1):
-        metrics = ", ".join(f"{k} = {v:.3g}" for k, v in sorted(elite.metrics.items()))
+    parts = [reflection.strip()] if reflection.strip() else []
+    if refine is not None:
         parts.append(
-            f"## Elite {rank}: {elite.candidate_id} (fitness {elite.fitness:.4g})\n\n"
-            f"Evaluation: {metrics or 'n/a'}\n\n```python\n{elite.code.strip()}\n```\n\n"
-            f"{elite.reflection.strip() or 'No reflection recorded.'}"
+            f"# Elite to refine: {refine.candidate_id} (fitness {refine.fitness:.4g})\n\n"
+            f"```python\n{refine.code.strip()}\n```\n\n"
+            f"{refine.reflection.strip() or 'No statistics recorded.'}"
         )
-    parts.append(
-        f"## Reflection on the last generation\n\n{reflection.strip() or 'No reflection text.'}\n\n"
-        "Tips: if a task metric stays near zero, rewrite the reward rather than tweak it; a "
-        "component that is nearly constant gives no signal (rescale or drop it); a component "
-        "whose magnitude dominates the others should be rescaled."
-    )
-    return "\n\n".join(parts)
+    elif elites:
+        best = sorted(elites, key=lambda e: e.fitness, reverse=True)[:limit]
+        parts.append("# Elites so far (best first)\n\n" + "\n".join(
+            f"- {e.candidate_id}: fitness {e.fitness:.4g}; "
+            + (", ".join(f"{k} {v:.3g}" for k, v in sorted(e.metrics.items())) or "no evaluation")
+            for e in best
+        ))
+    parts.append(render("designer_tips").strip())
+    return "\n\n".join(parts) + "\n"
 
 
 def format_feedback(feedback: str | None) -> str:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Literal
 
 Verdict = Literal["accept", "revise", "reject"]
 VERDICTS: tuple[str, ...] = ("accept", "revise", "reject")
+DraftKind = Literal["exploit", "explore"]  # refine an elite / a new idea
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,33 @@ class Draft:
     reply: str
     error: str | None
     origin: str  # "designer", "designer:revise", "debugger", "offline", "offline:mutate", ...
+    kind: DraftKind = "explore"
+    parents: tuple[str, ...] = ()  # candidate ids of the elites it refines
 
 
 @dataclass(frozen=True)
 class Review:
-    """The critic's verdict on a candidate before any compute is spent on it."""
+    """The critic's verdict on a candidate before any compute is spent on it.
+
+    `code_sha` ties the verdict to the exact code reviewed (`code_digest`); `rules` names
+    the static rules the code broke (empty when it passed them); `by` is `critic` for an
+    LLM review and `gate` for the static checks alone.
+    """
 
     verdict: Verdict
     points: list[str]
     text: str
+    code_sha: str = ""
+    rules: tuple[str, ...] = ()
+    by: str = "critic"
+
+
+def exploit_parents(elites: list[Elite], slots: int, limit: int) -> list[Elite]:
+    """The elite each of `slots` exploit drafts refines: the best `limit`, round robin."""
+    ranked = sorted(elites, key=lambda e: e.fitness, reverse=True)[:limit]
+    return [ranked[i % len(ranked)] for i in range(slots)] if ranked else []
+
+
+def code_digest(code: str) -> str:
+    """Short sha256 of a module: what a verdict was given on."""
+    return hashlib.sha256(code.encode()).hexdigest()[:16]

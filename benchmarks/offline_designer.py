@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 from lero.agents import Elite, LLMConfig, TaskSpec, make_team
+from lero.graph.configuration import RunSpec
 from lero.graph.nodes.resources import obs_layout
 from lero.training import TrainConfig, load_candidate, make_env, train
 
@@ -124,7 +125,8 @@ def main() -> None:
             Elite(s.candidate_id, s.code, s.fitness, s.metrics, s.reflection_stats, "")
             for s in ranked[: args.elites]
         ]
-        drafts = team.designer.design(task, args.population, elites, reflection="")
+        exploit = round(args.population * RunSpec.model_fields["exploit_fraction"].default) if elites else 0
+        drafts = team.designer.design(task, args.population, elites, reflection="", exploit=exploit)
         scored = [
             score_or_repair(f"{generation}-{index}", draft.code, team, task, args)
             for index, draft in enumerate(drafts)

@@ -36,7 +36,7 @@ DEFAULT_RUNS_DIR = "runs"
 RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
     "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
-    "wall_clock_s",
+    "wall_clock_s", "exploit_fraction",
 )  # fmt: skip
 BUDGET_FLAGS = ("max_llm_requests", "max_llm_tokens", "wall_clock_s")
 
@@ -173,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_budget_args(run)
     run.add_argument("--sandbox", choices=("auto", "docker", "process"))
     run.add_argument("--approve", choices=("none", "spec", "candidates", "generations", "all"))
+    run.add_argument("--exploit-fraction", type=float, help="share of each generation refining an elite (0..1, default 0.75)")
     run.add_argument("--run-id")
     _add_runs_dir(run, default=None)  # None: the config file's, else RunSpec's default
 

@@ -64,6 +64,7 @@ class RunSpec(BaseModel):
     eval_episodes: int = Field(default=512, ge=1)
     hparams: dict[str, Any] = Field(default_factory=dict)
     n_elites: int = Field(default=2, ge=1, le=16)
+    exploit_fraction: float = Field(default=0.75, ge=0.0, le=1.0)  # share of drafts refining an elite
 
     @field_validator("llm")
     @classmethod

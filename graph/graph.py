@@ -58,8 +58,8 @@ def route_next_generation(state: RunState) -> str:
 
 
 def recursion_limit(spec: RunSpec) -> int:
-    """Supersteps of the worst case: every critic round, every repair twice (after an edit)."""
-    per_generation = 14 + 2 * spec.critic_rounds + 4 * spec.debug_attempts
+    """Supersteps of the worst case: every critic round, every repair (each re-reviewed) twice."""
+    per_generation = 16 + 2 * spec.critic_rounds + 2 * spec.debug_attempts * (3 + 2 * spec.critic_rounds)
     return 10 + spec.generations * per_generation
 
 

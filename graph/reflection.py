@@ -2,8 +2,10 @@
 
 For each candidate: its evaluated task metrics, then every HRF component and training
 metric as ~10 snapshots over training plus max / mean / min, followed by concrete tips
-derived from those numbers. The generation text adds the baseline, the failures (so the
-designer stops repeating them) and the human's feedback.
+derived from those numbers. The generation text adds the baseline, the other candidates
+and the failures (so the designer stops repeating them). Each piece appears once in a
+designer prompt: the elites (with their statistics), the general tips and the researcher's
+feedback are rendered by the designer (`agents.templates`), not repeated here.
 """
 
 from __future__ import annotations
@@ -12,18 +14,6 @@ import math
 from typing import Any
 
 TASK_METRICS = ("return", "coverage", "occupied", "collisions")
-GENERAL_TIPS = (
-    "Tips for the next candidates:\n"
-    "- If a task metric barely moves during training, the reward gives no usable signal "
-    "for it: rewrite the terms meant to drive it.\n"
-    "- If one component is orders of magnitude larger than the others, it decides the "
-    "policy alone: rescale it or the others.\n"
-    "- If a component stays constant, the policy cannot influence it: change it or drop it.\n"
-    "- Keep the team reward in the mix; individual credit should shape it, not replace it.\n"
-    "- The observation enhancement may only use the agent's own observation row."
-)
-
-
 def _fmt(value: Any) -> str:
     if isinstance(value, int | float) and math.isfinite(value):
         return f"{value:.3g}"
@@ -96,7 +86,10 @@ def generation_reflection(
     baseline: dict[str, Any] | None,
     dropped: list[dict[str, Any]],
 ) -> str:
-    """The text the designer reads before writing generation `generation + 1`."""
+    """The text the designer reads before writing generation `generation + 1`.
+
+    `elites` are left out here (the designer shows each with its code and statistics).
+    """
     parts = [f"# Reflection after generation {generation}"]
     if baseline is not None:
         parts.append(
@@ -104,9 +97,6 @@ def generation_reflection(
             f"{_fmt(baseline.get('fitness'))}; "
             + ", ".join(f"{k} {_fmt(v)}" for k, v in (baseline.get("eval") or {}).items())
         )
-    if elites:
-        parts.append("## Elites so far (best first)")
-        parts.extend(elite["reflection"] for elite in elites)
     others = [r for r in records if r["candidate_id"] not in {e["candidate_id"] for e in elites}]
     if others:
         parts.append(f"## Other candidates of generation {generation}")
@@ -117,7 +107,6 @@ def generation_reflection(
             f"- {c['candidate_id']}: {c.get('status')}: {(c.get('error') or '').strip()[:400]}"
             for c in dropped
         )
-    parts.append(GENERAL_TIPS)
     return "\n\n".join(parts)
 
 

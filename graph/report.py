@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lero.graph.lineage import lineage, lineage_markdown
 from lero.graph.rundir import EVENTS_FILE, read_events, write_atomic
 
 METRICS = ("return", "coverage", "occupied", "collisions")
@@ -229,10 +230,16 @@ def summarize(run: RunFiles) -> dict:
             else None,
         },
         "generations": _generation_rows(run),
+        "lineage": _elite_lineage(run),
         "llm": _llm_usage(run),
         "env_steps": int(env_steps) if _is_number(env_steps) else None,
         "wall_s": _wall_s(run),
     }
+
+
+def _elite_lineage(run: RunFiles) -> list[dict]:
+    fitness = {c.candidate_id: c.fitness for c in run.candidates}
+    return lineage(run.events, fitness, int(run.spec.get("n_elites") or 2))
 
 
 def fmt_number(value: object, digits: int = 3) -> str:
@@ -309,6 +316,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
     lines += ["", "## Candidates", "", "| candidate | status | fitness |", "|---|---|---|"]
     for c in run.candidates:
         lines.append(f"| `{c.candidate_id}` | {c.status} | {_spread(c.result)} |")
+    lines += lineage_markdown(summary.get("lineage") or [])
     if plots:
         lines += ["", "## Plots", ""]
         lines += [f"![{name}]({path.relative_to(run.run_dir)})" for name, path in plots.items()]

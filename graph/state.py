@@ -3,8 +3,11 @@
 Candidate record (`Candidate`): one HRF+OEF module moving through a generation. Its
 `stage` says what the graph does with it next:
 
-    review -> (revise -> review)* -> validate -> (debug -> validate)* -> ready
+    review -> (revise -> review)* -> validate -> (debug -> review -> validate)* -> ready
            -> approved -> trained                       (or `dropped` at any step)
+
+`review` is the gate every code change passes (design, revision, repair, human edit):
+the static rules, then the LLM critic within `critic_rounds`.
 
 A dropped candidate keeps the reason in `status` (`rejected_by_critic`,
 `rejected_by_human`, `invalid`, or the sandbox status of its last validation).
@@ -20,8 +23,11 @@ kind "spec" — before any compute:
 
 kind "candidates" — after validation, before training:
     payload {"kind": "candidates", "generation", "question", "answers": [...],
-             "candidates": [{"candidate_id", "code", "origin",
-                             "review": {"verdict", "points", "text"} | null}]}
+             "candidates": [{"candidate_id", "code", "code_sha", "origin", "kind", "parents",
+                             "review": {"verdict", "points", "text", "code_sha", "rules", "by"} | null,
+                             "note": str | null}]}
+    `review.code_sha` equals `code_sha`: the verdict shown is the one on the code shown.
+    `note` says why an earlier edit was stopped by the gate (the code before it is shown).
     answer  {"decisions": {candidate_id: {"action": "approve" | "reject" | "edit" | "comment",
                                           "code": str (edit), "comment": str (comment)}},
              "default": "approve" | "reject"}           (candidates not named get `default`)
@@ -52,16 +58,20 @@ class Candidate(TypedDict, total=False):
     generation: int
     code: str | None
     origin: str  # which agent wrote the current code: designer, offline, debugger, human...
+    kind: str  # exploit (refines `parents`) or explore (a new idea)
+    parents: list[str]  # candidate ids of the elites it refines
     stage: Stage
     status: str | None  # final status once dropped, "ok" once validated
     review: dict[str, Any] | None  # {"verdict", "points", "text"} of the latest review
     reviews: list[dict[str, Any]]  # every review so far, with "by": critic | human (review.md)
     review_rounds: int  # revisions asked for by the critic so far
+    llm_reviews: int  # LLM critic reviews so far (at most critic_rounds + 1)
     debug_attempts: int  # debugger repairs so far
     debug_history: list[list[str]]  # [[code, error], ...] fed back to the debugger
     error: str | None  # latest validation error text
     human: str | None  # the human's decision once given: approve / edit / comment
     human_comment: str | None
+    previous: dict[str, Any] | None  # code, review, origin before a human edit (restored if the gate stops it)
 
 
 class TrainTask(TypedDict):

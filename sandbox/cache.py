@@ -9,11 +9,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from lero.sandbox.runner import TOO_SLOW
 from lero.sandbox.types import JobResult
 
 # Failures that say something about the candidate; timeouts, OOMs and crashes may be
-# the machine's fault and are retried instead of cached.
+# the machine's fault and are retried instead of cached. So is a "too slow" verdict:
+# it depends on the machine's load at the time, so a resume measures again.
 CACHEABLE_STATUSES = ("ok", "rejected", "code_error", "invalid_output")
+
+
+def cacheable(result: JobResult) -> bool:
+    return result.status in CACHEABLE_STATUSES and (result.error or {}).get("type") != TOO_SLOW
 
 
 def cache_key(code: str | None, config: dict[str, Any], seed: int) -> str:
@@ -41,7 +47,7 @@ class ResultCache:
         return result
 
     def put(self, key: str, result: JobResult) -> None:
-        if result.status not in CACHEABLE_STATUSES:
+        if not cacheable(result):
             return
         fd, temp_path = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
         with os.fdopen(fd, "w") as handle:

@@ -45,9 +45,13 @@ PROGRESS_FILE = "progress.json"  # train: {"done", "total", "return"}, polled by
 PROGRESS_INTERVAL_S = 0.5
 VALIDATE_ENVS = 1024  # the PPO batch: hooks are timed at the size training calls them with
 VALIDATE_STEPS = 4
-# Budget for the fastest of VALIDATE_STEPS calls: vectorised hooks take ~1 ms, Python
-# loops over the 3072 rows take 20-40 ms.
-CALL_BUDGET_S = 0.01
+# Budget per hook call, as a multiple of the environment's own step measured in the same
+# process on the same batch (so machine load cancels out): the fastest of VALIDATE_STEPS
+# calls against the fastest step. Vectorised hooks cost about 1 step, the offline
+# designer's Hungarian assignment 5-16 (N=6..16, measured under load); Python loops over
+# the batch cost 60-120.
+MAX_STEP_RATIO = 30.0
+TOO_SLOW = "TooSlow"  # a timing verdict: retried once here, never cached (sandbox.cache)
 EVAL_SEED = 12345
 WAIT_POLL_S = 0.005  # warm runners poll for job.json this often ...
 WARM_IDLE_S = 900.0  # ... and exit after this long without a job
@@ -149,7 +153,6 @@ def env_kwargs(job: dict) -> dict[str, Any]:
 
 def validate(job: dict) -> dict[str, Any]:
     """Both hooks on real env batches: shapes, dtype, finiteness, OEF prefix, time per call."""
-    import torch
     from lero.training import load_candidate, make_env
     from lero.training.hooks import ObservationEnhancer, RewardShaper
 
@@ -164,42 +167,62 @@ def validate(job: dict) -> dict[str, Any]:
     env = make_env(job["env"]["name"], VALIDATE_ENVS, **env_kwargs(job))
     enhancer = ObservationEnhancer(hooks.enhance_observation, env.obs_dim)
     shaper = RewardShaper(hooks.hybrid_reward)
-    generator = torch.Generator().manual_seed(job["seed"])
-    obs = env.reset(seed=job["seed"])  # [B, N, D]
-    step = torch.zeros(env.n_envs, dtype=torch.long)  # [B]
-    seconds: dict[str, list[float]] = {"enhance_observation": [], "hybrid_reward": []}
-    for index in range(VALIDATE_STEPS):
-        started = time.perf_counter()
-        enhanced = enhancer(obs)  # [B, N, D + k]
-        seconds["enhance_observation"].append(time.perf_counter() - started)
-        actions = torch.randint(env.n_actions, (env.n_envs, env.n_agents), generator=generator)
-        next_obs, reward, done, _ = env.step(actions)
-        started = time.perf_counter()
-        _, components = shaper(
-            obs, next_obs, actions, reward, env.world(), step, index / VALIDATE_STEPS
+    seconds, enhanced, components = time_hooks(env, enhancer, shaper, job["seed"])
+    if slowest_ratio(seconds)[1] > MAX_STEP_RATIO:  # machine noise: measure once more
+        again, enhanced, components = time_hooks(env, enhancer, shaper, job["seed"])
+        seconds = {name: min(first, again[name]) for name, first in seconds.items()}
+    hook, ratio = slowest_ratio(seconds)
+    if ratio > MAX_STEP_RATIO:
+        return failure(
+            "invalid_output",
+            TOO_SLOW,
+            f"{hook} takes {seconds[hook]:.4f} s per call, {ratio:.1f}x the environment's own step "
+            f"({seconds['env_step']:.4f} s) on {env.n_envs} envs x {env.n_agents} agents "
+            f"(budget {MAX_STEP_RATIO:g}x): vectorise it, no Python loops over the batch",
         )
-        seconds["hybrid_reward"].append(time.perf_counter() - started)
-        step = torch.where(done, 0, step + 1)
-        obs = next_obs
-    for hook, times in seconds.items():
-        if min(times) > CALL_BUDGET_S:
-            return failure(
-                "invalid_output",
-                "TooSlow",
-                f"{hook} takes {min(times):.3f} s per call on {env.n_envs} envs x {env.n_agents} agents "
-                f"(budget {CALL_BUDGET_S} s): vectorise it, no Python loops over the batch",
-            )
     return {
         "status": "ok",
         "metrics": {
             "obs_dim": float(env.obs_dim),
             "enhanced_obs_dim": float(enhanced.shape[-1]),
-            **{f"{hook}_s": min(times) for hook, times in seconds.items()},
+            **{f"{name}_s": value for name, value in seconds.items()},
+            **{f"{name}_step_ratio": value / seconds["env_step"] for name, value in seconds.items() if name != "env_step"},
         },
         "curves": {},
         "reflection_stats": {},
         "components": sorted(components),
     }
+
+
+def time_hooks(env: Any, enhancer: Any, shaper: Any, seed: int) -> tuple[dict[str, float], Any, dict]:
+    """Fastest of VALIDATE_STEPS calls of each hook and of the env's own step, in seconds."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    obs = env.reset(seed=seed)  # [B, N, D]
+    step = torch.zeros(env.n_envs, dtype=torch.long)  # [B]
+    seconds: dict[str, list[float]] = {"enhance_observation": [], "hybrid_reward": [], "env_step": []}
+    for index in range(VALIDATE_STEPS):
+        started = time.perf_counter()
+        enhanced = enhancer(obs)  # [B, N, D + k]
+        seconds["enhance_observation"].append(time.perf_counter() - started)
+        actions = torch.randint(env.n_actions, (env.n_envs, env.n_agents), generator=generator)
+        started = time.perf_counter()
+        next_obs, reward, done, _ = env.step(actions)
+        seconds["env_step"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        _, components = shaper(obs, next_obs, actions, reward, env.world(), step, index / VALIDATE_STEPS)
+        seconds["hybrid_reward"].append(time.perf_counter() - started)
+        step = torch.where(done, 0, step + 1)
+        obs = next_obs
+    return {name: min(times) for name, times in seconds.items()}, enhanced, components
+
+
+def slowest_ratio(seconds: dict[str, float]) -> tuple[str, float]:
+    """The hook with the largest cost in env steps, and that cost."""
+    step = max(seconds["env_step"], 1e-9)
+    hook = max(("enhance_observation", "hybrid_reward"), key=seconds.__getitem__)
+    return hook, seconds[hook] / step
 
 
 class ProgressFile:

@@ -16,7 +16,6 @@ import re
 
 from lero.agents.offline.evolve import (
     Child,
-    apply_feedback,
     crossover,
     guided,
     mutate,
@@ -25,16 +24,16 @@ from lero.agents.offline.evolve import (
 )
 from lero.agents.offline.genome import FEATURE_SLOTS, TASK_TERMS, Genome, genome_of
 from lero.agents.offline.render import gene_at_line, render
-from lero.agents.types import Draft, Elite, Review, TaskSpec
+from lero.agents.offline.vocabulary import apply_edits, apply_once, parse_edits
+from lero.agents.types import Draft, Elite, Review, TaskSpec, exploit_parents
 
 SUPPORTED_ENVS = ("simple_spread",)
-EXPLORE = 0.15  # share of later-generation children sampled fresh instead of bred
-CROSSOVER = 0.4
+CROSSOVER = 0.4  # chance that a further refinement of an elite also inherits from another
 MAX_TRIES_PER_CHILD = 50
 
 
 class OfflineDesigner:
-    """Writes K distinct candidates per call: a prior first, then bred from the elites.
+    """Writes K distinct candidates per call: exploit slots refine elites, explore slots sample.
 
     It remembers the designs it already proposed in this process and does not propose
     them again (after a resume the sandbox's result cache catches repeats instead).
@@ -51,83 +50,97 @@ class OfflineDesigner:
         elites: list[Elite],
         reflection: str,
         feedback: str | None = None,
+        exploit: int = 0,
     ) -> list[Draft]:
+        """The first `exploit` drafts refine elites (rank order, round robin), the rest explore.
+
+        The first refinement of an elite is its guided edits only; further ones add
+        mutations (and sometimes crossover). Generation feedback is applied once per
+        lineage (`vocabulary.apply_once`), never compounded.
+        """
         _check_task(task)
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        rng = self.rng("design", k, sorted(e.code for e in elites), feedback or "")
+        rng = self.rng("design", k, exploit, sorted(e.code for e in elites), feedback or "")
         ranked = sorted(elites, key=lambda e: e.fitness, reverse=True)
         parents = [(elite, g) for elite in ranked if (g := genome_of(elite.code)) is not None]
+        refine = exploit_parents([elite for elite, _ in parents], min(exploit, k), len(parents))
+        edits = parse_edits(feedback or "")
         seen = self.proposed | {genome for _, genome in parents}
         children: list[Child] = []
-        for attempt in range(k * MAX_TRIES_PER_CHILD):
-            if len(children) == k:
-                break
-            exploit = not children and attempt == 0  # the best elite with only the guided edits
-            child = self._child(task, rng, parents, index=len(children), exploit=exploit)
-            if feedback:
-                genome, notes = apply_feedback(child.genome, feedback)
-                child = Child(genome, (*child.notes, *notes))
-            child = Child(fit_to_layout(child.genome, task), child.notes)
-            if child.genome not in seen:
-                seen.add(child.genome)
-                children.append(child)
+        for slot in range(k):
+            elite = refine[slot] if slot < len(refine) else None
+            for attempt in range(MAX_TRIES_PER_CHILD):
+                if elite is None:
+                    child = self._explore(rng, first=not parents and slot == 0 and attempt == 0)
+                else:
+                    child = self._exploit(rng, elite, parents, attempt)
+                if edits:
+                    genome, notes = apply_once(child.genome, edits)
+                    child = Child(genome, (*child.notes, *notes), child.kind, child.parents)
+                child = Child(fit_to_layout(child.genome, task), child.notes, child.kind, child.parents)
+                if child.genome not in seen:
+                    seen.add(child.genome)
+                    children.append(child)
+                    break
         self.proposed |= {child.genome for child in children}
         return [self.draft(task, child, "offline") for child in children]
 
     def revise(self, task: TaskSpec, code: str, review: Review) -> Draft:
-        """One mutation of the reviewed design (a fresh sample when the code is not ours)."""
+        """The edits the review's words ask for (the vocabulary in offline_grammar.md).
+
+        Deterministic: the same comment on the same design gives the same module. When no
+        word of the vocabulary matches, the design stays as it is and the reply says so.
+        """
         _check_task(task)
-        rng = self.rng("revise", code, review.text)
         genome = genome_of(code)
         if genome is None:
-            child = Child(
-                random_genome(rng, task.n_agents),
-                ("fresh sample: the reviewed code has no genome",),
-            )
-        else:
-            mutated, note = mutate(genome, rng, task.n_agents)
-            child = Child(mutated, (f"revised after review: {note}",))
-        return self.draft(
-            task, Child(fit_to_layout(child.genome, task), child.notes), "offline:revise"
-        )
+            rng = self.rng("revise", code, review.text)
+            child = Child(random_genome(rng), ("fresh sample: the reviewed code has no genome",))
+            return self.draft(task, Child(fit_to_layout(child.genome, task), child.notes), "offline:revise")
+        text = review.text if review.text.strip() else "\n".join(review.points)
+        edited, notes = apply_edits(genome, parse_edits(text))
+        if not notes:
+            notes = ["no edit of the offline vocabulary matched the review; the design is unchanged"]
+        child = Child(fit_to_layout(edited, task), tuple(f"revised: {note}" for note in notes))
+        return self.draft(task, child, "offline:revise")
 
     def draft(self, task: TaskSpec, child: Child, origin: str) -> Draft:
         code = render(child.genome, task.obs_layout)
         reply = "offline designer: " + ("; ".join(child.notes) or "new design")
-        return Draft(code=code, reply=reply, error=None, origin=origin)
+        return Draft(code=code, reply=reply, error=None, origin=origin, kind=child.kind,  # type: ignore[arg-type]
+                     parents=child.parents)
 
     def rng(self, *parts: object) -> random.Random:
         """A generator seeded by the config seed and the call's inputs (stable across processes)."""
         digest = hashlib.sha256(json.dumps([self.seed, *parts], default=str).encode()).hexdigest()
         return random.Random(int(digest[:16], 16))
 
-    def _child(
-        self,
-        task: TaskSpec,
-        rng: random.Random,
-        parents: list[tuple[Elite, Genome]],
-        index: int,
-        exploit: bool,
+    @staticmethod
+    def _explore(rng: random.Random, first: bool) -> Child:
+        if first:
+            return Child(prior_genome(), ("prior design",))
+        return Child(random_genome(rng), ("fresh sample",))
+
+    @staticmethod
+    def _exploit(
+        rng: random.Random, elite: Elite, parents: list[tuple[Elite, Genome]], attempt: int
     ) -> Child:
-        if not parents:
-            if exploit:
-                return Child(prior_genome(task.n_agents), ("prior design",))
-            return Child(random_genome(rng, task.n_agents), ("fresh sample",))
-        if index > 0 and rng.random() < EXPLORE:
-            return Child(random_genome(rng, task.n_agents), ("fresh sample (exploration)",))
-        elite, genome = parents[0] if index == 0 else _pick(rng, parents)
+        genome = next(g for e, g in parents if e is elite)
         genome, notes = guided(genome, elite.reflection_stats, elite.metrics)
-        notes = [f"from {elite.candidate_id}", *notes]
-        if index > 0 and len(parents) > 1 and rng.random() < CROSSOVER:
-            mate_elite, mate = _pick(rng, [p for p in parents if p[0] is not elite])
-            genome = crossover(genome, mate, rng)
-            notes.append(f"crossed with {mate_elite.candidate_id}")
-        if not exploit or len(notes) == 1:
+        notes = [f"refines {elite.candidate_id}", *notes]
+        sources = (elite.candidate_id,)
+        if attempt > 0:  # the guided edits alone were taken: vary them
+            mates = [p for p in parents if p[0] is not elite]
+            if mates and rng.random() < CROSSOVER:
+                mate_elite, mate = _pick(rng, mates)
+                genome = crossover(genome, mate, rng)
+                notes.append(f"crossed with {mate_elite.candidate_id}")
+                sources = (elite.candidate_id, mate_elite.candidate_id)
             for _ in range(rng.randint(1, 2)):
-                genome, note = mutate(genome, rng, task.n_agents)
+                genome, note = mutate(genome, rng)
                 notes.append(note)
-        return Child(genome, tuple(notes))
+        return Child(genome, tuple(notes), "exploit", sources)
 
 
 class OfflineDebugger:
@@ -143,7 +156,7 @@ class OfflineDebugger:
         tried = {code, *(earlier for earlier, _ in history)}
         genome = genome_of(code)
         if genome is not None:
-            repaired, note = _without_culprit(genome, code, error, task.n_agents)
+            repaired, note = _without_culprit(genome, code, error)
             if repaired is not None:
                 draft = self.designer.draft(
                     task, Child(fit_to_layout(repaired, task), (note,)), "offline:repair"
@@ -153,7 +166,7 @@ class OfflineDebugger:
         rng = self.designer.rng("repair", code, error, len(history))
         for _ in range(MAX_TRIES_PER_CHILD):
             child = Child(
-                fit_to_layout(random_genome(rng, task.n_agents), task),
+                fit_to_layout(random_genome(rng), task),
                 ("fresh sample after a failure",),
             )
             draft = self.designer.draft(task, child, "offline:repair")
@@ -179,9 +192,7 @@ def _pick(rng: random.Random, parents: list[tuple[Elite, Genome]]) -> tuple[Elit
     return rng.choices(parents, weights=weights, k=1)[0]
 
 
-def _without_culprit(
-    genome: Genome, code: str, error: str, n_agents: int
-) -> tuple[Genome | None, str]:
+def _without_culprit(genome: Genome, code: str, error: str) -> tuple[Genome | None, str]:
     """The genome minus the gene the error points at (by traceback line, else by hook name)."""
     for line in reversed([int(n) for n in re.findall(r"line (\d+)", error)]):
         gene = gene_at_line(code, line)
@@ -200,7 +211,7 @@ def _without_culprit(
             {"nearest_landmark"}
         ), "reset features to nearest_landmark after an OEF failure"
     if "hybrid_reward" in error:
-        prior = prior_genome(n_agents)
+        prior = prior_genome()
         return genome.with_terms(
             prior.terms
         ), "reset reward terms to the prior after an HRF failure"

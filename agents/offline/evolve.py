@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from lero.agents.offline.genome import (
     ASSIGNMENTS,
     FEATURE_KINDS,
-    MAX_OPTIMAL_AGENTS,
     SCHEDULES,
     TASK_TERMS,
     TERM_KINDS,
@@ -38,17 +37,6 @@ LOW_COVERAGE = 0.2
 MANY_COLLISIONS = 6.0  # agent collisions per episode; MAPPO baselines sit near 4 on simple_spread
 STRENGTHEN = 1.5
 OCCUPANCY_FEATURES = ("occupancy", "free_landmark")
-FEEDBACK_WORDS = {  # human feedback keyword -> the term it strengthens (or adds)
-    "collision": "collision",
-    "collide": "collision",
-    "crash": "collision",
-    "cover": "team_occupancy",
-    "occup": "team_occupancy",
-    "spread": "spread",
-    "slow": "settle",
-    "overshoot": "settle",
-    "faster": "approach",
-}
 
 
 @dataclass(frozen=True)
@@ -57,23 +45,25 @@ class Child:
 
     genome: Genome
     notes: tuple[str, ...]
+    kind: str = "explore"  # exploit (refines `parents`) or explore (a fresh design)
+    parents: tuple[str, ...] = ()
 
 
-def prior_genome(n_agents: int) -> Genome:
+def prior_genome() -> Genome:
     """The first guess: team coverage, individual credit that fades, a collision penalty."""
     terms = [Term("team_coverage", 1.0), Term("assigned", 1.0, "ramp_down"), Term("collision", 0.5)]
     features = ("nearest_landmark", "occupancy", "free_landmark")
-    return Genome.build(terms, features, "optimal" if n_agents <= MAX_OPTIMAL_AGENTS else "greedy")
+    return Genome.build(terms, features, "optimal")
 
 
-def random_genome(rng: random.Random, n_agents: int) -> Genome:
+def random_genome(rng: random.Random) -> Genome:
     """A fresh sample: one task term, one to three other terms, one to four features."""
     task = rng.choice(TASK_TERMS)
     extras = rng.sample([k for k in TERM_KINDS if k != task], k=rng.randint(1, 3))
     terms = [Term(kind, sample_weight(rng, kind), rng.choice(SCHEDULES)) for kind in extras]
     terms.append(Term(task, sample_weight(rng, task)))
     features = rng.sample(FEATURE_KINDS, k=rng.randint(1, 4))
-    return Genome.build(terms, features, _sample_assignment(rng, n_agents))
+    return Genome.build(terms, features, rng.choice(ASSIGNMENTS))
 
 
 def sample_weight(rng: random.Random, kind: str) -> float:
@@ -81,10 +71,10 @@ def sample_weight(rng: random.Random, kind: str) -> float:
     return round(math.exp(rng.uniform(math.log(0.2), math.log(2.0))) / TERM_SCALE[kind], 3)
 
 
-def mutate(genome: Genome, rng: random.Random, n_agents: int) -> tuple[Genome, str]:
+def mutate(genome: Genome, rng: random.Random) -> tuple[Genome, str]:
     """One random edit: reweight, reschedule, add/drop a term or a feature, or reassign."""
     operators = [_reweight, _reschedule, _add_term, _drop_term, _toggle_feature]
-    if n_agents <= MAX_OPTIMAL_AGENTS and genome.needs_assignment():
+    if genome.needs_assignment():
         operators.append(_switch_assignment)
     for _ in range(len(operators) * 2):
         result = rng.choice(operators)(genome, rng)
@@ -109,7 +99,7 @@ def crossover(first: Genome, second: Genome, rng: random.Random) -> Genome:
     ]
     features = features or list(first.features)
     assignment = rng.choice([first.assignment, second.assignment])
-    return Genome.build(terms, features, assignment)
+    return Genome.build(terms, features, assignment, {*first.applied, *second.applied})
 
 
 def guided(
@@ -123,7 +113,7 @@ def guided(
     for kind, magnitude in magnitudes.items():
         rest = [m for other, m in magnitudes.items() if other != kind]
         if rest and magnitude >= DOMINANT_RATIO * max(statistics.median(rest), 1e-8):
-            terms[kind] = _scaled(terms[kind], DOMINANT_RESCALE)
+            terms[kind] = scaled(terms[kind], DOMINANT_RESCALE)
             notes.append(
                 f"{kind} dominated the reward ({magnitude:.3g} vs median {statistics.median(rest):.3g}): rescaled x{DOMINANT_RESCALE}"
             )
@@ -137,48 +127,34 @@ def guided(
             del terms[kind]
             notes.append(f"{kind} was near constant ({low:.3g}..{high:.3g}): dropped")
     if "coverage" in metrics and metrics["coverage"] < LOW_COVERAGE:
-        terms["team_occupancy"] = _strengthened(terms.get("team_occupancy"), "team_occupancy")
+        terms["team_occupancy"] = strengthened(terms.get("team_occupancy"), "team_occupancy")
         features |= set(OCCUPANCY_FEATURES)
         notes.append(
             f"coverage {metrics['coverage']:.2f} < {LOW_COVERAGE}: stronger occupancy bonus, occupancy features"
         )
     if metrics.get("collisions", 0.0) > MANY_COLLISIONS:
-        terms["collision"] = _strengthened(terms.get("collision"), "collision")
+        terms["collision"] = strengthened(terms.get("collision"), "collision")
         notes.append(
             f"{metrics['collisions']:.1f} collisions per episode: stronger collision penalty"
         )
-    return Genome.build(terms.values(), features, genome.assignment), notes
+    return Genome.build(terms.values(), features, genome.assignment, genome.applied), notes
 
 
-def apply_feedback(genome: Genome, feedback: str) -> tuple[Genome, list[str]]:
-    """Strengthen (or add) the terms a human's words point at, e.g. 'too many collisions'."""
-    wanted = {term for word, term in FEEDBACK_WORDS.items() if word in feedback.lower()}
-    terms = {t.kind: t for t in genome.terms}
-    for kind in sorted(wanted):
-        terms[kind] = _strengthened(terms.get(kind), kind)
-    notes = [f"feedback: stronger {kind}" for kind in sorted(wanted)]
-    return Genome.build(terms.values(), genome.features, genome.assignment), notes
-
-
-def _strengthened(term: Term | None, kind: str) -> Term:
+def strengthened(term: Term | None, kind: str) -> Term:
     if term is None:
         return Term(kind, round(1.0 / TERM_SCALE[kind], 3))
-    return _scaled(term, STRENGTHEN)
+    return scaled(term, STRENGTHEN)
 
 
-def _scaled(term: Term, factor: float) -> Term:
+def scaled(term: Term, factor: float) -> Term:
     return Term(term.kind, round(term.weight * factor, 4), term.schedule)
-
-
-def _sample_assignment(rng: random.Random, n_agents: int) -> str:
-    return rng.choice(ASSIGNMENTS) if n_agents <= MAX_OPTIMAL_AGENTS else "greedy"
 
 
 def _reweight(genome: Genome, rng: random.Random) -> tuple[Genome, str]:
     term = rng.choice(genome.terms)
     factor = math.exp(rng.gauss(0.0, 0.5))
     others = [t for t in genome.terms if t is not term]
-    return genome.with_terms([*others, _scaled(term, factor)]), f"{term.kind} weight x{factor:.2f}"
+    return genome.with_terms([*others, scaled(term, factor)]), f"{term.kind} weight x{factor:.2f}"
 
 
 def _reschedule(genome: Genome, rng: random.Random) -> tuple[Genome, str] | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 # Reward terms. Team terms give one value per env [B] shared by all agents; the others
 # give each agent its own value [B, N] (individual credit).
@@ -39,7 +39,6 @@ TASK_TERMS = ("env", "team_coverage", "nearest", "assigned")  # terms that measu
 ASSIGNMENT_TERMS = ("assigned", "on_target", "approach", "settle")  # need a landmark per agent
 SCHEDULES = ("constant", "ramp_up", "ramp_down")  # weight x 1, x progress, x (1 - progress)
 ASSIGNMENTS = ("greedy", "optimal")
-MAX_OPTIMAL_AGENTS = 6  # beyond this the exhaustive optimal assignment (N! orders) is too slow
 
 # Observation features, each computed from one agent's own obs, and the slots they read.
 FEATURE_SLOTS: dict[str, tuple[str, ...]] = {
@@ -88,6 +87,9 @@ class Genome:
     terms: tuple[Term, ...]
     features: tuple[str, ...]
     assignment: str = "greedy"
+    # generation-feedback edits already applied to this lineage (so they are never
+    # compounded); not part of the design, so equal designs compare equal
+    applied: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         kinds = [t.kind for t in self.terms]
@@ -106,20 +108,26 @@ class Genome:
             )
 
     @classmethod
-    def build(cls, terms: Iterable[Term], features: Iterable[str], assignment: str) -> Genome:
+    def build(
+        cls, terms: Iterable[Term], features: Iterable[str], assignment: str, applied: Iterable[str] = ()
+    ) -> Genome:
         """A genome with terms and features in canonical order (so equal designs compare equal)."""
         ordered = tuple(sorted(terms, key=lambda t: TERM_KINDS.index(t.kind)))
         chosen = set(features)
-        return cls(ordered, tuple(f for f in FEATURE_KINDS if f in chosen), assignment)
+        features = tuple(f for f in FEATURE_KINDS if f in chosen)
+        return cls(ordered, features, assignment, tuple(sorted(set(applied))))
 
     def term(self, kind: str) -> Term | None:
         return next((t for t in self.terms if t.kind == kind), None)
 
     def with_terms(self, terms: Iterable[Term]) -> Genome:
-        return Genome.build(terms, self.features, self.assignment)
+        return Genome.build(terms, self.features, self.assignment, self.applied)
 
     def with_features(self, features: Iterable[str]) -> Genome:
-        return Genome.build(self.terms, features, self.assignment)
+        return Genome.build(self.terms, features, self.assignment, self.applied)
+
+    def with_applied(self, applied: Iterable[str]) -> Genome:
+        return replace(self, applied=tuple(sorted({*self.applied, *applied})))
 
     def with_assignment(self, assignment: str) -> Genome:
         return replace(self, assignment=assignment)
@@ -130,6 +138,8 @@ class Genome:
     def to_json(self) -> str:
         terms = [[t.kind, round(t.weight, 4), t.schedule] for t in self.terms]
         body = {"terms": terms, "features": list(self.features), "assignment": self.assignment}
+        if self.applied:
+            body["applied"] = list(self.applied)
         return json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -138,7 +148,8 @@ class Genome:
         terms = tuple(
             Term(kind, float(weight), schedule) for kind, weight, schedule in body["terms"]
         )
-        return cls(terms=terms, features=tuple(body["features"]), assignment=body["assignment"])
+        return cls(terms=terms, features=tuple(body["features"]), assignment=body["assignment"],
+                   applied=tuple(body.get("applied", ())))
 
 
 def genome_of(code: str) -> Genome | None:

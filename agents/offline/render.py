@@ -11,7 +11,6 @@ import re
 from lero.agents.offline.genome import (
     FEATURE_SLOTS,
     GENOME_TAG,
-    MAX_OPTIMAL_AGENTS,
     TEAM_TERMS,
     Genome,
     Term,
@@ -65,23 +64,56 @@ def greedy_assignment(dist):
     return assigned
 '''
 
-OPTIMAL_HELPER = f'''
-def all_orders(n):
-    """Every permutation of range(n) as a [n!, n] tensor."""
-    orders = [[]]
-    for _ in range(n):
-        orders = [order + [i] for order in orders for i in range(n) if i not in order]
-    return torch.tensor(orders)
-
-
+OPTIMAL_HELPER = '''
 def optimal_assignment(dist):
-    """Landmark index per agent [B, N] with the least summed distance (exhaustive, N == L <= {MAX_OPTIMAL_AGENTS})."""
+    """Landmark index per agent [B, N] with the least summed distance (Hungarian method).
+
+    Shortest augmenting paths with row/column potentials: O(N^2 L) steps, each vectorised
+    over the batch; index 0 of rows and columns is a dummy. Greedy when N > L.
+    """
     B, N, L = dist.shape
-    if N != L or N > {MAX_OPTIMAL_AGENTS}:
+    if N > L:
         return greedy_assignment(dist)
-    orders = all_orders(N)  # [P, N]
-    cost = dist[:, torch.arange(N)[None, :], orders].sum(dim=-1)  # [B, P]
-    return orders[cost.argmin(dim=1)]
+    rows = torch.arange(B)
+    inf = float("inf")
+    cost = torch.zeros(B, N + 1, L + 1, dtype=dist.dtype)  # [B, N + 1, L + 1]
+    cost[:, 1:, 1:] = dist
+    u = torch.zeros(B, N + 1, dtype=dist.dtype)  # row potentials
+    v = torch.zeros(B, L + 1, dtype=dist.dtype)  # column potentials
+    owner = torch.zeros(B, L + 1, dtype=torch.long)  # row matched to each column (0 = free)
+    way = torch.zeros(B, L + 1, dtype=torch.long)  # previous column on the augmenting path
+    for row in range(1, N + 1):
+        owner[:, 0] = row
+        col = torch.zeros(B, dtype=torch.long)  # [B]
+        slack = torch.full((B, L + 1), inf, dtype=dist.dtype)
+        used = torch.zeros(B, L + 1, dtype=torch.bool)
+        searching = torch.ones(B, dtype=torch.bool)
+        for _ in range(row):  # row - 1 columns are taken: a free one is at most `row` steps away
+            if not searching.any():  # usually after a step or two: stop early
+                break
+            used[rows, col] |= searching
+            here = owner[rows, col]  # [B]
+            reduced = cost[rows, here] - u[rows, here][:, None] - v  # [B, L + 1]
+            better = searching[:, None] & ~used & (reduced < slack)
+            slack = torch.where(better, reduced, slack)
+            way = torch.where(better, col[:, None], way)
+            delta, nxt = torch.where(used, inf, slack).min(dim=1)
+            delta = torch.where(searching, delta, 0.0)[:, None]  # [B, 1]
+            u.scatter_add_(1, owner, torch.where(used, delta, 0.0))
+            v = v - torch.where(used, delta, 0.0)
+            slack = slack - torch.where(used, 0.0, delta)
+            col = torch.where(searching, nxt, col)
+            searching = searching & (owner[rows, col] != 0)
+        for _ in range(row):  # flip the matching along the path back to the dummy column
+            moving = col != 0
+            if not moving.any():
+                break
+            back = way[rows, col]
+            owner[rows, col] = torch.where(moving, owner[rows, back], owner[rows, col])
+            col = torch.where(moving, back, col)
+    assigned = torch.zeros(B, N + 1, dtype=torch.long)
+    assigned.scatter_(1, owner[:, 1:], torch.arange(L).expand(B, L))  # free columns land on row 0
+    return assigned[:, 1:]
 '''
 
 FEATURE_MEANING = {

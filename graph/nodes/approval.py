@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.types import interrupt
+from lero.agents.types import code_digest
 from lero.graph.configuration import RunError, RunSpec
-from lero.graph.nodes.candidates import at_stage, drop, replace
+from lero.graph.nodes.candidates import at_stage, drop, replace, with_code
 from lero.graph.nodes.resources import resources_for
 from lero.graph.reflection import merge_feedback
 from lero.graph.state import Candidate, RunState
@@ -92,8 +93,10 @@ def approve_candidates(state: RunState) -> dict[str, Any]:
         "kind": "candidates", "generation": state["generation"],
         "question": "Train these candidates? Answer per candidate: approve, reject, edit (new code) or comment.",
         "answers": list(CANDIDATE_ACTIONS),
-        "candidates": [{"candidate_id": c["candidate_id"], "code": c["code"], "origin": c.get("origin"),
-                        "review": c.get("review")} for c in ready],
+        "candidates": [{"candidate_id": c["candidate_id"], "code": c["code"], "code_sha": code_digest(c["code"]),
+                        "origin": c.get("origin"), "kind": c.get("kind", "explore"),
+                        "parents": c.get("parents") or [], "review": c.get("review"),
+                        "note": c.get("error")} for c in ready],
     }
     answer = normalize_answer("candidates", interrupt(payload))
     decided = [_apply(c, answer["decisions"].get(c["candidate_id"], {"action": answer["default"]})) for c in ready]
@@ -106,9 +109,10 @@ def _apply(candidate: Candidate, decision: dict[str, Any]) -> Candidate:
         return {**candidate, "stage": "approved", "human": "approve"}
     if action == "reject":
         return drop({**candidate, "human": "reject"}, "rejected_by_human", "rejected by the researcher")
-    if action == "edit":
-        return {**candidate, "code": decision["code"], "origin": "human", "stage": "validate", "human": "edit",
-                "debug_attempts": 0, "debug_history": []}
+    if action == "edit":  # through the gate like every other code change
+        previous = {"code": candidate["code"], "review": candidate.get("review"), "origin": candidate.get("origin")}
+        return {**with_code(candidate, decision["code"], "human"), "human": "edit", "previous": previous,
+                "debug_attempts": 0, "debug_history": [], "error": None}
     human_review = {"verdict": "revise", "points": [decision["comment"]], "text": decision["comment"], "by": "human"}
     return {**candidate, "stage": "revise", "human": "comment", "human_comment": decision["comment"],
             "review": human_review, "reviews": [*candidate.get("reviews", []), human_review]}

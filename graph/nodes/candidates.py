@@ -4,21 +4,44 @@ from __future__ import annotations
 
 from typing import Any
 
-from lero.agents import Elite, Review
+from lero.agents import Draft, Elite, Review
+from lero.agents.types import code_digest
 from lero.graph.nodes.resources import Resources
 from lero.graph.rundir import RunDir
 from lero.graph.state import Candidate, Stage
 
+HEADER = "# lero: candidate "  # first line of every module: its id, kind and parents
 
-def new_candidate(generation: int, index: int, code: str | None, origin: str, error: str | None) -> Candidate:
+
+def lineage_line(candidate: Candidate) -> str:
+    parents = candidate.get("parents") or []
+    source = f"{candidate.get('kind', 'explore')} of {', '.join(parents)}" if parents else candidate.get("kind", "explore")
+    return f"{HEADER}{candidate['candidate_id']} ({source})"
+
+
+def with_code(candidate: Candidate, code: str, origin: str) -> Candidate:
+    """The candidate with new code, headed by its lineage line, sent to the gate (`review`).
+
+    Every code change (design, revision, repair, human edit) goes through here, so no
+    code reaches validation without the gate's verdict on exactly that code.
+    """
+    body = "\n".join(line for line in code.strip("\n").splitlines() if not line.startswith(HEADER))
+    return {**candidate, "code": f"{lineage_line(candidate)}\n{body.strip(chr(10))}\n", "origin": origin,
+            "stage": "review"}
+
+
+def new_candidate(generation: int, index: int, draft: Draft) -> Candidate:
     """A fresh design; one without code is dropped at once as `invalid`."""
     candidate: Candidate = {
-        "candidate_id": f"{generation}-{index}", "generation": generation, "code": code,
-        "origin": origin, "stage": "review", "status": None, "review": None, "reviews": [],
-        "review_rounds": 0, "debug_attempts": 0, "debug_history": [], "error": None,
-        "human": None, "human_comment": None,
+        "candidate_id": f"{generation}-{index}", "generation": generation, "code": None,
+        "origin": draft.origin, "kind": draft.kind, "parents": list(draft.parents), "stage": "review",
+        "status": None, "review": None, "reviews": [], "review_rounds": 0, "llm_reviews": 0,
+        "debug_attempts": 0, "debug_history": [], "error": None, "human": None, "human_comment": None,
+        "previous": None,
     }
-    return drop(candidate, "invalid", error or "no code") if code is None else candidate
+    if draft.code is None:
+        return drop(candidate, "invalid", draft.error or "no code")
+    return with_code(candidate, draft.code, draft.origin)
 
 
 def drop(candidate: Candidate, status: str, error: str | None = None) -> Candidate:
@@ -36,14 +59,16 @@ def replace(candidates: list[Candidate], updated: list[Candidate]) -> list[Candi
 
 
 def review_dict(review: Review) -> dict[str, Any]:
-    return {"verdict": review.verdict, "points": list(review.points), "text": review.text}
+    return {"verdict": review.verdict, "points": list(review.points), "text": review.text,
+            "code_sha": review.code_sha, "rules": list(review.rules), "by": review.by}
 
 
 def review_markdown(candidate: Candidate) -> str:
     """review.md: every critic round and human decision, oldest first."""
     lines = [f"# Reviews of candidate {candidate['candidate_id']}", ""]
     for number, review in enumerate(candidate.get("reviews", []), start=1):
-        lines += [f"## Round {number} ({review.get('by', 'critic')}): {review['verdict']}", "",
+        sha = f", code {review['code_sha']}" if review.get("code_sha") else ""
+        lines += [f"## Round {number} ({review.get('by', 'critic')}{sha}): {review['verdict']}", "",
                   review["text"].strip(), ""]
     return "\n".join(lines)
 
@@ -55,8 +80,11 @@ def save(rundir: RunDir, candidate: Candidate) -> None:
 def record(res: Resources, candidate: Candidate) -> None:
     """Write the candidate's files and tell the UI where it stands."""
     save(res.rundir, candidate)
+    code = candidate.get("code")
     res.emit("candidate", candidate_id=candidate["candidate_id"], generation=candidate["generation"],
-             stage=candidate["stage"], status=candidate.get("status"), origin=candidate.get("origin"))
+             stage=candidate["stage"], status=candidate.get("status"), origin=candidate.get("origin"),
+             kind=candidate.get("kind", "explore"), parents=list(candidate.get("parents") or []),
+             code_sha=code_digest(code) if code else None)
 
 
 def as_elite(record: dict[str, Any]) -> Elite:

@@ -7,6 +7,7 @@ Every LLM call may raise `BudgetExceeded` (the run's request/token budget is spe
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,9 +22,9 @@ from lero.graph.nodes.candidates import (
     record,
     replace,
     review_dict,
+    with_code,
 )
 from lero.graph.nodes.resources import Resources, resources_for
-from lero.graph.reflection import merge_feedback
 from lero.graph.state import Candidate, RunState, Stage
 
 LLM_STOPS = (BudgetExceeded, LLMError)
@@ -51,21 +52,21 @@ def setup(state: RunState, config: RunnableConfig) -> dict[str, Any]:
 
 
 def design(state: RunState) -> dict[str, Any]:
-    """Ask the designer for a population of modules (from elites + reflection after gen 0)."""
+    """Ask the designer for a population: exploit slots refine elites, explore slots are new."""
     res = resources_for(state["spec"])
     generation = state["generation"]
     res.emit("generation_started", generation=generation)
     elites = [as_elite(elite) for elite in state.get("elites", [])]
-    feedback = state.get("feedback", [])
-    reflection = merge_feedback(state.get("reflection", ""), feedback)
+    feedback = "\n".join(state.get("feedback", [])) or None
+    exploit = round(res.spec.population * res.spec.exploit_fraction) if elites else 0
     try:
         drafts = res.team.designer.design(
-            res.task, res.spec.population, elites, reflection, feedback="\n".join(feedback) or None
+            res.task, res.spec.population, elites, state.get("reflection", ""), feedback=feedback, exploit=exploit
         )
     except LLM_STOPS as error:
         res.emit("log", message=f"designer stopped: {error}")
         return {"candidates": [], "stop_reason": stop_reason_for(error)}
-    candidates = [new_candidate(generation, i, d.code, d.origin, d.error) for i, d in enumerate(drafts)]
+    candidates = [new_candidate(generation, i, draft) for i, draft in enumerate(drafts)]
     if not candidates:
         res.emit("log", message=f"the designer returned no candidates for generation {generation}")
     for candidate in candidates:
@@ -77,12 +78,12 @@ def llm_pass(
     state: RunState,
     stage: Stage,
     step: Callable[[Resources, Candidate], Candidate],
-    fallback: Callable[[Candidate], Candidate],
+    fallback: Callable[[Resources, Candidate], Candidate],
 ) -> dict[str, Any]:
-    """Apply `step` (one LLM call) to every candidate at `stage` and record the results.
+    """Apply `step` (at most one LLM call) to every candidate at `stage` and record the results.
 
     Once the run's LLM stops (before this node or during it), the remaining candidates
-    go to `fallback` without further calls, and the stop reason goes into the state.
+    go to `fallback`, which makes no LLM call, and the stop reason goes into the state.
     """
     res = resources_for(state["spec"])
     stop = state.get("stop_reason")
@@ -94,39 +95,65 @@ def llm_pass(
                 result = step(res, candidate)
             except LLM_STOPS as error:
                 stop = stop_reason_for(error)
-        updated.append(fallback(candidate) if result is None else result)
+        updated.append(fallback(res, candidate) if result is None else result)
     for candidate in updated:
         record(res, candidate)
     return {"candidates": replace(state["candidates"], updated), "stop_reason": stop}
 
 
-def _to_validation(candidate: Candidate) -> Candidate:
-    return {**candidate, "stage": "validate"}
-
-
 def critique(state: RunState) -> dict[str, Any]:
-    """Review every candidate waiting for the critic; route it on by the verdict."""
+    """The gate on every changed module: static rules, then the LLM critic within critic_rounds.
+
+    A human edit gets the gate alone (the researcher is its reviewer); once the LLM has
+    stopped, every module still gets the gate.
+    """
 
     def review_one(res: Resources, candidate: Candidate) -> Candidate:
-        review = res.team.critic.review(res.task, candidate["code"])
+        use_llm = candidate.get("human") != "edit" and candidate.get("llm_reviews", 0) <= res.spec.critic_rounds
+        review = res.team.critic.review(res.task, candidate["code"], use_llm=use_llm)
         return _after_review(candidate, review, res.spec.critic_rounds)
 
-    return llm_pass(state, "review", review_one, _to_validation)
+    def gate_only(res: Resources, candidate: Candidate) -> Candidate:
+        review = res.team.critic.review(res.task, candidate["code"], use_llm=False)
+        return _after_review(candidate, review, res.spec.critic_rounds)
+
+    return llm_pass(state, "review", review_one, gate_only)
 
 
 def _after_review(candidate: Candidate, review: Review, critic_rounds: int) -> Candidate:
-    reviewed: Candidate = {**candidate, "review": review_dict(review),
-                           "reviews": [*candidate.get("reviews", []), {**review_dict(review), "by": "critic"}]}
+    verdict = review_dict(review)
+    reviewed: Candidate = {**candidate, "review": verdict, "reviews": [*candidate.get("reviews", []), verdict],
+                           "llm_reviews": candidate.get("llm_reviews", 0) + (review.by == "critic")}
+    if candidate.get("human") == "edit" and review.verdict != "accept":
+        return _edit_stopped(reviewed)
     if review.verdict == "reject":
         return drop(reviewed, "rejected_by_critic", review.text)
     if review.verdict == "revise" and candidate["review_rounds"] < critic_rounds:
         return {**reviewed, "stage": "revise"}
+    if review.rules:  # the static rules still fail and no revision is left
+        return drop(reviewed, "rejected", review.text)
     return {**reviewed, "stage": "validate"}
+
+
+def _edit_stopped(reviewed: Candidate) -> Candidate:
+    """A human edit the gate stopped: the module before the edit comes back for approval."""
+    previous = reviewed.get("previous") or {}
+    return {**reviewed, "code": previous.get("code"), "review": previous.get("review"), "stage": "ready",
+            "human": None, "previous": None, "origin": previous.get("origin", reviewed.get("origin")),
+            "error": f"the edit was stopped by the gate:\n{reviewed['review']['text']}"}
 
 
 def revise(state: RunState) -> dict[str, Any]:
     """The designer rewrites candidates the critic (or a human comment) sent back."""
-    return llm_pass(state, "revise", _revise_one, _to_validation)
+    return llm_pass(state, "revise", _revise_one, _unrevised)
+
+
+def _unrevised(res: Resources, candidate: Candidate) -> Candidate:
+    """No rewrite: code that passed the static rules goes on, code that failed them stops."""
+    rules = (candidate.get("review") or {}).get("rules")
+    if rules:
+        return drop(candidate, "rejected", (candidate.get("review") or {}).get("text"))
+    return {**candidate, "stage": "validate", "review_rounds": candidate["review_rounds"] + 1}
 
 
 def _revise_one(res: Resources, candidate: Candidate) -> Candidate:
@@ -134,10 +161,18 @@ def _revise_one(res: Resources, candidate: Candidate) -> Candidate:
     review = Review(verdict="revise", points=list(last.get("points", [])), text=last.get("text", ""))
     draft = res.team.designer.revise(res.task, candidate["code"], review)
     if draft.code is None:  # a failed rewrite keeps the reviewed code
-        return {**candidate, "stage": "validate", "review_rounds": candidate["review_rounds"] + 1}
+        return _unrevised(res, candidate)
     by_human = candidate.get("human") == "comment"
+    note = {"verdict": "revised", "text": prose(draft.reply), "by": "designer", "code_sha": ""}
     return {
-        **candidate, "code": draft.code, "origin": draft.origin, "stage": "review",
+        **with_code(candidate, draft.code, draft.origin),
+        "reviews": [*candidate.get("reviews", []), note],
         "review_rounds": candidate["review_rounds"] + (0 if by_human else 1),
         "human": None if by_human else candidate.get("human"),
     }
+
+
+def prose(reply: str, limit: int = 1500) -> str:
+    """What a designer said around its code (fenced blocks left out), for review.md."""
+    text = re.sub(r"```.*?(```|$)", "", reply, flags=re.DOTALL).strip()
+    return (text[:limit] + " ...") if len(text) > limit else (text or "(code only)")

@@ -1,4 +1,7 @@
-"""Validation in the sandbox and repair by the debugger, before any training is paid for."""
+"""Validation in the sandbox and repair by the debugger, before any training is paid for.
+
+A repaired module goes back through the gate (`critique`) before it is validated again.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import contextvars
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from lero.graph.nodes.candidates import at_stage, drop, record, replace
+from lero.graph.nodes.candidates import at_stage, drop, record, replace, with_code
 from lero.graph.nodes.design import llm_pass
 from lero.graph.nodes.resources import Resources, resources_for
 from lero.graph.state import Candidate, RunState
@@ -57,7 +60,7 @@ def debug(state: RunState) -> dict[str, Any]:
     return llm_pass(state, "debug", _repair_one, _give_up)
 
 
-def _give_up(candidate: Candidate) -> Candidate:
+def _give_up(res: Resources, candidate: Candidate) -> Candidate:
     return drop(candidate, candidate["status"] or "invalid")
 
 
@@ -68,5 +71,4 @@ def _repair_one(res: Resources, candidate: Candidate) -> Candidate:
     if draft.code is None:
         return drop({**candidate, "debug_attempts": attempts}, candidate["status"] or "invalid", draft.error)
     tried = [*candidate["debug_history"], [candidate["code"], candidate["error"] or ""]]
-    return {**candidate, "code": draft.code, "origin": draft.origin, "stage": "validate",
-            "debug_attempts": attempts, "debug_history": tried}
+    return {**with_code(candidate, draft.code, draft.origin), "debug_attempts": attempts, "debug_history": tried}

@@ -1,12 +1,13 @@
 """The offline designer: real modules that pass the checks and run, bred from elites."""
 
+import itertools
 import random
 from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 import torch
-from lero.agents import Elite, check_candidate
+from lero.agents import Elite, Review, check_candidate
 from lero.agents.offline.designer import OfflineDebugger, OfflineDesigner
 from lero.agents.offline.evolve import crossover, guided, mutate, prior_genome, random_genome
 from lero.agents.offline.genome import FEATURE_KINDS, TERM_KINDS, Genome, Term, genome_of
@@ -87,7 +88,7 @@ def test_every_term_and_feature_runs_together():
 def test_random_genomes_run_for_other_team_sizes(n_agents, n_landmarks):
     rng = random.Random(n_agents * 10 + n_landmarks)
     for _ in range(8):
-        assert_contract(render(random_genome(rng, n_agents), OBS_LAYOUT), n_agents, n_landmarks)
+        assert_contract(render(random_genome(rng), OBS_LAYOUT), n_agents, n_landmarks)
 
 
 def test_optimal_assignment_beats_or_matches_greedy():
@@ -133,19 +134,22 @@ def test_next_generation_breeds_new_modules_from_elites(task):
     designer = OfflineDesigner(seed=0)
     parents = designer.design(task, 4, [], "")
     elites = elites_from(parents, [-60.0, -45.0, -50.0, -70.0])
-    children = designer.design(task, 4, elites, "reflection text")
+    children = designer.design(task, 4, elites, "reflection text", exploit=3)
     parent_codes = {d.code for d in parents}
     assert len(children) == 4 and not parent_codes & {d.code for d in children}
     for child in children:
         assert_contract(child.code)
         assert genome_of(child.code) is not None
-    assert "from 0-1" in children[0].reply  # the exploit child comes from the best elite
+    assert [d.kind for d in children] == ["exploit", "exploit", "exploit", "explore"]
+    assert children[0].parents[0] == "0-1" and "refines 0-1" in children[0].reply  # best elite first
+    assert children[1].parents[0] == "0-2" and children[2].parents[0] == "0-0"  # round robin
+    assert children[3].parents == ()
     fresh = OfflineDesigner(seed=0)
     fresh.design(task, 4, [], "")
-    assert [d.code for d in fresh.design(task, 4, elites, "reflection text")] == [
+    assert [d.code for d in fresh.design(task, 4, elites, "reflection text", exploit=3)] == [
         d.code for d in children
     ]
-    again = designer.design(task, 4, elites, "reflection text")
+    again = designer.design(task, 4, elites, "reflection text", exploit=3)
     assert len(again) == 4 and not {d.code for d in again} & {d.code for d in children}
 
 
@@ -160,15 +164,15 @@ def test_repeated_calls_keep_proposing_new_designs(task):
     )
     seen: set[str] = set()
     for _ in range(3):  # guided edits are deterministic; the exploit child must not repeat
-        codes = {d.code for d in designer.design(task, 3, elites, "")}
+        codes = {d.code for d in designer.design(task, 3, elites, "", exploit=2)}
         assert len(codes) == 3 and not codes & seen
         seen |= codes
 
 
 def test_mutation_and_crossover_change_the_design():
     rng = random.Random(0)
-    prior = prior_genome(3)
-    mutated = {mutate(prior, rng, 3)[0] for _ in range(20)}
+    prior = prior_genome()
+    mutated = {mutate(prior, rng)[0] for _ in range(20)}
     assert prior not in mutated and len(mutated) > 5
     assert len({render(g, OBS_LAYOUT) for g in mutated}) == len(mutated)
     first = Genome.build([Term("team_coverage", 1.0), Term("collision", 0.5)], ["speed"], "greedy")
@@ -210,16 +214,36 @@ def test_feedback_strengthens_the_named_term(task):
     )
 
 
-def test_revise_changes_the_code(task):
+def test_a_comment_maps_to_a_deterministic_edit_shown_in_the_reply(task):
     designer = OfflineDesigner(seed=0)
-    draft = designer.design(task, 1, [], "")[0]
-    from lero.agents import Review
-
-    revised = designer.revise(
-        task, draft.code, Review("revise", ["scale"], "VERDICT: revise\n- scale")
-    )
-    assert revised.code != draft.code and revised.origin == "offline:revise"
+    draft = designer.design(task, 1, [], "")[0]  # the prior: team_coverage, assigned, collision
+    comment = "Weaker collision penalty, and add the spread term; ramp up assigned."
+    review = Review("revise", [comment], comment)
+    revised = designer.revise(task, draft.code, review)
+    assert revised.code == OfflineDesigner(seed=7).revise(task, draft.code, review).code  # no randomness
+    before, after = genome_of(draft.code), genome_of(revised.code)
+    assert after.term("collision").weight == pytest.approx(before.term("collision").weight * 2 / 3, abs=1e-3)
+    assert after.term("spread") is not None and after.term("assigned").schedule == "ramp_up"
+    assert "weaker collision: weight 0.5 -> 0.333" in revised.reply and "ramp_up" in revised.reply
+    assert revised.origin == "offline:revise"
     assert_contract(revised.code)
+    unmatched = designer.revise(task, draft.code, Review("revise", ["hmm"], "I am not sure about this"))
+    assert unmatched.code == draft.code and "unchanged" in unmatched.reply
+
+
+def test_generation_feedback_is_applied_once_never_compounded(task):
+    designer = OfflineDesigner(seed=2)
+    feedback = "Too many collisions!"
+    elite = designer.design(task, 1, [], "")[0]  # the prior, feedback not yet given
+    start = genome_of(elite.code).term("collision").weight
+    weights = []
+    for generation in range(3):  # the same feedback, each generation refining the last child
+        child = designer.design(task, 1, [Elite(f"{generation}-0", elite.code, -10.0)], "", feedback, exploit=1)[0]
+        weights.append(genome_of(child.code).term("collision").weight)
+        assert ("feedback: stronger collision" in child.reply) == (generation == 0)
+        elite = child
+    assert weights[0] == pytest.approx(start * 1.5, abs=1e-3)
+    assert max(weights) < start * 1.5 ** 2  # compounding would reach 1.5^3
 
 
 def test_debugger_drops_the_gene_the_traceback_points_at(task):
@@ -277,3 +301,16 @@ def test_features_follow_the_layout(task):
         features = genome_of(draft.code).features
         assert features and not {"occupancy", "free_landmark", "nearest_agent"} & set(features)
         assert check_candidate(draft.code) == []
+
+
+@pytest.mark.parametrize(("n_agents", "n_landmarks"), [(1, 1), (3, 3), (5, 5), (6, 6), (7, 7), (3, 5)])
+def test_hungarian_assignment_is_optimal_and_one_to_one(n_agents, n_landmarks):
+    namespace: dict = {}
+    exec(render(Genome.build([Term("assigned", 1.0)], ["speed"], "optimal"), OBS_LAYOUT), namespace)
+    dist = torch.rand(64, n_agents, n_landmarks, generator=torch.Generator().manual_seed(n_agents))
+    target = namespace["optimal_assignment"](dist)  # [B, N]
+    assert all(len(set(row.tolist())) == n_agents for row in target)
+    best = torch.full((64,), float("inf"))
+    for order in itertools.permutations(range(n_landmarks), n_agents):  # brute force
+        best = torch.minimum(best, dist[:, torch.arange(n_agents), torch.tensor(order)].sum(dim=-1))
+    assert torch.allclose(dist.gather(2, target[..., None]).sum(dim=(1, 2)), best, atol=1e-5)

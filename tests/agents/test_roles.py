@@ -38,32 +38,33 @@ def test_designer_returns_k_drafts_and_routes_replies_without_code(openai_server
     assert task.env_description in user and task.task in user and "first generation" in user
 
 
-def test_designer_drops_near_duplicates_and_asks_again(openai_server, task):
-    respaced = GOOD_MODULE.replace("# [B, N, L]", "# distances")
+def test_designer_drops_only_semantic_duplicates_and_asks_again(openai_server, task):
+    renamed = GOOD_MODULE.replace("# [B, N, L]", "# distances").replace("dist", "gap")  # same AST
+    refined = GOOD_MODULE.replace("0.5 * team", "0.4 * team")  # a refinement: kept
     openai_server.push(
-        Reply(content=[markdown_reply(), markdown_reply(respaced)]), markdown_reply(OTHER_MODULE)
+        Reply(content=[markdown_reply(), markdown_reply(renamed), markdown_reply(refined)]),
+        markdown_reply(OTHER_MODULE),
     )
-    drafts = make_team(llm_config(openai_server)).designer.design(task, 2, elites=[], reflection="")
-    assert [d.code for d in drafts] == [GOOD_MODULE, OTHER_MODULE]
+    drafts = make_team(llm_config(openai_server)).designer.design(task, 3, elites=[], reflection="")
+    assert [d.code for d in drafts] == [GOOD_MODULE, refined, OTHER_MODULE]
     assert openai_server.requests[1]["n"] == 1
 
 
-def test_designer_prompt_carries_elites_reflection_and_feedback(openai_server, task):
-    openai_server.push(markdown_reply(OTHER_MODULE))
+def test_exploit_prompt_shows_the_elite_and_explore_prompt_a_summary_each_section_once(openai_server, task):
+    openai_server.push(markdown_reply(OTHER_MODULE), markdown_reply(GOOD_MODULE.replace("0.5 * team", "0.3 * team")))
     elite = Elite("0-1", GOOD_MODULE, -40.5, {"coverage": 0.05}, {}, "team dominated own by 10x")
-    make_team(llm_config(openai_server)).designer.design(
-        task, 1, [elite], reflection="coverage stayed near 0", feedback="agents collide too much"
+    drafts = make_team(llm_config(openai_server)).designer.design(
+        task, 2, [elite], reflection="coverage stayed near 0", feedback="agents collide too much", exploit=1
     )
-    user = openai_server.requests[0]["messages"][1]["content"]
-    for expected in (
-        "0-1",
-        "-40.5",
-        "team dominated own by 10x",
-        "coverage stayed near 0",
-        "agents collide too much",
-        "0.5 * team",
-    ):
-        assert expected in user
+    assert [(d.kind, d.parents) for d in drafts] == [("exploit", ("0-1",)), ("explore", ())]
+    exploit, explore = (r["messages"][1]["content"] for r in openai_server.requests)
+    for text in (exploit, explore):
+        for once in ("-40.5", "coverage stayed near 0", "agents collide too much", "# Tips",
+                     "# Feedback from the researcher"):
+            assert text.count(once) == 1, once
+    assert "0.5 * team" in exploit and "team dominated own by 10x" in exploit and "Refine elite 0-1" in exploit
+    assert "0.5 * team" not in explore and "team dominated own by 10x" not in explore
+    assert "differs from the elites" in explore
 
 
 def test_designer_revise_sends_the_review(openai_server, task):

@@ -178,10 +178,11 @@ def test_approval_round_trip_with_edit_rejection_and_comment(tmp_path):
     assert [c["candidate_id"] for c in second.asked[0]["candidates"]] == ["0-2"]
     assert second.asked[0]["candidates"][0]["code"] != offered[2]["code"]
     folder = outcome.run_dir / "candidates"
-    assert (folder / "0-0" / "candidate.py").read_text() == MODULES[1]
+    assert (folder / "0-0" / "candidate.py").read_text() == "# lero: candidate 0-0 (explore)\n" + MODULES[1]
     assert read(folder / "0-0" / "result.json")["status"] == "ok"
     assert read(folder / "0-1" / "result.json")["status"] == "rejected_by_human"
-    assert "use a smaller penalty" in (folder / "0-2" / "review.md").read_text()
+    review_md = (folder / "0-2" / "review.md").read_text()
+    assert "use a smaller penalty" in review_md and "weaker collision: weight" in review_md  # the offline edit
     log = events(outcome.run_dir)
     assert [e["kind"] for e in log if e["event"] == "interrupt"] == ["candidates", "candidates"]
     assert {e["candidate_id"] for e in log if e["event"] == "train_finished"} == {"baseline", "0-0", "0-2"}

@@ -48,7 +48,7 @@ def test_tips_flag_flat_and_dominant_components_and_missing_coverage():
     assert "Coverage stays near zero" in text
 
 
-def test_generation_text_has_baseline_elites_failures_and_feedback():
+def test_generation_text_has_baseline_others_failures_and_feedback_but_not_the_elites():
     elite = {**_record("0-0", -9.0, {}), "reflection": "ELITE TEXT"}
     other = _record("0-1", -20.0, {})
     baseline = {"candidate_id": "baseline", "fitness": -15.0, "eval": {"return": -15.0}}
@@ -61,7 +61,7 @@ def test_generation_text_has_baseline_elites_failures_and_feedback():
     ]
     text = generation_reflection(0, [elite, other], [elite], baseline, dropped)
     assert "Baseline" in text and "-15" in text
-    assert "ELITE TEXT" in text and "Candidate 0-1" in text
+    assert "ELITE TEXT" not in text and "Candidate 0-0" not in text and "Candidate 0-1" in text
     assert "0-2: code_error: ZeroDivisionError" in text
     merged = merge_feedback(text, ["reward spreading more", "fewer collisions"])
     assert merged.startswith(text) and merged.endswith("- reward spreading more\n- fewer collisions")

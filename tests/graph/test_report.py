@@ -11,7 +11,7 @@ from lero.graph.report import load_run, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 REPORT_KEYS = {
-    "run_id", "status", "stop_reason", "baseline", "best", "generations", "llm", "env_steps", "wall_s",
+    "run_id", "status", "stop_reason", "baseline", "best", "generations", "lineage", "llm", "env_steps", "wall_s",
 }  # fmt: skip
 
 CANDIDATE_CODE = """import torch

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from lero.sandbox import get_sandbox
 from lero.sandbox.types import Job, Limits
 from lero.training import Policy, PolicyMeta, make_env, save_policy
 
@@ -102,6 +103,24 @@ def test_slow_python_loop_is_invalid_output(process_sandbox) -> None:
     result = process_sandbox.run_job(job("validate", slow))
     assert result.status == "invalid_output"
     assert result.error["type"] == "TooSlow"
+    assert "the environment's own step" in result.error["message"]
+
+
+def test_a_too_slow_verdict_is_never_cached(tmp_path) -> None:
+    slow = VALID.replace(
+        "    return out\n",
+        "    for row in range(out.shape[0]):\n        out[row, -1] = out[row, -1] * 1.0 + out[row, 0]\n    return out\n",
+    )
+    cached = get_sandbox("process", cache_dir=tmp_path / "cache")
+    try:
+        first, again = (cached.run_job(job("validate", slow)) for _ in range(2))
+        honest = [cached.run_job(job("validate", VALID)) for _ in range(2)]
+    finally:
+        cached.close()
+    assert first.error["type"] == again.error["type"] == "TooSlow"
+    assert not again.cached  # measured again, not served from the cache
+    assert honest[0].status == "ok" and honest[1].cached  # other verdicts still are
+    assert {"env_step_s", "hybrid_reward_step_ratio", "enhance_observation_step_ratio"} <= set(honest[0].metrics)
 
 
 def test_job_timeout_and_oom(sandbox) -> None:
