@@ -23,11 +23,12 @@ from lero.agents.offline.evolve import (
     prior_genome,
     random_genome,
 )
+from lero.agents.offline.generic_designer import GenericDesigner
 from lero.agents.offline.genome import FEATURE_SLOTS, TASK_TERMS, Genome, genome_of
 from lero.agents.offline.render import gene_at_line, render
 from lero.agents.types import Draft, Elite, Review, TaskSpec
 
-SUPPORTED_ENVS = ("simple_spread",)
+GRAMMARS = ("simple_spread",)  # task grammars (genome.py); a task naming none gets the generic one
 EXPLORE = 0.15  # share of later-generation children sampled fresh instead of bred
 CROSSOVER = 0.4
 MAX_TRIES_PER_CHILD = 50
@@ -43,6 +44,7 @@ class OfflineDesigner:
     def __init__(self, seed: int = 0):
         self.seed = seed
         self.proposed: set[Genome] = set()
+        self.generic = GenericDesigner(self.rng)
 
     def design(
         self,
@@ -52,9 +54,11 @@ class OfflineDesigner:
         reflection: str,
         feedback: str | None = None,
     ) -> list[Draft]:
-        _check_task(task)
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
+        if task.grammar is None:
+            return self.generic.design(task, k, elites, feedback)
+        _check_task(task)
         rng = self.rng("design", k, sorted(e.code for e in elites), feedback or "")
         ranked = sorted(elites, key=lambda e: e.fitness, reverse=True)
         parents = [(elite, g) for elite in ranked if (g := genome_of(elite.code)) is not None]
@@ -77,6 +81,8 @@ class OfflineDesigner:
 
     def revise(self, task: TaskSpec, code: str, review: Review) -> Draft:
         """One mutation of the reviewed design (a fresh sample when the code is not ours)."""
+        if task.grammar is None:
+            return self.generic.revise(task, code, review)
         _check_task(task)
         rng = self.rng("revise", code, review.text)
         genome = genome_of(code)
@@ -139,6 +145,8 @@ class OfflineDebugger:
     def repair(
         self, task: TaskSpec, code: str, error: str, history: list[tuple[str, str]]
     ) -> Draft:
+        if task.grammar is None:
+            return self.designer.generic.repair(task, code, error, history)
         _check_task(task)
         tried = {code, *(earlier for earlier, _ in history)}
         genome = genome_of(code)
@@ -208,9 +216,9 @@ def _without_culprit(
 
 
 def _check_task(task: TaskSpec) -> None:
-    if task.env_name not in SUPPORTED_ENVS:
+    if task.grammar not in GRAMMARS:
         raise ValueError(
-            f"the offline designer supports {', '.join(SUPPORTED_ENVS)}, not {task.env_name!r}; use --llm openai:MODEL"
+            f"the offline designer has no grammar {task.grammar!r} (known: {', '.join(GRAMMARS)}, or None for the generic one)"
         )
     if "landmark_rel" not in task.obs_layout:
         raise ValueError(
