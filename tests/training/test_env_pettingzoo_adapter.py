@@ -108,7 +108,9 @@ def padded(observations: dict, env: Relay) -> np.ndarray:
 
 
 def random_actions(generator: torch.Generator, shape: tuple[int, int]) -> torch.Tensor:
-    return torch.randint(5, shape, generator=generator)
+    """Valid actions for every agent: uniform over each one's own count (3, 5, 2)."""
+    counts = torch.tensor([3, 5, 2])
+    return (torch.rand(shape, generator=generator) * counts).long()
 
 
 def test_layout_padding_masks_and_roles() -> None:
@@ -147,7 +149,7 @@ def test_parity_with_the_wrapped_env_across_auto_resets(workers: int) -> None:
         for slot, copy in enumerate(direct):
             names = [a for a in copy.possible_agents if a in copy.agents]
             sent = {
-                a: copy.action_space(a).start + int(actions[slot, i]) % copy.action_space(a).n
+                a: copy.action_space(a).start + int(actions[slot, i])
                 for i, a in enumerate(copy.possible_agents)
                 if a in names
             }
@@ -188,10 +190,12 @@ def test_auto_reset_step_index_active_flags_and_episode_metrics() -> None:
     assert not torch.equal(obs, info["final_obs"])  # obs is the new episode's first
 
 
-def test_max_steps_truncates_and_out_of_range_actions_wrap() -> None:
+def test_max_steps_truncates_and_masked_actions_are_refused() -> None:
     env = make_env(SPEC, 1, workers=0, max_steps=2, max_cycles=50)
     env.reset(seed=0)
-    _, _, done, _ = env.step(torch.full((1, 3), 4))  # speaker 4 -> 1, scout 4 -> 0 (+ start 1)
+    with pytest.raises(ValueError, match="outside its action_mask"):
+        env.step(torch.tensor([[2, 4, 2]]))  # the scout has 2 actions
+    _, _, done, _ = env.step(torch.tensor([[2, 4, 1]]))
     assert not bool(done[0])
     _, _, done, info = env.step(torch.zeros(1, 3, dtype=torch.long))
     assert bool(done[0]) and info["episode_metrics"]["episode_length"].tolist() == [2.0]

@@ -9,7 +9,7 @@ bring their own cooperative task: ``lero run --env package.module:factory``.
 - **Agents.** ``possible_agents`` fix the agent axis N. Observations (``Box`` flattened,
   ``Discrete`` one-hot) are zero-padded to the longest one (``obs_dims`` keeps the true
   lengths); discrete actions are padded to the largest space and ``action_mask()`` says
-  which exist; an action past an agent's own space is taken modulo its size. An agent
+  which exist (an action outside it is a ``ValueError``, as for native envs). An agent
   that left ``env.agents`` gets zero obs and reward and its actions are ignored.
 - **Episodes.** A copy is done when ``env.agents`` is empty or after ``max_steps`` steps
   (the env's ``max_cycles`` unless given); it is then reset inside ``step``
@@ -149,7 +149,7 @@ class Copies:
         for slot, env in enumerate(self.envs):
             live = set(env.agents)
             joint = {
-                agent: lay.action_starts[i] + int(actions[slot, i]) % lay.n_actions[i]
+                agent: lay.action_starts[i] + int(actions[slot, i])
                 for i, agent in enumerate(lay.agents)
                 if agent in live
             }
@@ -309,6 +309,7 @@ class PettingZooEnv(BatchedEnv):
         self.n_envs, self.n_agents, self.max_steps = n_envs, len(layout.agents), max_steps
         self.obs_dim, self.obs_dims = layout.obs_dim, layout.obs_dims
         self.n_actions = max(layout.n_actions)
+        self._action_counts = torch.tensor(layout.n_actions)  # [N] each agent's own count
         self.roles = tuple(_role(agent) for agent in layout.agents)
         self.state_dim = layout.state_dim or self.n_agents * self.obs_dim
         self.task = generic_task(name, layout, task_text or _docstring(factory, probe))
@@ -410,12 +411,14 @@ class PettingZooEnv(BatchedEnv):
             raise ValueError(
                 f"{self.name}.step: actions must lie in [0, {self.n_actions}), got [{int(low)}, {int(high)}]"
             )
-        return actions.to(torch.long)
+        actions = actions.to(torch.long)
+        if not bool((actions < self._action_counts).all()):
+            raise ValueError(f"{self.name}.step: an agent took an action outside its action_mask()")
+        return actions
 
     def action_mask(self) -> torch.Tensor:
         """[N, A] bool: which of the padded actions each agent really has."""
-        sizes = torch.tensor(self.layout.n_actions)
-        return torch.arange(self.n_actions)[None, :] < sizes[:, None]
+        return torch.arange(self.n_actions)[None, :] < self._action_counts[:, None]
 
     def global_state(self) -> torch.Tensor:
         """[B, state_dim]: ``env.state()``, or every agent's padded obs when it has none."""
@@ -452,7 +455,7 @@ class PettingZooEnv(BatchedEnv):
             + ", ".join(
                 f"{agent} has {n}" for agent, n in zip(lay.agents, lay.n_actions, strict=True)
             )
-            + f" (padded to {self.n_actions}; an action past an agent's own count wraps around).",
+            + f" (padded to {self.n_actions}; action_mask() marks each agent's own).",
             "Reward: the environment's own per-agent reward (0 for an agent that has left the episode).",
             "",
             "World state (ctx.state, training only, B parallel envs):",
