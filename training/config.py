@@ -128,11 +128,9 @@ class TrainConfig:
     threads: int | None = None
 
     def __post_init__(self) -> None:
-        from lero.training.envs import ENV_NAMES
+        from lero.training.envs.registry import check_env_name
 
-        _check(
-            self.env in ENV_NAMES, f"unknown env {self.env!r}; choose one of {', '.join(ENV_NAMES)}"
-        )
+        check_env_name(self.env)
         _check(
             isinstance(self.env_kwargs, dict),
             f"env_kwargs must be a dict, got {type(self.env_kwargs).__name__}",
