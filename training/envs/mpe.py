@@ -103,9 +103,8 @@ class MPEEnv(BatchedEnv):
         self.max_steps = max_steps
         self.device = dev = device
         self.kinds = kinds
-        self.roles = kinds.roles
         self.dim_c = dim_c
-        self.obs_dims = obs_dims
+        self._obs_dims = obs_dims
         self.obs_dim = max(obs_dims)
         self.state_dim = state_dim
         self.collide_dist = collide_dist
@@ -267,6 +266,14 @@ class MPEEnv(BatchedEnv):
     def action_mask(self) -> torch.Tensor:
         """[N, A] bool: which actions each agent may take (static)."""
         return self._mask
+
+    @property
+    def obs_dims(self) -> tuple[int, ...]:
+        return self._obs_dims
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return self.kinds.roles
 
     # ------------------------------------------------------------------ step
     def _check_actions(self, actions: torch.Tensor) -> torch.Tensor:

@@ -6,10 +6,13 @@ import dataclasses
 from typing import Any
 
 from lero.training.envs.base import BatchedEnv
+from lero.training.envs.simple_reference import SimpleReference, SimpleReferenceConfig
 from lero.training.envs.simple_spread import SimpleSpread, SimpleSpreadConfig
+from lero.training.envs.task import TaskSpec
 
 _ENVS: dict[str, tuple[type[BatchedEnv], type]] = {
     "simple_spread": (SimpleSpread, SimpleSpreadConfig),
+    "simple_reference": (SimpleReference, SimpleReferenceConfig),
 }
 ENV_NAMES: tuple[str, ...] = tuple(_ENVS)
 
@@ -29,3 +32,10 @@ def make_env(name: str, n_envs: int, **kwargs: Any) -> BatchedEnv:
             f"{name}: unknown argument(s) {', '.join(unknown)}; accepted: {', '.join(accepted)}"
         )
     return env_cls(cfg_cls(n_envs=n_envs, **kwargs))
+
+
+def task_spec(name: str) -> TaskSpec:
+    """The ``TaskSpec`` of env ``name`` without building it; unknown names raise ValueError."""
+    if name not in _ENVS:
+        raise ValueError(f"unknown env {name!r}; available: {', '.join(ENV_NAMES)}")
+    return _ENVS[name][0].task
