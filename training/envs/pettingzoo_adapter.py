@@ -307,10 +307,9 @@ class PettingZooEnv(BatchedEnv):
         _check_count(name, "max_steps", max_steps, minimum=1)
         self.layout = layout
         self.n_envs, self.n_agents, self.max_steps = n_envs, len(layout.agents), max_steps
-        self.obs_dim, self.obs_dims = layout.obs_dim, layout.obs_dims
+        self.obs_dim = layout.obs_dim
         self.n_actions = max(layout.n_actions)
         self._action_counts = torch.tensor(layout.n_actions)  # [N] each agent's own count
-        self.roles = tuple(_role(agent) for agent in layout.agents)
         self.state_dim = layout.state_dim or self.n_agents * self.obs_dim
         self.task = generic_task(name, layout, task_text or _docstring(factory, probe))
         self._metadata_name = str(getattr(probe, "metadata", {}).get("name", name))
@@ -415,6 +414,20 @@ class PettingZooEnv(BatchedEnv):
         if not bool((actions < self._action_counts).all()):
             raise ValueError(f"{self.name}.step: an agent took an action outside its action_mask()")
         return actions
+
+    @property
+    def obs_dims(self) -> tuple[int, ...]:
+        return self.layout.obs_dims
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """``speaker_0`` -> ``speaker``: agents named alike share a role."""
+        return tuple(re.sub(r"_\d+$", "", agent) or agent for agent in self.layout.agents)
+
+    @property
+    def agent_names(self) -> tuple[str, ...]:
+        """The env's own ``possible_agents``."""
+        return self.layout.agents
 
     def action_mask(self) -> torch.Tensor:
         """[N, A] bool: which of the padded actions each agent really has."""
@@ -527,11 +540,6 @@ def _docstring(factory: Callable[..., Any], env: Any) -> str:
         if doc:
             return " ".join(doc.split("\n\n")[0].split())
     return f"Cooperative multi-agent task {getattr(env, 'metadata', {}).get('name', 'of a PettingZoo env')}: maximise the team's return."
-
-
-def _role(agent: str) -> str:
-    """``speaker_0`` -> ``speaker``: agents named alike share a role."""
-    return re.sub(r"_\d+$", "", agent) or agent
 
 
 def _split(total: int, parts: int) -> list[int]:
