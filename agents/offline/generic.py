@@ -100,11 +100,15 @@ class Vocabulary:
     @classmethod
     def of(cls, task: TaskSpec) -> Vocabulary:
         fields = {name: _dims(shape) for name, shape in task.state_fields}
-        agent_pos = _field(fields, "pos", agents=True)
-        have = {"", "pos"} if agent_pos else {""}
-        target_pos = _field(fields, "pos", agents=False) if agent_pos else None
-        agent_vel = _field(fields, "vel", agents=True)
-        have |= {"target"} if target_pos else set()
+        per_agent = {
+            name for name, dims in fields.items() if dims[1:2] in (["N"], [str(task.n_agents)])
+        }
+        vectors = [name for name, dims in fields.items() if len(dims) == 3 and dims[2].isdigit()]
+        agent_pos = _pick(vectors, "pos", per_agent, agent=True)
+        target_pos = _pick([v for v in vectors if v != agent_pos], "pos", None, agent=False)
+        agent_vel = _pick(vectors, "vel", per_agent, agent=True)
+        have = {""} | ({"pos"} if agent_pos else set())
+        have |= {"target"} if agent_pos and target_pos else set()
         have |= {"vel"} if agent_vel else set()
         reserved = {name for name, _ in task.metrics} | {"steps", "return", "train_reward"}
         terms = tuple(k for k, spec in TERMS.items() if spec[0] in have and k not in reserved)
@@ -116,17 +120,16 @@ def _dims(shape: str) -> list[str]:
     return [part.strip() for part in shape.strip("[] ").split(",") if part.strip()]
 
 
-def _field(fields: dict[str, list[str]], word: str, agents: bool) -> str | None:
-    """The first ``[B, N, k]`` (agents) or ``[B, X, k]`` (X != N) field whose name contains ``word``."""
-    for name, dims in fields.items():
-        if (
-            word in name.lower()
-            and len(dims) == 3
-            and dims[2].isdigit()
-            and (dims[1] == "N") == agents
-        ):
-            return name
-    return None
+def _pick(vectors: list[str], word: str, per_agent: set[str] | None, agent: bool) -> str | None:
+    """The ``[B, *, k]`` field named like ``word``: per agent (``agent_*`` first) or not of agents."""
+    named = [v for v in vectors if word in v.lower()]
+    if agent:
+        ranked = sorted(
+            (v for v in named if v in per_agent), key=lambda v: "agent" not in v.lower()
+        )
+    else:
+        ranked = [v for v in named if "agent" not in v.lower()]
+    return ranked[0] if ranked else None
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,21 @@ def test_vocabulary_follows_the_state_fields() -> None:
         "agent_vel",
         "landmark_pos",
     )
+    concrete = replace(  # shapes written with numbers, as native envs do: N = 3, L = 3
+        SPATIAL,
+        state_fields=(
+            ("landmark_pos", "[B, 3, 2]"),
+            ("agent_pos", "[B, 3, 2]"),
+            ("comm", "[B, 3, 10]"),
+        ),
+    )
+    found = Vocabulary.of(concrete)
+    assert (found.agent_pos, found.agent_vel, found.target_pos) == (
+        "agent_pos",
+        None,
+        "landmark_pos",
+    )
+    assert "speed" not in found.terms and "target_cover" in found.terms
     clash = replace(OPAQUE, metrics=(("return", True), ("team_min", True)))
     assert "team_min" not in Vocabulary.of(clash).terms  # a component may not shadow a metric
 
