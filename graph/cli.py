@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the evolutionary LLM loop (unattended or with approvals)")
     run.add_argument("--config", type=Path, help="TOML or JSON file with RunSpec fields")
-    run.add_argument("--env", help="environment (default simple_spread)")
+    run.add_argument("--env", help="environment: a name (lero.envs entry points included) or a PettingZoo package.module:factory (default simple_spread)")
     _add_env_args(run)
     run.add_argument("--algo", help="mappo | ippo | vdn | qmix (default mappo)")
     run.add_argument("--generations", type=_positive_int)
@@ -211,10 +211,9 @@ def spec_fields(args: argparse.Namespace) -> dict:
     if args.env_args:
         from lero.graph.configuration import RunSpec
 
-        env_changed = "env" in fields and fields["env"] != "simple_spread"
         base = fields.get("env_kwargs")
         if base is None:
-            base = {} if env_changed else RunSpec.default_env_kwargs()
+            base = RunSpec.default_env_kwargs(fields.get("env"))
         fields["env_kwargs"] = {**base, **dict(args.env_args)}
     return fields
 

@@ -89,6 +89,11 @@ class BatchedEnv(ABC):
     def describe(self) -> str:
         """Plain-text description for the designer LLM: obs layout, reward, state."""
 
+    def obs_layout(self) -> dict[str, tuple[int, int]]:
+        """Named half-open column ranges of one agent's obs (a task grammar's OEF reads them);
+        empty when the env names none."""
+        return {}
+
     @property
     def obs_dims(self) -> tuple[int, ...]:
         """True observation length of each agent (rows are zero-padded to ``obs_dim``)."""

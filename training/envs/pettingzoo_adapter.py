@@ -4,7 +4,8 @@ Slower than a native batched env (one Python ``step`` per copy), but it lets a r
 bring their own cooperative task: ``lero run --env package.module:factory``.
 
 - **Workers.** The B copies are split into ``workers`` contiguous groups; each group lives
-  in a forked process that answers commands over a pipe (``workers=0``: in this process).
+  in a forked process that answers commands over a pipe (``workers=0``: in this process;
+  the default for B = 1, else ``min(B, cpu_count, 4)``).
   All groups step at once; the results are concatenated in slot order.
 - **Agents.** ``possible_agents`` fix the agent axis N. Observations (``Box`` flattened,
   ``Discrete`` one-hot) are zero-padded to the longest one (``obs_dims`` keeps the true
@@ -284,8 +285,8 @@ class PettingZooEnv(BatchedEnv):
         self.name = name
         factory_kwargs = dict(factory_kwargs or {})
         _check_count(name, "n_envs", n_envs, minimum=1)
-        if workers is None:
-            workers = min(n_envs, os.cpu_count() or 1, MAX_WORKERS)
+        if workers is None:  # one copy (a probe, a description): no worker process
+            workers = 0 if n_envs == 1 else min(n_envs, os.cpu_count() or 1, MAX_WORKERS)
         _check_count(name, "workers", workers, minimum=0)
         workers = min(workers, n_envs)
         self.device = torch.device(device)

@@ -47,6 +47,7 @@ def make_env(name: str, n_envs: int, **kwargs: Any) -> BatchedEnv:
     return env_cls(cfg_cls(n_envs=n_envs, **kwargs))
 
 
+DEFAULT_ENV = "simple_spread"  # the experiment LERO targets (DESIGN.md)
 ENTRY_POINT_GROUP = "lero.envs"
 # make_env keywords a PettingZoo env's adapter takes itself (the rest go to the factory):
 # worker processes, episode length, and the directory its module imports from
@@ -67,6 +68,12 @@ def check_env_name(name: str) -> None:
             f"unknown env {name!r}; available: {', '.join(registered_envs())}, "
             "or a PettingZoo ParallelEnv as package.module:factory"
         )
+
+
+def default_kwargs(name: str) -> dict[str, Any]:
+    """The kwargs LERO runs env ``name`` with by default: a native env's ``task.lero_kwargs``;
+    none for a PettingZoo env (nothing is imported)."""
+    return dict(_ENVS[name][0].task.lero_kwargs) if name in _ENVS else {}
 
 
 def task_spec(name: str, **kwargs: Any) -> TaskSpec:

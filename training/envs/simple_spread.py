@@ -167,6 +167,16 @@ class SimpleSpread(MPEEnv):
         s = self._s
         return torch.cat([s["agent_vel"], s["agent_pos"], landmarks, others, self._comm], dim=1)
 
+    def obs_layout(self) -> dict[str, tuple[int, int]]:
+        """``self_vel``, ``self_pos``, ``landmark_rel``, ``other_rel``, ``comm`` column ranges."""
+        landmarks_end = 4 + 2 * self.landmark_slots
+        agents_end = landmarks_end + 2 * self.agent_slots
+        layout = {"self_vel": (0, 2), "self_pos": (2, 4), "landmark_rel": (4, landmarks_end),
+                  "other_rel": (landmarks_end, agents_end)}  # fmt: skip
+        if self.obs_dim > agents_end:
+            layout["comm"] = (agents_end, self.obs_dim)
+        return layout
+
     # ------------------------------------------------------------------ text
     def describe(self) -> str:
         """Observation layout (index ranges), reward, world() fields, actions, episode length."""
