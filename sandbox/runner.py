@@ -163,7 +163,7 @@ def validate(job: dict) -> dict[str, Any]:
         )
     env = make_env(job["env"]["name"], VALIDATE_ENVS, **env_kwargs(job))
     enhancer = ObservationEnhancer(hooks.enhance_observation, env.obs_dim)
-    shaper = RewardShaper(hooks.hybrid_reward)
+    shaper = RewardShaper(hooks.hybrid_reward, env.task.metric_names)
     generator = torch.Generator().manual_seed(job["seed"])
     obs = env.reset(seed=job["seed"])  # [B, N, D]
     step = torch.zeros(env.n_envs, dtype=torch.long)  # [B]
@@ -172,7 +172,7 @@ def validate(job: dict) -> dict[str, Any]:
         started = time.perf_counter()
         enhanced = enhancer(obs)  # [B, N, D + k]
         seconds["enhance_observation"].append(time.perf_counter() - started)
-        actions = torch.randint(env.n_actions, (env.n_envs, env.n_agents), generator=generator)
+        actions = env.random_actions(generator)  # [B, N], valid for every agent
         next_obs, reward, done, _ = env.step(actions)
         started = time.perf_counter()
         _, components = shaper(

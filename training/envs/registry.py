@@ -20,12 +20,17 @@ from typing import Any
 
 from lero.training.envs.base import BatchedEnv
 from lero.training.envs.simple_reference import SimpleReference, SimpleReferenceConfig
+from lero.training.envs.simple_speaker_listener import (
+    SimpleSpeakerListener,
+    SimpleSpeakerListenerConfig,
+)
 from lero.training.envs.simple_spread import SimpleSpread, SimpleSpreadConfig
 from lero.training.envs.task import TaskSpec
 
 _ENVS: dict[str, tuple[type[BatchedEnv], type]] = {
     "simple_spread": (SimpleSpread, SimpleSpreadConfig),
     "simple_reference": (SimpleReference, SimpleReferenceConfig),
+    "simple_speaker_listener": (SimpleSpeakerListener, SimpleSpeakerListenerConfig),
 }
 ENV_NAMES: tuple[str, ...] = tuple(_ENVS)
 
