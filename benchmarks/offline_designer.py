@@ -26,10 +26,11 @@ from dataclasses import dataclass
 
 import torch
 from lero.agents import Elite, LLMConfig, TaskSpec, make_team
-from lero.graph.nodes.resources import obs_layout
-from lero.training import TrainConfig, load_candidate, make_env, train
+from lero.graph.configuration import RunSpec
+from lero.graph.nodes.resources import task_spec
+from lero.training import TrainConfig, load_candidate, train
 
-LERO_ENV = {"N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
+LERO_ENV = RunSpec.default_env_kwargs()  # simple_spread as LERO runs it
 HELD_OUT_SEED = 1000  # the final best and the baseline are retrained on seeds selection never saw
 TASK = "Cover every landmark with an agent while avoiding collisions (cooperative navigation)."
 
@@ -100,10 +101,7 @@ def main() -> None:
         parser.error("generations, population, elites, steps and seeds must be >= 1")
     torch.set_num_threads(args.threads)
 
-    env = make_env("simple_spread", 1, **LERO_ENV)
-    task = TaskSpec(
-        "simple_spread", env.describe(), TASK, args.algo, env.n_agents, env.obs_dim, obs_layout(env)
-    )
+    task = task_spec(RunSpec(algo=args.algo, task=TASK))
     team = make_team(LLMConfig(backend="offline", seed=args.seed))
     started = time.perf_counter()
     baseline = score("baseline", None, args)
