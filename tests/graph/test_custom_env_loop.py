@@ -110,4 +110,36 @@ def test_offline_loop_on_a_custom_pettingzoo_env(tmp_path: Path, monkeypatch, ca
     assert {"env", "team_mean"} & set(first["reflection_stats"])  # HRF components came back
     spec = json.loads((run / "spec.json").read_text())
     assert spec["env"] == SPEC and spec["sandbox"] == "process"
-    assert "Rendezvous" in (run / "report.md").read_text() or SPEC in (run / "report.md").read_text()
+    assert (
+        "Rendezvous" in (run / "report.md").read_text() or SPEC in (run / "report.md").read_text()
+    )
+
+
+def test_non_native_envs_use_the_process_sandbox() -> None:
+    from lero.graph.configuration import RunError, RunSpec
+    from lero.graph.nodes.resources import sandbox_kind
+
+    assert sandbox_kind(RunSpec(env=SPEC)) == "process"  # auto: the image lacks the env's packages
+    assert sandbox_kind(RunSpec(env="simple_spread")) == "auto"
+    with pytest.raises(RunError, match="use --sandbox process"):
+        sandbox_kind(RunSpec(env=SPEC, sandbox="docker"))
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ("nosuch_pkg.envs:make", "cannot import nosuch_pkg.envs"),
+        (f"{SPEC.split(':')[0]}:missing", "has no attribute 'missing'"),
+        ("not a spec", "unknown env 'not a spec'"),
+    ],
+)
+def test_bad_env_specs_are_one_line_cli_errors(
+    env: str, message: str, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    from lero.graph.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", "--env", env, "--llm", "offline", "--sandbox", "process"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("lero: error: ") and message in err and "\n" not in err
+    assert not (tmp_path / "runs").exists()
