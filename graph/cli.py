@@ -170,7 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--eval-episodes", type=_positive_int, default=512)
     train.add_argument("--threads", type=_positive_int, help="torch threads")
 
-    bench = sub.add_parser("bench", help="simple_spread throughput vs mpe2, and MAPPO training")
+    bench = sub.add_parser("bench", help="env throughput vs mpe2, and MAPPO training")
+    bench.add_argument("--env", default="simple_spread", help="environment to measure")
     _add_env_args(bench)
     bench.add_argument("--n-envs", type=_positive_int, default=4096, help="batch size (envs)")
     bench.add_argument("--seconds", type=_positive_float, default=6.0, help="env measuring time")
@@ -402,10 +403,16 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(f"unknown algo {args.algo!r}; choose one of {', '.join(ALGOS)}")
     env_kwargs = dict(args.env_args)
     console.print(f"measuring env throughput ({args.n_envs} envs, {args.seconds:g} s) ...")
-    rows = [bench_env(args.n_envs, args.seconds, env_kwargs, threads=args.threads)]
+    rows = [
+        bench_env(args.n_envs, args.seconds, env_kwargs, threads=args.threads, env_name=args.env)
+    ]
     if not args.skip_train:
         console.print(f"measuring {args.algo} training ({args.train_steps} steps) ...")
-        rows.append(bench_train(args.algo, args.train_steps, env_kwargs, threads=args.threads))
+        rows.append(
+            bench_train(
+                args.algo, args.train_steps, env_kwargs, threads=args.threads, env_name=args.env
+            )
+        )
     for row in rows:  # one table per row: the env and train rows have different columns
         console.out(format_table([row]) + "\n", highlight=False)
     return EXIT_OK

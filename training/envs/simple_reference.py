@@ -72,6 +72,7 @@ TASK = TaskSpec(
         Metric("target_dist", False, "mean distance of the agents to their targets at episode end"),
         Metric("success", True, f"fraction of episodes ending with both agents within {REACH_DIST} of their targets"),
     ),
+    reference="mpe2.simple_reference_v3",
     success_metric="success",
     notes={"reach_dist": REACH_DIST},
 )

@@ -64,6 +64,7 @@ TASK = TaskSpec(
         Metric("target_dist", False, "distance of the listener to the target at episode end"),
         Metric("success", True, f"fraction of episodes ending with the listener within {REACH_DIST} of the target"),
     ),
+    reference="mpe2.simple_speaker_listener_v4",
     success_metric="success",
     notes={"reach_dist": REACH_DIST},
 )

@@ -87,6 +87,7 @@ TASK = TaskSpec(
         Metric("occupied", True, "mean landmarks occupied at episode end"),
         Metric("collisions", False, "mean agent collisions per episode"),
     ),
+    reference="mpe2.simple_spread_v3",
     success_metric="coverage",
     grammar="simple_spread",
     notes={"occupy_dist": OCCUPY_DIST, "collision_dist": COLLISION_DIST},
