@@ -25,6 +25,7 @@ import re
 import statistics
 from dataclasses import dataclass
 
+from lero.agents.offline.render import gene_at_line
 from lero.agents.types import TaskSpec
 
 GENOME_TAG = "# lero-generic-genome: "
@@ -323,22 +324,19 @@ def without_culprit(
     genome: GenericGenome, code: str, error: str
 ) -> tuple[GenericGenome | None, str]:
     """The genome minus the term or feature whose marked block the traceback points at."""
-    lines = code.splitlines()
     for number in reversed([int(n) for n in re.findall(r"line (\d+)", error)]):
-        for text in reversed(lines[: max(0, min(number, len(lines)))]):
-            marker = re.match(r"\s*# (term|feature): (\w+)", text)
-            if marker is None:
-                continue
-            kind, name = marker[1], marker[2]
-            terms, features = genome.term_map(), set(genome.features)
-            if kind == "feature" and len(features) > 1:
-                return GenericGenome.build(
-                    terms, features - {name}
-                ), f"dropped feature {name} (line {number} failed)"
-            rest = {k: v for k, v in terms.items() if k != name}
-            if kind == "term" and any(k in TASK_TERMS for k in rest):
-                return _with(genome, rest), f"dropped term {name} (line {number} failed)"
-            break
+        gene = gene_at_line(code, number)
+        if gene is None:
+            continue
+        kind, name = gene.split(":")
+        terms, features = genome.term_map(), set(genome.features)
+        rest = {k: v for k, v in terms.items() if k != name}
+        if kind == "feature" and len(features) > 1:
+            return GenericGenome.build(
+                terms, features - {name}
+            ), f"dropped feature {name} (line {number} failed)"
+        if kind == "term" and any(k in TASK_TERMS for k in rest):
+            return _with(genome, rest), f"dropped term {name} (line {number} failed)"
     return None, ""
 
 
