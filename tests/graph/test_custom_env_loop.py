@@ -91,7 +91,7 @@ def test_offline_loop_on_a_custom_pettingzoo_env(tmp_path: Path, monkeypatch, ca
     code = main(
         ["run", "--env", SPEC, "--env-arg", "n_agents=3", "--config", "tiny.json",
          "--generations", "2", "--population", "2", "--steps", "320", "--llm", "offline",
-         "--sandbox", "process", "--run-id", "byo", "--runs-dir", str(tmp_path / "runs")],
+         "--sandbox", "process", "--run-id", "byo"],
         console=Console(file=out, width=200),
     )  # fmt: skip
     err = capsys.readouterr().err
