@@ -31,7 +31,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 1
 DEFAULT_RUNS_DIR = "runs"
 RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
-    "sandbox", "approve", "run_id", "runs_dir",
+    "sandbox", "approve", "run_id", "runs_dir", "task",
 )  # fmt: skip
 
 
@@ -130,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", type=Path, help="TOML or JSON file with RunSpec fields")
     run.add_argument("--env", help="environment: a name (lero.envs entry points included) or a PettingZoo package.module:factory (default simple_spread)")
     _add_env_args(run)
+    run.add_argument("--task", help="the task for the LLM in words (default: the env's own text)")
     run.add_argument("--algo", help="mappo | ippo | vdn | qmix (default mappo)")
     run.add_argument("--generations", type=_positive_int)
     run.add_argument("--population", type=_positive_int)

@@ -115,6 +115,20 @@ def test_offline_loop_on_a_custom_pettingzoo_env(tmp_path: Path, monkeypatch, ca
     )
 
 
+def test_the_task_text_comes_from_the_factory_or_task(monkeypatch, tmp_path: Path) -> None:
+    from lero.graph.cli import build_parser, spec_fields
+    from lero.graph.configuration import RunSpec
+    from lero.graph.nodes.resources import task_spec
+
+    assert task_spec(RunSpec(env=SPEC)).task == make_rendezvous.__doc__
+    args = build_parser().parse_args(["run", "--env", SPEC, "--task", "Meet at the origin."])
+    spec = RunSpec.parse(spec_fields(args))
+    described = task_spec(spec)
+    assert described.task == "Meet at the origin." and described.grammar is None
+    assert described.metrics == (("return", True), ("episode_length", False))
+    assert ("state", "[B, 6]") in described.state_fields
+
+
 def test_non_native_envs_use_the_process_sandbox() -> None:
     from lero.graph.configuration import RunError, RunSpec
     from lero.graph.nodes.resources import sandbox_kind
