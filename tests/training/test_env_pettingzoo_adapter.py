@@ -278,3 +278,15 @@ def test_import_root_and_the_cwd(tmp_path, monkeypatch: pytest.MonkeyPatch) -> N
     assert import_root("mytasks.relay_task:factory") == str(tmp_path.resolve())
     env = make_env("mytasks.relay_task:factory", 1, workers=0, import_root=str(tmp_path))
     assert env.max_steps == 3
+
+
+@pytest.mark.parametrize("algo", ["mappo", "qmix"])
+def test_agents_that_differ_train_through_the_adapter(algo: str) -> None:
+    """Masks, padding, an agent leaving early and a Discrete obs: every learner runs on it."""
+    from lero.training import TrainConfig, train
+
+    hparams = {"n_envs": 8, "rollout_len": 6} if algo == "mappo" else {"n_envs": 8}
+    result = train(TrainConfig(env=SPEC, algo=algo, steps=200, eval_episodes=4, hparams=hparams))
+    assert set(result.eval) == {"return", "episode_length"}
+    assert np.isfinite(result.eval["return"]) and result.eval["episode_length"] == 6.0
+    assert result.curves["episode_length"] and result.policy.meta.n_actions == 5
