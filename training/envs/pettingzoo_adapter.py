@@ -21,8 +21,8 @@ bring their own cooperative task: ``lero run --env package.module:factory``.
   ``env.agents``) and ``step``. ``global_state()`` is ``env.state()``, or all agents'
   observations concatenated when the env has no ``state()``.
 - **Task.** ``task`` is a generic ``TaskSpec``: metrics ``return`` (the success measure)
-  and ``episode_length``; the task text is ``task_text``, else the factory's or the env
-  class's docstring.
+  and ``episode_length``; the task text is the factory's or the env class's docstring
+  (``lero run --task`` replaces it for the LLM).
 """
 
 from __future__ import annotations
@@ -279,7 +279,6 @@ class PettingZooEnv(BatchedEnv):
         factory_kwargs: dict[str, Any] | None = None,
         workers: int | None = None,
         max_steps: int | None = None,
-        task_text: str | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
         self.name = name
@@ -312,7 +311,7 @@ class PettingZooEnv(BatchedEnv):
         self.n_actions = max(layout.n_actions)
         self._action_counts = torch.tensor(layout.n_actions)  # [N] each agent's own count
         self.state_dim = layout.state_dim or self.n_agents * self.obs_dim
-        self.task = generic_task(name, layout, task_text or _docstring(factory, probe))
+        self.task = generic_task(name, layout, _docstring(factory, probe))
         self._metadata_name = str(getattr(probe, "metadata", {}).get("name", name))
         probe.close()
         self._sizes = _split(n_envs, max(workers, 1))
