@@ -89,6 +89,25 @@ class BatchedEnv(ABC):
     def describe(self) -> str:
         """Plain-text description for the designer LLM: obs layout, reward, state."""
 
+    def check_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """``actions`` as int64 on the env's device; one-line ValueError for a wrong type,
+        shape or dtype, or a value outside ``[0, n_actions)``."""
+        where, shape = f"{self.name}.step", (self.n_envs, self.n_agents)
+        if not isinstance(actions, torch.Tensor):
+            raise ValueError(
+                f"{where}: actions must be a torch.Tensor of shape {shape}, got {type(actions).__name__}"
+            )
+        if tuple(actions.shape) != shape:
+            raise ValueError(f"{where}: actions must have shape {shape}, got {tuple(actions.shape)}")
+        if actions.is_floating_point() or actions.is_complex() or actions.dtype == torch.bool:
+            raise ValueError(f"{where}: actions must be integers, got {actions.dtype}")
+        low, high = torch.aminmax(actions)
+        if int(low) < 0 or int(high) >= self.n_actions:
+            raise ValueError(
+                f"{where}: actions must lie in [0, {self.n_actions}), got [{int(low)}, {int(high)}]"
+            )
+        return actions.to(self.device, torch.long)
+
     def obs_layout(self) -> dict[str, tuple[int, int]]:
         """Named half-open column ranges of one agent's obs (a task grammar's OEF reads them);
         empty when the env names none."""

@@ -276,23 +276,6 @@ class MPEEnv(BatchedEnv):
         return self.kinds.roles
 
     # ------------------------------------------------------------------ step
-    def _check_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        where, shape = f"{self.name}.step", (self.n_envs, self.n_agents)
-        if not isinstance(actions, torch.Tensor):
-            raise ValueError(
-                f"{where}: actions must be a torch.Tensor of shape {shape}, got {type(actions).__name__}"
-            )
-        if tuple(actions.shape) != shape:
-            raise ValueError(f"{where}: actions must have shape {shape}, got {tuple(actions.shape)}")
-        if actions.is_floating_point() or actions.is_complex() or actions.dtype == torch.bool:
-            raise ValueError(f"{where}: actions must be integers, got {actions.dtype}")
-        low, high = torch.aminmax(actions)
-        if int(low) < 0 or int(high) >= self.n_actions:
-            raise ValueError(
-                f"{where}: actions must lie in [0, {self.n_actions}), got [{int(low)}, {int(high)}]"
-            )
-        return actions.to(self.device, torch.long)
-
     def _contact_force(self) -> torch.Tensor:
         """Soft contact push on every agent from every other agent, summed: [N, 2, B]."""
         N, B = self.n_agents, self.n_envs
@@ -306,7 +289,7 @@ class MPEEnv(BatchedEnv):
     def step(
         self, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        actions = self._check_actions(actions)  # [B, N]
+        actions = self.check_actions(actions)  # [B, N]
         N, B = self.n_agents, self.n_envs
         flat = actions.t()  # [N, B]
         if self._action_offset is not None:

@@ -393,24 +393,7 @@ class PettingZooEnv(BatchedEnv):
         return obs, self._tensor(out["reward"]), done, info
 
     def _check_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        shape = (self.n_envs, self.n_agents)
-        if not isinstance(actions, torch.Tensor) or tuple(actions.shape) != shape:
-            got = (
-                tuple(actions.shape)
-                if isinstance(actions, torch.Tensor)
-                else type(actions).__name__
-            )
-            raise ValueError(
-                f"{self.name}.step: actions must be a tensor of shape {shape}, got {got}"
-            )
-        if actions.is_floating_point() or actions.is_complex() or actions.dtype == torch.bool:
-            raise ValueError(f"{self.name}.step: actions must be integers, got {actions.dtype}")
-        low, high = torch.aminmax(actions)
-        if int(low) < 0 or int(high) >= self.n_actions:
-            raise ValueError(
-                f"{self.name}.step: actions must lie in [0, {self.n_actions}), got [{int(low)}, {int(high)}]"
-            )
-        actions = actions.to(torch.long)
+        actions = self.check_actions(actions)  # [B, N]
         if not bool((actions < self._action_counts).all()):
             raise ValueError(f"{self.name}.step: an agent took an action outside its action_mask()")
         return actions
