@@ -18,6 +18,12 @@ class TaskSpec:
     `obs_layout` maps observation slot names ("self_vel", "self_pos", "landmark_rel",
     "other_rel", "comm") to half-open column ranges `(start, end)` of one agent's obs;
     the graph fills it from the env. The offline designer needs it to write OEFs.
+
+    The rest is the environment's own task description, passed as plain data:
+    `grammar` names the offline designer's grammar for the task (None: the generic one,
+    derived from `state_fields`), `state_fields` are `(name, shape)` of `ctx.state`,
+    `state_text` their prompt lines, `metrics` the `(name, higher_is_better)` episode
+    metrics and `success_metric` the one that says the task was solved.
     """
 
     env_name: str
@@ -27,6 +33,11 @@ class TaskSpec:
     n_agents: int
     obs_dim: int
     obs_layout: dict[str, tuple[int, int]] = field(default_factory=dict)
+    grammar: str | None = None
+    state_fields: tuple[tuple[str, str], ...] = ()
+    state_text: str = ""
+    metrics: tuple[tuple[str, bool], ...] = (("return", True),)
+    success_metric: str = "return"
 
     def __post_init__(self) -> None:
         if self.n_agents < 1 or self.obs_dim < 1:

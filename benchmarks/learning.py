@@ -6,6 +6,7 @@ within 3M; MAPPO end to end >= 100k joint steps/s on 2 cores.
 
     python -m benchmarks.learning --algo mappo --steps 10000000 --seeds 0 1 2
     python -m benchmarks.learning --algo qmix --steps 3000000 --json out.json
+    python -m benchmarks.learning --env simple_speaker_listener --steps 2000000 --seeds 0 1 2
 
 Prints one line per seed and a summary; peak RSS comes from getrusage. On a
 shared machine absolute speeds drift with load, so the summary also gives the
@@ -23,11 +24,12 @@ import sys
 import time
 
 import torch
-from lero.training import ALGOS, TrainConfig, make_env, train
+from lero.training import ALGOS, ENV_NAMES, TrainConfig, make_env, train
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", choices=ENV_NAMES, default="simple_spread")
     parser.add_argument("--algo", choices=ALGOS, default="mappo")
     parser.add_argument("--steps", type=int, default=10_000_000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -38,7 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="simple_spread kwarg (int)",
+        help="env kwarg (JSON value)",
     )
     parser.add_argument(
         "--hparam",
@@ -64,15 +66,27 @@ def parse_pairs(pairs: list[str]) -> dict:
 
 
 @torch.inference_mode()
-def env_only_steps_per_s(n_envs: int, env_kwargs: dict, seconds: float = 3.0) -> float:
+def env_only_steps_per_s(env_name: str, n_envs: int, env_kwargs: dict, seconds: float = 3.0) -> float:
     """Joint steps/s of the bare batched env stepped with random actions."""
-    env = make_env("simple_spread", n_envs, **env_kwargs)
+    env = make_env(env_name, n_envs, **env_kwargs)
     env.reset(seed=0)
     steps, started = 0, time.perf_counter()
     while time.perf_counter() - started < seconds:
-        env.step(torch.randint(env.n_actions, (n_envs, env.n_agents)))
+        env.step(env.random_actions())
         steps += n_envs
     return steps / (time.perf_counter() - started)
+
+
+@torch.inference_mode()
+def random_policy_return(env_name: str, env_kwargs: dict, episodes: int = 512) -> float:
+    """Mean per-agent native episode return of uniformly random valid actions (the floor)."""
+    env = make_env(env_name, episodes, **env_kwargs)
+    env.reset(seed=12345)
+    total = torch.zeros(episodes)
+    for _ in range(env.max_steps):
+        _, reward, _, _ = env.step(env.random_actions())
+        total += reward.mean(dim=1)
+    return float(total.mean())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for seed in args.seeds:
         cfg = TrainConfig(
+            env=args.env,
             algo=args.algo,
             steps=args.steps,
             seed=seed,
@@ -96,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(
-            f"{args.algo} seed={seed} steps={result.steps} eval={result.eval} "
+            f"{args.env} {args.algo} seed={seed} steps={result.steps} eval={result.eval} "
             f"train_steps_per_s={result.steps_per_s:.0f} wall_s={time.perf_counter() - started:.0f} "
             f"peak_rss_mb={peak_rss_mb:.0f}",
             flush=True,
@@ -104,10 +119,12 @@ def main(argv: list[str] | None = None) -> int:
         results.append({**result.to_json(), "peak_rss_mb": peak_rss_mb})
     returns = [r["eval"]["return"] for r in results]
     speed = statistics.mean(r["steps_per_s"] for r in results)
-    env_speed = env_only_steps_per_s(cfg.algo_hparams().n_envs, cfg.env_kwargs)
+    env_speed = env_only_steps_per_s(args.env, cfg.algo_hparams().n_envs, cfg.env_kwargs)
+    floor = random_policy_return(args.env, cfg.env_kwargs)
     print(
-        f"SUMMARY {args.algo} steps={args.steps} seeds={args.seeds} "
+        f"SUMMARY {args.env} {args.algo} steps={args.steps} seeds={args.seeds} "
         f"return mean={statistics.mean(returns):.2f} per-seed={[round(x, 2) for x in returns]} "
+        f"random-policy return={floor:.2f} "
         f"train_steps_per_s mean={speed:.0f} env_only_steps_per_s={env_speed:.0f} "
         f"train/env={speed / env_speed:.3f}"
     )

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import torch
 from lero.agents import Elite, LLMConfig, TaskSpec, make_team
 from lero.graph.configuration import RunSpec
-from lero.graph.nodes.resources import obs_layout
-from lero.training import TrainConfig, load_candidate, make_env, train
+from lero.graph.nodes.resources import task_spec
+from lero.training import TrainConfig, load_candidate, train
 
-LERO_ENV = {"N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
+LERO_ENV = RunSpec.default_env_kwargs()  # simple_spread as LERO runs it
 HELD_OUT_SEED = 1000  # the final best and the baseline are retrained on seeds selection never saw
 TASK = "Cover every landmark with an agent while avoiding collisions (cooperative navigation)."
 
@@ -101,10 +101,8 @@ def main() -> None:
         parser.error("generations, population, elites, steps and seeds must be >= 1")
     torch.set_num_threads(args.threads)
 
-    env = make_env("simple_spread", 1, **LERO_ENV)
-    task = TaskSpec(
-        "simple_spread", env.describe(), TASK, args.algo, env.n_agents, env.obs_dim, obs_layout(env)
-    )
+    spec = RunSpec(algo=args.algo, task=TASK, population=args.population)
+    task = task_spec(spec)
     team = make_team(LLMConfig(backend="offline", seed=args.seed))
     started = time.perf_counter()
     baseline = score("baseline", None, args)
@@ -125,7 +123,7 @@ def main() -> None:
             Elite(s.candidate_id, s.code, s.fitness, s.metrics, s.reflection_stats, "")
             for s in ranked[: args.elites]
         ]
-        exploit = round(args.population * RunSpec.model_fields["exploit_fraction"].default) if elites else 0
+        exploit = spec.exploit_slots(bool(elites))
         drafts = team.designer.design(task, args.population, elites, reflection="", exploit=exploit)
         scored = [
             score_or_repair(f"{generation}-{index}", draft.code, team, task, args)

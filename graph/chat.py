@@ -86,9 +86,13 @@ class ExperimentDesk:
 
     def list_environments(self) -> str:
         """List the environments and training algorithms available."""
-        from lero.training import ALGOS, ENV_NAMES
+        from lero.training import ALGOS
+        from lero.training.envs.registry import registered_envs
 
-        return f"environments: {', '.join(ENV_NAMES)}\nalgorithms: {', '.join(ALGOS)}"
+        return (
+            f"environments: {', '.join(registered_envs())}, or any PettingZoo ParallelEnv as "
+            f"package.module:factory\nalgorithms: {', '.join(ALGOS)}"
+        )
 
     def describe_environment(self) -> str:
         """Describe the spec's environment with its current arguments: observation layout,
@@ -308,39 +312,47 @@ def _ask_steps(io: Asker, default: int) -> int:
     return steps
 
 
+OTHER_ENV = "other"  # the guided dialogue's choice for a PettingZoo package.module:factory
+
+
+def _ask_env(io: Asker, spec: RunSpec) -> tuple[str, dict[str, Any]]:
+    """The environment and its arguments: every LERO default the env states, asked in turn,
+    then any other KEY=VALUE; the env is built once to check them (else: why, and again)."""
+    from lero.graph.cli import parse_value
+    from lero.training import make_env
+    from lero.training.envs.registry import registered_envs
+
+    names = list(registered_envs())
+    env = spec.env
+    kwargs = dict(spec.env_kwargs or {})
+    while True:
+        chosen = io.choice("environment", [*names, OTHER_ENV], env if env in names else OTHER_ENV)
+        if chosen == OTHER_ENV:
+            chosen = io.text("PettingZoo env as package.module:factory", "" if env in names else env)
+        if chosen != env:
+            env, kwargs = chosen, RunSpec.default_env_kwargs(chosen)
+        asked = {key: parse_value(io.text(f"env argument {key}", str(value))) for key, value in kwargs.items()}
+        for word in io.text("other env arguments, KEY=VALUE separated by spaces").split():
+            key, _, value = word.partition("=")
+            asked[key] = parse_value(value)
+        kwargs = asked
+        try:
+            make_env(env, 1, **kwargs)
+        except (ValueError, TypeError) as error:
+            io.say(f"[red]{escape(str(error).splitlines()[0])}[/]")
+            continue
+        return env, kwargs
+
+
 def guided_dialogue(desk: ExperimentDesk) -> bool:
     """Ask for each setting (Enter keeps the default) and show the cost estimate;
     False when the settings do not make a valid spec (the reason is shown)."""
-    from lero.training import ALGOS, ENV_NAMES
+    from lero.training import ALGOS
 
     io, spec = desk.io, desk.spec
     io.say("[bold]Experiment design[/] (Enter keeps the default)")
-    updates: dict[str, Any] = {"env": io.choice("environment", list(ENV_NAMES), spec.env)}
-    if updates["env"] == "simple_spread":
-        kwargs = (
-            dict(spec.env_kwargs) if spec.env == "simple_spread" else RunSpec.default_env_kwargs()
-        )
-        kwargs["N"] = io.number("agents (N)", kwargs.get("N", 3))
-        partial = io.confirm(
-            "partial observability (agents see only their nearest neighbours)?",
-            "num_agent_neighbors" in kwargs,
-        )
-        if partial:
-            kwargs["num_agent_neighbors"] = io.number(
-                "other agents each agent sees",
-                min(kwargs.get("num_agent_neighbors", 1), kwargs["N"] - 1),
-                minimum=0,
-            )
-            kwargs["num_landmark_neighbors"] = io.number(
-                "landmarks each agent sees",
-                min(kwargs.get("num_landmark_neighbors", 2), kwargs["N"]),
-            )
-        else:
-            kwargs.pop("num_agent_neighbors", None)
-            kwargs.pop("num_landmark_neighbors", None)
-        updates["env_kwargs"] = kwargs
-    else:
-        updates["env_kwargs"] = None  # that env's own defaults
+    env, env_kwargs = _ask_env(io, spec)
+    updates: dict[str, Any] = {"env": env, "env_kwargs": env_kwargs}
     updates["algo"] = io.choice("algorithm", list(ALGOS), spec.algo)
     updates["generations"] = io.number("generations", spec.generations)
     updates["population"] = io.number("candidates per generation", spec.population)

@@ -36,7 +36,7 @@ DEFAULT_RUNS_DIR = "runs"
 RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
     "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
-    "wall_clock_s", "exploit_fraction",
+    "wall_clock_s", "exploit_fraction", "task",
 )  # fmt: skip
 BUDGET_FLAGS = ("max_llm_requests", "max_llm_tokens", "wall_clock_s")
 
@@ -162,8 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the evolutionary LLM loop (unattended or with approvals)")
     run.add_argument("--config", type=Path, help="TOML or JSON file with RunSpec fields")
-    run.add_argument("--env", help="environment (default simple_spread)")
+    run.add_argument("--env", help="environment: a name (lero.envs entry points included) or a PettingZoo package.module:factory (default simple_spread)")
     _add_env_args(run)
+    run.add_argument("--task", help="the task for the LLM in words (default: the env's own text)")
     run.add_argument("--algo", help="mappo | ippo | vdn | qmix (default mappo)")
     run.add_argument("--generations", type=_positive_int)
     run.add_argument("--population", type=_positive_int)
@@ -206,7 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--eval-episodes", type=_positive_int, default=512)
     train.add_argument("--threads", type=_positive_int, help="torch threads")
 
-    bench = sub.add_parser("bench", help="simple_spread throughput vs mpe2, and MAPPO training")
+    bench = sub.add_parser("bench", help="env throughput vs mpe2, and MAPPO training")
+    bench.add_argument("--env", default="simple_spread", help="environment to measure")
     _add_env_args(bench)
     bench.add_argument("--n-envs", type=_positive_int, default=4096, help="batch size (envs)")
     bench.add_argument("--seconds", type=_positive_float, default=6.0, help="env measuring time")
@@ -249,10 +251,9 @@ def spec_fields(args: argparse.Namespace) -> dict:
     if args.env_args:
         from lero.graph.configuration import RunSpec
 
-        env_changed = "env" in fields and fields["env"] != "simple_spread"
         base = fields.get("env_kwargs")
         if base is None:
-            base = {} if env_changed else RunSpec.default_env_kwargs()
+            base = RunSpec.default_env_kwargs(fields.get("env"))
         fields["env_kwargs"] = {**base, **dict(args.env_args)}
     return fields
 
@@ -514,10 +515,16 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(f"unknown algo {args.algo!r}; choose one of {', '.join(ALGOS)}")
     env_kwargs = dict(args.env_args)
     console.print(f"measuring env throughput ({args.n_envs} envs, {args.seconds:g} s) ...")
-    rows = [bench_env(args.n_envs, args.seconds, env_kwargs, threads=args.threads)]
+    rows = [
+        bench_env(args.n_envs, args.seconds, env_kwargs, threads=args.threads, env_name=args.env)
+    ]
     if not args.skip_train:
         console.print(f"measuring {args.algo} training ({args.train_steps} steps) ...")
-        rows.append(bench_train(args.algo, args.train_steps, env_kwargs, threads=args.threads))
+        rows.append(
+            bench_train(
+                args.algo, args.train_steps, env_kwargs, threads=args.threads, env_name=args.env
+            )
+        )
     for row in rows:  # one table per row: the env and train rows have different columns
         console.out(format_table([row]) + "\n", highlight=False)
     return EXIT_OK

@@ -15,12 +15,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-DEFAULT_TASK = (
-    "Cooperative navigation: the agents must together cover every landmark (one agent on "
-    "each) as quickly as possible while avoiding collisions. Each agent sees only its local, "
-    "partial observation at execution time."
-)
-LERO_ENV_KWARGS: dict[str, Any] = {"N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
 APPROVE_MODES = ("none", "spec", "candidates", "generations", "all")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _LLM = re.compile(r"^(offline|openai:\S.*)$")
@@ -32,6 +26,13 @@ def absolute_runs_dir(path: str | os.PathLike) -> str:
     return os.path.abspath(os.path.expanduser(path))
 
 
+def _registry() -> Any:
+    """`training.envs.registry`, imported on first use (importing this module stays light)."""
+    from lero.training.envs import registry
+
+    return registry
+
+
 class RunError(ValueError):
     """A run cannot start or continue; the message is one line meant for the user."""
 
@@ -41,8 +42,8 @@ class RunSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    env: str = "simple_spread"
-    env_kwargs: dict[str, Any] | None = None  # None = the LERO default for simple_spread
+    env: str = Field(default_factory=lambda: _registry().DEFAULT_ENV)
+    env_kwargs: dict[str, Any] | None = None  # None = the env's LERO default (its TaskSpec)
     algo: str = "mappo"
     generations: int = Field(default=3, ge=1, le=100)
     population: int = Field(default=4, ge=1, le=64)
@@ -54,7 +55,7 @@ class RunSpec(BaseModel):
     approve: Literal["none", "spec", "candidates", "generations", "all"] = "none"
     run_id: str | None = None
     runs_dir: str = Field(default="runs", validate_default=True)  # relative to the cwd; stored absolute
-    task: str = DEFAULT_TASK
+    task: str | None = None  # None = the env's own task text (its TaskSpec)
     max_llm_requests: int | None = Field(default=None, ge=1)
     max_llm_tokens: int | None = Field(default=None, ge=1)
     wall_clock_s: float | None = Field(default=None, gt=0)
@@ -90,18 +91,27 @@ class RunSpec(BaseModel):
     @model_validator(mode="after")
     def _fill_env_kwargs(self) -> RunSpec:
         if self.env_kwargs is None:
-            self.env_kwargs = dict(LERO_ENV_KWARGS) if self.env == "simple_spread" else {}
+            self.env_kwargs = self.default_env_kwargs(self.env)
         return self
 
     @staticmethod
-    def default_env_kwargs() -> dict[str, Any]:
-        """The setting LERO targets: 3 agents, each seeing 1 agent and 2 landmarks."""
-        return dict(LERO_ENV_KWARGS)
+    def default_env_kwargs(env: str | None = None) -> dict[str, Any]:
+        """The setting LERO runs `env` (default: the default env) with: its TaskSpec's
+        `lero_kwargs` (simple_spread: 3 agents, each seeing 1 agent and 2 landmarks)."""
+        registry = _registry()
+        return registry.default_kwargs(env or registry.DEFAULT_ENV)
 
     @property
     def job_env(self) -> dict[str, Any]:
-        """The environment as a sandbox job names it: `{"name": env, **env_kwargs}`."""
-        return {"name": self.env, **(self.env_kwargs or {})}
+        """The environment as a sandbox job names it: `{"name": env, **env_kwargs}`, plus
+        `import_root` for a `package.module:factory` env, so the sandbox can import it."""
+        root = _registry().import_root(self.env)
+        extra = {} if root is None or "import_root" in (self.env_kwargs or {}) else {"import_root": root}
+        return {"name": self.env, **(self.env_kwargs or {}), **extra}
+
+    def exploit_slots(self, has_elites: bool) -> int:
+        """How many of a generation's drafts refine an elite (none before there are elites)."""
+        return round(self.population * self.exploit_fraction) if has_elites else 0
 
     @property
     def approvals(self) -> set[str]:

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from lero.graph.report import METRICS, fmt_number
+from lero.graph.report import fmt_number, metric_names
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
@@ -75,15 +75,17 @@ def render_summary(report: dict, console: Console) -> None:
     table.add_column("")
     table.add_column("candidate")
     table.add_column("fitness", justify="right")
-    for metric in METRICS:
+    entries = (("baseline", report["baseline"]), ("best", report["best"]))
+    names = metric_names(*(entry.get("eval") or {} for _, entry in entries))
+    for metric in names:
         table.add_column(metric, justify="right")
-    for label, entry in (("baseline", report["baseline"]), ("best", report["best"])):
+    for label, entry in entries:
         metrics = entry.get("eval") or {}
         table.add_row(
             label,
             str(entry.get("candidate_id") or "—"),
             fmt_number(entry.get("fitness")),
-            *(fmt_number(metrics.get(m)) for m in METRICS),
+            *(fmt_number(metrics.get(m)) for m in names),
         )
     console.print(table)
     gens = Table(title="generations")

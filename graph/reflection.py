@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-TASK_METRICS = ("return", "coverage", "occupied", "collisions")
+from lero.agents import TaskSpec
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, int | float) and math.isfinite(value):
         return f"{value:.3g}"
@@ -28,10 +30,16 @@ def _stats_line(name: str, stats: dict[str, Any]) -> str:
     )
 
 
-def _component_tips(reflection_stats: dict[str, dict]) -> list[str]:
-    """Tips read off the numbers: flat components and components dwarfing the others."""
+def metric_names(task: TaskSpec) -> list[str]:
+    return [name for name, _ in task.metrics]
+
+
+def _component_tips(reflection_stats: dict[str, dict], task: TaskSpec) -> list[str]:
+    """Tips read off the numbers: flat components, components dwarfing the others, and a
+    success measure that never leaves zero."""
     tips: list[str] = []
-    components = {name: s for name, s in reflection_stats.items() if name not in TASK_METRICS}
+    metrics = metric_names(task)
+    components = {name: s for name, s in reflection_stats.items() if name not in metrics}
     scales = {
         name: max(abs(s.get("max", 0.0) or 0.0), abs(s.get("min", 0.0) or 0.0))
         for name, s in components.items()
@@ -49,13 +57,17 @@ def _component_tips(reflection_stats: dict[str, dict]) -> list[str]:
                 f"- `{largest}` is over 10x larger than `{smallest}`"
                 f" ({_fmt(positive[largest])} vs {_fmt(positive[smallest])}): rescale."
             )
-    coverage = reflection_stats.get("coverage")
-    if coverage is not None and (coverage.get("max") or 0.0) < 0.05:
-        tips.append("- Coverage stays near zero: agents rarely occupy every landmark at once.")
+    success = reflection_stats.get(task.success_metric)
+    rising = dict(task.metrics).get(task.success_metric, True)
+    if task.success_metric != "return" and rising and success is not None and (success.get("max") or 0.0) < 0.05:
+        tips.append(
+            f"- `{task.success_metric}` (the task's success measure) stays near zero: the agents "
+            "rarely solve the task, so reward the steps that lead to it."
+        )
     return tips
 
 
-def candidate_feedback(record: dict[str, Any]) -> str:
+def candidate_feedback(record: dict[str, Any], task: TaskSpec) -> str:
     """Reflection text for one evaluated candidate (its result.json record)."""
     seeds = len(record.get("per_seed", []))
     lines = [
@@ -66,13 +78,13 @@ def candidate_feedback(record: dict[str, Any]) -> str:
     if evaluation:
         lines.append(
             "Evaluation (native reward, greedy policy): "
-            + ", ".join(f"{key} {_fmt(evaluation.get(key))}" for key in TASK_METRICS if key in evaluation)
+            + ", ".join(f"{key} {_fmt(evaluation.get(key))}" for key in metric_names(task) if key in evaluation)
         )
     stats = record.get("reflection_stats") or {}
     if stats:
         lines.append("Training statistics (snapshots over training; max / mean / min):")
         lines.extend(_stats_line(name, stats[name]) for name in sorted(stats))
-        lines.extend(_component_tips(stats))
+        lines.extend(_component_tips(stats, task))
     error = ((record.get("per_seed") or [{}])[0] or {}).get("error")
     if error:
         lines.append(f"Error: {error.get('type')}: {error.get('message')}")
@@ -85,6 +97,7 @@ def generation_reflection(
     elites: list[dict[str, Any]],
     baseline: dict[str, Any] | None,
     dropped: list[dict[str, Any]],
+    task: TaskSpec,
 ) -> str:
     """The text the designer reads before writing generation `generation + 1`.
 
@@ -100,7 +113,7 @@ def generation_reflection(
     others = [r for r in records if r["candidate_id"] not in {e["candidate_id"] for e in elites}]
     if others:
         parts.append(f"## Other candidates of generation {generation}")
-        parts.extend(candidate_feedback(record) for record in others)
+        parts.extend(candidate_feedback(record, task) for record in others)
     if dropped:
         parts.append("## Candidates that never trained (avoid these mistakes)")
         parts.extend(

@@ -16,7 +16,6 @@ from pathlib import Path
 from lero.graph.lineage import lineage, lineage_markdown
 from lero.graph.rundir import EVENTS_FILE, read_events, write_atomic
 
-METRICS = ("return", "coverage", "occupied", "collisions")
 RUN_STATUSES = ("completed", "running", "interrupted", "stopped", "failed")
 # stop reasons after which the designer could not go on; `lero resume` continues the run
 RESUMABLE_STOPS = ("llm_budget", "llm_error", "wall_clock")
@@ -120,6 +119,11 @@ def _eval_of(result: dict | None) -> dict[str, float]:
         return {}
     metrics = result.get("eval") or {}
     return {k: float(v) for k, v in metrics.items() if _is_number(v)}
+
+
+def metric_names(*evaluations: dict) -> list[str]:
+    """The task metrics a run measured (its env's own), `return` first, then as first seen."""
+    return list(dict.fromkeys(["return", *(key for e in evaluations for key in e)]))
 
 
 def best_candidate(run: RunFiles) -> CandidateRecord | None:
@@ -288,15 +292,18 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         "",
         "## Best candidate vs baseline",
         "",
-        "| | fitness (mean ± std over seeds) | " + " | ".join(METRICS) + " |",
-        "|---|---|" + "---|" * len(METRICS),
     ]
     rows = [("baseline (native reward, raw obs)", run.baseline)]
     if best:
         rows.append((f"best: `{best.candidate_id}`", best.result))
+    names = metric_names(*(_eval_of(result) for _, result in rows))
+    lines += [
+        "| | fitness (mean ± std over seeds) | " + " | ".join(names) + " |",
+        "|---|---|" + "---|" * len(names),
+    ]
     for label, result in rows:
         metrics = _eval_of(result)
-        cells = " | ".join(fmt_number(metrics.get(m)) for m in METRICS)
+        cells = " | ".join(fmt_number(metrics.get(m)) for m in names)
         lines.append(f"| {label} | {_spread(result)} | {cells} |")
     base_fit, best_fit = summary["baseline"]["fitness"], summary["best"]["fitness"]
     if _is_number(base_fit) and _is_number(best_fit):

@@ -166,7 +166,7 @@ def validate(job: dict) -> dict[str, Any]:
         )
     env = make_env(job["env"]["name"], VALIDATE_ENVS, **env_kwargs(job))
     enhancer = ObservationEnhancer(hooks.enhance_observation, env.obs_dim)
-    shaper = RewardShaper(hooks.hybrid_reward)
+    shaper = RewardShaper(hooks.hybrid_reward, env.task.metric_names)
     seconds, enhanced, components = time_hooks(env, enhancer, shaper, job["seed"])
     if slowest_ratio(seconds)[1] > MAX_STEP_RATIO:  # machine noise: measure once more
         again, enhanced, components = time_hooks(env, enhancer, shaper, job["seed"])
@@ -206,7 +206,7 @@ def time_hooks(env: Any, enhancer: Any, shaper: Any, seed: int) -> tuple[dict[st
         started = time.perf_counter()
         enhanced = enhancer(obs)  # [B, N, D + k]
         seconds["enhance_observation"].append(time.perf_counter() - started)
-        actions = torch.randint(env.n_actions, (env.n_envs, env.n_agents), generator=generator)
+        actions = env.random_actions(generator)  # [B, N], valid for every agent
         started = time.perf_counter()
         next_obs, reward, done, _ = env.step(actions)
         seconds["env_step"].append(time.perf_counter() - started)

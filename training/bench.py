@@ -12,6 +12,7 @@ torch is imported (rows report the policy in effect as ``omp_wait``).
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from typing import Any
@@ -55,27 +56,28 @@ def bench_env(
     threads: int | None = 2,
     rounds: int = 3,
     seed: int = 0,
+    env_name: str = ENV,
 ) -> dict[str, Any]:
-    """Joint steps/s of ``make_env("simple_spread", n_envs)`` and of mpe2's parallel_env.
+    """Joint steps/s of ``make_env(env_name, n_envs)`` and of its reference (mpe2) parallel_env.
 
     ``seconds`` is the total measuring time, split evenly between the two envs and
     over ``rounds`` alternations. Returns the two rates and ``ratio`` (lero / mpe2).
+    Both take uniformly random valid actions (each agent's own action space).
     """
-    from mpe2 import simple_spread_v3
-
     if seconds <= 0 or rounds < 1:
         raise ValueError(f"bench_env: need seconds > 0 and rounds >= 1, got {seconds}, {rounds}")
     env_kwargs = dict(env_kwargs or {})
-    env = make_env(ENV, n_envs, **env_kwargs)
-    reference = simple_spread_v3.parallel_env(
+    env = make_env(env_name, n_envs, **env_kwargs)
+    if env.task.reference is None:
+        raise ValueError(f"bench_env: {env_name} has no reference implementation to compare with")
+    reference = importlib.import_module(env.task.reference).parallel_env(
         **{k: v for k, v in env_kwargs.items() if k != "device"}
     )
     reference.reset(seed=seed)
     gen = torch.Generator().manual_seed(seed)
-    lero_actions = torch.randint(0, env.n_actions, (64, n_envs, env.n_agents), generator=gen).to(
-        env.device
-    )
-    mpe2_actions = np.random.default_rng(seed).integers(0, env.n_actions, (1024, env.n_agents))
+    lero_actions = torch.stack([env.random_actions(gen) for _ in range(64)]).to(env.device)
+    per_agent = env.action_mask().sum(dim=1).numpy()  # [N] action counts
+    mpe2_actions = np.random.default_rng(seed).integers(0, per_agent, (1024, env.n_agents))
     slice_s = seconds / (2 * rounds)
     totals = {"lero": [0, 0.0], "mpe2": [0, 0.0]}
     with torch_threads(threads):
@@ -93,7 +95,7 @@ def bench_env(
     mpe2_rate = totals["mpe2"][0] / totals["mpe2"][1]
     return {
         "bench": "env",
-        "env": ENV,
+        "env": env_name,
         "env_kwargs": env_kwargs,
         "n_envs": n_envs,
         "threads": torch.get_num_threads() if threads is None else threads,
@@ -111,10 +113,11 @@ def bench_train(
     threads: int | None = 2,
     seed: int = 0,
     eval_episodes: int = 64,
+    env_name: str = ENV,
 ) -> dict[str, Any]:
     """End-to-end joint steps/s of ``training.train`` (rollouts + updates + final evaluation)."""
     cfg = TrainConfig(
-        env=ENV,
+        env=env_name,
         env_kwargs=dict(env_kwargs or {}),
         algo=algo,
         steps=steps,
@@ -127,7 +130,7 @@ def bench_train(
     wall = time.perf_counter() - start
     return {
         "bench": "train",
-        "env": ENV,
+        "env": env_name,
         "env_kwargs": cfg.env_kwargs,
         "algo": algo,
         "threads": threads,

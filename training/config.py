@@ -6,8 +6,6 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-ALGOS = ("mappo", "ippo", "vdn", "qmix")
-
 
 def _check(condition: bool, message: str) -> None:
     if not condition:
@@ -84,13 +82,6 @@ class ValueDecompositionHparams:
 
 Hparams = PPOHparams | ValueDecompositionHparams
 
-HPARAMS_BY_ALGO: dict[str, type[PPOHparams] | type[ValueDecompositionHparams]] = {
-    "mappo": PPOHparams,
-    "ippo": PPOHparams,
-    "vdn": ValueDecompositionHparams,
-    "qmix": ValueDecompositionHparams,
-}
-
 # Fields that may legitimately be zero; every other numeric hparam must be positive.
 _MAY_BE_ZERO = {"ent_coef", "learning_starts", "eps_end", "eps_anneal_frac", "gae_lambda"}
 
@@ -128,11 +119,11 @@ class TrainConfig:
     threads: int | None = None
 
     def __post_init__(self) -> None:
-        from lero.training.envs import ENV_NAMES
+        # late import: the table imports the learners, which import this module
+        from lero.training.algos import ALGOS
+        from lero.training.envs.registry import check_env_name
 
-        _check(
-            self.env in ENV_NAMES, f"unknown env {self.env!r}; choose one of {', '.join(ENV_NAMES)}"
-        )
+        check_env_name(self.env)
         _check(
             isinstance(self.env_kwargs, dict),
             f"env_kwargs must be a dict, got {type(self.env_kwargs).__name__}",
@@ -167,7 +158,9 @@ class TrainConfig:
 
     def algo_hparams(self) -> Hparams:
         """The algorithm's typed hyper-parameters with overrides (and n_envs) applied."""
-        hparams_type = HPARAMS_BY_ALGO[self.algo]
+        from lero.training.algos import ALGORITHMS
+
+        hparams_type = ALGORITHMS[self.algo].hparams
         known = {f.name for f in fields(hparams_type)}
         unknown = sorted(set(self.hparams) - known)
         _check(

@@ -80,9 +80,14 @@ def enhance_observation(obs: torch.Tensor) -> torch.Tensor:
 `ctx` (read-only, all tensors batched over B parallel envs and N agents):
 `ctx.obs` [B,N,D] local obs before the step, `ctx.next_obs` [B,N,D],
 `ctx.actions` [B,N], `ctx.env_reward` [B,N] (the environment's own reward),
-`ctx.state` dict of named world tensors (for simple_spread: `agent_pos` [B,N,2],
-`agent_vel` [B,N,2], `landmark_pos` [B,L,2]), `ctx.step` [B] step within episode,
+`ctx.state` dict of named world tensors (the environment description lists its fields,
+e.g. `agent_pos` [B,N,2]), `ctx.step` [B] step within episode,
 `ctx.progress` float in [0,1] (fraction of the training budget used).
+When the agents differ (roles with different observations or actions), every obs row
+has the same width D: agent i's own values first, then zeros up to D (the environment
+description gives each role's layout). In `enhance_observation`, row m of `obs`
+belongs to agent m % N (agent order as in the description), so `torch.arange(M) % N`
+tells each row's agent and role; keep the first D columns, padding included.
 The HRF is used only in training, so it may use global state (`ctx.state`). The OEF
 runs at execution time on one agent's own observation: it may use only `obs` (CTDE).
 Both must return finite float32 tensors of the stated shapes and be fast (vectorised

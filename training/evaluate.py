@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import torch
 from lero.training.envs import make_env
+from lero.training.envs.task import RETURN
 from lero.training.hooks import ObservationEnhancer
 from lero.training.policy import Policy
 
@@ -19,8 +20,10 @@ def evaluate(
     episodes: int = 512,
     seed: int = 12345,
 ) -> dict[str, float]:
-    """Task metrics over `episodes` episodes: `return`, `coverage`, `occupied`, `collisions`.
+    """The task's metrics (``env.task.metric_names``) over `episodes` episodes.
 
+    `return` is the mean per-agent native episode return; every other metric is the
+    env's own `info["episode_metrics"]` at episode end, averaged over episodes.
     Whatever reward the policy was trained on, this measures the environment's
     own reward; the OEF (the only candidate code involved) is output-checked.
     """
@@ -29,24 +32,20 @@ def evaluate(
     batch_env = make_env(env, episodes, **env_kwargs)
     enhance = ObservationEnhancer(enhance_observation, batch_env.obs_dim)
     raw_obs = batch_env.reset(seed=seed)  # [E, N, D]
-    n_landmarks = batch_env.world()["landmark_pos"].shape[1]
+    names = [name for name in batch_env.task.metric_names if name != RETURN]
     episode_return = torch.zeros(episodes)  # [E] per-agent mean native return
-    collisions = torch.zeros(episodes)  # [E]
-    occupied_end = torch.zeros(episodes)  # [E]
+    at_end = {name: torch.zeros(episodes) for name in names}  # [E] each
     running = torch.ones(episodes, dtype=torch.bool)  # [E] slot still in its first episode
     for _ in range(batch_env.max_steps):
         actions = policy.act(enhance(raw_obs), greedy=True)  # [E, N]
         raw_obs, reward, done, info = batch_env.step(actions)
         episode_return += reward.mean(dim=1) * running
-        collisions += info["collisions"] * running
         finished = done & running
-        occupied_end[finished] = info["occupied"][finished].float()
+        for name in names:
+            at_end[name][finished] = info["episode_metrics"][name][finished].float()
         running &= ~done
         if not bool(running.any()):
             break
-    return {
-        "return": float(episode_return.mean()),
-        "coverage": float((occupied_end >= n_landmarks).float().mean()),
-        "occupied": float(occupied_end.mean()),
-        "collisions": float(collisions.mean()),
+    return {RETURN: float(episode_return.mean())} | {
+        name: float(values.mean()) for name, values in at_end.items()
     }

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-# Curve names the engine owns; an HRF component may not shadow them.
-RESERVED_CURVE_NAMES = ("steps", "return", "train_reward", "coverage", "occupied", "collisions")
+# Curve names the engine owns whatever the task; the task's metric names are reserved too.
+ENGINE_CURVE_NAMES = ("steps", "return", "train_reward")
 
 
 class HookError(ValueError):
@@ -101,8 +101,10 @@ class RewardShaper:
 
     hook = "hybrid_reward"
 
-    def __init__(self, fn: Callable[[Any], Any]) -> None:
+    def __init__(self, fn: Callable[[Any], Any], metric_names: tuple[str, ...] = ()) -> None:
+        """``metric_names``: the task's metrics (``env.task.metric_names``), reserved as curves."""
         self.fn = fn
+        self.reserved = tuple(dict.fromkeys((*ENGINE_CURVE_NAMES, *metric_names)))
         self.component_names: tuple[str, ...] | None = None
 
     def __call__(
@@ -150,10 +152,10 @@ class RewardShaper:
                 raise HookError(
                     self.hook, f"component names must be non-empty strings, got {name!r}"
                 )
-            if name in RESERVED_CURVE_NAMES:
+            if name in self.reserved:
                 raise HookError(
                     self.hook,
-                    f"component name {name!r} is reserved ({', '.join(RESERVED_CURVE_NAMES)})",
+                    f"component name {name!r} is reserved ({', '.join(self.reserved)})",
                 )
             value = _check_float_tensor(self.hook, f"component {name!r}", value)
             if value.shape not in ((batch, n_agents), (batch,)):

@@ -1,4 +1,10 @@
-"""The trained decentralised policy: one network shared by all agents, plus what rebuilds it."""
+"""The trained decentralised policy: one network shared by all agents, plus what rebuilds it.
+
+Agents that differ share the network through padding plus a role id: every agent's
+(enhanced) obs row has the same width, the input also holds the agent's one-hot id and,
+when the task has more than one role, the role's one-hot; invalid actions (the env's
+``action_mask()``) get a score of ``MASKED`` so they are never sampled or chosen.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from lero.training.algos.networks import mlp, with_agent_id
 from torch import nn
 
 POLICY_FILE = "policy.pt"
+MASKED = -1e9  # score of an action the agent may not take (exp() = 0, finite for the losses)
 
 
 @dataclass(frozen=True)
@@ -24,6 +31,24 @@ class PolicyMeta:
     hidden: int
     env: str
     env_kwargs: dict = field(default_factory=dict)
+    roles: list = field(default_factory=list)  # per-agent role names; [] = all alike
+    action_mask: list = field(default_factory=list)  # [N][A] bools; [] = every action valid
+
+
+def policy_meta(algo: str, env, hidden: int, env_name: str, env_kwargs: dict) -> PolicyMeta:
+    """The metadata of a policy for ``env`` (a ``HookedEnv``: obs_dim after the OEF)."""
+    mask = env.action_mask()
+    return PolicyMeta(
+        algo=algo,
+        obs_dim=env.obs_dim,
+        n_agents=env.n_agents,
+        n_actions=env.n_actions,
+        hidden=hidden,
+        env=env_name,
+        env_kwargs=dict(env_kwargs),
+        roles=list(env.roles) if len(set(env.roles)) > 1 else [],
+        action_mask=[] if bool(mask.all()) else mask.tolist(),
+    )
 
 
 class Policy(nn.Module):
@@ -34,14 +59,31 @@ class Policy(nn.Module):
     """
 
     def __init__(self, meta: PolicyMeta) -> None:
+        # late import: the table imports the learners, which import this module
+        from lero.training.algos import ALGORITHMS
+
         super().__init__()
+        if meta.algo not in ALGORITHMS:
+            raise ValueError(f"unknown algo {meta.algo!r} in policy metadata")
         self.meta = meta
-        out_gain = 0.01 if meta.algo in ("mappo", "ippo") else 1.0
-        self.net = mlp(meta.obs_dim + meta.n_agents, meta.hidden, meta.n_actions, out_gain=out_gain)
+        out_gain = 0.01 if ALGORITHMS[meta.algo].policy_kind == "actor" else 1.0
+        role_ids = {role: k for k, role in enumerate(dict.fromkeys(meta.roles))}
+        role_onehot = torch.eye(len(role_ids))[[role_ids[r] for r in meta.roles]]  # [N, R]
+        self.register_buffer("role_onehot", role_onehot, persistent=False)
+        mask = torch.tensor(meta.action_mask, dtype=torch.bool).view(-1, meta.n_actions)
+        self.register_buffer("invalid", ~mask, persistent=False)  # [N, A] or [0, A]
+        in_dim = meta.obs_dim + meta.n_agents + len(role_ids)
+        self.net = mlp(in_dim, meta.hidden, meta.n_actions, out_gain=out_gain)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """obs [..., N, D'] -> scores [..., N, A]."""
-        return self.net(with_agent_id(obs))
+        """obs [..., N, D'] -> scores [..., N, A] (invalid actions: MASKED)."""
+        x = with_agent_id(obs)  # [..., N, D' + N]
+        if self.role_onehot.numel():
+            x = torch.cat([x, self.role_onehot.expand(*obs.shape[:-1], -1)], dim=-1)
+        scores = self.net(x)
+        if self.invalid.numel():
+            scores = scores.masked_fill(self.invalid, MASKED)
+        return scores
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, greedy: bool = True) -> torch.Tensor:
@@ -78,6 +120,6 @@ def load_policy(path: str | Path) -> Policy:
         saved = torch.load(path, map_location="cpu", weights_only=True)
         policy = Policy(PolicyMeta(**saved["meta"]))
         policy.load_state_dict(saved["state_dict"])
-    except (KeyError, TypeError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
+    except (KeyError, TypeError, ValueError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
         raise ValueError(f"{path} is not a lero policy file: {error}".splitlines()[0]) from error
     return policy.eval()

@@ -8,23 +8,26 @@ logging interval. `record` closes an interval into one curve point.
 from __future__ import annotations
 
 import torch
+from lero.training.envs.task import RETURN
 
-TASK_METRICS = ("return", "coverage", "occupied", "collisions")
 N_SNAPSHOTS = 10
 
 
 class TrainingLog:
-    """Curves keyed `steps`, task metrics, `train_reward` and one key per HRF component."""
+    """Curves keyed `steps`, the task's metrics, `train_reward` and one key per HRF component.
+
+    Task metrics come from the env: `return` from the native reward, every other one from
+    `info["episode_metrics"]` at episode end (the env owns their meaning).
+    """
 
     def __init__(
-        self, n_envs: int, n_landmarks: int, total_steps: int, n_points: int = 200
+        self, n_envs: int, metric_names: tuple[str, ...], total_steps: int, n_points: int = 200
     ) -> None:
-        self.n_landmarks = n_landmarks
+        self.metric_names = tuple(name for name in metric_names if name != RETURN)
         self.record_every = max(1, total_steps // n_points)
         self.next_record = self.record_every
         self.native_return = torch.zeros(n_envs)  # [B] per-agent mean, summed over the episode
         self.train_return = torch.zeros(n_envs)  # [B]
-        self.collisions = torch.zeros(n_envs)  # [B]
         self.component_return: dict[str, torch.Tensor] = {}  # name -> [B]
         self.interval_sums: dict[str, float] = {}
         self.interval_episodes = 0
@@ -36,39 +39,27 @@ class TrainingLog:
         train_reward: torch.Tensor,  # [B, N]
         components: dict[str, torch.Tensor],  # name -> [B, N] | [B]
         done: torch.Tensor,  # [B] bool
-        collisions: torch.Tensor,  # [B]
-        occupied: torch.Tensor,  # [B] landmarks occupied after the step
+        episode_metrics: dict[str, torch.Tensor],  # name -> [B], the episode ending here
     ) -> None:
         self.native_return += native_reward.mean(dim=1)
         self.train_return += train_reward.mean(dim=1)
-        self.collisions += collisions
         for name, value in components.items():
             per_slot = value.mean(dim=1) if value.dim() == 2 else value  # [B]
             if name not in self.component_return:
                 self.component_return[name] = torch.zeros_like(self.native_return)
             self.component_return[name] += per_slot
         if bool(done.any()):
-            self._finish_episodes(done, occupied)
+            self._finish_episodes(done, episode_metrics)
 
-    def _finish_episodes(self, done: torch.Tensor, occupied: torch.Tensor) -> None:
-        occupied_end = occupied[done].float()  # [F]
-        episode_values = {
-            "return": self.native_return[done],
-            "coverage": (occupied_end >= self.n_landmarks).float(),
-            "occupied": occupied_end,
-            "collisions": self.collisions[done],
-            "train_reward": self.train_return[done],
-        }
+    def _finish_episodes(self, done: torch.Tensor, episode_metrics: dict[str, torch.Tensor]) -> None:
+        episode_values = {RETURN: self.native_return[done]}
+        episode_values.update({name: episode_metrics[name][done] for name in self.metric_names})
+        episode_values["train_reward"] = self.train_return[done]
         episode_values.update({name: sums[done] for name, sums in self.component_return.items()})
         for name, values in episode_values.items():
             self.interval_sums[name] = self.interval_sums.get(name, 0.0) + float(values.sum())
         self.interval_episodes += int(done.sum())
-        for sums in (
-            self.native_return,
-            self.train_return,
-            self.collisions,
-            *self.component_return.values(),
-        ):
+        for sums in (self.native_return, self.train_return, *self.component_return.values()):
             sums[done] = 0.0
 
     def maybe_record(self, done_steps: int, force: bool = False) -> None:

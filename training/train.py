@@ -8,21 +8,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
+from lero.training.algos import ALGORITHMS
 from lero.training.algos.hooked_env import HookedEnv
-from lero.training.algos.ppo import train_ppo
-from lero.training.algos.value_decomposition import train_value_decomposition
 from lero.training.config import TrainConfig
 from lero.training.envs import make_env
 from lero.training.evaluate import evaluate
 from lero.training.hooks import Hooks
 from lero.training.policy import Policy
-
-LEARNERS = {
-    "mappo": train_ppo,
-    "ippo": train_ppo,
-    "vdn": train_value_decomposition,
-    "qmix": train_value_decomposition,
-}
 
 
 @contextmanager
@@ -40,7 +32,7 @@ def torch_threads(threads: int | None) -> Iterator[None]:
 @dataclass
 class TrainResult:
     config: TrainConfig
-    eval: dict[str, float]  # return, coverage, occupied, collisions (native reward, greedy)
+    eval: dict[str, float]  # the task metrics (env.task.metric_names; native reward, greedy)
     curves: dict[str, list[float]]  # "steps" + task metrics + "train_reward" + HRF components
     reflection_stats: dict[str, dict]  # name -> {"snapshots", "max", "mean", "min"}
     policy: Policy
@@ -89,7 +81,7 @@ def train(
             cfg.seed,
             progress,
         )
-        policy = LEARNERS[cfg.algo](cfg, hparams, env)
+        policy = ALGORITHMS[cfg.algo].learner(cfg, hparams, env)
         env.finish()
         train_s = time.perf_counter() - started
         policy.eval()

@@ -22,12 +22,13 @@ from lero.agents.offline.evolve import (
     prior_genome,
     random_genome,
 )
+from lero.agents.offline.generic_designer import GenericDesigner
 from lero.agents.offline.genome import FEATURE_SLOTS, TASK_TERMS, Genome, genome_of
 from lero.agents.offline.render import gene_at_line, render
 from lero.agents.offline.vocabulary import apply_edits, apply_once, parse_edits
 from lero.agents.types import Draft, Elite, Review, TaskSpec, exploit_parents
 
-SUPPORTED_ENVS = ("simple_spread",)
+GRAMMARS = ("simple_spread",)  # task grammars (genome.py); a task naming none gets the generic one
 CROSSOVER = 0.4  # chance that a further refinement of an elite also inherits from another
 MAX_TRIES_PER_CHILD = 50
 
@@ -42,6 +43,7 @@ class OfflineDesigner:
     def __init__(self, seed: int = 0):
         self.seed = seed
         self.proposed: set[Genome] = set()
+        self.generic = GenericDesigner(self.rng)
 
     def design(
         self,
@@ -58,9 +60,11 @@ class OfflineDesigner:
         mutations (and sometimes crossover). Generation feedback is applied once per
         lineage (`vocabulary.apply_once`), never compounded.
         """
-        _check_task(task)
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
+        if task.grammar is None:
+            return self.generic.design(task, k, elites, feedback, exploit)
+        _check_task(task)
         rng = self.rng("design", k, exploit, sorted(e.code for e in elites), feedback or "")
         ranked = sorted(elites, key=lambda e: e.fitness, reverse=True)
         parents = [(elite, g) for elite in ranked if (g := genome_of(elite.code)) is not None]
@@ -91,7 +95,10 @@ class OfflineDesigner:
 
         Deterministic: the same comment on the same design gives the same module. When no
         word of the vocabulary matches, the design stays as it is and the reply says so.
+        The generic grammar has no vocabulary: there the review gets one mutation.
         """
+        if task.grammar is None:
+            return self.generic.revise(task, code, review)
         _check_task(task)
         genome = genome_of(code)
         if genome is None:
@@ -152,6 +159,8 @@ class OfflineDebugger:
     def repair(
         self, task: TaskSpec, code: str, error: str, history: list[tuple[str, str]]
     ) -> Draft:
+        if task.grammar is None:
+            return self.designer.generic.repair(task, code, error, history)
         _check_task(task)
         tried = {code, *(earlier for earlier, _ in history)}
         genome = genome_of(code)
@@ -219,9 +228,9 @@ def _without_culprit(genome: Genome, code: str, error: str) -> tuple[Genome | No
 
 
 def _check_task(task: TaskSpec) -> None:
-    if task.env_name not in SUPPORTED_ENVS:
+    if task.grammar not in GRAMMARS:
         raise ValueError(
-            f"the offline designer supports {', '.join(SUPPORTED_ENVS)}, not {task.env_name!r}; use --llm openai:MODEL"
+            f"the offline designer has no grammar {task.grammar!r} (known: {', '.join(GRAMMARS)}, or None for the generic one)"
         )
     if "landmark_rel" not in task.obs_layout:
         raise ValueError(

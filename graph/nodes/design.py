@@ -58,7 +58,7 @@ def design(state: RunState) -> dict[str, Any]:
     res.emit("generation_started", generation=generation)
     elites = [as_elite(elite) for elite in state.get("elites", [])]
     feedback = "\n".join(state.get("feedback", [])) or None
-    exploit = round(res.spec.population * res.spec.exploit_fraction) if elites else 0
+    exploit = res.spec.exploit_slots(bool(elites))
     try:
         drafts = res.team.designer.design(
             res.task, res.spec.population, elites, state.get("reflection", ""), feedback=feedback, exploit=exploit

@@ -18,9 +18,10 @@ def reflect(state: RunState) -> dict[str, Any]:
     evaluated = state.get("evaluated", [])
     baseline = next((r for r in evaluated if r["candidate_id"] == BASELINE_ID), None)
     records = [r for r in evaluated if r["generation"] == generation and r["candidate_id"] != BASELINE_ID]
+    res = resources_for(state["spec"])
     text = generation_reflection(generation, records, state.get("elites", []), baseline,
-                                 at_stage(state.get("candidates", []), "dropped"))
-    resources_for(state["spec"]).emit("reflection", generation=generation, chars=len(text))
+                                 at_stage(state.get("candidates", []), "dropped"), res.task)
+    res.emit("reflection", generation=generation, chars=len(text))
     return {"reflection": text}
 
 

@@ -20,7 +20,7 @@ from lero.graph.configuration import RunError, RunSpec
 from lero.graph.rundir import RunDir
 from lero.sandbox import Sandbox, SandboxUnavailable, get_sandbox
 from lero.training import make_env
-from lero.training.envs import BatchedEnv, SimpleSpread
+from lero.training.envs.registry import ENV_NAMES
 
 _EVENT_TYPES = {  # events.jsonl name -> stream event type the CLI renders
     "llm_call": "llm",
@@ -45,28 +45,19 @@ def stream(payload: dict[str, Any]) -> None:
     writer(payload)
 
 
-def obs_layout(env: BatchedEnv) -> dict[str, tuple[int, int]]:
-    """Named column ranges of one agent's observation (the offline designer builds OEFs on them)."""
-    if not isinstance(env, SimpleSpread):
-        return {}
-    landmarks_end = 4 + 2 * env.landmark_slots
-    agents_end = landmarks_end + 2 * env.agent_slots
-    layout = {"self_vel": (0, 2), "self_pos": (2, 4), "landmark_rel": (4, landmarks_end),
-              "other_rel": (landmarks_end, agents_end)}
-    if env.obs_dim > agents_end:
-        layout["comm"] = (agents_end, env.obs_dim)
-    return layout
-
-
 def task_spec(spec: RunSpec) -> TaskSpec:
-    """Describe the task to the agents from a one-slot instance of the environment."""
+    """Describe the task to the agents from a one-slot instance of the environment (its
+    TaskSpec's names, state fields and metrics handed over as plain data)."""
     try:
         env = make_env(spec.env, 1, **(spec.env_kwargs or {}))
     except (ValueError, TypeError) as error:
         raise RunError(f"cannot build environment {spec.env!r}: {error}") from None
+    task = env.task
     return TaskSpec(
-        env_name=spec.env, env_description=env.describe(), task=spec.task, algo=spec.algo,
-        n_agents=env.n_agents, obs_dim=env.obs_dim, obs_layout=obs_layout(env),
+        env_name=spec.env, env_description=env.describe(), task=spec.task or task.text, algo=spec.algo,
+        n_agents=env.n_agents, obs_dim=env.obs_dim, obs_layout=env.obs_layout(), grammar=task.grammar,
+        state_fields=tuple((f.name, f.shape) for f in task.state_fields), state_text=task.state_text(),
+        metrics=tuple((m.name, m.higher_is_better) for m in task.metrics), success_metric=task.success_metric,
     )
 
 
@@ -80,9 +71,19 @@ def llm_config(spec: RunSpec) -> LLMConfig:
         raise RunError(str(error).splitlines()[0]) from None
 
 
+def sandbox_kind(spec: RunSpec) -> str:
+    """The backend to ask for: an env lero does not ship (a PettingZoo env through the adapter)
+    needs the host's packages, and the Docker image holds only lero and torch."""
+    if spec.env in ENV_NAMES or spec.sandbox == "process":
+        return spec.sandbox
+    if spec.sandbox == "docker":
+        raise RunError(f"env {spec.env!r} is not built into the Docker image; use --sandbox process")
+    return "process"
+
+
 def open_sandbox(spec: RunSpec, cache_dir: Path | None, events: Any = None) -> Sandbox:
     try:
-        return get_sandbox(spec.sandbox, cache_dir=cache_dir, max_parallel=spec.max_parallel,
+        return get_sandbox(sandbox_kind(spec), cache_dir=cache_dir, max_parallel=spec.max_parallel,
                            events=events)
     except SandboxUnavailable as error:
         raise RunError(str(error).splitlines()[0]) from None

@@ -10,17 +10,17 @@ sandbox but not in the graph.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from langgraph.types import Send
+from lero.agents import TaskSpec
 from lero.graph.configuration import RunSpec
 from lero.graph.nodes.candidates import at_stage, replace
 from lero.graph.nodes.resources import resources_for
 from lero.graph.reflection import candidate_feedback
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.state import Candidate, RunState, TrainTask
-
-METRIC_KEYS = ("return", "coverage", "occupied", "collisions")
 
 
 def training_sends(state: RunState) -> list[Send]:
@@ -60,8 +60,8 @@ def aggregate(candidate_id: str, generation: int, code: str | None, per_seed: li
     failed = [r for r in per_seed if r["status"] != "ok"]
     fitnesses = [float(r["fitness"]) for r in per_seed if r["status"] == "ok" and r.get("fitness") is not None]
     complete = bool(per_seed) and not failed and len(fitnesses) == len(per_seed)
-    evaluation = {key: statistics.fmean(r["metrics"][key] for r in per_seed)
-                  for key in METRIC_KEYS if complete and all(key in r["metrics"] for r in per_seed)}
+    shared = [key for key in per_seed[0]["metrics"] if all(key in r["metrics"] for r in per_seed)] if complete else []
+    evaluation = {key: statistics.fmean(r["metrics"][key] for r in per_seed) for key in shared}  # the task's metrics
     first = per_seed[0] if per_seed else {}
     return {
         "candidate_id": candidate_id, "generation": generation, "code": code,
@@ -80,9 +80,14 @@ def dropped_record(candidate: Candidate) -> dict[str, Any]:
             "eval": {}, "per_seed": [], "curves": {}, "reflection_stats": {}, "error": candidate.get("error")}
 
 
-def rank_key(record: dict[str, Any]) -> tuple[float, float]:
-    """Elites are ordered by fitness, ties broken by coverage."""
-    return (record["fitness"], record["eval"].get("coverage", 0.0))
+def rank_key(task: TaskSpec) -> Callable[[dict[str, Any]], tuple[float, float]]:
+    """Elites are ordered by fitness, ties broken by the task's success metric."""
+    sign = 1.0 if dict(task.metrics).get(task.success_metric, True) else -1.0
+
+    def key(record: dict[str, Any]) -> tuple[float, float]:
+        return (record["fitness"], sign * record["eval"].get(task.success_metric, 0.0))
+
+    return key
 
 
 def select(state: RunState) -> dict[str, Any]:
@@ -103,8 +108,8 @@ def select(state: RunState) -> dict[str, Any]:
 
     evaluated = [*state.get("evaluated", []), *records]
     scored = [r for r in evaluated if r["candidate_id"] != BASELINE_ID and r["fitness"] is not None]
-    best = sorted(scored, key=rank_key, reverse=True)[: res.spec.n_elites]
-    elites = [{**r, "reflection": candidate_feedback(r)} for r in best]
+    best = sorted(scored, key=rank_key(res.task), reverse=True)[: res.spec.n_elites]
+    elites = [{**r, "reflection": candidate_feedback(r, res.task)} for r in best]
     trained = [{**c, "stage": "trained"} for c in at_stage(state["candidates"], "approved")]
     env_steps = res.spec.steps * sum(1 for r in evaluated for s in r["per_seed"] if s["status"] == "ok")
     res.rundir.update_state(generation=generation, env_steps=env_steps, llm=res.llm_usage())

@@ -34,6 +34,7 @@ def task() -> TaskSpec:
         n_agents=3,
         obs_dim=12,
         obs_layout=OBS_LAYOUT,
+        grammar="simple_spread",
     )
 
 

@@ -281,8 +281,8 @@ def test_debugger_never_repeats_a_tried_module(task):
 
 def test_bad_input_gets_one_line_errors(task):
     designer = OfflineDesigner()
-    with pytest.raises(ValueError, match="supports simple_spread"):
-        designer.design(replace(task, env_name="simple_tag"), 2, [], "")
+    with pytest.raises(ValueError, match="no grammar 'simple_tag'"):
+        designer.design(replace(task, grammar="simple_tag"), 2, [], "")
     with pytest.raises(ValueError, match="obs_layout"):
         designer.design(replace(task, obs_layout={}), 2, [], "")
     with pytest.raises(ValueError, match="k must be"):

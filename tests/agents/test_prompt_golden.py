@@ -43,11 +43,11 @@ def prompts() -> dict[str, str]:
     task = task_spec(RunSpec())
     elite_records = [record("1-0", -20.0), record("0-2", -24.0)]
     elites = [Elite(r["candidate_id"], GOOD_MODULE, r["fitness"], r["eval"], r["reflection_stats"],
-                    candidate_feedback(r)) for r in elite_records]
+                    candidate_feedback(r, task)) for r in elite_records]
     others = [record("1-1", -30.0), record("1-2", -35.0)]
     dropped = [{"candidate_id": "1-3", "status": "code_error", "error": "KeyError: 'landmark_positions'"}]
     baseline = {"candidate_id": "baseline", "fitness": -28.0, "eval": {"return": -28.0, "coverage": 0.0}}
-    reflection = generation_reflection(1, [*elite_records[:1], *others], elite_records, baseline, dropped)
+    reflection = generation_reflection(1, [*elite_records[:1], *others], elite_records, baseline, dropped, task)
     feedback = "PREFER SPREADING OUT\nfewer collisions please"
     designer = Designer(model=None, temperature=0.7)  # type: ignore[arg-type]  # only renders
     texts = {}

@@ -20,9 +20,9 @@ from tests.support.openai_server import OpenAIServer, Reply
 
 REPO = Path(__file__).resolve().parents[2]
 
-# environment, N, partial obs, agents seen, landmarks seen, algo, generations, population,
-# steps, seeds, approvals (then the desk asks "start it?")
-DIALOGUE = "\n4\ny\n2\n3\nippo\n2\n3\n50k\n2\n\n"
+# environment, its LERO arguments (N, agents seen, landmarks seen), other env arguments,
+# algo, generations, population, steps, seeds, approvals (then the desk asks "start it?")
+DIALOGUE = "\n4\n2\n3\n\nippo\n2\n3\n50k\n2\n\n"
 
 
 @pytest.fixture(autouse=True)
@@ -53,10 +53,13 @@ def test_offline_dialogue_builds_the_confirmed_spec(tmp_path: Path) -> None:
 
 
 def test_offline_dialogue_rejects_bad_numbers_and_full_observability(tmp_path: Path) -> None:
-    answers = "\n0\n3\nn\n\n1\n1\nlots\ninf\n2k\n1\nall\n"
+    # N=0 is refused by the env (asked again); then full observability, local_ratio 0.3
+    answers = "\n0\n\n\n\n\n3\nNone\nNone\nlocal_ratio=0.3\n\n1\n1\nlots\ninf\n2k\n1\nall\n"
     desk, out = make_desk(answers, tmp_path)
     assert guided_dialogue(desk)
-    assert desk.spec.env_kwargs == {"N": 3}  # mpe2's full observability
+    assert desk.spec.env_kwargs == {  # mpe2's full observability
+        "N": 3, "num_agent_neighbors": None, "num_landmark_neighbors": None, "local_ratio": 0.3
+    }
     assert (desk.spec.steps, desk.spec.approve) == (2000, "all")
     assert "must be >= 1" in out.getvalue() and "a positive number of steps" in out.getvalue()
 
@@ -64,7 +67,7 @@ def test_offline_dialogue_rejects_bad_numbers_and_full_observability(tmp_path: P
 def test_offline_chat_runs_the_confirmed_experiment(tmp_path: Path) -> None:
     """Dialogue -> confirm -> the graph's own spec approval -> a real (tiny) run -> report."""
     tiny = {"sandbox": "process", "hparams": {"n_envs": 8, "rollout_len": 25}, "eval_episodes": 8}
-    answers = "\n2\nn\n\n1\n1\n400\n\n\n" + "y\n" + "y\n"  # start it; approve the spec
+    answers = "\n2\nNone\nNone\n\n\n1\n1\n400\n\n\n" + "y\n" + "y\n"  # start it; approve the spec
     desk, out = make_desk(answers, tmp_path, **tiny)
     assert offline_chat(desk) == 0
     run_id = desk.last_run_id
@@ -73,7 +76,8 @@ def test_offline_chat_runs_the_confirmed_experiment(tmp_path: Path) -> None:
     report = json.loads((tmp_path / run_id / "report.json").read_text())
     assert report["status"] == "completed" and report["generations"][0]["candidates"] == 1
     spec = json.loads((tmp_path / run_id / "spec.json").read_text())
-    assert spec["env_kwargs"] == {"N": 2} and spec["approve"] == "spec"
+    assert spec["env_kwargs"] == {"N": 2, "num_agent_neighbors": None, "num_landmark_neighbors": None}
+    assert spec["approve"] == "spec"
 
 
 def test_input_ending_mid_dialogue_starts_nothing(tmp_path: Path) -> None:
@@ -238,3 +242,15 @@ def test_lero_chat_subprocess_offline_stops_when_input_ends(tmp_path: Path) -> N
     assert "Experiment design" in done.stdout
     assert "input ended; no experiment started" in done.stdout
     assert not any(tmp_path.iterdir())
+
+
+def test_offline_dialogue_offers_registered_envs_and_your_own(tmp_path: Path) -> None:
+    """A PettingZoo env as package.module:factory; a bad spec is explained and asked again."""
+    own = "tests.graph.test_custom_env_loop:make_rendezvous"
+    answers = f"other\nnope.nope:make\n\nother\n{own}\nn_agents=2\n\n1\n1\n400\n\n\n"
+    desk, out = make_desk(answers, tmp_path)
+    assert guided_dialogue(desk)
+    assert (desk.spec.env, desk.spec.env_kwargs) == (own, {"n_agents": 2})
+    assert "cannot import nope.nope" in out.getvalue()
+    assert "package.module:factory" in desk.list_environments()
+    assert "simple_speaker_listener" in desk.list_environments()

@@ -1,14 +1,27 @@
 """RunSpec: the LERO defaults, and one clear line for every bad setting."""
 
+from pathlib import Path
+
 import pytest
-from lero.graph.configuration import LERO_ENV_KWARGS, RunError, RunSpec
+from lero.graph.configuration import RunError, RunSpec
+from lero.training.envs import task_spec
 
 
 def test_defaults_are_the_lero_setting():
     spec = RunSpec()
+    assert spec.env == "simple_spread" and spec.task is None
     assert spec.env_kwargs == {"N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
-    assert RunSpec.default_env_kwargs() == LERO_ENV_KWARGS
+    assert RunSpec.default_env_kwargs() == task_spec("simple_spread").lero_kwargs
     assert spec.algo == "mappo" and spec.approvals == set()
+
+
+def test_env_defaults_and_the_sandbox_env_come_from_the_env():
+    spec = RunSpec(env="simple_reference")
+    assert spec.env_kwargs == task_spec("simple_reference").lero_kwargs
+    assert spec.job_env == {"name": "simple_reference", **spec.env_kwargs}
+    custom = RunSpec(env="tests.graph.test_custom_env_loop:make_rendezvous", env_kwargs={"n_agents": 2})
+    assert custom.job_env["n_agents"] == 2
+    assert custom.job_env["import_root"] == str(Path(__file__).resolve().parents[2])
 
 
 def test_explicit_empty_env_kwargs_mean_the_envs_own_defaults():

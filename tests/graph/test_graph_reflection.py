@@ -1,6 +1,13 @@
 """Reflection text: Eureka-style snapshots and max/mean/min, tips read off the numbers."""
 
+from lero.agents import TaskSpec
 from lero.graph.reflection import candidate_feedback, generation_reflection, merge_feedback
+
+TASK = TaskSpec(  # the metric names and success measure come from the env's TaskSpec
+    env_name="simple_spread", env_description="", task="", algo="mappo", n_agents=3, obs_dim=12,
+    metrics=(("return", True), ("coverage", True), ("occupied", True), ("collisions", False)),
+    success_metric="coverage",
+)
 
 
 def _record(candidate_id, fitness, stats):
@@ -29,7 +36,7 @@ def test_candidate_feedback_lists_snapshots_and_summary_per_component():
     record = _record(
         "0-1", -12.5, {"dist": _stats([-3.0, -2.0, -1.0]), "return": _stats([-30.0, -20.0])}
     )
-    text = candidate_feedback(record)
+    text = candidate_feedback(record, TASK)
     assert "Candidate 0-1" in text and "-12.5" in text
     assert "dist: [-3, -2, -1]  max -1  mean -2  min -3" in text
     assert "return: [-30, -20]" in text
@@ -42,10 +49,13 @@ def test_tips_flag_flat_and_dominant_components_and_missing_coverage():
         "tiny": _stats([0.1, 0.5]),
         "coverage": _stats([0.0, 0.01]),
     }
-    text = candidate_feedback(_record("0-0", -10.0, stats))
+    text = candidate_feedback(_record("0-0", -10.0, stats), TASK)
     assert "`flat` hardly changes" in text
     assert "`huge` is over 10x larger than `tiny`" in text
-    assert "Coverage stays near zero" in text
+    assert "`coverage` (the task's success measure) stays near zero" in text
+    custom = TaskSpec(**{**TASK.__dict__, "metrics": (("return", True), ("episode_length", False)),
+                         "success_metric": "return"})  # fmt: skip
+    assert "stays near zero" not in candidate_feedback(_record("0-0", -10.0, stats), custom)
 
 
 def test_generation_text_has_baseline_others_failures_and_feedback_but_not_the_elites():
@@ -59,7 +69,7 @@ def test_generation_text_has_baseline_others_failures_and_feedback_but_not_the_e
             "error": "ZeroDivisionError in hybrid_reward",
         }
     ]
-    text = generation_reflection(0, [elite, other], [elite], baseline, dropped)
+    text = generation_reflection(0, [elite, other], [elite], baseline, dropped, TASK)
     assert "Baseline" in text and "-15" in text
     assert "ELITE TEXT" not in text and "Candidate 0-0" not in text and "Candidate 0-1" in text
     assert "0-2: code_error: ZeroDivisionError" in text

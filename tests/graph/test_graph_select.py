@@ -1,8 +1,11 @@
-"""Aggregation over seeds and elite ranking (fitness first, coverage breaks ties)."""
+"""Aggregation over seeds and elite ranking (fitness first, the success metric breaks ties)."""
 
 import math
 
+from lero.agents import TaskSpec
 from lero.graph.nodes.train import aggregate, rank_key
+
+from tests.graph.test_graph_reflection import TASK
 
 
 def seed_result(seed, status="ok", ret=-10.0, coverage=0.0):
@@ -23,9 +26,12 @@ def test_a_failed_seed_leaves_no_fitness_and_names_the_failure():
     assert record["status"] == "timeout" and record["fitness"] is None and record["eval"] == {}
 
 
-def test_ties_in_fitness_are_broken_by_coverage():
+def test_ties_in_fitness_are_broken_by_the_success_metric():
     low = aggregate("a", 0, "x", [seed_result(0, ret=-5.0, coverage=0.1)])
     high = aggregate("b", 0, "y", [seed_result(0, ret=-5.0, coverage=0.4)])
     best = aggregate("c", 0, "z", [seed_result(0, ret=-4.0, coverage=0.0)])
-    ranked = sorted([low, high, best], key=rank_key, reverse=True)
+    ranked = sorted([low, high, best], key=rank_key(TASK), reverse=True)
     assert [r["candidate_id"] for r in ranked] == ["c", "b", "a"]
+    lower_is_better = TaskSpec(**{**TASK.__dict__, "metrics": (("return", True), ("coverage", False))})
+    ranked = sorted([low, high, best], key=rank_key(lower_is_better), reverse=True)
+    assert [r["candidate_id"] for r in ranked] == ["c", "a", "b"]

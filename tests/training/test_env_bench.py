@@ -72,3 +72,10 @@ def test_benchmark_script_prints_the_table() -> None:
     )
     header = next(line for line in run.stdout.splitlines() if line.startswith("bench"))
     assert "ratio" in header and "PASSIVE" in run.stdout
+
+
+@pytest.mark.parametrize("env_name", ["simple_reference", "simple_speaker_listener"])
+def test_bench_env_compares_every_mpe_task_with_its_reference(env_name: str) -> None:
+    row = bench_env(n_envs=32, seconds=0.2, threads=1, rounds=1, env_name=env_name)
+    assert row["env"] == env_name
+    assert row["lero_steps_per_s"] > 0 and row["mpe2_steps_per_s"] > 0

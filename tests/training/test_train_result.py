@@ -81,11 +81,18 @@ def test_summarize_snapshots_are_evenly_spaced() -> None:
 
 
 def test_log_counts_episode_metrics_at_episode_end() -> None:
-    log = TrainingLog(n_envs=2, n_landmarks=3, total_steps=4, n_points=2)
+    names = ("return", "coverage", "occupied", "collisions")
+    log = TrainingLog(n_envs=2, metric_names=names, total_steps=4, n_points=2)
     reward = torch.tensor([[-1.0, -3.0], [-2.0, -2.0]])  # [B=2, N=2]
     not_done, done = torch.tensor([False, False]), torch.tensor([True, True])
-    log.on_step(reward, reward, {}, not_done, torch.tensor([1.0, 0.0]), torch.tensor([0.0, 0.0]))
-    log.on_step(reward, reward, {}, done, torch.tensor([0.0, 2.0]), torch.tensor([3.0, 1.0]))
+    ignored = {name: torch.full((2,), 99.0) for name in names[1:]}  # not read where not done
+    log.on_step(reward, reward, {}, not_done, ignored)
+    at_end = {
+        "coverage": torch.tensor([1.0, 0.0]),
+        "occupied": torch.tensor([3.0, 1.0]),
+        "collisions": torch.tensor([1.0, 2.0]),
+    }
+    log.on_step(reward, reward, {}, done, at_end)
     log.maybe_record(4)
     # both slots: 2 steps x mean(-1, -3) = 2 steps x mean(-2, -2) = -4
     assert log.curves["return"] == [-4.0]

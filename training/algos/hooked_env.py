@@ -35,17 +35,28 @@ class HookedEnv:
         self.total_steps = total_steps
         self.n_envs, self.n_agents, self.n_actions = env.n_envs, env.n_agents, env.n_actions
         self.state_dim = env.state_dim
+        self.roles = env.roles  # per-agent role names (agents that differ)
         self.enhance = ObservationEnhancer(hooks.enhance_observation, env.obs_dim)
+        metric_names = env.task.metric_names
         self.shape_reward = (
-            None if hooks.hybrid_reward is None else RewardShaper(hooks.hybrid_reward)
+            None
+            if hooks.hybrid_reward is None
+            else RewardShaper(hooks.hybrid_reward, metric_names)
         )
         self.raw_obs = env.reset(seed=seed)  # [B, N, D]
         self.obs_dim = self.enhance.probe(self.raw_obs)
-        n_landmarks = env.world()["landmark_pos"].shape[1]
-        self.log = TrainingLog(self.n_envs, n_landmarks, total_steps)
+        self.log = TrainingLog(self.n_envs, metric_names, total_steps)
         self.done_steps = 0
         self.max_steps = env.max_steps
         self.episode_step = torch.zeros(self.n_envs)  # [B] steps taken in the current episode
+
+    def action_mask(self) -> torch.Tensor:
+        """[N, A] bool: the actions each agent may take."""
+        return self.env.action_mask()
+
+    def random_actions(self) -> torch.Tensor:
+        """Uniform valid actions [B, N] (exploration), drawn from torch's global generator."""
+        return self.env.random_actions()
 
     def observe(self) -> torch.Tensor:
         """Current enhanced obs [B, N, D']."""
@@ -75,7 +86,7 @@ class HookedEnv:
                 info["step"],
                 self.progress,
             )
-        self.log.on_step(env_reward, reward, components, done, info["collisions"], info["occupied"])
+        self.log.on_step(env_reward, reward, components, done, info["episode_metrics"])
         self.raw_obs = next_obs
         self.done_steps += self.n_envs
         self.episode_step = torch.where(done, 0.0, self.episode_step + 1.0)

@@ -23,7 +23,7 @@ import torch
 from lero.training.algos.hooked_env import HookedEnv
 from lero.training.algos.networks import RunningMeanStd, mlp, with_agent_id
 from lero.training.config import PPOHparams, TrainConfig
-from lero.training.policy import Policy, PolicyMeta
+from lero.training.policy import Policy, policy_meta
 from torch import nn
 
 
@@ -32,9 +32,7 @@ def train_ppo(cfg: TrainConfig, hp: PPOHparams, env: HookedEnv) -> Policy:
     n_envs, n_agents, n_actions, obs_dim = env.n_envs, env.n_agents, env.n_actions, env.obs_dim
     centralised = cfg.algo == "mappo"
 
-    policy = Policy(
-        PolicyMeta(cfg.algo, obs_dim, n_agents, n_actions, hp.hidden, cfg.env, dict(cfg.env_kwargs))
-    )
+    policy = Policy(policy_meta(cfg.algo, env, hp.hidden, cfg.env, cfg.env_kwargs))
     if centralised:
         critic_net = mlp(env.state_dim + 1, hp.hidden, n_agents, out_gain=1.0)
     else:

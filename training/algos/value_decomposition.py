@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from lero.training.algos.hooked_env import HookedEnv
 from lero.training.algos.replay import ReplayBuffer
 from lero.training.config import TrainConfig, ValueDecompositionHparams
-from lero.training.policy import Policy, PolicyMeta
+from lero.training.policy import Policy, policy_meta
 from torch import nn
 
 
@@ -61,12 +61,10 @@ def train_value_decomposition(
     cfg: TrainConfig, hp: ValueDecompositionHparams, env: HookedEnv
 ) -> Policy:
     """Train VDN (`cfg.algo == "vdn"`) or QMIX on `env`; returns the shared Q-network as the policy."""
-    n_envs, n_agents, n_actions = env.n_envs, env.n_agents, env.n_actions
+    n_envs, n_agents = env.n_envs, env.n_agents
     obs_dim, state_dim = env.obs_dim, env.state_dim
 
-    q_net = Policy(
-        PolicyMeta(cfg.algo, obs_dim, n_agents, n_actions, hp.hidden, cfg.env, dict(cfg.env_kwargs))
-    )
+    q_net = Policy(policy_meta(cfg.algo, env, hp.hidden, cfg.env, cfg.env_kwargs))
     mixer = (
         VDNMixer()
         if cfg.algo == "vdn"
@@ -129,7 +127,7 @@ def train_value_decomposition(
         with torch.inference_mode():
             greedy = q_net(obs).argmax(dim=-1)  # [B, N]
             explore = torch.rand(n_envs, n_agents) < epsilon(env.done_steps)
-            actions = torch.where(explore, torch.randint(n_actions, (n_envs, n_agents)), greedy)
+            actions = torch.where(explore, env.random_actions(), greedy)
             next_obs, reward, done = env.step(actions)
             next_state = mixer_state()
             # A done slot's next_obs is already the new episode's; it is masked by (1 - done).

@@ -20,8 +20,18 @@ done [B] bool, info)``.
   after ``step`` the current state (new episodes where reset).
 - ``info["step"]`` [B] int64: index of the step just taken within its episode
   (0 for the first step).
-- Environments add their own task statistics (simple_spread: ``collisions``,
-  ``occupied``).
+- ``info["episode_metrics"]``: ``{name: [B] float}``, one entry per metric of
+  ``env.task`` except ``return``, holding the value of the episode that ends at this
+  step (meaningful where ``done``; the env accumulates per-episode sums itself, e.g.
+  collisions). Training statistics and evaluation read task metrics only from here.
+- Environments may add their own per-step statistics (simple_spread: ``collisions``,
+  ``occupied``, ``coverage`` of the step).
+
+Agents that differ (heterogeneous tasks) share one padded layout: ``obs_dim`` is the
+largest observation, agent i's row holds its ``obs_dims[i]`` values then zeros;
+``n_actions`` is the largest action count and ``action_mask()`` [N, A] says which
+actions each agent may take (taking another is a ``ValueError``); ``roles`` names each
+agent's role (all equal for homogeneous tasks).
 
 Tensors returned by the env are never modified by it afterwards (state updates
 are out of place), so callers may keep them without copying; callers must not
@@ -78,3 +88,58 @@ class BatchedEnv(ABC):
     @abstractmethod
     def describe(self) -> str:
         """Plain-text description for the designer LLM: obs layout, reward, state."""
+
+    def check_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """``actions`` as int64 on the env's device; one-line ValueError for a wrong type,
+        shape or dtype, or a value outside ``[0, n_actions)``."""
+        where, shape = f"{self.name}.step", (self.n_envs, self.n_agents)
+        if not isinstance(actions, torch.Tensor):
+            raise ValueError(
+                f"{where}: actions must be a torch.Tensor of shape {shape}, got {type(actions).__name__}"
+            )
+        if tuple(actions.shape) != shape:
+            raise ValueError(f"{where}: actions must have shape {shape}, got {tuple(actions.shape)}")
+        if actions.is_floating_point() or actions.is_complex() or actions.dtype == torch.bool:
+            raise ValueError(f"{where}: actions must be integers, got {actions.dtype}")
+        low, high = torch.aminmax(actions)
+        if int(low) < 0 or int(high) >= self.n_actions:
+            raise ValueError(
+                f"{where}: actions must lie in [0, {self.n_actions}), got [{int(low)}, {int(high)}]"
+            )
+        return actions.to(self.device, torch.long)
+
+    def obs_layout(self) -> dict[str, tuple[int, int]]:
+        """Named half-open column ranges of one agent's obs (a task grammar's OEF reads them);
+        empty when the env names none."""
+        return {}
+
+    @property
+    def obs_dims(self) -> tuple[int, ...]:
+        """True observation length of each agent (rows are zero-padded to ``obs_dim``)."""
+        return (self.obs_dim,) * self.n_agents
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """Role name of each agent; homogeneous tasks have one role."""
+        return ("agent",) * self.n_agents
+
+    @property
+    def agent_names(self) -> tuple[str, ...]:
+        """``<role>_<k>``, k counting within the role (mpe2's names: agent_0, speaker_0)."""
+        seen: dict[str, int] = {}
+        names = []
+        for role in self.roles:
+            names.append(f"{role}_{seen.get(role, 0)}")
+            seen[role] = seen.get(role, 0) + 1
+        return tuple(names)
+
+    def action_mask(self) -> torch.Tensor:
+        """[N, A] bool: the actions each agent may take (static); all True when agents are alike."""
+        return torch.ones(self.n_agents, self.n_actions, dtype=torch.bool, device=self.device)
+
+    def random_actions(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Uniform valid actions [B, N] int64 (respecting ``action_mask()``)."""
+        mask = self.action_mask().to(torch.float32)  # [N, A]
+        probs = mask.expand(self.n_envs, -1, -1).reshape(-1, self.n_actions)
+        picks = torch.multinomial(probs, 1, generator=generator)
+        return picks.view(self.n_envs, self.n_agents)

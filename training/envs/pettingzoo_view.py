@@ -27,14 +27,16 @@ class ParallelView(ParallelEnv):
         self.env = env
         self.metadata = {"name": env.name, "render_modes": [], "is_parallelizable": True}
         self.render_mode = None
-        self.possible_agents = [f"agent_{i}" for i in range(env.n_agents)]
+        self.possible_agents = list(env.agent_names)
         self.agents: list[str] = []
+        self._dims = env.obs_dims
+        n_actions = env.action_mask().sum(dim=1).tolist()
         self._observation_spaces = {
-            agent: spaces.Box(-np.inf, np.inf, shape=(env.obs_dim,), dtype=np.float32)
-            for agent in self.possible_agents
+            agent: spaces.Box(-np.inf, np.inf, shape=(dim,), dtype=np.float32)
+            for agent, dim in zip(self.possible_agents, self._dims, strict=True)
         }
         self._action_spaces = {
-            agent: spaces.Discrete(env.n_actions) for agent in self.possible_agents
+            agent: spaces.Discrete(int(n)) for agent, n in zip(self.possible_agents, n_actions, strict=True)
         }
         self.state_space = spaces.Box(-np.inf, np.inf, shape=(env.state_dim,), dtype=np.float32)
 
@@ -45,9 +47,9 @@ class ParallelView(ParallelEnv):
         return self._action_spaces[agent]
 
     def _per_agent(self, values: torch.Tensor) -> dict[str, np.ndarray]:
-        """Split slot 0 of a [1, N, ...] tensor into one numpy array per agent."""
+        """Split slot 0 of a [1, N, D] obs tensor into one unpadded numpy array per agent."""
         rows = values[0].cpu().numpy()
-        return {agent: rows[i].copy() for i, agent in enumerate(self.possible_agents)}
+        return {agent: rows[i, : self._dims[i]].copy() for i, agent in enumerate(self.possible_agents)}
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None

@@ -45,6 +45,7 @@ class TaskSpec:
     success_metric: str  # the metric that says the task was solved (ties in selection)
     grammar: str | None = None  # offline-designer grammar name; None = generic from state_fields
     notes: dict[str, Any] = field(default_factory=dict)  # task constants others may read
+    reference: str | None = None  # module with the reference ``parallel_env(**kwargs)`` (mpe2)
 
     def __post_init__(self) -> None:
         names = [m.name for m in self.metrics]

@@ -1,0 +1,349 @@
+"""The generic grammar: offline candidates for any task, derived from its state fields.
+
+Used when the environment names no grammar of its own (``TaskSpec.grammar is None``).
+What the task offers decides which genes exist (`Vocabulary`):
+
+- reward terms on the environment's own reward, always: ``env`` (own reward), ``team_mean``
+  and ``team_min`` (shared, [B]), ``others_mean`` (the other agents' mean: altruism);
+- distance terms only when the state has position-like fields (name containing ``pos``,
+  shape ``[B, N, k]`` for agents, ``[B, X, k]`` for targets): ``target_nearest``,
+  ``target_cover`` (team), ``agent_spread``; and ``speed`` with a ``vel`` field;
+- observation features computed from the agent's own obs only: ``norm``, ``abs_max``,
+  ``nonzero`` (share of non-zero entries: tells padding, hence roles, apart), ``pair_norms``
+  (lengths of consecutive coordinate pairs), ``clipped`` (a copy clipped to [-1, 1]).
+
+A genome is (terms, features); each term is (kind, weight, schedule) as in the task
+grammar. Modules embed it as ``# lero-generic-genome: {...}`` so elites can be bred.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import statistics
+from dataclasses import dataclass
+
+from lero.agents.offline.render import gene_at_line
+from lero.agents.types import TaskSpec
+
+GENOME_TAG = "# lero-generic-genome: "
+SCHEDULES = ("constant", "ramp_up", "ramp_down")
+SCHEDULE_FACTOR = {"constant": "", "ramp_up": "progress * ", "ramp_down": "(1.0 - progress) * "}
+TASK_TERMS = ("env", "team_mean")  # a genome keeps at least one: the task's own reward
+FAR = 10.0  # the distance standing in for "no other agent"
+DOMINANT_RATIO, DOMINANT_RESCALE, NEAR_CONSTANT = 10.0, 0.3, 1e-3
+
+# kind -> (needs, shape, raw expression, meaning); needs: "" | "pos" | "target" | "vel"
+TERMS: dict[str, tuple[str, str, str, str]] = {
+    "env": ("", "[B, N]", "ctx.env_reward", "the agent's own environment reward"),
+    "team_mean": (
+        "",
+        "[B]",
+        "ctx.env_reward.mean(dim=1)",
+        "team: the agents' mean environment reward",
+    ),
+    "team_min": (
+        "",
+        "[B]",
+        "ctx.env_reward.min(dim=1).values",
+        "team: the worst agent's environment reward",
+    ),
+    "others_mean": (
+        "",
+        "[B, N]",
+        "(ctx.env_reward.sum(dim=1, keepdim=True) - ctx.env_reward) / max(n_agents - 1, 1)",
+        "the other agents' mean environment reward",
+    ),
+    "target_nearest": (
+        "target",
+        "[B, N]",
+        "-dist.min(dim=-1).values",
+        "minus the distance to the nearest target",
+    ),
+    "target_cover": (
+        "target",
+        "[B]",
+        "-dist.min(dim=1).values.sum(dim=-1)",
+        "team: minus the summed distance from each target to its closest agent",
+    ),
+    "agent_spread": (
+        "pos",
+        "[B, N]",
+        "gaps.min(dim=-1).values.clamp(max=0.5)",
+        "distance to the closest other agent, capped at 0.5",
+    ),
+    "speed": ("vel", "[B, N]", "-torch.linalg.norm(agent_vel, dim=-1)", "minus the agent's speed"),
+}
+FEATURES: dict[str, tuple[str, str]] = {  # name -> (expression on obs [M, D], meaning)
+    "norm": ("torch.linalg.norm(obs, dim=-1, keepdim=True)", "length of the observation vector"),
+    "abs_max": ("obs.abs().max(dim=-1, keepdim=True).values", "largest absolute entry"),
+    "nonzero": ("(obs != 0).float().mean(dim=-1, keepdim=True)", "share of non-zero entries"),
+    "pair_norms": (
+        "torch.linalg.norm(obs[:, : D - D % 2].reshape(M, -1, 2), dim=-1)",
+        "length of each consecutive (x, y) pair of entries",
+    ),
+    "clipped": ("obs.clamp(-1.0, 1.0)", "the observation clipped to [-1, 1]"),
+}
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The genes one task offers, and the state fields the distance terms read."""
+
+    terms: tuple[str, ...]
+    features: tuple[str, ...]
+    agent_pos: str | None = None
+    agent_vel: str | None = None
+    target_pos: str | None = None
+
+    @classmethod
+    def of(cls, task: TaskSpec) -> Vocabulary:
+        fields = {name: _dims(shape) for name, shape in task.state_fields}
+        per_agent = {
+            name for name, dims in fields.items() if dims[1:2] in (["N"], [str(task.n_agents)])
+        }
+        vectors = [name for name, dims in fields.items() if len(dims) == 3 and dims[2].isdigit()]
+        agent_pos = _pick(vectors, "pos", per_agent, agent=True)
+        target_pos = _pick([v for v in vectors if v != agent_pos], "pos", None, agent=False)
+        agent_vel = _pick(vectors, "vel", per_agent, agent=True)
+        have = {""} | ({"pos"} if agent_pos else set())
+        have |= {"target"} if agent_pos and target_pos else set()
+        have |= {"vel"} if agent_vel else set()
+        reserved = {name for name, _ in task.metrics} | {"steps", "return", "train_reward"}
+        terms = tuple(k for k, spec in TERMS.items() if spec[0] in have and k not in reserved)
+        features = tuple(f for f in FEATURES if f != "pair_norms" or task.obs_dim >= 2)
+        return cls(terms, features, agent_pos, agent_vel, target_pos)
+
+
+def _dims(shape: str) -> list[str]:
+    return [part.strip() for part in shape.strip("[] ").split(",") if part.strip()]
+
+
+def _pick(vectors: list[str], word: str, per_agent: set[str] | None, agent: bool) -> str | None:
+    """The ``[B, *, k]`` field named like ``word``: per agent (``agent_*`` first) or not of agents."""
+    named = [v for v in vectors if word in v.lower()]
+    if agent:
+        ranked = sorted(
+            (v for v in named if v in per_agent), key=lambda v: "agent" not in v.lower()
+        )
+    else:
+        ranked = [v for v in named if "agent" not in v.lower()]
+    return ranked[0] if ranked else None
+
+
+@dataclass(frozen=True)
+class GenericGenome:
+    terms: tuple[tuple[str, float, str], ...]  # (kind, weight, schedule), in TERMS order
+    features: tuple[str, ...]  # in FEATURES order
+
+    @classmethod
+    def build(
+        cls, terms: dict[str, tuple[float, str]], features: set[str] | tuple[str, ...]
+    ) -> GenericGenome:
+        if not any(kind in terms for kind in TASK_TERMS):
+            raise ValueError(f"a generic genome needs a task term ({', '.join(TASK_TERMS)})")
+        ordered = tuple((k, round(terms[k][0], 4), terms[k][1]) for k in TERMS if k in terms)
+        return cls(ordered, tuple(f for f in FEATURES if f in set(features)))
+
+    def term_map(self) -> dict[str, tuple[float, str]]:
+        return {kind: (weight, schedule) for kind, weight, schedule in self.terms}
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"terms": [list(t) for t in self.terms], "features": list(self.features)},
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def of_code(cls, code: str) -> GenericGenome | None:
+        """The genome a generic module embeds; None for any other code."""
+        for line in code.splitlines():
+            if line.startswith(GENOME_TAG):
+                try:
+                    body = json.loads(line[len(GENOME_TAG) :])
+                    terms = {str(k): (float(w), str(s)) for k, w, s in body["terms"]}
+                    return cls.build(terms, tuple(body["features"]))
+                except (ValueError, KeyError, TypeError):
+                    return None
+        return None
+
+
+def prior(vocab: Vocabulary) -> GenericGenome:
+    """The first guess: own reward mixed with the team's, a fading distance hint when there is one."""
+    terms = {"env": (0.5, "constant"), "team_mean": (0.5, "constant")}
+    if "target_nearest" in vocab.terms:
+        terms["target_nearest"] = (0.3, "ramp_down")
+    features = {"norm", "pair_norms"} & set(vocab.features) or {vocab.features[0]}
+    return GenericGenome.build(terms, features)
+
+
+def sample(rng: random.Random, vocab: Vocabulary) -> GenericGenome:
+    """A fresh sample: one task term, up to two others, one to three features."""
+    task = rng.choice(TASK_TERMS)
+    others = [k for k in vocab.terms if k != task]
+    extras = rng.sample(others, k=min(len(others), rng.randint(0, 2)))
+    terms = {kind: (_weight(rng), rng.choice(SCHEDULES)) for kind in extras}
+    terms[task] = (_weight(rng), "constant")
+    features = rng.sample(vocab.features, k=rng.randint(1, min(3, len(vocab.features))))
+    return GenericGenome.build(terms, set(features))
+
+
+def mutate(
+    genome: GenericGenome, rng: random.Random, vocab: Vocabulary
+) -> tuple[GenericGenome, str]:
+    """One edit: reweight or reschedule a term, add or drop a term, toggle a feature."""
+    terms, features = genome.term_map(), set(genome.features)
+    for _ in range(20):
+        move = rng.choice(("reweight", "reschedule", "add", "drop", "feature"))
+        kind = rng.choice(list(terms))
+        weight, schedule = terms[kind]
+        if move == "reweight":
+            factor = math.exp(rng.gauss(0.0, 0.5))
+            return _with(
+                genome, {**terms, kind: (weight * factor, schedule)}
+            ), f"{kind} weight x{factor:.2f}"
+        if move == "reschedule":
+            new = rng.choice([s for s in SCHEDULES if s != schedule])
+            return _with(genome, {**terms, kind: (weight, new)}), f"{kind} schedule -> {new}"
+        missing = [k for k in vocab.terms if k not in terms]
+        if move == "add" and missing:
+            added = rng.choice(missing)
+            return _with(
+                genome, {**terms, added: (_weight(rng), rng.choice(SCHEDULES))}
+            ), f"added {added}"
+        rest = {k: v for k, v in terms.items() if k != kind}
+        if move == "drop" and any(k in TASK_TERMS for k in rest):
+            return _with(genome, rest), f"dropped {kind}"
+        if move == "feature":
+            feature = rng.choice(vocab.features)
+            if feature in features and len(features) > 1:
+                return GenericGenome.build(
+                    terms, features - {feature}
+                ), f"dropped feature {feature}"
+            if feature not in features:
+                return GenericGenome.build(terms, features | {feature}), f"added feature {feature}"
+    return _with(genome, terms), "unchanged"
+
+
+def crossover(first: GenericGenome, second: GenericGenome, rng: random.Random) -> GenericGenome:
+    """Every term and feature of either parent is inherited from one of them at random."""
+    a, b = first.term_map(), second.term_map()
+    terms = {
+        k: rng.choice([v for v in (a.get(k), b.get(k)) if v])
+        for k in {*a, *b}
+        if (k in a and k in b) or rng.random() < 0.5
+    }
+    if not any(k in TASK_TERMS for k in terms):
+        terms.update({k: v for k, v in a.items() if k in TASK_TERMS})
+    features = {f for f in {*first.features, *second.features} if rng.random() < 0.5} or set(
+        first.features
+    )
+    return GenericGenome.build(terms, features)
+
+
+def guided(genome: GenericGenome, stats: dict[str, dict]) -> tuple[GenericGenome, list[str]]:
+    """Reflection tips applied mechanically: rescale a dominating component, drop a flat one."""
+    terms, notes = genome.term_map(), []
+    magnitudes = {k: abs(float(stats[k]["mean"])) for k in terms if k in stats}
+    for kind, magnitude in magnitudes.items():
+        rest = [m for other, m in magnitudes.items() if other != kind]
+        if rest and magnitude >= DOMINANT_RATIO * max(statistics.median(rest), 1e-8):
+            terms[kind] = (terms[kind][0] * DOMINANT_RESCALE, terms[kind][1])
+            notes.append(f"{kind} dominated the reward: rescaled x{DOMINANT_RESCALE}")
+    for kind in [k for k in terms if k in stats]:
+        low, high, mean = (float(stats[kind][key]) for key in ("min", "max", "mean"))
+        rest = {k: v for k, v in terms.items() if k != kind}
+        if high - low <= NEAR_CONSTANT * max(1.0, abs(mean)) and any(k in TASK_TERMS for k in rest):
+            terms = rest
+            notes.append(f"{kind} was near constant: dropped")
+    return _with(genome, terms), notes
+
+
+def render(genome: GenericGenome, vocab: Vocabulary) -> str:
+    """The candidate module: a docstring listing the genes, the genome tag, both functions."""
+    kinds = {kind for kind, _, _ in genome.terms}
+    header = [
+        '"""Hybrid reward and observation enhancement written by lero\'s offline designer (generic grammar).',
+        "",
+        "Reward terms (weight, schedule):",
+        *(f"- {k} ({w:+.3g}, {s}): {TERMS[k][3]}" for k, w, s in genome.terms),
+        "Observation features (from the agent's own obs):",
+        *(f"- {f}: {FEATURES[f][1]}" for f in genome.features),
+        '"""',
+        f"{GENOME_TAG}{genome.to_json()}",
+        "import torch",
+    ]
+    reward = [
+        "def hybrid_reward(ctx):",
+        '    """Per-agent rewards [B, N] as the weighted sum of the terms listed above."""',
+        "    progress = float(ctx.progress)",
+        "    n_agents = ctx.env_reward.shape[1]",
+    ]
+    if kinds & {"target_nearest", "target_cover", "agent_spread"}:
+        reward.append(f'    agent_pos = ctx.state["{vocab.agent_pos}"]  # [B, N, k]')
+    if kinds & {"target_nearest", "target_cover"}:
+        reward += [
+            f'    target_pos = ctx.state["{vocab.target_pos}"]  # [B, X, k]',
+            "    dist = torch.linalg.norm(agent_pos[:, :, None, :] - target_pos[:, None, :, :], dim=-1)  # [B, N, X]",
+        ]
+    if "agent_spread" in kinds:
+        reward += [
+            "    gaps = torch.linalg.norm(agent_pos[:, :, None, :] - agent_pos[:, None, :, :], dim=-1)  # [B, N, N]",
+            f"    gaps = gaps + {FAR} * torch.eye(n_agents, dtype=gaps.dtype, device=gaps.device)",
+        ]
+    if "speed" in kinds:
+        reward.append(f'    agent_vel = ctx.state["{vocab.agent_vel}"]  # [B, N, k]')
+    reward.append("    components = {}")
+    for kind, weight, schedule in genome.terms:
+        raw = TERMS[kind][2]
+        reward += [
+            f"    # term: {kind}",
+            f'    components["{kind}"] = ({weight!r} * {SCHEDULE_FACTOR[schedule]}({raw})).float()  # {TERMS[kind][1]}',
+        ]
+    reward += [
+        "    reward = torch.zeros_like(ctx.env_reward)  # [B, N]",
+        "    for value in components.values():",
+        "        reward = reward + (value[:, None] if value.dim() == 1 else value)",
+        "    return reward, components",
+    ]
+    oef = [
+        "def enhance_observation(obs):",
+        '    """Append features of this agent\'s own observation [M, D] -> [M, D + k]."""',
+        "    M, D = obs.shape",
+        "    features = []",
+    ]
+    for feature in genome.features:
+        oef += [f"    # feature: {feature}", f"    features.append({FEATURES[feature][0]})"]
+    oef.append("    return torch.cat([obs, *features], dim=-1)")
+    return "\n\n\n".join(["\n".join(header), "\n".join(reward), "\n".join(oef)]) + "\n"
+
+
+def without_culprit(
+    genome: GenericGenome, code: str, error: str
+) -> tuple[GenericGenome | None, str]:
+    """The genome minus the term or feature whose marked block the traceback points at."""
+    for number in reversed([int(n) for n in re.findall(r"line (\d+)", error)]):
+        gene = gene_at_line(code, number)
+        if gene is None:
+            continue
+        kind, name = gene.split(":")
+        terms, features = genome.term_map(), set(genome.features)
+        rest = {k: v for k, v in terms.items() if k != name}
+        if kind == "feature" and len(features) > 1:
+            return GenericGenome.build(
+                terms, features - {name}
+            ), f"dropped feature {name} (line {number} failed)"
+        if kind == "term" and any(k in TASK_TERMS for k in rest):
+            return _with(genome, rest), f"dropped term {name} (line {number} failed)"
+    return None, ""
+
+
+def _with(genome: GenericGenome, terms: dict[str, tuple[float, str]]) -> GenericGenome:
+    return GenericGenome.build(terms, genome.features)
+
+
+def _weight(rng: random.Random) -> float:
+    """Log-uniform in [0.2, 2]: terms start near the scale of the env reward."""
+    return round(math.exp(rng.uniform(math.log(0.2), math.log(2.0))), 3)
