@@ -31,7 +31,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 1
 DEFAULT_RUNS_DIR = "runs"
 RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
-    "sandbox", "approve", "run_id", "runs_dir",
+    "sandbox", "approve", "run_id", "runs_dir", "offline_prior",
 )  # fmt: skip
 
 
@@ -141,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--approve", choices=("none", "spec", "candidates", "generations", "all"))
     run.add_argument("--run-id")
     run.add_argument("--runs-dir", help=f"where runs live (default {DEFAULT_RUNS_DIR}/)")
+    run.add_argument(
+        "--no-prior", dest="offline_prior", action="store_const", const=False,
+        help="offline designer: no hand-written prior in generation 0 (sampled designs only)",
+    )  # fmt: skip
 
     resume = sub.add_parser("resume", help="continue an interrupted run")
     resume.add_argument("run_id")

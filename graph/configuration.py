@@ -40,7 +40,7 @@ class RunSpec(BaseModel):
     generations: int = Field(default=3, ge=1, le=100)
     population: int = Field(default=4, ge=1, le=64)
     steps: int = Field(default=300_000, ge=1)  # joint env steps per candidate and seed
-    seeds: int = Field(default=1, ge=1, le=32)
+    seeds: int = Field(default=2, ge=1, le=32)  # fitness = mean over seeds (one is noise)
     llm: str = "offline"
     base_url: str | None = None
     sandbox: Literal["auto", "docker", "process"] = "auto"
@@ -57,6 +57,7 @@ class RunSpec(BaseModel):
     eval_episodes: int = Field(default=512, ge=1)
     hparams: dict[str, Any] = Field(default_factory=dict)
     n_elites: int = Field(default=2, ge=1, le=16)
+    offline_prior: bool = True  # offline designer: generation 0 starts from its hand-written prior
 
     @field_validator("llm")
     @classmethod

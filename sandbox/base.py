@@ -199,7 +199,8 @@ class Sandbox(ABC):
                 if cache_dir is not None
                 else tempfile.mkdtemp(prefix="lero-jobs-")
             )
-        self.work_dir = Path(work_dir)
+        # absolute: backends mount job directories by path (a relative `runs/` broke the process backend)
+        self.work_dir = Path(work_dir).resolve()
         self.work_dir.mkdir(parents=True, exist_ok=True)
 
     @abstractmethod

@@ -40,8 +40,9 @@ class OfflineDesigner:
     them again (after a resume the sandbox's result cache catches repeats instead).
     """
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, prior: bool = True):
         self.seed = seed
+        self.prior = prior  # False: generation 0 is sampled, no hand-written head start
         self.proposed: set[Genome] = set()
 
     def design(
@@ -111,7 +112,7 @@ class OfflineDesigner:
         exploit: bool,
     ) -> Child:
         if not parents:
-            if exploit:
+            if exploit and self.prior:
                 return Child(prior_genome(task.n_agents), ("prior design",))
             return Child(random_genome(rng, task.n_agents), ("fresh sample",))
         if index > 0 and rng.random() < EXPLORE:
@@ -143,7 +144,9 @@ class OfflineDebugger:
         tried = {code, *(earlier for earlier, _ in history)}
         genome = genome_of(code)
         if genome is not None:
-            repaired, note = _without_culprit(genome, code, error, task.n_agents)
+            repaired, note = _without_culprit(
+                genome, code, error, task.n_agents, prior=self.designer.prior
+            )
             if repaired is not None:
                 draft = self.designer.draft(
                     task, Child(fit_to_layout(repaired, task), (note,)), "offline:repair"
@@ -180,7 +183,7 @@ def _pick(rng: random.Random, parents: list[tuple[Elite, Genome]]) -> tuple[Elit
 
 
 def _without_culprit(
-    genome: Genome, code: str, error: str, n_agents: int
+    genome: Genome, code: str, error: str, n_agents: int, prior: bool = True
 ) -> tuple[Genome | None, str]:
     """The genome minus the gene the error points at (by traceback line, else by hook name)."""
     for line in reversed([int(n) for n in re.findall(r"line (\d+)", error)]):
@@ -199,10 +202,9 @@ def _without_culprit(
         return genome.with_features(
             {"nearest_landmark"}
         ), "reset features to nearest_landmark after an OEF failure"
-    if "hybrid_reward" in error:
-        prior = prior_genome(n_agents)
+    if "hybrid_reward" in error and prior:
         return genome.with_terms(
-            prior.terms
+            prior_genome(n_agents).terms
         ), "reset reward terms to the prior after an HRF failure"
     return None, ""
 

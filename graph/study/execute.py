@@ -211,9 +211,7 @@ def run_study(spec: StudySpec, progress: Progress | None = None) -> dict[str, An
     started = time.monotonic()
     if todo:
         try:
-            # absolute: a backend mounts the job directories by path
-            sandbox = get_sandbox(plan.sandbox, cache_dir=plan.cache_dir.resolve(),
-                                  max_parallel=spec.max_parallel)  # fmt: skip
+            sandbox = get_sandbox(plan.sandbox, cache_dir=plan.cache_dir, max_parallel=spec.max_parallel)
         except SandboxUnavailable as error:
             raise RunError(str(error).splitlines()[0]) from None
         try:

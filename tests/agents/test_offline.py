@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from lero.agents import Elite, check_candidate
-from lero.agents.offline.designer import OfflineDebugger, OfflineDesigner
+from lero.agents.offline.designer import OfflineDebugger, OfflineDesigner, fit_to_layout
 from lero.agents.offline.evolve import crossover, guided, mutate, prior_genome, random_genome
 from lero.agents.offline.genome import FEATURE_KINDS, TERM_KINDS, Genome, Term, genome_of
 from lero.agents.offline.render import render
@@ -277,3 +277,13 @@ def test_features_follow_the_layout(task):
         features = genome_of(draft.code).features
         assert features and not {"occupancy", "free_landmark", "nearest_agent"} & set(features)
         assert check_candidate(draft.code) == []
+
+
+def test_without_the_prior_generation_zero_is_sampled(task):
+    """`offline_prior=False` (`lero run --no-prior`): no hand-written head start."""
+    with_prior = OfflineDesigner(seed=0).design(task, k=3, elites=[], reflection="")
+    without = OfflineDesigner(seed=0, prior=False).design(task, k=3, elites=[], reflection="")
+    prior = fit_to_layout(prior_genome(task.n_agents), task)
+    assert genome_of(with_prior[0].code) == prior
+    assert all(genome_of(d.code) != prior for d in without)
+    assert not any("prior" in d.reply for d in without)

@@ -152,3 +152,36 @@ def test_study_bad_input_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyP
     code, _, err = lero(["study", "--candidate", "cand.py", "--algos", "dqn"], capsys)
     assert code == 2 and "unknown algorithm 'dqn'" in err
     assert not Path("runs").exists()
+
+
+def test_study_of_a_run_without_the_prior_reports_generation_gains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("run.json").write_text(json.dumps({"hparams": TINY_HPARAMS["mappo"], "eval_episodes": 8}))
+    code, _, err = lero(
+        ["run", "--config", "run.json", "--generations", "2", "--population", "1", "--steps", "400",
+         "--seeds", "1", "--llm", "offline", "--sandbox", "process", "--run-id", "r", "--no-prior"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(Path("runs/r/spec.json").read_text())["offline_prior"] is False
+    report = json.loads(Path("runs/r/report.json").read_text())
+    Path("study.json").write_text(json.dumps({"variants": ["native", "hrf+oef"]}))
+    code, out, err = lero(["study", "r", *TINY, "--config", "study.json"], capsys)
+    assert code == 0, err + out
+    (folder,) = Path("runs/r/studies").iterdir()
+    study = json.loads((folder / "study.json").read_text())
+    assert study["config"]["source"]["candidate_id"] == report["best"]["candidate_id"]
+    assert study["config"]["hparams"] == {"mappo": TINY_HPARAMS["mappo"]}  # the run's settings
+    assert [c["variant"] for c in study["cells"]] == ["native", "hrf+oef"]
+    gens = study["generations"]
+    best = {str(g["generation"]): g["best_fitness"] for g in report["generations"]}
+    assert gens["best_per_generation"] == best and gens["offline_prior"] is False
+    assert gens["gain_over_generation0"] == pytest.approx(max(best.values()) - best["0"])
+    assert "What the generations added" in (folder / "study.md").read_text()
+    # other settings under the same study id are refused, the study is kept
+    code, _, err = lero(["study", "r", *TINY, "--config", "study.json", "--study-id", folder.name,
+                         "--eval-episodes", "16"], capsys)  # fmt: skip
+    assert code == 2 and "exists with other settings" in err
+    assert json.loads((folder / "study.json").read_text()) == study
