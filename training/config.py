@@ -56,11 +56,11 @@ class ValueDecompositionHparams:
 
     n_envs: int = 256
     rollout_len: int = 16  # steps per env between updates
-    lr: float = 5e-4
+    lr: float = 1e-3
     gamma: float = 0.9
     td_lambda: float = 0.3  # Q(lambda) targets: 0 = one-step TD, 1 = Monte Carlo within a rollout
     epochs: int = 2  # passes over each rollout
-    minibatches: int = 4
+    minibatches: int = 16
     eps_start: float = 1.0
     eps_end: float = 0.05
     eps_anneal_frac: float = 0.1  # share of the budget over which epsilon decays linearly

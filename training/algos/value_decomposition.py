@@ -18,8 +18,14 @@ with the network that collected it,
   G_t     = r_t + gamma (1 - d_t) ((1 - lambda) V_{t+1} + lambda G_{t+1}),
 and Q_tot(o_t, a_t; s_t) regresses onto G_t for a few epochs of shuffled
 minibatches. The targets stay fixed during those epochs, which is what a
-target network would provide. Time-limit ends count as terminal (as in
-PyMARL and JaxMARL); a short horizon (gamma 0.9) keeps that bias small.
+target network would provide.
+
+Episode ends are time limits, not terminal states, and the agents do not see
+the time: treating them as terminal (PyMARL, JaxMARL) gives the last steps of
+an episode targets the Q-network cannot tell apart from the others. Here the
+step that hits the limit has no TD target: it is left out of the loss and
+the return before it bootstraps from the collecting network's own
+Q_tot(o_t, a_t; s_t) there (d_t marks these steps below).
 """
 
 from __future__ import annotations
@@ -65,14 +71,24 @@ class QMixer(nn.Module):
 
 
 def lambda_returns(
-    reward: torch.Tensor, done: torch.Tensor, next_value: torch.Tensor, gamma: float, lam: float
+    reward: torch.Tensor,
+    truncated: torch.Tensor,
+    next_value: torch.Tensor,
+    own_value: torch.Tensor,
+    gamma: float,
+    lam: float,
 ) -> torch.Tensor:
-    """Q(lambda) targets G [T, B] from reward [T, B], done [T, B] and V(s_{t+1}) next_value [T, B]."""
+    """Q(lambda) targets G [T, B].
+
+    reward [T, B]; truncated [T, B] (1 where the step hit the time limit: its next obs
+    belongs to a new episode); next_value [T, B] = V(s_{t+1}); own_value [T, B] =
+    Q_tot(o_t, a_t; s_t) of the collecting network, the target of truncated steps.
+    """
     targets = torch.empty_like(reward)
     running = next_value[-1]  # [B] the bootstrap after the last step
     for t in reversed(range(reward.shape[0])):
         blended = (1.0 - lam) * next_value[t] + lam * running if t < reward.shape[0] - 1 else running
-        running = reward[t] + gamma * (1.0 - done[t]) * blended
+        running = torch.where(truncated[t] > 0, own_value[t], reward[t] + gamma * blended)
         targets[t] = running
     return targets
 
@@ -109,9 +125,10 @@ def train_value_decomposition(
     obs_buf = torch.zeros(horizon, n_envs, n_agents, obs_dim)  # [T, B, N, D']
     state_buf = torch.zeros(horizon + 1, n_envs, state_dim + 1)  # [T + 1, B, S + 1]
     greedy_q_buf = torch.zeros(horizon + 1, n_envs, n_agents)  # [T + 1, B, N] max_a Q_i
+    chosen_q_buf = torch.zeros(horizon, n_envs, n_agents)  # [T, B, N] Q_i(o_t, a_t)
     actions_buf = torch.zeros(horizon, n_envs, n_agents, dtype=torch.long)  # [T, B, N]
     reward_buf = torch.zeros(horizon, n_envs)  # [T, B] team reward
-    done_buf = torch.zeros(horizon, n_envs)  # [T, B]
+    done_buf = torch.zeros(horizon, n_envs)  # [T, B] 1 = the step hit the time limit
     n_samples = horizon * n_envs
     minibatch_size = math.ceil(n_samples / hp.minibatches)
 
@@ -125,18 +142,20 @@ def train_value_decomposition(
                 explore = torch.rand(n_envs, n_agents) < eps
                 actions = torch.where(explore, torch.randint(n_actions, (n_envs, n_agents)), greedy)
                 obs_buf[t], state_buf[t], greedy_q_buf[t], actions_buf[t] = obs, state, greedy_q, actions
+                chosen_q_buf[t] = q_values.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
                 obs, reward, done = env.step(actions)
                 state = mixer_state()
                 reward_buf[t], done_buf[t] = reward.sum(dim=-1), done.float()
             state_buf[horizon], greedy_q_buf[horizon] = state, q_net(obs).max(dim=-1).values
-            # A done slot's next obs is the new episode's; (1 - done) masks its value.
             values = mixer(greedy_q_buf.flatten(0, 1), state_buf.flatten(0, 1)).view(horizon + 1, n_envs)
-            targets = lambda_returns(reward_buf, done_buf, values[1:], hp.gamma, hp.td_lambda)
+            own = mixer(chosen_q_buf.flatten(0, 1), state_buf[:-1].flatten(0, 1)).view(horizon, n_envs)
+            targets = lambda_returns(reward_buf, done_buf, values[1:], own, hp.gamma, hp.td_lambda)
 
         flat_obs, flat_actions = obs_buf.flatten(0, 1), actions_buf.flatten(0, 1)  # [T*B, N, D'], [T*B, N]
         flat_state, flat_targets = state_buf[:-1].flatten(0, 1), targets.flatten()  # [T*B, S + 1], [T*B]
+        learnable = torch.nonzero(done_buf.flatten() == 0).squeeze(-1)  # [K] steps with a TD target
         for _ in range(hp.epochs):
-            for idx in torch.randperm(n_samples).split(minibatch_size):
+            for idx in learnable[torch.randperm(learnable.numel())].split(minibatch_size):
                 chosen_q = q_net(flat_obs[idx]).gather(-1, flat_actions[idx].unsqueeze(-1)).squeeze(-1)  # [M, N]
                 loss = F.mse_loss(mixer(chosen_q, flat_state[idx]), flat_targets[idx])
                 optimizer.zero_grad()
