@@ -154,6 +154,7 @@ def test_study_bad_input_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert not Path("runs").exists()
 
 
+@pytest.mark.slow
 def test_study_of_a_run_without_the_prior_reports_generation_gains(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
