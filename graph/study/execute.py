@@ -21,7 +21,7 @@ from typing import Any
 
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.report import best_candidate, load_run, summarize, write_atomic
-from lero.graph.study.spec import PAPER_ALGOS, SELECTION_EVAL_SEED, StudySpec
+from lero.graph.study.spec import SELECTION_EVAL_SEED, StudySpec
 from lero.graph.study.variants import variant_code
 
 Progress = Callable[[str], None]
@@ -132,9 +132,11 @@ def plan_study(spec: StudySpec) -> Plan:
         generations = None
     for variant in spec.variants:
         variant_code(code, variant)  # the candidate must split into its variants
-    unknown = [a for a in algos if a not in PAPER_ALGOS]
+    from lero.training import ALGOS
+
+    unknown = [a for a in algos if a not in ALGOS]
     if unknown:
-        raise RunError(f"unknown algorithm {unknown[0]!r}; choose from {', '.join(PAPER_ALGOS)}")
+        raise RunError(f"unknown algorithm {unknown[0]!r}; choose from {', '.join(ALGOS)}")
     hparams = {a: {**hparams.get(a, {}), **spec.hparams.get(a, {})} for a in algos}
     study_id = spec.study_id or _slug(
         f"{source.get('candidate_id', Path(str(spec.candidate)).stem)}-{'+'.join(algos)}-{steps}steps-{spec.seeds}seeds"

@@ -12,9 +12,10 @@ from typing import Any, Literal
 
 from lero.graph.configuration import RunError
 from lero.graph.study.variants import VARIANTS
+from lero.sandbox.runner import EVAL_SEED
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-SELECTION_EVAL_SEED = 12345  # sandbox.runner.EVAL_SEED, the loop's selection episodes
+SELECTION_EVAL_SEED = EVAL_SEED  # the episodes the loop selects candidates on
 FIRST_TRAIN_SEED = 1000  # the loop trains with seeds 0..seeds-1: studies use fresh ones
 FIRST_EVAL_SEED = 100_000  # held-out episodes: seed FIRST_EVAL_SEED + i for training seed i
 DEFAULT_SEEDS = 5
