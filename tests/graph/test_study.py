@@ -186,3 +186,24 @@ def test_study_of_a_run_without_the_prior_reports_generation_gains(
                          "--eval-episodes", "16"], capsys)  # fmt: skip
     assert code == 2 and "exists with other settings" in err
     assert json.loads((folder / "study.json").read_text()) == study
+
+
+def test_evaluate_job_measures_the_held_out_episodes_it_is_given(tmp_path: Path) -> None:
+    """`Job.eval_seed` reaches the trusted evaluation; None keeps the selection episodes."""
+    from lero.sandbox import Job, get_sandbox
+    from lero.training import evaluate, load_policy
+
+    env = {"name": "simple_spread", "N": 2}
+    sandbox = get_sandbox("process", cache_dir=tmp_path / "cache")
+    common = {"code": None, "env": env, "algo": "mappo", "steps": 400, "seed": 0,
+              "hparams": TINY_HPARAMS["mappo"], "eval_episodes": 16}  # fmt: skip
+    trained = sandbox.run_job(Job(kind="train", **common))
+    assert trained.status == "ok"
+    policy = load_policy(trained.policy_dir)
+    for eval_seed, episodes_seed in ((None, SELECTION_EVAL_SEED), (100_000, 100_000)):
+        job = Job(kind="evaluate", policy_dir=trained.policy_dir, eval_seed=eval_seed, **common)
+        assert ("eval_seed" in job.config()) == (eval_seed is not None)
+        result = sandbox.run_job(job)
+        expected = evaluate(policy, "simple_spread", {"N": 2}, episodes=16, seed=episodes_seed)
+        assert result.metrics == pytest.approx(expected)
+    assert "eval_seed" not in Job(kind="train", eval_seed=5, **common).config()
