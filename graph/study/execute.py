@@ -21,6 +21,7 @@ from typing import Any
 
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.report import best_candidate, load_run, summarize, write_atomic
+from lero.graph.study.report import write_study
 from lero.graph.study.spec import SELECTION_EVAL_SEED, StudySpec
 from lero.graph.study.variants import variant_code
 
@@ -60,6 +61,11 @@ class Plan:
 
     def cell_path(self, algo: str, variant: str, seed: int) -> Path:
         return self.study_dir / "cells" / algo / variant / f"seed-{seed}.json"
+
+    def read_cell(self, algo: str, variant: str, seed: int) -> dict[str, Any] | None:
+        """The finished job's record, or None when it has not finished yet."""
+        path = self.cell_path(algo, variant, seed)
+        return json.loads(path.read_text()) if path.is_file() else None
 
 
 def _slug(text: str) -> str:
@@ -191,14 +197,8 @@ def _run_cell(plan: Plan, sandbox: Any, algo: str, variant: str, index: int) -> 
     return record
 
 
-def read_cell(plan: Plan, algo: str, variant: str, seed: int) -> dict[str, Any] | None:
-    path = plan.cell_path(algo, variant, seed)
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def run_study(spec: StudySpec, progress: Progress | None = None) -> dict[str, Any]:
     """Train what is missing, then write study.json / study.md / plots; returns study.json."""
-    from lero.graph.study.report import write_study
     from lero.sandbox import SandboxUnavailable, get_sandbox
 
     say = progress or (lambda line: None)
@@ -207,7 +207,7 @@ def run_study(spec: StudySpec, progress: Progress | None = None) -> dict[str, An
     _start_dir(plan)
     todo = [(algo, variant, i) for algo in plan.algos for variant in spec.variants
             for i, seed in enumerate(spec.train_seeds)
-            if (read_cell(plan, algo, variant, seed) or {}).get("status") != "ok"]  # fmt: skip
+            if (plan.read_cell(algo, variant, seed) or {}).get("status") != "ok"]  # fmt: skip
     total = len(plan.algos) * len(spec.variants) * spec.seeds
     say(f"study {plan.study_dir.name}: {total - len(todo)} of {total} cells done, {len(todo)} to train")
     started = time.monotonic()

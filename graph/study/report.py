@@ -23,9 +23,7 @@ CURVE = "return"  # training-time native return per agent (training curves' key)
 
 
 def _cell(plan: Plan, metrics: list[str], algo: str, variant: str) -> dict[str, Any]:
-    from lero.graph.study.execute import read_cell
-
-    records = [read_cell(plan, algo, variant, seed) for seed in plan.spec.train_seeds]
+    records = [plan.read_cell(algo, variant, seed) for seed in plan.spec.train_seeds]
     ok = [r for r in records if r is not None and r["status"] == "ok"]
     failed = {str(r["seed"]): r["status"] for r in records if r is not None and r["status"] != "ok"}
     per_seed = {m: [float(r["metrics"][m]) for r in ok] for m in metrics if all(m in r["metrics"] for r in ok)}
