@@ -126,6 +126,9 @@ class LLMConfig(BaseModel):
     max_requests: int | None = Field(default=None, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
     seed: int = 0
+    # offline designer: start generation 0 from its hand-written prior design (False = the
+    # first generation is sampled from the grammar only, so evolution gets no head start)
+    offline_prior: bool = True
 
     @model_validator(mode="after")
     def _openai_needs_a_model(self) -> LLMConfig:

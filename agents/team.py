@@ -32,7 +32,7 @@ def make_team(cfg: LLMConfig, on_call: OnCall | None = None) -> Team:
     """`on_call(role, info)` is told about every LLM request (for events.jsonl `llm_call`)."""
     ledger = UsageLedger(max_requests=cfg.max_requests, max_tokens=cfg.max_tokens)
     if cfg.backend == "offline":
-        designer = OfflineDesigner(seed=cfg.seed)
+        designer = OfflineDesigner(seed=cfg.seed, prior=cfg.offline_prior)
         return Team(designer, Critic(None), OfflineDebugger(designer), None, ledger)
     model = ChatModel(cfg, ledger, on_call)
     return Team(

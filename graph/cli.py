@@ -36,7 +36,7 @@ DEFAULT_RUNS_DIR = "runs"
 RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
     "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
-    "wall_clock_s", "exploit_fraction", "task",
+    "wall_clock_s", "exploit_fraction", "task", "offline_prior",
 )  # fmt: skip
 BUDGET_FLAGS = ("max_llm_requests", "max_llm_tokens", "wall_clock_s")
 
@@ -177,6 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--exploit-fraction", type=float, help="share of each generation refining an elite (0..1, default 0.75)")
     run.add_argument("--run-id")
     _add_runs_dir(run, default=None)  # None: the config file's, else RunSpec's default
+    run.add_argument(
+        "--no-prior", dest="offline_prior", action="store_const", const=False,
+        help="offline designer: no hand-written prior in generation 0 (sampled designs only)",
+    )  # fmt: skip
 
     resume = sub.add_parser("resume", help="continue an interrupted or stopped run")
     resume.add_argument("run_id")
@@ -216,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--algo", default="mappo", help="algorithm for the training row")
     bench.add_argument("--train-steps", type=_positive_int, default=200_000)
     bench.add_argument("--skip-train", action="store_true", help="only the env throughput")
+
+    _add_study_parser(sub)
 
     sandbox = sub.add_parser("sandbox", help="build or check the Docker sandbox image")
     sandbox_commands = sandbox.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -447,6 +453,70 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------- study
+
+
+def _add_study_parser(sub: argparse._SubParsersAction) -> None:
+    study = sub.add_parser(
+        "study", help="ablations: native / hrf / oef / hrf+oef x algorithms x seeds, held out"
+    )
+    study.add_argument("run_id", nargs="?", help="study this run's best candidate")
+    study.add_argument("--candidate", type=Path, help="study a candidate module file instead")
+    study.add_argument("--candidate-id", help="a candidate of the run other than the best")
+    study.add_argument("--config", type=Path, help="TOML or JSON file with StudySpec fields")
+    study.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
+    study.add_argument("--preset", choices=("paper",), help="paper: mappo,ippo,vdn,qmix x 5 seeds")
+    study.add_argument("--algos", help="comma-separated, e.g. mappo,vdn (default: the run's)")
+    study.add_argument("--seeds", type=_positive_int, help="fresh training seeds (default 5)")
+    study.add_argument("--steps", type=_positive_int, help="env steps per training (default: the run's)")
+    study.add_argument("--env", help="with --candidate: environment (default simple_spread)")
+    _add_env_args(study)
+    study.add_argument("--eval-episodes", type=_positive_int)
+    study.add_argument("--target-return", type=float, help="return for steps-to-reach (default: native's)")
+    study.add_argument("--study-id", help="directory name (default: from the settings)")
+    study.add_argument("--sandbox", choices=("auto", "docker", "process"))
+    study.add_argument("--max-parallel", type=_positive_int)
+
+
+def study_fields(args: argparse.Namespace) -> dict:
+    """StudySpec fields from the flags (a preset first, flags over it)."""
+    from lero.graph.configuration import RunSpec
+    from lero.graph.study import PAPER_ALGOS
+
+    fields = load_config_file(args.config) if args.config else {}
+    if args.preset == "paper":
+        fields["algos"] = PAPER_ALGOS
+    if args.algos:
+        fields["algos"] = tuple(a.strip() for a in args.algos.split(",") if a.strip())
+    if args.candidate is not None:
+        fields["candidate"] = str(args.candidate)
+    for name in ("run_id", "candidate_id", "runs_dir", "seeds", "steps", "env", "eval_episodes",
+                 "target_return", "study_id", "sandbox", "max_parallel"):  # fmt: skip
+        if getattr(args, name) is not None:
+            fields[name] = getattr(args, name)
+    if args.env_args:
+        base = RunSpec(env=args.env or "simple_spread").env_kwargs
+        fields["env_kwargs"] = {**(base or {}), **dict(args.env_args)}
+    return fields
+
+
+def cmd_study(args: argparse.Namespace, console: Console) -> int:
+    from lero.graph.study import StudySpec, run_study
+
+    spec = StudySpec.parse(study_fields(args))
+    study = run_study(spec, progress=lambda line: console.print(line, markup=False, soft_wrap=True))
+    for cell in study["cells"]:
+        summary = cell["summary"].get("return")
+        test = cell["vs_native"].get("return", {})
+        shown = (f"return {summary['mean']:.3f} [{summary['ci_low']:.3f}, {summary['ci_high']:.3f}]"
+                 if summary else "no result")  # fmt: skip
+        if test.get("welch_p") is not None:
+            shown += f", vs native p={test['welch_p']:.3g} g={test['hedges_g'] or 0:.2f}"
+        console.print(f"{cell['algo']:6s} {cell['variant']:8s} {shown}", markup=False)
+    console.print(f"study {study['study_id']}: {study['status']}")
+    return EXIT_OK if study["status"] == "completed" else EXIT_FAILED
+
+
 # ---------------------------------------------------------------- train / bench / sandbox
 
 
@@ -554,6 +624,7 @@ COMMANDS = {
     "report": cmd_report,
     "train": cmd_train,
     "bench": cmd_bench,
+    "study": cmd_study,
     "sandbox": cmd_sandbox,
 }
 

@@ -48,7 +48,7 @@ class RunSpec(BaseModel):
     generations: int = Field(default=3, ge=1, le=100)
     population: int = Field(default=4, ge=1, le=64)
     steps: int = Field(default=300_000, ge=1)  # joint env steps per candidate and seed
-    seeds: int = Field(default=1, ge=1, le=32)
+    seeds: int = Field(default=2, ge=1, le=32)  # fitness = mean over seeds (one is noise)
     llm: str = "offline"
     base_url: str | None = None
     sandbox: Literal["auto", "docker", "process"] = "auto"
@@ -66,6 +66,7 @@ class RunSpec(BaseModel):
     hparams: dict[str, Any] = Field(default_factory=dict)
     n_elites: int = Field(default=2, ge=1, le=16)
     exploit_fraction: float = Field(default=0.75, ge=0.0, le=1.0)  # share of drafts refining an elite
+    offline_prior: bool = True  # offline designer: generation 0 starts from its hand-written prior
 
     @field_validator("llm")
     @classmethod

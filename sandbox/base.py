@@ -366,7 +366,10 @@ class Sandbox(ABC):
         train_job = Job(
             kind="train", code=code, env=env, algo=algo, steps=steps, seed=seed, **job_fields
         )
-        key = cache_key(code, {**train_job.config(), "kind": "train_and_evaluate"}, seed)
+        held_out = {} if train_job.eval_seed is None else {"eval_seed": train_job.eval_seed}
+        key = cache_key(
+            code, {**train_job.config(), "kind": "train_and_evaluate", **held_out}, seed
+        )
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             fields = self._event_fields(train_job)
             self._emit("job_started", **fields)

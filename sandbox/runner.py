@@ -312,7 +312,7 @@ def evaluate(job: dict) -> dict[str, Any]:
             env_kwargs(job),
             enhance_observation=worker,
             episodes=job["eval_episodes"],
-            seed=EVAL_SEED,
+            seed=EVAL_SEED if job.get("eval_seed") is None else job["eval_seed"],
         )
     finally:
         if worker is not None:

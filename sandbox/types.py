@@ -86,6 +86,9 @@ class Job:
     n_envs: int | None = None
     eval_episodes: int = 512
     policy_dir: str | None = None
+    # evaluate: the seed of the episodes measured; None = the selection episodes
+    # (runner.EVAL_SEED). Studies set their own, disjoint, held-out range.
+    eval_seed: int | None = None
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     candidate_id: str | None = None
     # Only tests of the sandbox boundary turn this off, to run code the check would reject.
@@ -108,9 +111,19 @@ class Job:
         )
         _require(self.eval_episodes > 0, f"Job.eval_episodes must be > 0, got {self.eval_episodes}")
         _require(isinstance(self.limits, Limits), "Job.limits must be a Limits")
+        _require(
+            self.eval_seed is None or (isinstance(self.eval_seed, int) and self.eval_seed >= 0),
+            f"Job.eval_seed must be None or an int >= 0, got {self.eval_seed!r}",
+        )
 
     def config(self) -> dict[str, Any]:
-        """What the job computes (the cache key): no ids, no limits, no paths."""
+        """What the job computes (the cache key): no ids, no limits, no paths.
+
+        `eval_seed` enters only where it counts (an evaluation) and only when set, so jobs
+        on the selection episodes keep their keys and a train job's result serves both.
+        """
+        counts = self.kind == "evaluate" and self.eval_seed is not None
+        held_out = {"eval_seed": self.eval_seed} if counts else {}
         return {
             "kind": self.kind,
             "env": self.env,
@@ -119,6 +132,7 @@ class Job:
             "hparams": self.hparams,
             "n_envs": self.n_envs,
             "eval_episodes": self.eval_episodes,
+            **held_out,
         }
 
     def to_dict(self) -> dict[str, Any]:

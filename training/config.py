@@ -50,40 +50,34 @@ class PPOHparams:
 
 @dataclass(frozen=True)
 class ValueDecompositionHparams:
-    """VDN / QMIX hyper-parameters (feed-forward shared Q-network, transition replay)."""
+    """VDN / QMIX hyper-parameters: PQN-style parallel Q(lambda), no replay (value_decomposition.py)."""
 
-    n_envs: int = 128
-    lr: float = 5e-4
-    gamma: float = 0.99
-    buffer_size: int = 200_000
-    batch_size: int = 1024
-    learning_starts: int = 20_000
-    updates_per_step: int = 1
-    target_update_interval: int = 200
+    n_envs: int = 256
+    rollout_len: int = 16  # steps per env between updates
+    lr: float = 1e-3
+    gamma: float = 0.9
+    td_lambda: float = 0.3  # Q(lambda) targets: 0 = one-step TD, 1 = Monte Carlo within a rollout
+    epochs: int = 2  # passes over each rollout
+    minibatches: int = 16
     eps_start: float = 1.0
     eps_end: float = 0.05
-    eps_anneal_frac: float = 0.2
-    double_q: bool = True
-    max_grad_norm: float = 10.0
-    hidden: int = 64
+    eps_anneal_frac: float = 0.1  # share of the budget over which epsilon decays linearly
+    max_grad_norm: float = 1.0
+    hidden: int = 128
     mixer_embed: int = 32
 
     def __post_init__(self) -> None:
         _validate_fields(self)
         _check(0.0 < self.gamma <= 1.0, f"hparam gamma must be in (0, 1], got {self.gamma}")
-        for name in ("eps_start", "eps_end", "eps_anneal_frac"):
+        for name in ("eps_start", "eps_end", "eps_anneal_frac", "td_lambda"):
             value = getattr(self, name)
             _check(0.0 <= value <= 1.0, f"hparam {name} must be in [0, 1], got {value}")
-        _check(
-            self.batch_size <= self.buffer_size,
-            f"hparam batch_size ({self.batch_size}) must not exceed buffer_size ({self.buffer_size})",
-        )
 
 
 Hparams = PPOHparams | ValueDecompositionHparams
 
 # Fields that may legitimately be zero; every other numeric hparam must be positive.
-_MAY_BE_ZERO = {"ent_coef", "learning_starts", "eps_end", "eps_anneal_frac", "gae_lambda"}
+_MAY_BE_ZERO = {"ent_coef", "eps_end", "eps_anneal_frac", "gae_lambda", "td_lambda"}
 
 
 def _validate_fields(hparams: Hparams) -> None:

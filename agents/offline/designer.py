@@ -40,10 +40,11 @@ class OfflineDesigner:
     them again (after a resume the sandbox's result cache catches repeats instead).
     """
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, prior: bool = True):
         self.seed = seed
+        self.prior = prior  # False: generation 0 is sampled, no hand-written head start
         self.proposed: set[Genome] = set()
-        self.generic = GenericDesigner(self.rng)
+        self.generic = GenericDesigner(self.rng, prior)
 
     def design(
         self,
@@ -76,7 +77,7 @@ class OfflineDesigner:
             elite = refine[slot] if slot < len(refine) else None
             for attempt in range(MAX_TRIES_PER_CHILD):
                 if elite is None:
-                    child = self._explore(rng, first=not parents and slot == 0 and attempt == 0)
+                    child = self._explore(rng, first=self.prior and not parents and slot == 0 and attempt == 0)
                 else:
                     child = self._exploit(rng, elite, parents, attempt)
                 if edits:
@@ -165,7 +166,7 @@ class OfflineDebugger:
         tried = {code, *(earlier for earlier, _ in history)}
         genome = genome_of(code)
         if genome is not None:
-            repaired, note = _without_culprit(genome, code, error)
+            repaired, note = _without_culprit(genome, code, error, prior=self.designer.prior)
             if repaired is not None:
                 draft = self.designer.draft(
                     task, Child(fit_to_layout(repaired, task), (note,)), "offline:repair"
@@ -201,7 +202,7 @@ def _pick(rng: random.Random, parents: list[tuple[Elite, Genome]]) -> tuple[Elit
     return rng.choices(parents, weights=weights, k=1)[0]
 
 
-def _without_culprit(genome: Genome, code: str, error: str) -> tuple[Genome | None, str]:
+def _without_culprit(genome: Genome, code: str, error: str, prior: bool = True) -> tuple[Genome | None, str]:
     """The genome minus the gene the error points at (by traceback line, else by hook name)."""
     for line in reversed([int(n) for n in re.findall(r"line (\d+)", error)]):
         gene = gene_at_line(code, line)
@@ -219,10 +220,9 @@ def _without_culprit(genome: Genome, code: str, error: str) -> tuple[Genome | No
         return genome.with_features(
             {"nearest_landmark"}
         ), "reset features to nearest_landmark after an OEF failure"
-    if "hybrid_reward" in error:
-        prior = prior_genome()
+    if "hybrid_reward" in error and prior:
         return genome.with_terms(
-            prior.terms
+            prior_genome().terms
         ), "reset reward terms to the prior after an HRF failure"
     return None, ""
 

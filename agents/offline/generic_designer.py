@@ -21,8 +21,9 @@ MAX_TRIES_PER_CHILD = 50
 class GenericDesigner:
     """K distinct generic candidates per call: the prior first, then bred from the elites."""
 
-    def __init__(self, rng: Callable[..., random.Random]) -> None:
+    def __init__(self, rng: Callable[..., random.Random], prior: bool = True) -> None:
         self.rng = rng
+        self.prior = prior  # False: generation 0 is sampled, no hand-written head start
         self.proposed: set[GenericGenome] = set()
 
     def design(
@@ -42,7 +43,7 @@ class GenericDesigner:
             elite = refine[slot] if slot < len(refine) else None
             for attempt in range(MAX_TRIES_PER_CHILD):
                 if elite is None:
-                    first = not parents and slot == 0 and attempt == 0
+                    first = self.prior and not parents and slot == 0 and attempt == 0
                     genome, notes = (generic.prior(vocab), ["prior design"]) if first else (generic.sample(rng, vocab), ["fresh sample"])
                     kind: DraftKind = "explore"
                     sources: tuple[str, ...] = ()

@@ -65,7 +65,8 @@ def llm_config(spec: RunSpec) -> LLMConfig:
     """The agents' LLM settings, with the run's request and token budgets."""
     try:
         return LLMConfig.from_spec(
-            spec.llm, base_url=spec.base_url, max_requests=spec.max_llm_requests, max_tokens=spec.max_llm_tokens
+            spec.llm, base_url=spec.base_url, max_requests=spec.max_llm_requests, max_tokens=spec.max_llm_tokens,
+            offline_prior=spec.offline_prior,
         )
     except ValueError as error:
         raise RunError(str(error).splitlines()[0]) from None

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from lero.agents import Elite, Review, check_candidate
-from lero.agents.offline.designer import OfflineDebugger, OfflineDesigner
+from lero.agents.offline.designer import OfflineDebugger, OfflineDesigner, fit_to_layout
 from lero.agents.offline.evolve import crossover, guided, mutate, prior_genome, random_genome
 from lero.agents.offline.genome import FEATURE_KINDS, TERM_KINDS, Genome, Term, genome_of
 from lero.agents.offline.render import render
@@ -314,3 +314,13 @@ def test_hungarian_assignment_is_optimal_and_one_to_one(n_agents, n_landmarks):
     for order in itertools.permutations(range(n_landmarks), n_agents):  # brute force
         best = torch.minimum(best, dist[:, torch.arange(n_agents), torch.tensor(order)].sum(dim=-1))
     assert torch.allclose(dist.gather(2, target[..., None]).sum(dim=(1, 2)), best, atol=1e-5)
+
+
+def test_without_the_prior_generation_zero_is_sampled(task):
+    """`offline_prior=False` (`lero run --no-prior`): no hand-written head start."""
+    with_prior = OfflineDesigner(seed=0).design(task, k=3, elites=[], reflection="")
+    without = OfflineDesigner(seed=0, prior=False).design(task, k=3, elites=[], reflection="")
+    prior = fit_to_layout(prior_genome(), task)
+    assert genome_of(with_prior[0].code) == prior
+    assert all(genome_of(d.code) != prior for d in without)
+    assert not any("prior" in d.reply for d in without)

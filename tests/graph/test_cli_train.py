@@ -89,12 +89,15 @@ def test_train_reports_progress_before_the_first_episode_ends(tmp_path: Path) ->
     throttled); for qmix that is after one env step, before any episode has finished, so
     `return` is None. `lero train` with its output in a file must get through it."""
     from lero.training import TrainConfig, train
+    from lero.training.config import ValueDecompositionHparams
 
     reports: list[tuple[int, int, dict]] = []
     cfg = TrainConfig(env="simple_spread", env_kwargs={"N": 2}, algo="qmix", steps=200, seed=0,
                       n_envs=4, eval_episodes=4, threads=1)  # fmt: skip
     train(cfg, progress=lambda done, total, info: reports.append((done, total, info)))
-    assert reports[0] == (4, 200, {"return": None})
+    first_update = 4 * ValueDecompositionHparams().rollout_len  # 4 envs x steps per update
+    assert first_update < 25 * 4  # before the first 25-step episode can end
+    assert reports[0] == (first_update, 200, {"return": None})
 
     out = tmp_path / "out"
     with (tmp_path / "stdout.txt").open("w") as stdout:

@@ -25,7 +25,7 @@ from lero.training.config import PPOHparams, ValueDecompositionHparams
         ({"hparams": {"anneal_lr": 1}}, "anneal_lr must be a bool"),
         ({"hparams": {"gamma": 1.5}}, "gamma"),
         ({"algo": "vdn", "hparams": {"eps_end": 2.0}}, "eps_end"),
-        ({"algo": "vdn", "hparams": {"batch_size": 10, "buffer_size": 5}}, "batch_size"),
+        ({"algo": "vdn", "hparams": {"td_lambda": 1.5}}, "td_lambda"),
     ],
 )
 def test_bad_values_raise_one_line_value_error(kwargs: dict, message: str) -> None:
@@ -38,9 +38,9 @@ def test_algo_hparams_apply_overrides_and_n_envs() -> None:
     ppo = TrainConfig(algo="ippo", n_envs=7, hparams={"epochs": 3}).algo_hparams()
     assert isinstance(ppo, PPOHparams)
     assert (ppo.n_envs, ppo.epochs) == (7, 3)
-    vd = TrainConfig(algo="qmix", hparams={"double_q": False}).algo_hparams()
+    vd = TrainConfig(algo="qmix", hparams={"td_lambda": 0.0}).algo_hparams()
     assert isinstance(vd, ValueDecompositionHparams)
-    assert vd.double_q is False
+    assert vd.td_lambda == 0.0
 
 
 def test_dict_round_trip_and_unknown_field() -> None:

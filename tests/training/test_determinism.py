@@ -18,7 +18,7 @@ def oef(obs):
 
 @pytest.mark.parametrize("algo", ["mappo", "qmix"])
 def test_same_seed_same_result(algo: str) -> None:
-    hparams = {"learning_starts": 500, "batch_size": 64} if algo == "qmix" else {"epochs": 2}
+    hparams = {"rollout_len": 8} if algo == "qmix" else {"epochs": 2}
     cfg = TrainConfig(
         algo=algo,
         steps=3000,

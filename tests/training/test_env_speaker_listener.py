@@ -128,7 +128,7 @@ def test_other_algorithms_respect_the_mask(algo: str) -> None:
         n_envs=64,
         eval_episodes=16,
         threads=1,
-        hparams={"learning_starts": 256, "batch_size": 128} if algo != "ippo" else {},
+        hparams={"rollout_len": 4, "minibatches": 4} if algo != "ippo" else {},
     )
     policy = train(cfg).policy
     obs = make_env("simple_speaker_listener", 64).reset(seed=1)

@@ -12,12 +12,7 @@ PPO_BUDGET = {"steps": 60_000, "n_envs": 64, "hparams": {"lr": 3e-3}}
 VALUE_DECOMPOSITION_BUDGET = {
     "steps": 40_000,
     "n_envs": 32,
-    "hparams": {
-        "learning_starts": 2000,
-        "batch_size": 256,
-        "target_update_interval": 100,
-        "eps_anneal_frac": 0.3,
-    },
+    "hparams": {"rollout_len": 8, "minibatches": 4, "eps_anneal_frac": 0.3},
 }
 BUDGETS = {
     "mappo": PPO_BUDGET,

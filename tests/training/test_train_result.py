@@ -32,7 +32,7 @@ def test_components_reach_curves_and_reflection_stats(algo: str) -> None:
         eval_episodes=16,
         threads=1,
         env_kwargs={"N": 2},
-        hparams={"learning_starts": 500, "batch_size": 64} if algo == "vdn" else {},
+        hparams={"rollout_len": 8} if algo == "vdn" else {},
     )
     result = train(
         cfg,

@@ -1,27 +1,40 @@
-"""VDN (Sunehag et al. 2018) and QMIX (Rashid et al. 2018); the mixer is the only difference.
+"""VDN (Sunehag et al. 2018) and QMIX (Rashid et al. 2018), trained PQN-style (Gallici et al. 2024).
 
 One feed-forward Q-network shared by all agents gives utilities Q_i(o_i, a_i)
-(local enhanced obs + agent one-hot). A mixer combines the chosen utilities
-into Q_tot, trained by TD on the team reward r = sum_i r_i:
+(local enhanced obs + agent one-hot). A mixer combines them into Q_tot:
   VDN    Q_tot = sum_i Q_i
   QMIX   Q_tot = f(Q_1..Q_N; s, tau), monotonic in every Q_i: the hypernetwork
          weights generated from the global state are made non-negative; tau,
          the elapsed episode fraction, lets the mixer model the time limit.
-Target: y = r + gamma (1 - done) Q_tot^target(o', argmax_a Q_i^online(o', a); s')
-(double Q). Epsilon-greedy exploration, linear schedule; hard target updates.
 Monotonicity makes the greedy per-agent argmax also maximise Q_tot, so
-execution is decentralised. Time-limit ends count as terminal, as in PyMARL.
+execution is decentralised.
+
+Learning is parallel Q-learning without a replay buffer or target network:
+many envs step T times with epsilon-greedy actions, then Q(lambda) targets on
+the team reward r = sum_i r_i are computed backwards through the rollout
+with the network that collected it,
+  V_t = Q_tot(o_t, argmax_a Q_i(o_t, a); s_t)
+  G_{T-1} = r_{T-1} + gamma (1 - d_{T-1}) V_T
+  G_t     = r_t + gamma (1 - d_t) ((1 - lambda) V_{t+1} + lambda G_{t+1}),
+and Q_tot(o_t, a_t; s_t) regresses onto G_t for a few epochs of shuffled
+minibatches. The targets stay fixed during those epochs, which is what a
+target network would provide.
+
+Episode ends are time limits, not terminal states, and the agents do not see
+the time: treating them as terminal (PyMARL, JaxMARL) gives the last steps of
+an episode targets the Q-network cannot tell apart from the others. Here the
+step that hits the limit has no TD target: it is left out of the loss and
+the return before it bootstraps from the collecting network's own
+Q_tot(o_t, a_t; s_t) there (d_t marks these steps below).
 """
 
 from __future__ import annotations
 
-import copy
 import math
 
 import torch
 import torch.nn.functional as F
 from lero.training.algos.hooked_env import HookedEnv
-from lero.training.algos.replay import ReplayBuffer
 from lero.training.config import TrainConfig, ValueDecompositionHparams
 from lero.training.policy import Policy, policy_meta
 from torch import nn
@@ -57,12 +70,35 @@ class QMixer(nn.Module):
         return (hidden * w2).sum(dim=-1) + self.hyper_b2(state).squeeze(-1)
 
 
+def lambda_returns(
+    reward: torch.Tensor,
+    truncated: torch.Tensor,
+    next_value: torch.Tensor,
+    own_value: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> torch.Tensor:
+    """Q(lambda) targets G [T, B].
+
+    reward [T, B]; truncated [T, B] (1 where the step hit the time limit: its next obs
+    belongs to a new episode); next_value [T, B] = V(s_{t+1}); own_value [T, B] =
+    Q_tot(o_t, a_t; s_t) of the collecting network, the target of truncated steps.
+    """
+    targets = torch.empty_like(reward)
+    running = next_value[-1]  # [B] the bootstrap after the last step
+    for t in reversed(range(reward.shape[0])):
+        blended = (1.0 - lam) * next_value[t] + lam * running if t < reward.shape[0] - 1 else running
+        running = torch.where(truncated[t] > 0, own_value[t], reward[t] + gamma * blended)
+        targets[t] = running
+    return targets
+
+
 def train_value_decomposition(
     cfg: TrainConfig, hp: ValueDecompositionHparams, env: HookedEnv
 ) -> Policy:
     """Train VDN (`cfg.algo == "vdn"`) or QMIX on `env`; returns the shared Q-network as the policy."""
     n_envs, n_agents = env.n_envs, env.n_agents
-    obs_dim, state_dim = env.obs_dim, env.state_dim
+    obs_dim, state_dim, horizon = env.obs_dim, env.state_dim, hp.rollout_len
 
     q_net = Policy(policy_meta(cfg.algo, env, hp.hidden, cfg.env, cfg.env_kwargs))
     mixer = (
@@ -70,83 +106,59 @@ def train_value_decomposition(
         if cfg.algo == "vdn"
         else QMixer(n_agents, state_dim + 1, hp.mixer_embed, hp.hidden)
     )
-    target_q_net, target_mixer = copy.deepcopy(q_net), copy.deepcopy(mixer)
     params = [*q_net.parameters(), *mixer.parameters()]
-    optimizer = torch.optim.Adam(params, lr=hp.lr, foreach=True)
-    buffer = ReplayBuffer(
-        hp.buffer_size,
-        shapes={
-            "obs": (n_agents, obs_dim),
-            "actions": (n_agents,),
-            "reward": (),
-            "next_obs": (n_agents, obs_dim),
-            "state": (state_dim + 1,),
-            "next_state": (state_dim + 1,),
-            "done": (),
-        },
-        dtypes={"actions": torch.long},
-    )
+    optimizer = torch.optim.RAdam(params, lr=hp.lr, foreach=True)
     anneal_steps = hp.eps_anneal_frac * cfg.steps
 
     def epsilon(done_steps: int) -> float:
         if anneal_steps == 0:
             return hp.eps_end
-        return max(
-            hp.eps_end, hp.eps_start - (hp.eps_start - hp.eps_end) * done_steps / anneal_steps
-        )
-
-    def td_update() -> None:
-        batch = buffer.sample(hp.batch_size)
-        q_values = q_net(batch["obs"])  # [M, N, A]
-        chosen_q = q_values.gather(-1, batch["actions"].unsqueeze(-1)).squeeze(-1)  # [M, N]
-        q_tot = mixer(chosen_q, batch["state"])  # [M]
-        with torch.no_grad():
-            next_q_target = target_q_net(batch["next_obs"])  # [M, N, A]
-            selector = q_net(batch["next_obs"]) if hp.double_q else next_q_target
-            next_actions = selector.argmax(dim=-1, keepdim=True)  # [M, N, 1]
-            next_chosen = next_q_target.gather(-1, next_actions).squeeze(-1)  # [M, N]
-            target = batch["reward"] + hp.gamma * (1.0 - batch["done"]) * target_mixer(
-                next_chosen, batch["next_state"]
-            )
-        loss = F.mse_loss(q_tot, target)
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
-        optimizer.step()
-
-    n_iterations = math.ceil(cfg.steps / n_envs)
-    learning_starts = max(hp.learning_starts, hp.batch_size)
-    n_updates = 0
+        fraction = min(1.0, done_steps / anneal_steps)
+        return hp.eps_start + (hp.eps_end - hp.eps_start) * fraction
 
     def mixer_state() -> torch.Tensor:
         """[B, S + 1]: global state and elapsed episode fraction (the time limit) for the mixer."""
         return torch.cat([env.global_state(), env.elapsed().unsqueeze(-1)], dim=-1)
 
+    obs_buf = torch.zeros(horizon, n_envs, n_agents, obs_dim)  # [T, B, N, D']
+    state_buf = torch.zeros(horizon + 1, n_envs, state_dim + 1)  # [T + 1, B, S + 1]
+    greedy_q_buf = torch.zeros(horizon + 1, n_envs, n_agents)  # [T + 1, B, N] max_a Q_i
+    chosen_q_buf = torch.zeros(horizon, n_envs, n_agents)  # [T, B, N] Q_i(o_t, a_t)
+    actions_buf = torch.zeros(horizon, n_envs, n_agents, dtype=torch.long)  # [T, B, N]
+    reward_buf = torch.zeros(horizon, n_envs)  # [T, B] team reward
+    done_buf = torch.zeros(horizon, n_envs)  # [T, B] 1 = the step hit the time limit
+    n_samples = horizon * n_envs
+    minibatch_size = math.ceil(n_samples / hp.minibatches)
+
     obs, state = env.observe(), mixer_state()  # [B, N, D'], [B, S + 1]
-    for _ in range(n_iterations):
+    for _ in range(math.ceil(cfg.steps / n_samples)):
         with torch.inference_mode():
-            greedy = q_net(obs).argmax(dim=-1)  # [B, N]
-            explore = torch.rand(n_envs, n_agents) < epsilon(env.done_steps)
-            actions = torch.where(explore, env.random_actions(), greedy)
-            next_obs, reward, done = env.step(actions)
-            next_state = mixer_state()
-            # A done slot's next_obs is already the new episode's; it is masked by (1 - done).
-            buffer.add(
-                obs=obs,
-                actions=actions,
-                reward=reward.sum(dim=-1),
-                next_obs=next_obs,
-                state=state,
-                next_state=next_state,
-                done=done.float(),
-            )
-        obs, state = next_obs, next_state
-        if buffer.size >= learning_starts:
-            for _ in range(hp.updates_per_step):
-                td_update()
-                n_updates += 1
-                if n_updates % hp.target_update_interval == 0:
-                    target_q_net.load_state_dict(q_net.state_dict())
-                    target_mixer.load_state_dict(mixer.state_dict())
+            eps = epsilon(env.done_steps)
+            for t in range(horizon):
+                q_values = q_net(obs)  # [B, N, A]
+                greedy_q, greedy = q_values.max(dim=-1)  # [B, N]
+                explore = torch.rand(n_envs, n_agents) < eps
+                actions = torch.where(explore, env.random_actions(), greedy)
+                obs_buf[t], state_buf[t], greedy_q_buf[t], actions_buf[t] = obs, state, greedy_q, actions
+                chosen_q_buf[t] = q_values.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+                obs, reward, done = env.step(actions)
+                state = mixer_state()
+                reward_buf[t], done_buf[t] = reward.sum(dim=-1), done.float()
+            state_buf[horizon], greedy_q_buf[horizon] = state, q_net(obs).max(dim=-1).values
+            values = mixer(greedy_q_buf.flatten(0, 1), state_buf.flatten(0, 1)).view(horizon + 1, n_envs)
+            own = mixer(chosen_q_buf.flatten(0, 1), state_buf[:-1].flatten(0, 1)).view(horizon, n_envs)
+            targets = lambda_returns(reward_buf, done_buf, values[1:], own, hp.gamma, hp.td_lambda)
+
+        flat_obs, flat_actions = obs_buf.flatten(0, 1), actions_buf.flatten(0, 1)  # [T*B, N, D'], [T*B, N]
+        flat_state, flat_targets = state_buf[:-1].flatten(0, 1), targets.flatten()  # [T*B, S + 1], [T*B]
+        learnable = torch.nonzero(done_buf.flatten() == 0).squeeze(-1)  # [K] steps with a TD target
+        for _ in range(hp.epochs):
+            for idx in learnable[torch.randperm(learnable.numel())].split(minibatch_size):
+                chosen_q = q_net(flat_obs[idx]).gather(-1, flat_actions[idx].unsqueeze(-1)).squeeze(-1)  # [M, N]
+                loss = F.mse_loss(mixer(chosen_q, flat_state[idx]), flat_targets[idx])
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
+                optimizer.step()
         env.end_iteration()
     return q_net
