@@ -179,6 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--train-steps", type=_positive_int, default=200_000)
     bench.add_argument("--skip-train", action="store_true", help="only the env throughput")
 
+    ui = sub.add_parser("ui", help="web app: watch runs, answer approvals, design experiments")
+    ui.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
+    ui.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    ui.add_argument("--port", type=_non_negative_int, default=8765, help="default 8765; 0 picks a free one")
+    ui.add_argument("--llm", help="the chat page's assistant: offline | openai:MODEL (default: by environment)")
+    ui.add_argument("--base-url")
+
     sandbox = sub.add_parser("sandbox", help="build or check the Docker sandbox image")
     sandbox_commands = sandbox.add_subparsers(dest="action", required=True, metavar="ACTION")
     build = sandbox_commands.add_parser("build", help="build the sandbox image locally")
@@ -428,6 +435,14 @@ def cmd_sandbox(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK if all(ok for ok, _ in report.values()) else EXIT_FAILED
 
 
+def cmd_ui(args: argparse.Namespace, console: Console) -> int:
+    from lero.agents import LLMConfig
+    from lero.graph.ui import serve
+
+    serve(args.runs_dir, args.host, args.port, LLMConfig.from_spec(args.llm, base_url=args.base_url))
+    return EXIT_OK
+
+
 COMMANDS = {
     "run": cmd_run,
     "resume": cmd_resume,
@@ -437,6 +452,7 @@ COMMANDS = {
     "train": cmd_train,
     "bench": cmd_bench,
     "sandbox": cmd_sandbox,
+    "ui": cmd_ui,
 }
 
 
