@@ -37,8 +37,17 @@ def cookie_name(port: int) -> str:
     return f"lero_ui_{port}"
 
 
+SECURITY_HEADERS = [  # defence in depth: even escaped-wrongly text could not load or run a script
+    (b"content-security-policy", b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                                 b"img-src 'self' data:; frame-ancestors 'none'; form-action 'self'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
 class TokenGate:
-    """ASGI middleware: 401 unless the request holds the token (cookie, or URL once)."""
+    """ASGI middleware: 401 unless the request holds the token (cookie, or URL once);
+    every response also gets the security headers (CSP: scripts only from /static)."""
 
     def __init__(self, app: ASGIApp, token: str, cookie: str) -> None:
         self.app = app
@@ -49,6 +58,15 @@ class TokenGate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+
+        async def send_with_headers(message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
+            await send(message)
+
+        await self._gate(scope, receive, send_with_headers)
+
+    async def _gate(self, scope: Scope, receive: Receive, send: Send) -> None:
         conn = HTTPConnection(scope)
         given = conn.query_params.get(TOKEN_PARAM)
         if given is not None and hmac.compare_digest(given, self.token):

@@ -164,13 +164,13 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
         assert "Best candidate vs baseline" in report.inner_text()
         assert page.locator("#report img").count() >= 1
         assert page.evaluate("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
-        page.screenshot(path=shots / "report.png", full_page=True)
+        page.screenshot(path=shots / "report.png")
 
         page.goto(f"{server.base}/runs/ui-flow/candidates/0-0")
         assert EDIT_MARK in page.locator("#code").inner_text()
         assert page.locator("#per-seed tr").count() == 2
         assert page.locator(".legend").count() >= 1
-        page.screenshot(path=shots / "candidate.png", full_page=True)
+        page.screenshot(path=shots / "candidate.png")
         page.goto(f"{server.base}/runs/ui-flow/candidates/1-0")
         assert page.locator("#diff .add, #diff .del").count() > 0  # bred from a generation-0 elite
         assert watched.dialogs == [] and watched.errors == []
@@ -183,6 +183,13 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
     assert result["code"].startswith(EDIT_MARK) and result["status"] == "ok"
     boards = sorted(p.relative_to(run_dir / "tensorboard").as_posix() for p in (run_dir / "tensorboard").glob("*/seed-0"))
     assert boards == ["0-0/seed-0", "0-1/seed-0", "1-0/seed-0", "1-1/seed-0", "baseline/seed-0"]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    board = EventAccumulator(str(run_dir / "tensorboard/0-0/seed-0"))
+    board.Reload()
+    components = {f"hrf/{name}" for name in result["curves"] if name not in
+                  ("steps", "return", "coverage", "occupied", "collisions", "train_reward")}
+    assert components and components | {"task/return", "eval/return"} <= set(board.Tags()["scalars"])
 
 
 def test_hostile_comment_and_model_reply_run_nothing(tmp_path, browser, shots):
@@ -238,6 +245,7 @@ def test_token_and_csrf_are_required(tmp_path):
         with httpx.Client(base_url=server.base, follow_redirects=True) as client:
             first = client.get(f"/?token={server.token}")
             assert first.status_code == 200 and first.url.path == "/"  # redirected, token dropped
+            assert "script-src 'self'" in first.headers["content-security-policy"]
             cookie = first.history[0].headers["set-cookie"].lower()
             assert "httponly" in cookie and "samesite=strict" in cookie
             csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', first.text).group(1)
@@ -256,3 +264,83 @@ def test_token_and_csrf_are_required(tmp_path):
             assert not (tmp_path / "runs").joinpath("x").exists()
     finally:
         server.close()
+
+
+def test_start_form_and_every_approval_kind_in_the_browser(tmp_path, browser, shots):
+    """The start form (CLI validation), then spec, candidates and generation approvals."""
+    server = UIServer(tmp_path, "--llm", "offline")
+    watched = Watched(browser)
+    page = watched.page
+    try:
+        page.goto(server.url)
+        page.fill("input[name='generations']", "0")
+        page.click("#start-form button[type='submit']")
+        assert page.locator("#start-error").inner_text() == "lero: error: argument --generations: must be > 0, got 0"
+        assert page.input_value("input[name='generations']") == "0"  # the form keeps what was typed
+        assert [e for e in watched.errors if "400" not in e] == []  # the browser logs the 400 page itself
+        watched.errors.clear()
+        for name, value in {"generations": "2", "population": "1", "steps": "1600", "run_id": "ui-form",
+                            "env_args": "N=2 num_landmark_neighbors=2"}.items():
+            page.fill(f"input[name='{name}']", value)
+        page.select_option("select[name='sandbox']", "process")
+        page.select_option("select[name='approve']", "all")
+        page.click("#start-form button[type='submit']")
+        page.wait_for_selector("#pending:has-text('Start this experiment?')", timeout=WAIT_MS)
+        assert '"N": 2' in page.locator("#pending pre").first.inner_text()
+        page.click("#approve-spec")
+        wait_for_question(page, 0)
+        page.click("#submit-decisions")
+        page.wait_for_selector("#pending:has-text('Run generation 1?')", timeout=WAIT_MS)
+        page.screenshot(path=shots / "generation-approval.png", full_page=True)
+        page.fill("textarea[name='feedback']", "favour coverage over collisions")
+        page.click("#continue-run")
+        wait_for_question(page, 1)
+        page.click("#submit-decisions")
+        wait_for_status(page, "completed")
+        page.wait_for_selector("#run[data-working='no'] #report-link", timeout=WAIT_MS)
+        page.goto(f"{server.base}/")
+        assert "completed" in page.locator("#runs tr", has_text="ui-form").inner_text()
+        assert watched.dialogs == [] and watched.errors == []
+    finally:
+        watched.close()
+        server.close()
+    run_dir = tmp_path / "runs" / "ui-form"
+    answers = [e["answer"] for e in events(run_dir) if e["event"] == "interrupt_answered"]
+    assert [a.get("action") for a in answers] == ["approve", None, "continue", None]
+    assert answers[2]["feedback"] == "favour coverage over collisions"
+    assert json.loads((run_dir / "spec.json").read_text())["env_kwargs"] == {
+        "N": 2, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
+
+
+def test_chat_page_runs_the_offline_guided_dialogue(tmp_path, browser, shots):
+    """`lero chat`'s offline dialogue as a page; the run it starts asks its spec approval on the run page."""
+    server = UIServer(tmp_path, "--llm", "offline")
+    watched = Watched(browser)
+    page = watched.page
+    answers = [("environment", ""), ("agents (N)", "2"), ("partial observability", ""),
+               ("other agents each agent sees", ""), ("landmarks each agent sees", ""), ("algorithm", ""),
+               ("generations", "1"), ("candidates per generation", "1"), ("env steps per candidate", "1600"),
+               ("seeds per candidate", ""), ("ask for approval of", "spec"), ("Start this experiment?", "y")]
+    try:
+        page.goto(server.url)
+        page.goto(f"{server.base}/chat")
+        for prompt, text in answers:
+            last = page.locator("#transcript").inner_text().rstrip().splitlines()[-1]
+            assert prompt in last, (prompt, last)
+            page.fill("#chat-line", text)
+            page.click("#chat-send")
+        transcript = page.locator("#transcript").inner_text()
+        assert "training jobs" in transcript  # the cost estimate, measured here
+        page.screenshot(path=shots / "chat.png", full_page=True)
+        page.click("#chat-run")
+        page.wait_for_selector("#pending:has-text('Start this experiment?')", timeout=WAIT_MS)
+        page.click("#reject-spec")
+        wait_for_status(page, "completed")
+        assert watched.dialogs == [] and watched.errors == []
+    finally:
+        watched.close()
+        server.close()
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["stop_reason"] == "rejected_by_human"
+    assert json.loads((run_dir / "spec.json").read_text())["env_kwargs"]["N"] == 2
