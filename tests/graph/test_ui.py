@@ -159,6 +159,7 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
         page.screenshot(path=shots / "run.png", full_page=True)
         assert page.locator("#live-jobs tbody tr").count() >= 5  # baseline + 2 x 2 candidates
         assert page.locator("#live-candidates tbody tr").count() == 4
+        assert page.locator("#live-candidates tbody tr", has_text="trained").count() == 4
         page.click("#report-link")
         report = page.locator("#report")
         assert "Best candidate vs baseline" in report.inner_text()

@@ -55,6 +55,8 @@
              [e.candidate_id, e.seed, running ? "training" : e.status + (e.cached ? " (cached)" : ""),
               running ? null : fmt(e.fitness), running ? null : fmt(e.elapsed_s)],
              candidateLink(e.candidate_id));
+      const stage = document.querySelector(`#live-candidates tr[data-key="${CSS.escape(e.candidate_id)}"] td:nth-child(3)`);
+      if (stage) stage.textContent = running ? "training" : "trained";
     } else if (name === "llm_call") {
       llm.requests += 1;
       llm.tokens += (e.prompt_tokens || 0) + (e.completion_tokens || 0);
