@@ -33,11 +33,11 @@ def get_sandbox(
     """
     if kind not in KINDS:
         raise ValueError(f"sandbox kind must be one of {KINDS}, got {kind!r}")
-    common = {  # absolute: job directories are mounted / used as a child's cwd
-        "cache_dir": os.path.abspath(cache_dir) if cache_dir is not None else None,
+    common = {
+        "cache_dir": cache_dir,
         "max_parallel": max_parallel,
         "events": events,
-        "work_dir": os.path.abspath(work_dir) if work_dir is not None else None,
+        "work_dir": work_dir,
     }
     if kind in ("auto", "docker"):
         try:
