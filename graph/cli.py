@@ -223,6 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_study_parser(sub)
 
+    ui = sub.add_parser("ui", help="web app: watch runs, answer approvals, design experiments")
+    _add_runs_dir(ui)
+    ui.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    ui.add_argument("--port", type=_non_negative_int, default=8765, help="default 8765; 0 picks a free one")
+    _add_llm_args(ui)  # the chat page's assistant
+
     sandbox = sub.add_parser("sandbox", help="build or check the Docker sandbox image")
     sandbox_commands = sandbox.add_subparsers(dest="action", required=True, metavar="ACTION")
     build = sandbox_commands.add_parser("build", help="build the sandbox image locally")
@@ -616,6 +622,15 @@ def cmd_sandbox(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK if all(ok for ok, _ in report.values()) else EXIT_FAILED
 
 
+def cmd_ui(args: argparse.Namespace, console: Console) -> int:
+    from lero.agents import LLMConfig
+    from lero.graph.ui import serve
+
+    fields = llm_fields(args.llm, args.model, args.base_url)
+    serve(str(args.runs_dir), args.host, args.port, LLMConfig.from_spec(fields["llm"], base_url=fields["base_url"]))
+    return EXIT_OK
+
+
 COMMANDS = {
     "run": cmd_run,
     "resume": cmd_resume,
@@ -626,6 +641,7 @@ COMMANDS = {
     "bench": cmd_bench,
     "study": cmd_study,
     "sandbox": cmd_sandbox,
+    "ui": cmd_ui,
 }
 
 

@@ -2,7 +2,7 @@
 
 Layout (DESIGN.md, docs/internals.md): `spec.json`, `state.json`, `events.jsonl`
 (append-only, one JSON object per line), `checkpoints.sqlite`, `cache/` (sandbox result
-cache), `baseline/result.json`, `candidates/<gen>-<idx>/{candidate.py, review.md,
+cache), `tensorboard/<candidate_id>/seed-<n>/` (event files), `baseline/result.json`, `candidates/<gen>-<idx>/{candidate.py, review.md,
 result.json, seed-<n>.json}`. The report builder reads only these files, so they must be complete and
 consistent even after a crash: JSON files are replaced atomically, events are appended
 and flushed line by line.
@@ -146,6 +146,10 @@ class RunDir:
         if candidate_id == BASELINE_ID:
             return self.path / BASELINE_ID
         return self.path / "candidates" / candidate_id
+
+    def tensorboard_dir(self, candidate_id: str, seed: int) -> Path:
+        """Where one training job's TensorBoard event file goes (`tensorboard --logdir runs/`)."""
+        return self.path / "tensorboard" / candidate_id / f"seed-{seed}"
 
     def write_candidate(self, candidate_id: str, code: str | None, review_md: str | None) -> None:
         """Write (or overwrite, after a revision) a candidate's source and its review."""

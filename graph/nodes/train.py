@@ -21,6 +21,7 @@ from lero.graph.nodes.resources import resources_for
 from lero.graph.reflection import candidate_feedback
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.state import Candidate, RunState, TrainTask
+from lero.graph.tensorboard import write_job_scalars
 
 
 def training_sends(state: RunState) -> list[Send]:
@@ -49,6 +50,7 @@ def train(task: TrainTask) -> dict[str, Any]:
     )
     record = {**ids, **result.to_dict()}
     res.rundir.write_seed_result(task["candidate_id"], task["seed"], record)
+    write_job_scalars(res.rundir.tensorboard_dir(task["candidate_id"], task["seed"]), result.curves, result.metrics)
     res.emit("train_finished", kind="train", status=result.status, cached=result.cached,
              fitness=result.fitness, elapsed_s=result.elapsed_s, **ids)
     return {"results": [record]}
