@@ -31,7 +31,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 1
 DEFAULT_RUNS_DIR = "runs"
 RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
-    "sandbox", "approve", "run_id", "runs_dir",
+    "sandbox", "approve", "run_id", "runs_dir", "executor", "ray_address",
 )  # fmt: skip
 
 
@@ -116,6 +116,13 @@ def _add_env_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_executor_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executor", choices=("local", "ray"),
+                   help="where train/evaluate jobs run (default local; ray: docs/ray.md)")
+    p.add_argument("--ray-address", help="Ray cluster: auto | HOST:PORT (default: a new local "
+                   "instance); implies --executor ray")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="lero",
@@ -141,11 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--approve", choices=("none", "spec", "candidates", "generations", "all"))
     run.add_argument("--run-id")
     run.add_argument("--runs-dir", help=f"where runs live (default {DEFAULT_RUNS_DIR}/)")
+    _add_executor_args(run)
 
     resume = sub.add_parser("resume", help="continue an interrupted run")
     resume.add_argument("run_id")
     resume.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
     resume.add_argument("--answer", type=Path, help="JSON file answering the pending question")
+    _add_executor_args(resume)
 
     chat = sub.add_parser("chat", help="design an experiment in a conversation, then run it")
     chat.add_argument("--llm", help="offline | openai:MODEL (default: by environment)")
@@ -208,6 +217,7 @@ def spec_fields(args: argparse.Namespace) -> dict:
     """RunSpec fields: config file, then CLI flags; --env-arg entries update env_kwargs."""
     fields = load_config_file(args.config) if args.config else {}
     fields.update({k: getattr(args, k) for k in RUN_FLAGS if getattr(args, k) is not None})
+    fields.update(executor_fields(args))
     if args.env_args:
         from lero.graph.configuration import RunSpec
 
@@ -216,6 +226,16 @@ def spec_fields(args: argparse.Namespace) -> dict:
         if base is None:
             base = {} if env_changed else RunSpec.default_env_kwargs()
         fields["env_kwargs"] = {**base, **dict(args.env_args)}
+    return fields
+
+
+def executor_fields(args: argparse.Namespace) -> dict:
+    """`--executor` / `--ray-address` as RunSpec fields (an address implies the ray executor)."""
+    fields = {k: getattr(args, k) for k in ("executor", "ray_address") if getattr(args, k)}
+    if args.ray_address is not None and args.executor is None:
+        fields["executor"] = "ray"
+    if args.executor == "local" and args.ray_address is None:
+        fields["ray_address"] = None  # also over a stored or configured address
     return fields
 
 
@@ -264,7 +284,8 @@ def cmd_resume(args: argparse.Namespace, console: Console) -> int:
     ui = RichUI(console=console, generations=load_run(path).spec.get("generations"))
     try:
         with ui:
-            outcome = resume_run(args.run_id, args.runs_dir, ui, answer=answer)
+            outcome = resume_run(args.run_id, args.runs_dir, ui, answer=answer,
+                                 executor=executor_fields(args))
     except KeyboardInterrupt:
         return _stopped(args.run_id, args.runs_dir)
     return finish_outcome(outcome, console)

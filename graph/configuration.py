@@ -57,6 +57,8 @@ class RunSpec(BaseModel):
     eval_episodes: int = Field(default=512, ge=1)
     hparams: dict[str, Any] = Field(default_factory=dict)
     n_elites: int = Field(default=2, ge=1, le=16)
+    executor: Literal["local", "ray"] = "local"  # where train/evaluate jobs run
+    ray_address: str | None = None  # `auto`, `host:port`; None = a new local Ray instance
 
     @field_validator("llm")
     @classmethod
@@ -73,6 +75,12 @@ class RunSpec(BaseModel):
                 f"run id {value!r} must be 1-64 characters of letters, digits, '_', '-', '.'"
             )
         return value
+
+    @model_validator(mode="after")
+    def _ray_address_needs_ray(self) -> RunSpec:
+        if self.ray_address is not None and self.executor != "ray":
+            raise ValueError("ray_address is only used with executor 'ray'")
+        return self
 
     @model_validator(mode="after")
     def _fill_env_kwargs(self) -> RunSpec:

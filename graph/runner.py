@@ -101,14 +101,18 @@ def start_run(spec: RunSpec, ui: RunUI) -> RunOutcome:
     return _drive(rundir, spec, ui, {"spec": spec.model_dump(mode="json")})
 
 
-def resume_run(run_id: str, runs_dir: str | Path, ui: RunUI, answer: object | None = None) -> RunOutcome:
+def resume_run(run_id: str, runs_dir: str | Path, ui: RunUI, answer: object | None = None,
+               executor: dict[str, Any] | None = None) -> RunOutcome:
     """Continue a stopped, interrupted or crashed run from its last checkpoint.
 
     `answer` answers the pending approval (else `ui.ask` is asked); a finished run just
-    reports `completed`.
+    reports `completed`. `executor` ({"executor", "ray_address"}) moves the remaining
+    jobs elsewhere, e.g. to another Ray cluster; it changes no result.
     """
     rundir = RunDir.open(runs_dir, run_id)
     spec = rundir.read_spec()
+    if executor:
+        spec = RunSpec.parse({**spec.model_dump(mode="json"), **executor})
     preflight(spec)
     with SqliteSaver.from_conn_string(str(rundir.checkpoint_path)) as saver:
         snapshot = build_graph().compile(checkpointer=saver).get_state(_config(spec))
