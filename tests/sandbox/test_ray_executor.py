@@ -97,6 +97,12 @@ def test_ray_address_needs_the_ray_executor() -> None:
 
     args = build_parser().parse_args(["run", "--ray-address", "auto"])
     assert RunSpec.parse(spec_fields(args)).executor == "ray"
+    from lero.graph.cli import executor_fields
+
+    resume = build_parser().parse_args(["resume", "r1", "--executor", "local"])
+    assert executor_fields(resume) == {"executor": "local", "ray_address": None}
+    with pytest.raises(ValueError, match="executor must be one of"):
+        get_sandbox("process", executor="spark")
 
 
 @pytest.mark.slow
