@@ -171,8 +171,7 @@ def _node_sandbox(backend: str) -> Sandbox:
     return sandbox
 
 
-@ray.remote
-def _run_on_node(job: Job, policy: bytes | None, backend: str, board: Any) -> dict[str, Any]:
+def _run_here(job: Job, policy: bytes | None, backend: str, board: Any) -> dict[str, Any]:
     """One checked job in this node's sandbox; the result with train's weights as bytes."""
     node = _this_node()
     ray.get(board.post.remote(job.job_id, {"event": "placed", **node}))
@@ -192,8 +191,7 @@ def _run_on_node(job: Job, policy: bytes | None, backend: str, board: Any) -> di
     return {"result": result.to_dict(), "policy": weights, **node}
 
 
-@ray.remote(num_cpus=0)
-def _reap_node(pids: list[int], backend: str) -> int:
+def _reap_here(pids: list[int], backend: str) -> int:
     """Remove sandbox containers of dead workers on this machine, after PIDS have exited."""
     deadline = time.monotonic() + REAP_WAIT_S
     while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
@@ -202,6 +200,12 @@ def _reap_node(pids: list[int], backend: str) -> int:
         return 0
     sandbox = _node_sandbox(backend)
     return sandbox.reap()
+
+
+# Tasks wrap plain module functions: Ray ships them by reference, so they share this
+# module's globals (`_boards`, `_node_sandboxes`) with the sandbox's events callback.
+_run_on_node = ray.remote(_run_here)
+_reap_node = ray.remote(num_cpus=0)(_reap_here)
 
 
 def _alive(pid: int) -> bool:

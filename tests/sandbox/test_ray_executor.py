@@ -141,7 +141,7 @@ def test_worker_node_killed_mid_job_the_run_still_completes(cluster, tmp_path) -
             killed.append(event)
             cluster_.remove_node(worker, allow_graceful=False)
 
-    spec = RunSpec.parse({**TINY, "steps": 16000, "ray_address": cluster_.address,
+    spec = RunSpec.parse({**TINY, "steps": 160_000, "ray_address": cluster_.address,
                           "run_id": "killed", "runs_dir": str(tmp_path / "runs")})
     outcome = start_run(spec, KillingUI(kill_worker_mid_training))
     run_dir = Path(outcome.run_dir)
