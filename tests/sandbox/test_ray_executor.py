@@ -134,14 +134,14 @@ def test_worker_node_killed_mid_job_the_run_still_completes(cluster, tmp_path) -
 
     def kill_worker_mid_training(event: dict[str, Any]) -> None:
         running_there = (
-            event.get("type") == "train_progress" and event.get("node") == worker.unique_id
+            event.get("type") == "train_progress" and event.get("node") == worker.node_id
             and 0 < event["done"] < event["total"]
         )
         if running_there and not killed:
             killed.append(event)
             cluster_.remove_node(worker, allow_graceful=False)
 
-    spec = RunSpec.parse({**TINY, "steps": 160_000, "ray_address": cluster_.address,
+    spec = RunSpec.parse({**TINY, "steps": 64_000, "ray_address": cluster_.address,
                           "run_id": "killed", "runs_dir": str(tmp_path / "runs")})
     outcome = start_run(spec, KillingUI(kill_worker_mid_training))
     run_dir = Path(outcome.run_dir)
@@ -150,8 +150,8 @@ def test_worker_node_killed_mid_job_the_run_still_completes(cluster, tmp_path) -
     log = run_events(run_dir)
     lost_job = killed[0]["job_id"]
     placements = [e for e in log if e["event"] == "job_placed" and e["job_id"] == lost_job]
-    assert placements[0]["node"] == worker.unique_id
-    assert placements[-1]["node"] != worker.unique_id and placements[-1]["attempt"] >= 2
+    assert placements[0]["node"] == worker.node_id
+    assert placements[-1]["node"] != worker.node_id and placements[-1]["attempt"] >= 2
     finished = [e for e in log if e["event"] == "job_finished" and e["kind"] == "train"]
     per_candidate = {}
     for e in finished:  # nothing that finished trains again: one train per candidate
