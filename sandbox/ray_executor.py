@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_RETRIES = 3  # Ray retries of a task whose node or worker died
 LOCAL_ADDRESS = "local"  # ray.init: start a new instance on this machine
-LOOPBACK = "127.0.0.1"
 NODE_WORK_DIR = Path(tempfile.gettempdir()) / "lero-ray-jobs"  # job directories on a node
 REAP_WAIT_S = 10.0  # how long a node waits for killed workers to exit before reaping
 BOARD_TIMEOUT_S = 10.0
@@ -87,7 +86,7 @@ def connect(address: str | None) -> None:
         "logging_level": logging.WARNING,
     }
     if wanted == LOCAL_ADDRESS:
-        options["_node_ip_address"] = LOOPBACK
+        _loopback_only()
     try:
         ray.init(address=wanted, **options)
     except (ConnectionError, ValueError, RuntimeError) as error:
@@ -95,6 +94,20 @@ def connect(address: str | None) -> None:
             f"cannot connect to the Ray cluster at {wanted!r}: {_one_line(error)}"
         ) from None
     _connected_to = wanted
+
+
+def _loopback_only() -> None:
+    """Make the local instance bind and advertise 127.0.0.1 only.
+
+    Ray otherwise advertises this machine's network address and listens on every
+    interface; `_node_ip_address="127.0.0.1"` alone is resolved back to that address.
+    `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0` (read by Ray at import, hence also set on its
+    module) is Ray's own single-machine mode; the started processes inherit it.
+    """
+    from ray._private import ray_constants
+
+    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 def _one_line(error: BaseException) -> str:

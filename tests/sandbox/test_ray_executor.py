@@ -11,6 +11,8 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 import json
 import math
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -103,6 +105,28 @@ def test_ray_address_needs_the_ray_executor() -> None:
     assert executor_fields(resume) == {"executor": "local", "ray_address": None}
     with pytest.raises(ValueError, match="executor must be one of"):
         get_sandbox("process", executor="spark")
+
+
+def test_local_ray_instance_listens_and_advertises_loopback_only() -> None:
+    """Without an address lero starts Ray itself; nothing may face the network."""
+    script = (
+        "import json, ray, psutil\n"
+        "from lero.sandbox.ray_executor import connect\n"
+        "connect(None)\n"
+        "me = psutil.Process()\n"
+        "ray_pids = {p.pid for p in me.children(recursive=True)}\n"
+        "listening = [c.laddr.ip for c in psutil.net_connections('inet')\n"
+        "             if c.status == 'LISTEN' and c.pid in ray_pids]\n"
+        "print(json.dumps({'nodes': [n['NodeManagerAddress'] for n in ray.nodes()],\n"
+        "                  'listening': listening}))\n"
+        "ray.shutdown()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=180, check=True)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["nodes"] == ["127.0.0.1"]
+    assert found["listening"] and set(found["listening"]) <= {"127.0.0.1", "::ffff:127.0.0.1"}
 
 
 @pytest.mark.slow
