@@ -234,6 +234,17 @@ def _alive(pid: int) -> bool:
 # ---------------------------------------------------------------- on the host
 
 
+def _fits_some_node(limits: Limits) -> bool:
+    """Whether any live node's total resources could ever run a task with LIMITS."""
+    return any(
+        node.get("Alive")
+        and node["Resources"].get("CPU", 0) >= limits.cpus
+        and node["Resources"].get("memory", 0) >= limits.mem_mb * 2**20
+        for node in ray.nodes()
+    )
+
+
+
 class RaySandbox(Sandbox):
     """A sandbox whose train and evaluate jobs run as Ray tasks; `kind` is the backend's."""
 
@@ -279,6 +290,11 @@ class RaySandbox(Sandbox):
     def _execute(self, job: Job, policy: bytes | None) -> JobResult:
         if job.kind == "validate":
             return self.local._execute(job, policy)
+        if not _fits_some_node(job.limits):  # Ray would queue it forever
+            return JobResult.failure(
+                "crashed", "NoRayNode", f"no live Ray node offers {job.limits.cpus} CPU and "
+                f"{job.limits.mem_mb} MB of memory for a {job.kind} job (Limits); add bigger nodes",
+            )
         ref = _run_on_node.options(
             num_cpus=job.limits.cpus,
             memory=job.limits.mem_mb * 2**20,

@@ -224,3 +224,18 @@ def test_cancel_stops_the_ray_task_and_removes_its_container(cluster, tmp_path) 
     assert not thread.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], JobCancelled)
     assert leftover_containers({p["worker"] for p in placed}) == []
+
+
+def test_a_job_no_node_can_hold_is_crashed_not_queued_forever(tmp_path) -> None:
+    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "memory": 2**30,
+                                                           "include_dashboard": False})
+    try:
+        sandbox = get_sandbox("process", work_dir=tmp_path, executor="ray",
+                              ray_address=cluster.address)
+        result = sandbox.run_job(Job(kind="train", code=None, steps=1600, eval_episodes=8))
+        sandbox.close()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert result.status == "crashed" and result.error["type"] == "NoRayNode"
+    assert "4096 MB" in result.error["message"]
