@@ -1,4 +1,4 @@
-"""`python -m lero.sandbox build [--mode auto|dockerfile|offline]` and `python -m lero.sandbox check`.
+"""`python -m lero.sandbox build [--mode offline|dockerfile]` and `python -m lero.sandbox check`.
 
 `lero sandbox build | check` calls the same `build_image` / `check` functions.
 """
@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from lero.sandbox.check import check
-from lero.sandbox.image import build_image
+from lero.sandbox.image import BUILD_MODES, build_image
 from lero.sandbox.types import SandboxUnavailable
 
 
@@ -17,7 +17,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="build the sandbox image locally")
-    build.add_argument("--mode", choices=("auto", "dockerfile", "offline"), default="auto")
+    build.add_argument(
+        "--mode",
+        choices=BUILD_MODES,
+        default="offline",
+        help="offline (default: from this Python, no registry needed; `auto` is its old name) "
+        "or dockerfile (needs a registry)",
+    )
     commands.add_parser("check", help="report daemon, image and a smoke run")
     args = parser.parse_args(argv)
     try:

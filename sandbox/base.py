@@ -190,16 +190,19 @@ class Sandbox(ABC):
     ) -> None:
         if max_parallel < 1:
             raise ValueError(f"max_parallel must be >= 1, got {max_parallel}")
+        # Resolved once, here: bind mounts (Docker, the process backend's `mount --bind`)
+        # need absolute paths, and the default run directory `runs/` is relative.
+        cache_dir = Path(cache_dir).resolve() if cache_dir is not None else None
         self.cache = ResultCache(cache_dir) if cache_dir is not None else None
         self.slots = threading.BoundedSemaphore(max_parallel)
         self.events = events
         if work_dir is None:
             work_dir = (
-                Path(cache_dir) / "jobs"
+                cache_dir / "jobs"
                 if cache_dir is not None
                 else tempfile.mkdtemp(prefix="lero-jobs-")
             )
-        self.work_dir = Path(work_dir)
+        self.work_dir = Path(work_dir).resolve()
         self.work_dir.mkdir(parents=True, exist_ok=True)
 
     @abstractmethod

@@ -1,4 +1,4 @@
-"""`check()`: is the Docker sandbox usable here? Daemon, image, and a contained smoke run."""
+"""`check()`: which backend would a run use, and why? Daemon, image state, a contained smoke run."""
 
 from __future__ import annotations
 
@@ -10,21 +10,36 @@ SMOKE_SCRIPT = "import os, torch, numpy\nprint('uid', os.getuid(), 'torch', torc
 
 
 def check() -> dict[str, tuple[bool, str]]:
-    """{"daemon" | "image" | "smoke": (ok, detail)}; stops at the first failure."""
+    """{"daemon" | "backend" | "image" | "smoke": (ok, detail)}; stops at the first failure.
+
+    `backend` is what `get_sandbox("auto")` (every `lero run`) would choose now.
+    """
     from lero.sandbox.docker_backend import DockerSandbox
-    from lero.sandbox.image import IMAGE, docker_client, image_exists
+    from lero.sandbox.image import docker_client, image_state
 
     report: dict[str, tuple[bool, str]] = {}
     try:
         client = docker_client()
     except SandboxUnavailable as error:
         report["daemon"] = (False, str(error))
+        report["backend"] = (False, "a run would use the much weaker PROCESS sandbox")
         return report
     report["daemon"] = (True, f"Docker {client.version().get('Version', '?')}")
-    if not image_exists(client):
-        report["image"] = (False, f"{IMAGE} missing: run `lero sandbox build`")
+    state = image_state(client)
+    if state.status == "current":
+        report["backend"] = (
+            True,
+            "a run would use Docker: the daemon answers, the image is current",
+        )
+    else:
+        report["backend"] = (
+            True,
+            f"a run would use Docker after building the image ({state.status})",
+        )
+    if state.status != "current":
+        report["image"] = (False, f"{state.detail}: `lero sandbox build` (or any run) builds it")
         return report
-    report["image"] = (True, IMAGE)
+    report["image"] = (True, state.detail)
     with tempfile.TemporaryDirectory(prefix="lero-check-") as work_dir:
         result = DockerSandbox(work_dir=work_dir).run_script(
             SMOKE_SCRIPT, Limits(wall_s=60, mem_mb=1024)

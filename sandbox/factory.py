@@ -1,10 +1,12 @@
-"""`get_sandbox`: Docker when it can be used, else the (weaker) process backend, loudly."""
+"""`get_sandbox`: Docker (its image built or rebuilt first when needed), else the weaker
+process backend, loudly. The one place every command that runs candidate code passes."""
 
 from __future__ import annotations
 
 import logging
 import os
 import sys
+from collections.abc import Callable
 
 from lero.sandbox.base import Events, Sandbox
 from lero.sandbox.types import SandboxUnavailable
@@ -21,10 +23,14 @@ def get_sandbox(
     events: Events | None = None,
     work_dir: str | os.PathLike | None = None,
     spares_per_limits: int = 1,
+    progress: Callable[[str], None] | None = None,
     executor: str = "local",
     ray_address: str | None = None,
 ) -> Sandbox:
-    """A sandbox backend; `docker` raises `SandboxUnavailable` when no daemon or image.
+    """A sandbox backend. `auto` and `docker` build the image first when it is missing or
+    stale (`image.ensure_image`, lines to `progress`, default stderr); `auto` falls back to
+    the process backend only when no Docker daemon answers, saying so on stderr; `docker`
+    raises `SandboxUnavailable` then.
 
     `spares_per_limits`: warm Docker containers kept per `Limits` (ignored by `process`).
     `executor="ray"`: train and evaluate jobs run as Ray tasks, each in the same backend on
@@ -44,7 +50,7 @@ def get_sandbox(
             ) from error
         if work_dir is None and cache_dir is not None:
             work_dir = os.path.join(cache_dir, "jobs")
-        local = get_sandbox(kind, None, max_parallel, None, work_dir, spares_per_limits)
+        local = get_sandbox(kind, None, max_parallel, None, work_dir, spares_per_limits, progress)
         return RaySandbox(local, address=ray_address, cache_dir=cache_dir,
                           max_parallel=max_parallel, events=events, work_dir=work_dir)
     common = {
@@ -57,17 +63,22 @@ def get_sandbox(
         try:
             # imported here: the docker SDK is not needed (nor in the image) otherwise
             from lero.sandbox.docker_backend import DockerSandbox
+            from lero.sandbox.image import docker_client, ensure_image
 
-            return DockerSandbox(spares_per_limits=spares_per_limits, **common)
+            client = docker_client()
         except (SandboxUnavailable, ImportError) as error:
             if kind == "docker":
                 raise SandboxUnavailable(str(error)) from error
-            warning = (
-                f"WARNING: Docker sandbox unavailable ({error}); running LLM-written code in the "
-                "much weaker PROCESS sandbox (see docs/sandbox.md)"
-            )
+            warning = f"WARNING: LLM-written code runs in the much weaker PROCESS sandbox: {error}"
             log.warning(warning)
             print(warning, file=sys.stderr)
+        else:
+            ensure_image(log=progress or _stderr, client=client)
+            return DockerSandbox(spares_per_limits=spares_per_limits, **common)
     from lero.sandbox.process_backend import ProcessSandbox
 
     return ProcessSandbox(**common)
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

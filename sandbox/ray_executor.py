@@ -25,7 +25,6 @@ Candidate code still runs only inside the sandbox on every node.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import shutil
@@ -153,35 +152,18 @@ def _post_progress(event: str, **fields: Any) -> None:
         board.post.remote(fields["job_id"], {"event": "progress", **fields, "node": node})
 
 
-def _image_lock():
-    """One image build per machine at a time (several workers may find it missing)."""
-    NODE_WORK_DIR.mkdir(parents=True, exist_ok=True)
-    handle = open(NODE_WORK_DIR / ".image-build.lock", "w")  # noqa: SIM115 (closed by the context)
-    fcntl.flock(handle, fcntl.LOCK_EX)
-    return contextlib.closing(handle)
-
-
 def _node_sandbox(backend: str) -> Sandbox:
-    """This worker's sandbox backend; a node without the Docker image builds it first."""
-    if backend in _node_sandboxes:
-        return _node_sandboxes[backend]
-    from lero.sandbox.factory import get_sandbox
-    from lero.sandbox.image import build_image, docker_client, image_exists
+    """This worker's sandbox backend; `get_sandbox` builds a missing or stale Docker image
+    on this node first (offline from its Python, one build per machine at a time)."""
+    if backend not in _node_sandboxes:
+        from lero.sandbox.factory import get_sandbox
 
-    NODE_WORK_DIR.mkdir(parents=True, exist_ok=True)
-    options = {"events": _post_progress, "work_dir": NODE_WORK_DIR, "spares_per_limits": 0}
-    try:
-        sandbox = get_sandbox(backend, **options)
-    except SandboxUnavailable:
-        if backend != "docker":
-            raise
-        client = docker_client()  # no daemon at all: SandboxUnavailable says so
-        with _image_lock():
-            if not image_exists(client):
-                build_image(mode="auto", log=log.info)
-        sandbox = get_sandbox(backend, **options)
-    _node_sandboxes[backend] = sandbox
-    return sandbox
+        NODE_WORK_DIR.mkdir(parents=True, exist_ok=True)
+        _node_sandboxes[backend] = get_sandbox(
+            backend, events=_post_progress, work_dir=NODE_WORK_DIR, spares_per_limits=0,
+            progress=log.warning,
+        )
+    return _node_sandboxes[backend]
 
 
 def _run_here(job: Job, policy: bytes | None, backend: str, board: Any) -> dict[str, Any]:

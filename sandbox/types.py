@@ -9,6 +9,8 @@ from typing import Any, Literal
 JobKind = Literal["validate", "train", "evaluate"]
 JOB_KINDS = ("validate", "train", "evaluate")
 SCRIPT_STATUSES = ("ok", "error", "timeout", "oom", "killed")
+DEFAULT_TMP_MB = 256
+TMP_MEM_FRACTION = 0.25  # the /tmp tmpfs may take at most this share of mem_mb
 JOB_STATUSES = ("ok", "rejected", "code_error", "invalid_output", "timeout", "oom", "crashed")
 
 
@@ -30,7 +32,7 @@ class Limits:
     cpus: float = 1.0  # CPU quota in cores
     pids: int = 256  # processes + threads
     output_bytes: int = 64_000  # stdout and stderr are each capped to this (head + tail kept)
-    tmp_mb: int = 256  # size of the /tmp tmpfs
+    tmp_mb: int | None = None  # /tmp tmpfs size; default min(256, mem_mb * TMP_MEM_FRACTION)
     disk_mb: int = 512  # the job directory (per file exactly; in total by a watchdog)
 
     def __post_init__(self) -> None:
@@ -42,7 +44,16 @@ class Limits:
             self.output_bytes >= 1024,
             f"Limits.output_bytes must be >= 1024, got {self.output_bytes}",
         )
-        _require(self.tmp_mb >= 1, f"Limits.tmp_mb must be >= 1, got {self.tmp_mb}")
+        # tmpfs pages count against the memory limit: a full /tmp must leave room for the
+        # process, so filling it ends in ENOSPC (an `error`), never in the OOM killer.
+        max_tmp_mb = int(self.mem_mb * TMP_MEM_FRACTION)
+        if self.tmp_mb is None:
+            object.__setattr__(self, "tmp_mb", min(DEFAULT_TMP_MB, max_tmp_mb))
+        _require(
+            1 <= self.tmp_mb <= max_tmp_mb,
+            f"Limits.tmp_mb must be between 1 and mem_mb * {TMP_MEM_FRACTION} = {max_tmp_mb}, "
+            f"got {self.tmp_mb}",
+        )
         _require(self.disk_mb >= 1, f"Limits.disk_mb must be >= 1, got {self.disk_mb}")
 
     def to_dict(self) -> dict[str, Any]:

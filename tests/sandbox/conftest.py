@@ -1,30 +1,19 @@
-"""Sandbox fixtures: real Docker (skipped without daemon/image unless CI=true) and the process backend."""
+"""Sandbox fixtures: real Docker (its image built by `sandbox_image`, tests/conftest.py) and the
+process backend."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
-from lero.sandbox.types import SandboxUnavailable
 
 torch.set_num_threads(1)
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"CI=true but the Docker sandbox is unavailable: {reason}")
-    pytest.skip(f"Docker sandbox unavailable: {reason}")
-
-
 @pytest.fixture(scope="session")
-def docker_sandbox(tmp_path_factory):
-    try:
-        from lero.sandbox.docker_backend import DockerSandbox
+def docker_sandbox(sandbox_image, tmp_path_factory):
+    from lero.sandbox.docker_backend import DockerSandbox
 
-        return DockerSandbox(work_dir=tmp_path_factory.mktemp("docker-jobs"), max_parallel=4)
-    except (SandboxUnavailable, ImportError) as error:
-        _unavailable(str(error))
+    return DockerSandbox(work_dir=tmp_path_factory.mktemp("docker-jobs"), max_parallel=4)
 
 
 @pytest.fixture(scope="session")

@@ -101,6 +101,15 @@ def test_disk_fill_tmp(sandbox) -> None:
     assert not Path(f"/tmp/fill-{token}").exists()
 
 
+def test_tmp_fill_at_small_memory_is_enospc_not_oom(docker_sandbox) -> None:
+    """/tmp's tmpfs pages count against the memory limit: filling it must end ENOSPC, not OOM."""
+    limits = Limits(wall_s=8, mem_mb=128, cpus=1, pids=64, output_bytes=4096)
+    source = "with open('/tmp/fill', 'wb') as f:\n    while True:\n        f.write(b'x' * 2**20)\n        f.flush()\n"
+    result = run_attack(docker_sandbox, source, limits)
+    assert result.status == "error", result
+    assert "No space left on device" in result.stderr or "File too large" in result.stderr
+
+
 def test_disk_fill_job_dir_many_files(sandbox) -> None:
     source = "n = 0\nwhile True:\n    open(f'fill{n}', 'wb').write(b'x' * 4 * 2**20)\n    n += 1\n"
     result = run_attack(sandbox, source)

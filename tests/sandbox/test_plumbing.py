@@ -121,6 +121,16 @@ def test_bad_inputs_fail_with_one_line_errors() -> None:
     assert Job.from_dict(job.to_dict()) == job
 
 
+def test_tmp_tmpfs_is_a_bounded_share_of_memory() -> None:
+    assert Limits(mem_mb=4096).tmp_mb == 256
+    assert Limits(mem_mb=128).tmp_mb == 32  # 256 MB of tmpfs pages would OOM a 128 MB sandbox
+    assert Limits(mem_mb=128, tmp_mb=16).tmp_mb == 16
+    with pytest.raises(ValueError, match=r"tmp_mb must be between 1 and mem_mb \* 0.25 = 32"):
+        Limits(mem_mb=128, tmp_mb=64)
+    limits = Limits(mem_mb=256)
+    assert Limits(**limits.to_dict()) == limits
+
+
 def test_auto_falls_back_loudly_without_docker(monkeypatch, capsys, tmp_path) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
     with pytest.raises(SandboxUnavailable, match="no Docker daemon"):
@@ -162,14 +172,11 @@ def test_containers_of_dead_owners_are_reaped(docker_sandbox) -> None:
         live.remove(force=True)
 
 
-def test_docker_failure_during_a_job_is_crashed_not_raised(tmp_path) -> None:
+def test_docker_failure_during_a_job_is_crashed_not_raised(sandbox_image, tmp_path) -> None:
     import docker
     from lero.sandbox.docker_backend import DockerSandbox
 
-    try:
-        sandbox = DockerSandbox(work_dir=tmp_path)
-    except SandboxUnavailable as error:
-        pytest.skip(str(error))
+    sandbox = DockerSandbox(work_dir=tmp_path)
     sandbox.client = docker.DockerClient(
         base_url=f"unix://{tmp_path}/daemon-gone.sock", version="1.41"
     )

@@ -1,0 +1,60 @@
+"""Session-wide: the test command builds the Docker sandbox image itself.
+
+`python -m pytest` on a fresh machine with a Docker daemon builds (or rebuilds, when
+stale) `lero-sandbox:1` once and runs the Docker tests, the attack suite included.
+Without a daemon they skip with one reason, repeated in one line at the end of the run.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from lero.sandbox.image import START_DOCKER_HINT
+from lero.sandbox.types import SandboxUnavailable
+
+NO_DAEMON = "no Docker daemon answered"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+@pytest.fixture(scope="session")
+def sandbox_image(request) -> str:
+    """The sandbox image, built now when missing or stale; skips every user without a daemon."""
+    from lero.sandbox.image import IMAGE, docker_client, ensure_image
+
+    try:
+        client = docker_client()
+    except SandboxUnavailable as error:
+        if in_ci():
+            pytest.fail(f"CI=true but {NO_DAEMON}: {error}")
+        pytest.skip(f"{NO_DAEMON} (how to run them: the last line of this run)")
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+
+    def progress(message: str) -> None:
+        with capture.global_and_fixture_disabled():
+            print(f"\n[sandbox image] {message}", flush=True)
+
+    try:
+        ensure_image(log=progress, client=client)
+    except SandboxUnavailable as error:
+        pytest.fail(f"a Docker daemon answers but the sandbox image could not be built: {error}")
+    return IMAGE
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config) -> None:
+    """The run's last line: why the Docker tests did not run, and how to run them."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    skipped = [r for r in reporter.stats.get("skipped", []) if NO_DAEMON in str(r.longrepr)]
+    if skipped:
+        reporter.write_line(
+            f"{len(skipped)} Docker tests (the attack suite among them) skipped: {NO_DAEMON}; "
+            f"{START_DOCKER_HINT} and rerun: the test command builds the image itself",
+            yellow=True,
+            bold=True,
+        )

@@ -1,0 +1,178 @@
+"""The sandbox image: its root filesystem from every kind of Python install, and its lifecycle."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from lero.sandbox import image
+from lero.sandbox.image import INPUTS_LABEL, REPO_ROOT, image_inputs, image_site, image_state
+
+LIBTORCH = "torch/lib/libtorch_cpu.so"
+PROBE = (
+    "import json, torch\nfrom lero.sandbox import image\n"
+    "files = {k: str(v) for k, v in image.rootfs_files(lambda m: None).items()}\n"
+    "print(json.dumps([str(image.image_site()), torch.__file__, image.__file__, files]))"
+)
+
+
+def assert_each_file_once(files: dict[str, str], site: str, host_dirs: list[Path]) -> None:
+    """No file twice (the venv bug: ldd's copy at the host path), torch where the image imports it."""
+    sources = Counter(files.values())
+    assert [source for source, n in sources.items() if n > 1] == []
+    assert [dest for dest in files if dest.endswith(LIBTORCH)] == [f"{site}/{LIBTORCH}"]
+    assert f"{site}/numpy/__init__.py" in files
+    for host_dir in host_dirs:  # nothing at a venv / user-site path the image never imports
+        assert [dest for dest in files if dest.startswith(f"{host_dir}/")] == []
+    assert [dest for dest in files if dest.startswith(f"{tempfile.gettempdir()}/")] == []
+
+
+def test_rootfs_files_of_this_interpreter_each_file_once() -> None:
+    files = {dest: str(source) for dest, source in image.rootfs_files(lambda message: None).items()}
+    host_dirs = [Path(sys.prefix)] if sys.prefix != sys.base_prefix else []
+    assert_each_file_once(files, str(image_site()), host_dirs)
+
+
+def _install_like(site_dir: Path) -> None:
+    """Site-packages holding every base package (links), as `pip install` into it would."""
+    site_dir.mkdir(parents=True, exist_ok=True)
+    for entry in image_site().iterdir():
+        if not entry.name.startswith(("lero", "__editable__")):
+            (site_dir / entry.name).symlink_to(entry)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "venv-under-tmp",
+        pytest.param("user-site", marks=pytest.mark.slow),
+        pytest.param("system", marks=pytest.mark.slow),
+    ],
+)
+def test_rootfs_files_from_each_kind_of_install(layout: str, tmp_path: Path) -> None:
+    base_python = Path(sys._base_executable)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    code = tmp_path / "code" / "lero"  # lero itself, importable from any interpreter
+    code.mkdir(parents=True)
+    for package in ("sandbox", "training"):
+        (code / package).symlink_to(REPO_ROOT / package)
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(code.parent), "HOME": str(tmp_path)}
+    python, host_dirs = base_python, []
+    if layout == "venv-under-tmp":
+        venv = tmp_path / "venv"
+        subprocess.run([base_python, "-m", "venv", "--without-pip", venv], check=True)
+        _install_like(venv / "lib" / version / "site-packages")
+        python, host_dirs = venv / "bin" / "python", [venv]
+    elif layout == "user-site":
+        env["PYTHONUSERBASE"] = str(tmp_path / "user")
+        _install_like(tmp_path / "user" / "lib" / version / "site-packages")
+        host_dirs = [tmp_path / "user"]
+    output = subprocess.run(
+        [python, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert output.returncode == 0, output.stderr[-2000:]
+    site, torch_file, image_file, files = json.loads(output.stdout.splitlines()[-1])
+    assert site == str(image_site())
+    assert Path(image_file).resolve().is_relative_to(REPO_ROOT)  # this checkout's builder
+    if host_dirs:  # the packages really came from the venv / the user site
+        assert Path(torch_file).is_relative_to(host_dirs[0])
+    assert_each_file_once(files, site, host_dirs)
+
+
+@pytest.fixture
+def throwaway_image(sandbox_image, monkeypatch):
+    """make(label) -> tag of an image committed from the sandbox image with that inputs label.
+
+    Every image it made (also one a rebuild left untagged) is removed afterwards.
+    """
+    import docker
+
+    client = image.docker_client()
+    container = client.containers.create(sandbox_image, ["true"])
+    repository = f"lero-sandbox-test-{secrets.token_hex(4)}"
+    made: list[str] = []  # tags, then image ids
+
+    def make(label: str) -> str:
+        tag = str(len(made))
+        committed = container.commit(repository, tag, conf={"Labels": {INPUTS_LABEL: label}})
+        made.extend([f"{repository}:{tag}", committed.id])
+        monkeypatch.setattr(image, "IMAGE", f"{repository}:{tag}")
+        return f"{repository}:{tag}"
+
+    yield client, make
+    container.remove(force=True)
+    for name in made:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            client.images.remove(name, force=True)
+
+
+def test_image_state_decides_rebuild_from_the_label(throwaway_image, monkeypatch) -> None:
+    client, make = throwaway_image
+    inputs = image_inputs("offline")
+    make(json.dumps(inputs))
+    assert image_state(client).status == "current"
+    older = {
+        **inputs,
+        "distributions": [d for d in inputs["distributions"] if not d.startswith("torch==")],
+    }
+    make(json.dumps({**older, "distributions": [*older["distributions"], "torch==2.0.0"]}))
+    state = image_state(client)
+    assert state.status == "stale" and "torch==2.0.0" in state.detail
+    make(json.dumps({**inputs, "lero": "0.0.1"}))
+    assert image_state(client).status == "stale"
+    make("")  # built before images were labelled
+    assert image_state(client).status == "stale"
+    monkeypatch.setattr(image, "IMAGE", "lero-sandbox-test-never-built:1")
+    assert image_state(client).status == "missing"
+
+
+@pytest.mark.slow
+def test_ensure_image_rebuilds_a_stale_image_once(throwaway_image) -> None:
+    client, make = throwaway_image
+    tag = make(json.dumps({**image_inputs("offline"), "lero": "0.0.1"}))
+    lines: list[str] = []
+    assert image.ensure_image(log=lines.append, client=client).status == "stale"
+    assert "building it now" in lines[0] and "image size" in lines[-1]
+    assert image_state(client).status == "current"
+    assert image.ensure_image(log=lines.append, client=client).status == "current"
+    result = client.containers.run(tag, ["python", "-c", "import torch, numpy"], remove=True)
+    assert result == b""
+
+
+def test_without_a_daemon_the_docker_tests_skip_with_one_reason(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["DOCKER_HOST"] = f"unix://{tmp_path}/no-daemon.sock"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "tests/sandbox/test_attacks.py", "-k", "sleep_forever or memory_bomb and docker"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    *_, stats, last = run.stdout.strip().splitlines()
+    assert "passed" in stats and "2 skipped" in stats
+    assert last.startswith("2 Docker tests (the attack suite among them) skipped: no Docker daemon")
+    assert "sudo systemctl start docker" in last
+
+
+def test_check_says_which_backend_a_run_would_use(sandbox_image, monkeypatch, tmp_path) -> None:
+    from lero.sandbox.check import check
+
+    report = check()
+    assert list(report) == ["daemon", "backend", "image", "smoke"]
+    assert report["backend"] == (
+        True,
+        "a run would use Docker: the daemon answers, the image is current",
+    )
+    assert report["smoke"][0], report["smoke"]
+    monkeypatch.setattr(image, "IMAGE", "lero-sandbox-test-never-built:1")
+    assert check()["backend"] == (True, "a run would use Docker after building the image (missing)")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+    report = check()
+    assert report["daemon"][0] is False and "PROCESS" in report["backend"][1]
