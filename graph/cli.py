@@ -36,7 +36,7 @@ DEFAULT_RUNS_DIR = "runs"
 RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
     "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
-    "wall_clock_s", "exploit_fraction", "task", "offline_prior",
+    "wall_clock_s", "exploit_fraction", "task", "offline_prior", "executor", "ray_address",
 )  # fmt: skip
 BUDGET_FLAGS = ("max_llm_requests", "max_llm_tokens", "wall_clock_s")
 
@@ -150,6 +150,13 @@ def _add_env_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_executor_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executor", choices=("local", "ray"),
+                   help="where train/evaluate jobs run (default local; ray: docs/ray.md)")
+    p.add_argument("--ray-address", help="Ray cluster: auto | HOST:PORT (default: a new local "
+                   "instance); implies --executor ray")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="lero",
@@ -181,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-prior", dest="offline_prior", action="store_const", const=False,
         help="offline designer: no hand-written prior in generation 0 (sampled designs only)",
     )  # fmt: skip
+    _add_executor_args(run)
 
     resume = sub.add_parser("resume", help="continue an interrupted or stopped run")
     resume.add_argument("run_id")
@@ -188,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--answer", type=Path, help="JSON file answering the pending question")
     _add_llm_args(resume)
     _add_budget_args(resume)
+    _add_executor_args(resume)
 
     chat = sub.add_parser("chat", help="design an experiment in a conversation, then run it")
     _add_llm_args(chat)
@@ -260,6 +269,7 @@ def spec_fields(args: argparse.Namespace) -> dict:
     fields.update({k: getattr(args, k) for k in RUN_FLAGS if getattr(args, k) is not None})
     if fields.get("runs_dir") is not None:
         fields["runs_dir"] = str(fields["runs_dir"])
+    fields.update(executor_fields(args))
     if args.env_args:
         from lero.graph.configuration import RunSpec
 
@@ -276,6 +286,16 @@ def llm_fields(llm: str | None, model: str | None, base_url: str | None) -> dict
 
     choice = choose_llm(llm, model, base_url)
     return {"llm": choice.llm, "base_url": choice.base_url}
+
+
+def executor_fields(args: argparse.Namespace) -> dict:
+    """`--executor` / `--ray-address` as RunSpec fields (an address implies the ray executor)."""
+    fields = {k: getattr(args, k) for k in ("executor", "ray_address") if getattr(args, k)}
+    if args.ray_address is not None and args.executor is None:
+        fields["executor"] = "ray"
+    if args.executor == "local" and args.ray_address is None:
+        fields["ray_address"] = None  # also over a stored or configured address
+    return fields
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
@@ -359,11 +379,11 @@ def read_answer(path: Path | None) -> object | None:
 
 
 def resume_overrides(args: argparse.Namespace) -> dict[str, object]:
-    """Spec fields `lero resume` changes: budgets, and the LLM when one is named."""
+    """Spec fields `lero resume` changes: budgets, the executor, and the LLM when one is named."""
     overrides = {k: getattr(args, k) for k in BUDGET_FLAGS if getattr(args, k) is not None}
     if args.llm is not None or args.model is not None or args.base_url is not None:
         overrides.update(llm_fields(args.llm, args.model, args.base_url))
-    return overrides
+    return {**overrides, **executor_fields(args)}
 
 
 def cmd_resume(args: argparse.Namespace, console: Console) -> int:
@@ -470,7 +490,7 @@ def _add_study_parser(sub: argparse._SubParsersAction) -> None:
     study.add_argument("--candidate", type=Path, help="study a candidate module file instead")
     study.add_argument("--candidate-id", help="a candidate of the run other than the best")
     study.add_argument("--config", type=Path, help="TOML or JSON file with StudySpec fields")
-    study.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
+    _add_runs_dir(study)
     study.add_argument("--preset", choices=("paper",), help="paper: mappo,ippo,vdn,qmix x 5 seeds")
     study.add_argument("--algos", help="comma-separated, e.g. mappo,vdn (default: the run's)")
     study.add_argument("--seeds", type=_positive_int, help="fresh training seeds (default 5)")
@@ -482,6 +502,7 @@ def _add_study_parser(sub: argparse._SubParsersAction) -> None:
     study.add_argument("--study-id", help="directory name (default: from the settings)")
     study.add_argument("--sandbox", choices=("auto", "docker", "process"))
     study.add_argument("--max-parallel", type=_positive_int)
+    _add_executor_args(study)
 
 
 def study_fields(args: argparse.Namespace) -> dict:
@@ -499,11 +520,11 @@ def study_fields(args: argparse.Namespace) -> dict:
     for name in ("run_id", "candidate_id", "runs_dir", "seeds", "steps", "env", "eval_episodes",
                  "target_return", "study_id", "sandbox", "max_parallel"):  # fmt: skip
         if getattr(args, name) is not None:
-            fields[name] = getattr(args, name)
+            fields[name] = str(value) if isinstance(value := getattr(args, name), Path) else value
     if args.env_args:
-        base = RunSpec(env=args.env or "simple_spread").env_kwargs
+        base = RunSpec.default_env_kwargs(args.env)
         fields["env_kwargs"] = {**(base or {}), **dict(args.env_args)}
-    return fields
+    return {**fields, **executor_fields(args)}
 
 
 def cmd_study(args: argparse.Namespace, console: Console) -> int:

@@ -67,6 +67,8 @@ class RunSpec(BaseModel):
     n_elites: int = Field(default=2, ge=1, le=16)
     exploit_fraction: float = Field(default=0.75, ge=0.0, le=1.0)  # share of drafts refining an elite
     offline_prior: bool = True  # offline designer: generation 0 starts from its hand-written prior
+    executor: Literal["local", "ray"] = "local"  # where train/evaluate jobs run
+    ray_address: str | None = None  # `auto`, `host:port`; None = a new local Ray instance
 
     @field_validator("llm")
     @classmethod
@@ -88,6 +90,12 @@ class RunSpec(BaseModel):
     @classmethod
     def _runs_dir_absolute(cls, value: str) -> str:
         return absolute_runs_dir(value)
+
+    @model_validator(mode="after")
+    def _ray_address_needs_ray(self) -> RunSpec:
+        if self.ray_address is not None and self.executor != "ray":
+            raise ValueError("ray_address is only used with executor 'ray'")
+        return self
 
     @model_validator(mode="after")
     def _fill_env_kwargs(self) -> RunSpec:

@@ -37,7 +37,7 @@ def plot_fitness(generations: list[dict], baseline_fitness: float | None, path: 
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_learning_curves(curves_by_label: dict[str, dict[str, list[float]]], path: Path) -> Path:
@@ -53,10 +53,10 @@ def plot_learning_curves(curves_by_label: dict[str, dict[str, list[float]]], pat
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-def _save(fig: plt.Figure, path: Path) -> Path:
+def save_figure(fig: plt.Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=100)

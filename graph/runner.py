@@ -112,7 +112,10 @@ def start_run(spec: RunSpec, ui: RunUI) -> RunOutcome:
     return _drive(rundir, spec, ui, {"spec": spec.model_dump(mode="json")})
 
 
-RESUME_OVERRIDES = ("llm", "base_url", "max_llm_requests", "max_llm_tokens", "wall_clock_s")
+# what `lero resume` may change: more LLM budget or wall clock, another server, another
+# executor (moving the remaining jobs changes no result)
+RESUME_OVERRIDES = ("llm", "base_url", "max_llm_requests", "max_llm_tokens", "wall_clock_s",
+                    "executor", "ray_address")
 
 
 def resume_run(

@@ -13,6 +13,7 @@ from lero.sandbox.types import SandboxUnavailable
 
 log = logging.getLogger(__name__)
 KINDS = ("auto", "docker", "process")
+EXECUTORS = ("local", "ray")
 
 
 def get_sandbox(
@@ -23,6 +24,8 @@ def get_sandbox(
     work_dir: str | os.PathLike | None = None,
     spares_per_limits: int = 1,
     progress: Callable[[str], None] | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> Sandbox:
     """A sandbox backend. `auto` and `docker` build the image first when it is missing or
     stale (`image.ensure_image`, lines to `progress`, default stderr); `auto` falls back to
@@ -30,9 +33,26 @@ def get_sandbox(
     raises `SandboxUnavailable` then.
 
     `spares_per_limits`: warm Docker containers kept per `Limits` (ignored by `process`).
+    `executor="ray"`: train and evaluate jobs run as Ray tasks, each in the same backend on
+    its node (`ray_address`: `auto`, `host:port`, or None for a new local Ray instance).
     """
     if kind not in KINDS:
         raise ValueError(f"sandbox kind must be one of {KINDS}, got {kind!r}")
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    if executor == "ray":
+        # imported here: Ray is an optional extra (`pip install lero[ray]`)
+        try:
+            from lero.sandbox.ray_executor import RaySandbox
+        except ImportError as error:
+            raise SandboxUnavailable(
+                f"--executor ray needs Ray ({error}); install it with: pip install 'lero[ray]'"
+            ) from error
+        if work_dir is None and cache_dir is not None:
+            work_dir = os.path.join(cache_dir, "jobs")
+        local = get_sandbox(kind, None, max_parallel, None, work_dir, spares_per_limits, progress)
+        return RaySandbox(local, address=ray_address, cache_dir=cache_dir,
+                          max_parallel=max_parallel, events=events, work_dir=work_dir)
     common = {
         "cache_dir": cache_dir,
         "max_parallel": max_parallel,

@@ -85,7 +85,7 @@ def sandbox_kind(spec: RunSpec) -> str:
 def open_sandbox(spec: RunSpec, cache_dir: Path | None, events: Any = None) -> Sandbox:
     try:
         return get_sandbox(sandbox_kind(spec), cache_dir=cache_dir, max_parallel=spec.max_parallel,
-                           events=events)
+                           events=events, executor=spec.executor, ray_address=spec.ray_address)
     except SandboxUnavailable as error:
         raise RunError(str(error).splitlines()[0]) from None
 

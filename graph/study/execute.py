@@ -43,6 +43,12 @@ class Plan:
     sandbox: str
     hparams: dict[str, dict[str, Any]]
     generations: dict[str, Any] | None  # what the run's generations added over generation 0
+    executor: dict[str, Any]  # {"executor", "ray_address"}: where jobs run, not what they give
+
+    def sandbox_spec(self) -> RunSpec:
+        """The settings `open_sandbox` reads, as a run with this env would have them."""
+        return RunSpec(env=self.env["name"], env_kwargs={k: v for k, v in self.env.items() if k != "name"},
+                       sandbox=self.sandbox, max_parallel=self.spec.max_parallel, **self.executor)
 
     def config(self) -> dict[str, Any]:
         """Everything a cell's value depends on: a resumed study must match it."""
@@ -118,6 +124,8 @@ def plan_study(spec: StudySpec) -> Plan:
         algos = spec.algos or (run_spec.algo,)
         steps = spec.steps or run_spec.steps
         sandbox = spec.sandbox or run_spec.sandbox
+        executor = {"executor": spec.executor or run_spec.executor,
+                    "ray_address": spec.ray_address or run_spec.ray_address}
         hparams = {run_spec.algo: dict(run_spec.hparams)} if run_spec.hparams else {}
         parent, cache_dir = run_dir / "studies", run_dir / "cache"
         generations = generation_gains(run_dir)
@@ -127,11 +135,12 @@ def plan_study(spec: StudySpec) -> Plan:
             raise RunError(f"candidate file not found: {path}")
         code = path.read_text()
         source = {"candidate_file": str(path.resolve())}
-        env_name = spec.env or "simple_spread"
+        env_name = spec.env or RunSpec().env
         env_kwargs = spec.env_kwargs if spec.env_kwargs is not None else RunSpec(env=env_name).env_kwargs
         algos = spec.algos or ("mappo",)
         steps = spec.steps or RunSpec().steps
         sandbox = spec.sandbox or "auto"
+        executor = {"executor": spec.executor or "local", "ray_address": spec.ray_address}
         hparams = {}
         parent = runs_dir / "studies"
         cache_dir = parent / "cache"
@@ -149,7 +158,8 @@ def plan_study(spec: StudySpec) -> Plan:
     )
     return Plan(spec=spec, study_dir=parent / study_id, cache_dir=cache_dir, code=code,
                 source=source, env={"name": env_name, **(env_kwargs or {})}, algos=tuple(algos),
-                steps=steps, sandbox=sandbox, hparams=hparams, generations=generations)  # fmt: skip
+                steps=steps, sandbox=sandbox, hparams=hparams, generations=generations,
+                executor=executor)  # fmt: skip
 
 
 def _check_env(plan: Plan) -> list[str]:
@@ -199,7 +209,7 @@ def _run_cell(plan: Plan, sandbox: Any, algo: str, variant: str, index: int) -> 
 
 def run_study(spec: StudySpec, progress: Progress | None = None) -> dict[str, Any]:
     """Train what is missing, then write study.json / study.md / plots; returns study.json."""
-    from lero.sandbox import SandboxUnavailable, get_sandbox
+    from lero.graph.nodes.resources import open_sandbox
 
     say = progress or (lambda line: None)
     plan = plan_study(spec)
@@ -212,10 +222,7 @@ def run_study(spec: StudySpec, progress: Progress | None = None) -> dict[str, An
     say(f"study {plan.study_dir.name}: {total - len(todo)} of {total} cells done, {len(todo)} to train")
     started = time.monotonic()
     if todo:
-        try:
-            sandbox = get_sandbox(plan.sandbox, cache_dir=plan.cache_dir, max_parallel=spec.max_parallel)
-        except SandboxUnavailable as error:
-            raise RunError(str(error).splitlines()[0]) from None
+        sandbox = open_sandbox(plan.sandbox_spec(), plan.cache_dir)
         try:
             with ThreadPoolExecutor(max_workers=spec.max_parallel) as pool:
                 futures = [pool.submit(_run_cell, plan, sandbox, *cell) for cell in todo]

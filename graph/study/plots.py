@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lero.graph.plots import _save, plt  # the Agg backend is set there
+from lero.graph.plots import plt, save_figure  # the Agg backend is set there
 
 
 def plot_curves(algo: str, cells: list[dict[str, Any]], target: float | None, path: Path) -> Path:
@@ -24,7 +24,7 @@ def plot_curves(algo: str, cells: list[dict[str, Any]], target: float | None, pa
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_metric(metric: str, cells: list[dict[str, Any]], path: Path) -> Path:
@@ -44,4 +44,4 @@ def plot_metric(metric: str, cells: list[dict[str, Any]], path: Path) -> Path:
     ax.set_ylabel(f"{metric} (held-out episodes)")
     ax.set_title(f"{metric}: mean and 95% CI over seeds")
     ax.grid(alpha=0.3, axis="y")
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -43,6 +43,8 @@ class StudySpec(BaseModel):
     target_return: float | None = None  # None = native's mean held-out return
     hparams: dict[str, dict[str, Any]] = Field(default_factory=dict)  # algo -> overrides
     sandbox: Literal["auto", "docker", "process"] | None = None  # None = the run's
+    executor: Literal["local", "ray"] | None = None  # None = the run's (or local)
+    ray_address: str | None = None  # None = the run's (a new local Ray instance without one)
     max_parallel: int = Field(default=2, ge=1, le=64)
 
     @model_validator(mode="after")
