@@ -167,3 +167,8 @@ class RunDir:
     def write_seed_result(self, candidate_id: str, seed: int, result: dict[str, Any]) -> None:
         """One seed's JobResult as soon as its training branch finishes (`seed-<n>.json`)."""
         _write_json_atomic(self.candidate_dir(candidate_id) / f"seed-{seed}.json", result)
+
+    def read_seed_result(self, candidate_id: str, seed: int) -> dict[str, Any] | None:
+        """The seed's saved JobResult, or None before its training branch finished."""
+        path = self.candidate_dir(candidate_id) / f"seed-{seed}.json"
+        return json.loads(path.read_text()) if path.is_file() else None

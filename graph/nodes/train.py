@@ -39,10 +39,19 @@ def training_sends(state: RunState) -> list[Send]:
 
 
 def train(task: TrainTask) -> dict[str, Any]:
-    """Train and evaluate one candidate with one seed in the sandbox."""
+    """Train and evaluate one candidate with one seed in the sandbox.
+
+    A seed whose result the run directory already holds (the process died after writing
+    it, before the graph saved the branch) is not trained again: the file stays as it is.
+    """
     res = resources_for(task["spec"])
     spec = res.spec
     ids = {"candidate_id": task["candidate_id"], "generation": task["generation"], "seed": task["seed"]}
+    saved = res.rundir.read_seed_result(task["candidate_id"], task["seed"])
+    if saved is not None and saved.get("generation") == task["generation"] and saved.get("status") == "ok":
+        res.emit("train_finished", kind="train", status="ok", cached=True, fitness=saved.get("fitness"),
+                 elapsed_s=saved.get("elapsed_s"), **ids)
+        return {"results": [saved]}
     res.emit("train_started", kind="train", **ids)
     result = res.sandbox.train_and_evaluate(
         task["code"], spec.job_env, spec.algo, spec.steps, task["seed"],

@@ -126,3 +126,29 @@ def test_a_resumed_process_keeps_spending_the_same_llm_budget(tmp_path):
     assert resumed.llm_usage() == {"requests": 3, "prompt_tokens": 15, "completion_tokens": 21}
     with pytest.raises(BudgetExceeded):
         resumed.team.ledger.check_budget()
+
+
+def test_a_seed_saved_before_the_crash_is_not_trained_again(tmp_path):
+    """The window SIGKILL can hit: the seed's file is written, the graph's pending write is
+    not. The re-run branch must take the file as it is (no job, no rewrite)."""
+    from lero.graph.nodes.resources import register, unregister
+    from lero.graph.nodes.train import train
+    from lero.graph.state import TrainTask
+
+    spec = RunSpec.parse({**SPEC, "runs_dir": str(tmp_path), "run_id": "window"})
+    rundir = RunDir.create(spec)
+    saved = {"candidate_id": "baseline", "generation": 0, "seed": 0, "status": "ok", "fitness": -20.5,
+             "metrics": {"return": -20.5}, "elapsed_s": 3.0, "cached": False, "policy_dir": "p"}
+    rundir.write_seed_result("baseline", 0, saved)
+    before = (rundir.candidate_dir("baseline") / "seed-0.json").read_bytes()
+    register(open_resources(spec, rundir))
+    try:
+        out = train(TrainTask(candidate_id="baseline", generation=0, code=None, seed=0,
+                              spec=spec.model_dump(mode="json")))
+    finally:
+        unregister("window")
+    assert out == {"results": [saved]}
+    assert (rundir.candidate_dir("baseline") / "seed-0.json").read_bytes() == before
+    events = [e for e in rundir.read_events() if e.get("candidate_id") == "baseline"]
+    assert [(e["event"], e.get("cached")) for e in events] == [("train_finished", True)]
+    assert not (tmp_path / "window" / "cache" / "jobs").exists() or not any((tmp_path / "window" / "cache" / "jobs").iterdir())
