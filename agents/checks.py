@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import builtins
 
-from lero.training.contract import Violation, static_check
+from lero.training.contract import Violation, parse_python, static_check
 
 CTX_FIELDS = frozenset({"obs", "next_obs", "actions", "env_reward", "state", "step", "progress"})
 # Free names / attributes that can only mean the trusted evaluation or the learner.
@@ -40,7 +40,7 @@ def check_candidate(source: str) -> list[Violation]:
     violations = static_check(source)
     if any(v.rule in ("syntax", "size") for v in violations):
         return violations
-    tree = ast.parse(source)
+    tree = parse_python(source)
     extra = [*_module_state(tree), *_reward_rules(tree), *_oef_rules(tree)]
     unique = dict.fromkeys([*violations, *extra])
     return sorted(unique, key=lambda v: v.line)

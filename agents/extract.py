@@ -14,7 +14,7 @@ import textwrap
 from dataclasses import dataclass
 
 from lero.agents.types import Draft
-from lero.training.contract import REQUIRED_FUNCTIONS
+from lero.training.contract import REQUIRED_FUNCTIONS, parse_python
 
 PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3", "pycon"})
 FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[\w+.-]*)[^\n`]*$")
@@ -120,7 +120,7 @@ def _defines_any(code: str) -> bool:
 def _only_setup(code: str) -> bool:
     """A block of imports, constants and helpers that a defining block may need."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return False
     return bool(tree.body) and all(_is_setup(node) for node in tree.body)
@@ -141,7 +141,7 @@ def _is_setup(node: ast.stmt) -> bool:
 
 def _parses(code: str) -> bool:
     try:
-        ast.parse(code)
+        parse_python(code)
     except SyntaxError:
         return False
     return True

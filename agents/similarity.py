@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 
+from lero.training.contract import parse_python
+
 
 class _Normaliser(ast.NodeTransformer):
     """Drops docstrings and renames each function's locals by order of first appearance."""
@@ -45,7 +47,7 @@ def _is_docstring(statement: ast.stmt) -> bool:
 def normalised(code: str) -> str:
     """A canonical dump of `code`'s AST; the stripped text itself when it does not parse."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except (SyntaxError, ValueError):
         return code.strip()
     return ast.dump(_Normaliser().visit(tree), annotate_fields=False)

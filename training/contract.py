@@ -24,6 +24,7 @@ Rules (each `Violation.rule`):
 from __future__ import annotations
 
 import ast
+import threading
 from dataclasses import dataclass
 
 MAX_SOURCE_CHARS = 32_000
@@ -266,6 +267,17 @@ def _check_required_functions(tree: ast.Module) -> list[Violation]:
     return violations
 
 
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_python(source: str, filename: str = "<unknown>") -> ast.Module:
+    """`ast.parse`, one thread at a time: CPython 3.11's AST conversion keeps its recursion
+    depth in shared state, and parallel parses (a generation's drafts are checked on
+    several threads) fail with "SystemError: AST constructor recursion depth mismatch"."""
+    with _PARSE_LOCK:
+        return ast.parse(source, filename=filename)
+
+
 def static_check(source: str) -> list[Violation]:
     """Check a candidate module against the contract; an empty list means it passes."""
     if not isinstance(source, str):
@@ -273,7 +285,7 @@ def static_check(source: str) -> list[Violation]:
     if len(source) > MAX_SOURCE_CHARS:
         return [Violation("size", 0, f"{len(source)} characters > limit {MAX_SOURCE_CHARS}")]
     try:
-        tree = ast.parse(source, filename="candidate.py")
+        tree = parse_python(source, filename="candidate.py")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         line = getattr(exc, "lineno", None) or 0
         return [Violation("syntax", line, f"{type(exc).__name__}: {exc}".splitlines()[0])]

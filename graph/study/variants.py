@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 
+from lero.training.contract import parse_python
+
 VARIANTS = ("native", "hrf", "oef", "hrf+oef")
 
 NATIVE_REWARD = '''def hybrid_reward(ctx):
@@ -27,7 +29,7 @@ _KEEPS = {"hrf": "hybrid_reward", "oef": "enhance_observation"}
 def _replace_function(source: str, name: str, replacement: str) -> str:
     """SOURCE with the module-level `def NAME` (decorators included) replaced by REPLACEMENT."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as error:
         raise ValueError(f"the candidate does not parse: {error.msg} (line {error.lineno})") from None
     found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]

@@ -19,6 +19,7 @@ import torch
 from lero.agents import LLMConfig
 from lero.agents.config import choose_llm
 from lero.graph.cli import main
+from lero.graph.configuration import RunSpec
 from lero.graph.report import load_run, run_ending, write_report
 from rich.console import Console
 
@@ -172,8 +173,9 @@ def test_server_failing_midway_stops_the_run_and_resume_completes_it(
     assert [(g["generation"], g["candidates"]) for g in report["generations"]] == [(0, 1), (1, 1)]
     assert all(g["valid"] == 1 for g in report["generations"])
     events = load_run(run).events
-    trained = [(e["candidate_id"], e["cached"]) for e in events if e["event"] == "train_finished"]
-    assert trained.count(("baseline", False)) == 1  # nothing finished was trained again
+    trained = [(e["candidate_id"], e["seed"]) for e in events if e["event"] == "train_finished" and not e["cached"]]
+    assert len(trained) == len(set(trained))  # nothing finished was trained again
+    assert {("baseline", seed) for seed in range(RunSpec().seeds)} <= set(trained)
 
 
 @pytest.mark.slow

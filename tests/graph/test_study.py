@@ -207,3 +207,21 @@ def test_evaluate_job_measures_the_held_out_episodes_it_is_given(tmp_path: Path)
         expected = evaluate(policy, "simple_spread", {"N": 2}, episodes=16, seed=episodes_seed)
         assert result.metrics == pytest.approx(expected)
     assert "eval_seed" not in Job(kind="train", eval_seed=5, **common).config()
+
+
+def test_study_executor_flags_reach_the_sandbox_settings(tmp_path: Path) -> None:
+    """`lero study --executor/--ray-address` (like run and resume): the plan opens its
+    sandbox with them; a file's study defaults to the local executor."""
+    from lero.graph.cli import build_parser, study_fields
+    from lero.graph.study.execute import plan_study
+
+    module = tmp_path / "cand.py"
+    module.write_text(CANDIDATE)
+    args = build_parser().parse_args(["study", "--candidate", str(module), "--ray-address", "auto",
+                                      "--runs-dir", str(tmp_path / "runs")])
+    plan = plan_study(StudySpec.parse(study_fields(args)))
+    sandbox = plan.sandbox_spec()
+    assert (sandbox.executor, sandbox.ray_address) == ("ray", "auto")
+    assert sandbox.env == plan.env["name"] and sandbox.max_parallel == plan.spec.max_parallel
+    local = plan_study(StudySpec.parse({"candidate": str(module), "runs_dir": str(tmp_path / "runs")}))
+    assert (local.sandbox_spec().executor, local.sandbox_spec().ray_address) == ("local", None)

@@ -107,7 +107,7 @@ def start_waiting_run(cwd: Path, run_id: str, *flags: str) -> Path:
     (cwd / "fast.toml").write_text(FAST)
     done = lero(cwd, "run", *RUN_FLAGS, "--approve", "candidates", "--run-id", run_id, *flags)
     assert done.returncode == 3, done.stdout + done.stderr
-    assert f"lero resume {run_id} --runs-dir runs --answer FILE" in done.stdout
+    assert f"lero resume {run_id} --answer FILE" in done.stdout  # the default runs/ goes unsaid
     return cwd / "runs" / run_id
 
 
@@ -151,7 +151,8 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
         answered = [e for e in events(run_dir) if e["event"] == "interrupt_answered"]
         assert answered[0]["answer"]["decisions"]["0-0"]["action"] == "edit"
         assert answered[0]["answer"]["decisions"]["0-1"]["action"] == "approve"
-        assert (run_dir / "candidates/0-0/candidate.py").read_text().startswith(EDIT_MARK)
+        header, edited = (run_dir / "candidates/0-0/candidate.py").read_text().split("\n", 1)
+        assert header.startswith("# lero: candidate 0-0") and edited.startswith(EDIT_MARK)  # lineage line first
         page.click("#submit-decisions")
 
         wait_for_status(page, "completed")
@@ -169,7 +170,8 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
 
         page.goto(f"{server.base}/runs/ui-flow/candidates/0-0")
         assert EDIT_MARK in page.locator("#code").inner_text()
-        assert page.locator("#per-seed tr").count() == 2
+        seeds = json.loads((run_dir / "spec.json").read_text())["seeds"]
+        assert page.locator("#per-seed tr").count() == 1 + seeds  # the header, then one row per seed
         assert page.locator(".legend").count() >= 1
         page.screenshot(path=shots / "candidate.png")
         page.goto(f"{server.base}/runs/ui-flow/candidates/1-0")
@@ -184,7 +186,7 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
     state = json.loads((run_dir / "state.json").read_text())
     assert state["status"] == "completed"
     result = json.loads((run_dir / "candidates/0-0/result.json").read_text())
-    assert result["code"].startswith(EDIT_MARK) and result["status"] == "ok"
+    assert result["code"].split("\n", 1)[1].startswith(EDIT_MARK) and result["status"] == "ok"
     boards = sorted(p.relative_to(run_dir / "tensorboard").as_posix() for p in (run_dir / "tensorboard").glob("*/seed-0"))
     assert boards == ["0-0/seed-0", "0-1/seed-0", "1-0/seed-0", "1-1/seed-0", "baseline/seed-0"]
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -321,8 +323,8 @@ def test_chat_page_runs_the_offline_guided_dialogue(tmp_path, browser, shots):
     server = UIServer(tmp_path, "--llm", "offline")
     watched = Watched(browser)
     page = watched.page
-    answers = [("environment", ""), ("agents (N)", "2"), ("partial observability", ""),
-               ("other agents each agent sees", ""), ("landmarks each agent sees", ""), ("algorithm", ""),
+    answers = [("environment", ""), ("env argument N", "2"), ("env argument num_agent_neighbors", ""),
+               ("env argument num_landmark_neighbors", ""), ("other env arguments", ""), ("algorithm", ""),
                ("generations", "1"), ("candidates per generation", "1"), ("env steps per candidate", "1600"),
                ("seeds per candidate", ""), ("ask for approval of", "spec"), ("Start this experiment?", "y")]
     try:
