@@ -11,7 +11,7 @@ import os
 import re
 import secrets
 import time
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -35,6 +35,20 @@ def _registry() -> Any:
 
 class RunError(ValueError):
     """A run cannot start or continue; the message is one line meant for the user."""
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def validated(model: type[Model], values: dict[str, Any], what: str) -> Model:
+    """`model` from raw values, or RunError naming the first bad setting in one line."""
+    try:
+        return model.model_validate(values)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or what
+        message = first["msg"].removeprefix("Value error, ")
+        raise RunError(f"invalid {what} setting {where}: {message}") from None
 
 
 class RunSpec(BaseModel):
@@ -132,13 +146,7 @@ class RunSpec(BaseModel):
     @classmethod
     def parse(cls, values: dict[str, Any]) -> RunSpec:
         """Validate raw values (CLI, JSON, `configurable`) into a spec, or raise RunError."""
-        try:
-            return cls.model_validate(values)
-        except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "spec"
-            message = first["msg"].removeprefix("Value error, ")
-            raise RunError(f"invalid run setting {where}: {message}") from None
+        return validated(cls, values, "run")
 
     @classmethod
     def from_configurable(cls, configurable: dict[str, Any]) -> RunSpec:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from lero.graph.configuration import RunError
+from lero.graph.configuration import validated
 from lero.graph.study.variants import VARIANTS
 from lero.sandbox.runner import EVAL_SEED
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SELECTION_EVAL_SEED = EVAL_SEED  # the episodes the loop selects candidates on
 FIRST_TRAIN_SEED = 1000  # the loop trains with seeds 0..seeds-1: studies use fresh ones
@@ -65,13 +65,7 @@ class StudySpec(BaseModel):
     @classmethod
     def parse(cls, values: dict[str, Any]) -> StudySpec:
         """Validate raw values into a spec, or raise RunError (one line)."""
-        try:
-            return cls.model_validate(values)
-        except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "study"
-            message = first["msg"].removeprefix("Value error, ")
-            raise RunError(f"invalid study setting {where}: {message}") from None
+        return validated(cls, values, "study")
 
     @property
     def train_seeds(self) -> list[int]:

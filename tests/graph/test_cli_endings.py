@@ -18,13 +18,12 @@ import pytest
 import torch
 from lero.agents import LLMConfig
 from lero.agents.config import choose_llm
-from lero.graph.cli import main
 from lero.graph.configuration import RunSpec
 from lero.graph.report import load_run, run_ending, write_report
-from rich.console import Console
 
 from tests.graph.test_graph_e2e import MODULES
 from tests.graph.test_report import make_run_dir
+from tests.support.cli import lero
 from tests.support.openai_server import OpenAIServer, Reply
 
 TINY = ["--generations", "2", "--population", "1", "--steps", "800", "--sandbox", "process",
@@ -56,11 +55,6 @@ class Designer:
         self.designs += 1
         return Reply(content=f"```python\n{MODULES[self.designs % len(MODULES)]}```")
 
-
-def lero(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    out = io.StringIO()
-    code = main(argv, console=Console(file=out, width=300))
-    return code, out.getvalue(), capsys.readouterr().err
 
 
 def last_line(text: str) -> str:

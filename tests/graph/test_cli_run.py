@@ -3,16 +3,14 @@ designer, process sandbox, a spec approval answered through `--answer FILE`."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import pytest
 import torch
-from lero.graph.cli import main
-from rich.console import Console
 
 from tests.graph.test_report import PNG_MAGIC, REPORT_KEYS
+from tests.support.cli import lero
 
 TINY_RUN = {"hparams": {"n_envs": 8, "rollout_len": 25}, "eval_episodes": 8}
 
@@ -21,11 +19,6 @@ TINY_RUN = {"hparams": {"n_envs": 8, "rollout_len": 25}, "eval_episodes": 8}
 def _few_threads() -> None:
     torch.set_num_threads(1)
 
-
-def lero(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    out = io.StringIO()
-    code = main(argv, console=Console(file=out, width=200))
-    return code, out.getvalue(), capsys.readouterr().err
 
 
 def test_run_waits_for_approval_then_resumes_to_a_report(

@@ -5,20 +5,19 @@ follow from the stored per-seed values, and a resume that trains nothing again."
 from __future__ import annotations
 
 import ast
-import io
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from lero.graph.cli import main
 from lero.graph.study import VARIANTS, StudySpec, variant_code
 from lero.graph.study import stats as study_stats
 from lero.graph.study.spec import DEFAULT_SEEDS, SELECTION_EVAL_SEED
 from lero.training import load_candidate, make_env
-from rich.console import Console
 from scipy import stats
+
+from tests.support.cli import lero
 
 CANDIDATE = '''import torch
 
@@ -46,11 +45,6 @@ TINY_HPARAMS = {"mappo": {"n_envs": 8, "rollout_len": 25}}
 def _few_threads() -> None:
     torch.set_num_threads(1)
 
-
-def lero(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    out = io.StringIO()
-    code = main(argv, console=Console(file=out, width=200))
-    return code, out.getvalue(), capsys.readouterr().err
 
 
 def test_variants_keep_one_function_and_stay_valid_modules() -> None:

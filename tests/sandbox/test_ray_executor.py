@@ -34,8 +34,21 @@ TINY = {  # a few PPO iterations of 32 envs per job
 }
 
 
+def sandbox_containers() -> set[str]:
+    import docker
+    from lero.sandbox.docker_backend import LABEL
+
+    return {c.id for c in docker.from_env().containers.list(all=True, filters={"label": LABEL})}
+
+
 @pytest.fixture
-def cluster(docker_sandbox):
+def earlier_containers(docker_sandbox) -> set[str]:
+    """Sandbox containers that exist before the test (the session sandbox's warm spares)."""
+    return sandbox_containers()
+
+
+@pytest.fixture
+def cluster(earlier_containers):
     """A head and one worker node (1 CPU each) on this machine; torn down after the test."""
     cluster = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
     worker = cluster.add_node(**NODE)
@@ -67,15 +80,16 @@ def run_events(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
 
 
-def leftover_containers(workers: set[str]) -> list[str]:
-    """Sandbox containers (any state) made by this process or by the Ray workers that ran jobs."""
+def leftover_containers(workers: set[str], earlier: set[str]) -> list[str]:
+    """Sandbox containers (any state) that this test left behind: made since it started, by
+    this process or by the Ray workers that ran its jobs."""
     import docker
     from lero.sandbox.docker_backend import LABEL, OWNER_LABEL
 
     owners = {*workers, f"{socket.gethostname()}:{os.getpid()}"}
     client = docker.from_env()
     found = client.containers.list(all=True, filters={"label": LABEL})
-    return [c.id for c in found if c.labels.get(OWNER_LABEL) in owners]
+    return [c.id for c in found if c.labels.get(OWNER_LABEL) in owners and c.id not in earlier]
 
 
 def assert_loopback_only() -> None:
@@ -130,7 +144,7 @@ def test_local_ray_instance_listens_and_advertises_loopback_only() -> None:
 
 
 @pytest.mark.slow
-def test_offline_run_spreads_jobs_over_the_cluster_nodes(cluster, tmp_path) -> None:
+def test_offline_run_spreads_jobs_over_the_cluster_nodes(cluster, earlier_containers, tmp_path) -> None:
     cluster_, _ = cluster
     spec = RunSpec.parse({**TINY, "ray_address": cluster_.address, "run_id": "spread",
                           "runs_dir": str(tmp_path / "runs")})
@@ -148,11 +162,11 @@ def test_offline_run_spreads_jobs_over_the_cluster_nodes(cluster, tmp_path) -> N
     validations = [e for e in log if e["event"] == "job_finished" and e["kind"] == "validate"]
     assert validations and all("node" not in e for e in validations)  # validated locally
     workers = {e["worker"] for e in log if e["event"] == "job_placed"}
-    assert leftover_containers(workers) == []
+    assert leftover_containers(workers, earlier_containers) == []
 
 
 @pytest.mark.slow
-def test_worker_node_killed_mid_job_the_run_still_completes(cluster, tmp_path) -> None:
+def test_worker_node_killed_mid_job_the_run_still_completes(cluster, earlier_containers, tmp_path) -> None:
     cluster_, worker = cluster
     killed: list[dict[str, Any]] = []
 
@@ -186,11 +200,11 @@ def test_worker_node_killed_mid_job_the_run_still_completes(cluster, tmp_path) -
     assert len(evaluations) == TINY["population"] + 1
     assert all(e["status"] == "ok" for e in evaluations)
     workers = {e["worker"] for e in log if e["event"] == "job_placed"}
-    assert leftover_containers(workers) == []
+    assert leftover_containers(workers, earlier_containers) == []
 
 
 @pytest.mark.slow
-def test_cancel_stops_the_ray_task_and_removes_its_container(cluster, tmp_path) -> None:
+def test_cancel_stops_the_ray_task_and_removes_its_container(cluster, earlier_containers, tmp_path) -> None:
     cluster_, _ = cluster
     progress = threading.Event()
     placed: list[dict[str, Any]] = []
@@ -223,7 +237,7 @@ def test_cancel_stops_the_ray_task_and_removes_its_container(cluster, tmp_path) 
         sandbox.close()
     assert not thread.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], JobCancelled)
-    assert leftover_containers({p["worker"] for p in placed}) == []
+    assert leftover_containers({p["worker"] for p in placed}, earlier_containers) == []
 
 
 def test_a_job_no_node_can_hold_is_crashed_not_queued_forever(tmp_path) -> None:

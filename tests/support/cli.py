@@ -1,0 +1,16 @@
+"""Run the `lero` CLI in-process the way a user's terminal would see it."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from lero.graph.cli import main
+from rich.console import Console
+
+
+def lero(argv: list[str], capsys: pytest.CaptureFixture[str], width: int = 300) -> tuple[int, str, str]:
+    """Exit code, what the console printed, and stderr (the one-line errors)."""
+    out = io.StringIO()
+    code = main(argv, console=Console(file=out, width=width))
+    return code, out.getvalue(), capsys.readouterr().err
