@@ -1,6 +1,6 @@
 """What every sandbox backend shares: jobs in directories, result checking, cache, events.
 
-A backend only knows how to run a command contained (`run_script`, `_launch_runner`);
+A backend only knows how to run a command contained (`_launch_script`, `_launch_runner`);
 this class turns a `Job` into `job.json`, runs `python -m lero.sandbox.runner` through the
 backend, and reads back a `result.json` it never trusts: size-capped, opened without
 following links, schema-checked; anything else is `crashed`, never a host exception.
@@ -41,6 +41,7 @@ MAX_RESULT_BYTES = 16 * 2**20
 MAX_POLICY_BYTES = 64 * 2**20
 MAX_PROGRESS_BYTES = 4096
 PROGRESS_POLL_S = 0.5
+SCRIPT_FILE = "script.py"  # what `run_script` runs, in a fresh job directory
 INPUT_POLICY_SUBDIR = "input_policy"  # evaluate: the copy of the trained weights
 Events = Callable[..., None]
 
@@ -210,9 +211,19 @@ class Sandbox(ABC):
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.cancelled = threading.Event()
 
-    @abstractmethod
     def run_script(self, source: str, limits: Limits | None = None) -> ScriptResult:
         """Run one Python script contained; the raw primitive the jobs are built on."""
+        limits = limits or Limits()
+        job_dir = self._new_job_dir("script")
+        try:
+            (job_dir / SCRIPT_FILE).write_text(source)
+            return self._launch_script(job_dir, limits)
+        finally:
+            shutil.rmtree(job_dir, ignore_errors=True)
+
+    @abstractmethod
+    def _launch_script(self, job_dir: Path, limits: Limits) -> ScriptResult:
+        """Run JOB_DIR/SCRIPT_FILE with Python, contained."""
 
     @abstractmethod
     def _launch_runner(self, job_dir: Path, limits: Limits) -> ScriptResult:

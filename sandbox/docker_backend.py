@@ -31,7 +31,7 @@ from typing import Any
 import docker
 import requests
 from docker.types import LogConfig, Mount, Ulimit
-from lero.sandbox.base import Sandbox
+from lero.sandbox.base import SCRIPT_FILE, Sandbox
 from lero.sandbox.diskwatch import DiskWatch, exceeded_note
 from lero.sandbox.image import (
     CODE_MOUNT,
@@ -47,7 +47,6 @@ from lero.sandbox.types import Job, Limits, SandboxUnavailable, ScriptResult
 
 LABEL = "lero.sandbox"
 OWNER_LABEL = "lero.sandbox.owner"  # "<hostname>:<pid>" of the process that made it
-SCRIPT_FILE = "script.py"
 RUNNER_COMMAND = ["python", "-m", "lero.sandbox.runner", "/job"]
 DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
@@ -122,14 +121,8 @@ class DockerSandbox(Sandbox):
     def _job_path_inside(self, job_dir: Path, name: str) -> str:
         return f"/job/{name}"
 
-    def run_script(self, source: str, limits: Limits | None = None) -> ScriptResult:
-        limits = limits or Limits()
-        job_dir = self._new_job_dir("script")
-        try:
-            (job_dir / SCRIPT_FILE).write_text(source)
-            return self._run_container(["python", f"/job/{SCRIPT_FILE}"], job_dir, limits)
-        finally:
-            shutil.rmtree(job_dir, ignore_errors=True)
+    def _launch_script(self, job_dir: Path, limits: Limits) -> ScriptResult:
+        return self._run_container(["python", self._job_path_inside(job_dir, SCRIPT_FILE)], job_dir, limits)
 
     def _launch_runner(self, job_dir: Path, limits: Limits) -> ScriptResult:
         with self._spares_lock:

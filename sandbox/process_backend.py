@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from lero.sandbox.base import Sandbox
+from lero.sandbox.base import SCRIPT_FILE, Sandbox
 from lero.sandbox.diskwatch import DiskWatch, exceeded_note
 from lero.sandbox.output import CappedBuffer, drain_in_thread
 from lero.sandbox.types import Limits, SandboxUnavailable, ScriptResult
@@ -45,7 +45,6 @@ exec setpriv --no-new-privs --bounding-set=-all --inh-caps=-all -- "$@"
 """
 log = logging.getLogger(__name__)
 OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory")
-SCRIPT_FILE = "script.py"
 
 
 class ProcessSandbox(Sandbox):
@@ -154,14 +153,8 @@ class ProcessSandbox(Sandbox):
             status = "error"
         return ScriptResult(status, None if timed_out else exit_code, stdout.text(), text, elapsed)
 
-    def run_script(self, source: str, limits: Limits | None = None) -> ScriptResult:
-        limits = limits or Limits()
-        job_dir = self._new_job_dir("script")
-        try:
-            (job_dir / SCRIPT_FILE).write_text(source)
-            return self._run([sys.executable, SCRIPT_FILE], job_dir, limits)
-        finally:
-            shutil.rmtree(job_dir, ignore_errors=True)
+    def _launch_script(self, job_dir: Path, limits: Limits) -> ScriptResult:
+        return self._run([sys.executable, SCRIPT_FILE], job_dir, limits)
 
     def _launch_runner(self, job_dir: Path, limits: Limits) -> ScriptResult:
         return self._run([sys.executable, "-m", "lero.sandbox.runner", str(job_dir)], job_dir, limits)

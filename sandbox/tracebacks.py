@@ -9,7 +9,7 @@ from __future__ import annotations
 import linecache
 import traceback
 
-CANDIDATE_FILE = "candidate.py"
+from lero.training.contract import CANDIDATE_FILE
 
 
 def register_source(source: str) -> None:

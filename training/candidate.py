@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 
+from lero.training.contract import CANDIDATE_FILE
 from lero.training.hooks import Hooks
 
 
@@ -16,7 +17,7 @@ def load_candidate(source: str) -> Hooks:
     if not isinstance(source, str):
         raise ValueError(f"candidate source must be a str, got {type(source).__name__}")
     module = types.ModuleType("candidate")
-    exec(compile(source, "candidate.py", "exec"), module.__dict__)
+    exec(compile(source, CANDIDATE_FILE, "exec"), module.__dict__)
     found = {}
     for name in ("hybrid_reward", "enhance_observation"):
         fn = module.__dict__.get(name)

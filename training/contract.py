@@ -60,6 +60,8 @@ DENIED_ATTRIBUTES = frozenset(
     }
 )  # fmt: skip
 
+CANDIDATE_FILE = "candidate.py"  # the filename candidate code is compiled under: tracebacks name it
+
 CONTRACT_TEXT = """\
 Write ONE Python module that defines both functions below. Only `math`, `numpy` and
 `torch` may be imported. Module level may hold only a docstring, imports, function
@@ -285,7 +287,7 @@ def static_check(source: str) -> list[Violation]:
     if len(source) > MAX_SOURCE_CHARS:
         return [Violation("size", 0, f"{len(source)} characters > limit {MAX_SOURCE_CHARS}")]
     try:
-        tree = parse_python(source, filename="candidate.py")
+        tree = parse_python(source, filename=CANDIDATE_FILE)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         line = getattr(exc, "lineno", None) or 0
         return [Violation("syntax", line, f"{type(exc).__name__}: {exc}".splitlines()[0])]
