@@ -105,18 +105,16 @@ SLOW_OEF = VALID.replace(
 
 
 def test_slow_python_loop_is_invalid_output(process_sandbox) -> None:
-    slow = SLOW_OEF
-    result = process_sandbox.run_job(job("validate", slow))
+    result = process_sandbox.run_job(job("validate", SLOW_OEF))
     assert result.status == "invalid_output"
     assert result.error["type"] == "TooSlow"
     assert "the environment's own step" in result.error["message"]
 
 
 def test_a_too_slow_verdict_is_never_cached(tmp_path) -> None:
-    slow = SLOW_OEF
     cached = get_sandbox("process", cache_dir=tmp_path / "cache")
     try:
-        first, again = (cached.run_job(job("validate", slow)) for _ in range(2))
+        first, again = (cached.run_job(job("validate", SLOW_OEF)) for _ in range(2))
         honest = [cached.run_job(job("validate", VALID)) for _ in range(2)]
     finally:
         cached.close()
