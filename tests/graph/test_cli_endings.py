@@ -56,7 +56,6 @@ class Designer:
         return Reply(content=f"```python\n{MODULES[self.designs % len(MODULES)]}```")
 
 
-
 def last_line(text: str) -> str:
     return text.strip().splitlines()[-1]
 

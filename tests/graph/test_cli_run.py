@@ -20,7 +20,6 @@ def _few_threads() -> None:
     torch.set_num_threads(1)
 
 
-
 def test_run_waits_for_approval_then_resumes_to_a_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -46,7 +46,6 @@ def _few_threads() -> None:
     torch.set_num_threads(1)
 
 
-
 def test_variants_keep_one_function_and_stay_valid_modules() -> None:
     env = make_env("simple_spread", 4, N=3, num_agent_neighbors=1, num_landmark_neighbors=2)
     obs = env.reset(seed=0).reshape(-1, env.obs_dim)  # [M, D]

@@ -34,17 +34,18 @@ TINY = {  # a few PPO iterations of 32 envs per job
 }
 
 
-def sandbox_containers() -> set[str]:
+def sandbox_containers() -> list[Any]:
+    """Every sandbox container on the engine, in any state."""
     import docker
     from lero.sandbox.docker_backend import LABEL
 
-    return {c.id for c in docker.from_env().containers.list(all=True, filters={"label": LABEL})}
+    return docker.from_env().containers.list(all=True, filters={"label": LABEL})
 
 
 @pytest.fixture
 def earlier_containers(docker_sandbox) -> set[str]:
     """Sandbox containers that exist before the test (the session sandbox's warm spares)."""
-    return sandbox_containers()
+    return {c.id for c in sandbox_containers()}
 
 
 @pytest.fixture
@@ -83,13 +84,11 @@ def run_events(run_dir: Path) -> list[dict[str, Any]]:
 def leftover_containers(workers: set[str], earlier: set[str]) -> list[str]:
     """Sandbox containers (any state) that this test left behind: made since it started, by
     this process or by the Ray workers that ran its jobs."""
-    import docker
-    from lero.sandbox.docker_backend import LABEL, OWNER_LABEL
+    from lero.sandbox.docker_backend import OWNER_LABEL
 
     owners = {*workers, f"{socket.gethostname()}:{os.getpid()}"}
-    client = docker.from_env()
-    found = client.containers.list(all=True, filters={"label": LABEL})
-    return [c.id for c in found if c.labels.get(OWNER_LABEL) in owners and c.id not in earlier]
+    return [c.id for c in sandbox_containers()
+            if c.labels.get(OWNER_LABEL) in owners and c.id not in earlier]  # fmt: skip
 
 
 def assert_loopback_only() -> None:
