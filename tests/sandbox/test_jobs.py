@@ -183,6 +183,19 @@ CHEATS = {
         "subprocess.Popen([sys.executable, '-c', code], start_new_session=True)\n"
     ),
 }
+# The runner is the worker's parent: PID 1 of the container or of the process backend's PID
+# namespace (getppid(), so that a backend without namespaces never signals the host's init).
+RUNNER_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGALRM")
+CHEATS.update(
+    {
+        f"writes result.json, then sends {name} to the runner": (
+            "import json, os, signal, time\n"
+            "json.dump({'status': 'ok', 'fitness': 1e9, 'metrics': {'return': 1e9}}, open('result.json', 'w'))\n"
+            f"os.kill(os.getppid(), signal.{name})\ntime.sleep(0.2)\n"
+        )
+        for name in RUNNER_SIGNALS
+    }
+)
 
 
 @pytest.fixture(scope="module")
@@ -218,6 +231,79 @@ def test_candidate_cannot_change_its_score(
     assert result.status == "ok", result.error
     assert result.fitness == honest.fitness
     assert result.metrics == honest.metrics
+
+
+# What an OEF can read while evaluated (the runner is PID 1 there, non-dumpable), each
+# searched for the job's key (64 hex digits) to seal a forged result with.
+LEAKS = {
+    "job.json": "open('job.json', 'rb').read()",
+    "stdin": "os.read(0, 4096)",
+    "/proc/1/environ": "open('/proc/1/environ', 'rb').read()",
+    "/proc/1/cmdline": "open('/proc/1/cmdline', 'rb').read()",
+    "/proc/1/mem": "b''.join(read_region(line) for line in open('/proc/1/maps'))",
+    "/proc/1/fd": "b''.join(read_fd(name) for name in os.listdir('/proc/1/fd'))",
+}
+FORGE_FROM = """import hashlib, hmac, json, os, re
+
+def read_region(line):
+    start, end = (int(x, 16) for x in line.split()[0].split('-'))
+    try:
+        with open('/proc/1/mem', 'rb') as mem:
+            mem.seek(start)
+            return mem.read(min(end - start, 2**24))
+    except (OSError, OverflowError):
+        return b''
+
+def read_fd(name):
+    fd = os.open('/proc/1/fd/' + name, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return b''
+    finally:
+        os.close(fd)
+
+try:
+    leaked = LEAK
+except OSError as error:
+    leaked = str(error).encode()
+found = re.findall(rb'[0-9a-f]{64}', leaked)
+nonce = found[0].decode() if found else ''
+forged = {'status': 'ok', 'fitness': 1e9, 'metrics': {'return': 1e9}, 'nonce': nonce}
+canonical = json.dumps(forged, sort_keys=True, separators=(',', ':')).encode()
+forged['seal'] = hmac.new(nonce.encode(), canonical, hashlib.sha256).hexdigest()
+json.dump(forged, open('forged.json', 'w'))
+"""
+
+
+@pytest.fixture
+def leaky_sandbox(sandbox, monkeypatch):
+    """The sandbox with a hole after the runner: the candidate's forged.json becomes result.json.
+
+    How the signal hole of issue 16 delivered a forgery; the host must still refuse it.
+    """
+    launch = sandbox._launch_runner
+
+    def launch_then_forge(job_dir: Path, *args, **kwargs):
+        script = launch(job_dir, *args, **kwargs)
+        if (job_dir / "forged.json").exists():
+            (job_dir / "forged.json").replace(job_dir / "result.json")
+        return script
+
+    monkeypatch.setattr(sandbox, "_launch_runner", launch_then_forge)
+    return sandbox
+
+
+@pytest.mark.parametrize("source", sorted(LEAKS))
+def test_what_the_oef_reads_cannot_seal_a_forged_result(
+    leaky_sandbox, policy_dir: Path, source: str
+) -> None:
+    code = FORGE_FROM.replace("LEAK", LEAKS[source]) + HONEST_OEF
+    result = leaky_sandbox.run_job(
+        job("evaluate", code, policy_dir=str(policy_dir), eval_episodes=64, static_check=False)
+    )
+    assert result.status == "crashed" and result.fitness is None, result
+    assert result.error["type"] == "ForgedResult"
 
 
 @pytest.mark.slow
