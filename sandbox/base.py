@@ -2,8 +2,10 @@
 
 A backend only knows how to run a command contained (`_launch_script`, `_launch_runner`);
 this class turns a `Job` into `job.json`, runs `python -m lero.sandbox.runner` through the
-backend, and reads back a `result.json` it never trusts: size-capped, opened without
-following links, schema-checked; anything else is `crashed`, never a host exception.
+backend, and reads back a `result.json` it never trusts: only after the runner exited 0 on
+its own, size-capped, opened without following links, schema-checked, and for `evaluate`
+sealed with the job's key (`sandbox.seal`); anything else is `crashed` (or `timeout` /
+`oom`), never a host exception.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 from lero.sandbox.cache import ResultCache, cache_key
 from lero.sandbox.poller import Poller
 from lero.sandbox.runner import JOB_FILE, POLICY_SUBDIR, PROGRESS_FILE, RESULT_FILE
+from lero.sandbox.seal import is_sealed, new_key
 from lero.sandbox.types import (
     JOB_STATUSES,
     Job,
@@ -100,8 +103,12 @@ def _read_capped(path: Path, max_bytes: int) -> bytes | None:
     return data if len(data) <= max_bytes else None  # grew after the fstat
 
 
-def read_result(job_dir: Path, kind: str) -> JobResult:
-    """Read JOB_DIR/result.json defensively; every problem becomes a `crashed` result."""
+def read_result(job_dir: Path, kind: str, key: bytes | None = None) -> JobResult:
+    """Read JOB_DIR/result.json defensively; every problem becomes a `crashed` result.
+
+    With KEY (evaluate jobs) the result must carry the runner's seal made with it: a
+    result.json the candidate wrote is `crashed` (ForgedResult), whatever it claims.
+    """
     try:
         raw = _read_capped(job_dir / RESULT_FILE, MAX_RESULT_BYTES)
     except OSError as error:
@@ -115,7 +122,12 @@ def read_result(job_dir: Path, kind: str) -> JobResult:
             f"{RESULT_FILE} is not a regular file <= {MAX_RESULT_BYTES} bytes",
         )
     try:
-        return _check_schema(json.loads(raw), kind)
+        data = json.loads(raw)
+        if key is not None and not is_sealed(data, key):
+            return JobResult.failure(
+                "crashed", "ForgedResult", f"{RESULT_FILE} does not carry this job's seal"
+            )
+        return _check_schema(data, kind)
     except (ValueError, TypeError, RecursionError) as error:
         return JobResult.failure("crashed", "BadResult", f"malformed {RESULT_FILE}: {error}"[:500])
 
@@ -226,8 +238,8 @@ class Sandbox(ABC):
         """Run JOB_DIR/SCRIPT_FILE with Python, contained."""
 
     @abstractmethod
-    def _launch_runner(self, job_dir: Path, limits: Limits) -> ScriptResult:
-        """Run `python -m lero.sandbox.runner` on JOB_DIR, contained."""
+    def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:
+        """Run `python -m lero.sandbox.runner` on JOB_DIR, contained; KEY (a line) goes to its stdin."""
 
     @abstractmethod
     def _job_path_inside(self, job_dir: Path, name: str) -> str:
@@ -331,8 +343,9 @@ class Sandbox(ABC):
         temp_path = job_dir / f".{JOB_FILE}.tmp"
         temp_path.write_text(json.dumps(spec))
         temp_path.replace(job_dir / JOB_FILE)  # atomic: a warm runner may be polling for it
+        key = new_key() if job.kind == "evaluate" else None  # never in job.json: see sandbox.seal
         try:
-            script = self._launch_with_progress(job, job_dir)
+            script = self._launch_with_progress(job, job_dir, key)
         except SandboxUnavailable as error:
             return JobResult.failure("crashed", "SandboxUnavailable", str(error))
         if script.status in ("timeout", "oom"):
@@ -341,14 +354,15 @@ class Sandbox(ABC):
                 script.status.capitalize(),
                 f"the {job.kind} job hit its {script.status} limit",
             )
-        result = read_result(job_dir, job.kind)
-        if script.status != "ok" and result.status == "crashed":
+        if script.status != "ok":  # killed or failed: whatever it left is not a result
             tail = script.stderr.strip().splitlines()[-1:] or [f"exit code {script.exit_code}"]
-            result.error = {
-                "type": "RunnerFailed",
-                "message": f"{script.status}: {tail[0]}"[:500],
-                "traceback": script.stderr[-4000:],
-            }
+            return JobResult.failure(
+                "crashed",
+                "RunnerFailed",
+                f"{script.status}: {tail[0]}"[:500],
+                script.stderr[-4000:],
+            )
+        result = read_result(job_dir, job.kind, key)
         if result.status == "ok" and job.kind == "train":
             policy = job_dir / POLICY_SUBDIR
             if policy.is_symlink() or not policy.is_dir():
@@ -358,7 +372,7 @@ class Sandbox(ABC):
             result.policy_dir = str(policy)
         return result
 
-    def _launch_with_progress(self, job: Job, job_dir: Path) -> ScriptResult:
+    def _launch_with_progress(self, job: Job, job_dir: Path, key: bytes | None) -> ScriptResult:
         """Run the job; for `train` with an events callback, relay `train_progress` meanwhile.
 
         The runner cannot reach the host while it runs, so a polling thread turns its
@@ -366,12 +380,12 @@ class Sandbox(ABC):
         job sends the final count before `job_finished`.
         """
         if job.kind != "train" or self.events is None:
-            return self._launch_runner(job_dir, job.limits)
+            return self._launch_runner(job_dir, job.limits, key)
         relay = ProgressRelay(
             job_dir, partial(self._emit, "train_progress", **self._event_fields(job))
         )
         with Poller(PROGRESS_POLL_S, relay):
-            script = self._launch_runner(job_dir, job.limits)
+            script = self._launch_runner(job_dir, job.limits, key)
         relay()
         return script
 

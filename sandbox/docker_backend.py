@@ -13,6 +13,9 @@ Warm start: torch takes seconds to import, so validate / train jobs get a contai
 was started earlier with `sandbox.runner --wait` (it imports the engine, then polls for
 job.json). One spare per `Limits` is kept ready (`spares_per_limits`); each container
 still serves exactly one job, and the job's deadline starts when its job.json is written.
+
+Containers keep stdin open: an evaluate job's key (`sandbox.seal`) is written there, over
+an attach of its own, when the job is handed to the container (warm or cold).
 """
 
 from __future__ import annotations
@@ -124,13 +127,30 @@ class DockerSandbox(Sandbox):
     def _launch_script(self, job_dir: Path, limits: Limits) -> ScriptResult:
         return self._run_container(["python", self._job_path_inside(job_dir, SCRIPT_FILE)], job_dir, limits)
 
-    def _launch_runner(self, job_dir: Path, limits: Limits) -> ScriptResult:
+    def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:
         with self._spares_lock:
             warm = self._claimed.pop(job_dir, None)
         if warm is None:
-            return self._run_container(RUNNER_COMMAND, job_dir, limits)
-        warm.clock = time.perf_counter()  # the job's deadline starts now, not at the warm-up
-        return self._finish(warm)
+            started = self._start(RUNNER_COMMAND, job_dir, limits)
+        else:
+            started = warm
+            started.clock = time.perf_counter()  # the job's deadline starts now, not at the warm-up
+        if key is not None:
+            self._send_line(started, key)
+        return self._finish(started)
+
+    def _send_line(self, started: _Started, line: bytes) -> None:
+        """Write LINE to the container's stdin; if that fails, kill it (its job is `crashed`)."""
+        try:
+            sock = self.client.api.attach_socket(
+                started.container.id, params={"stdin": 1, "stream": 1}
+            )
+            try:
+                getattr(sock, "_sock", sock).sendall(line + b"\n")
+            finally:
+                sock.close()
+        except (*DOCKER_ERRORS, OSError):
+            _kill(started.container)
 
     def _job_dir_for(self, job: Job) -> Path:
         """Every job gets a container that already imported torch, when one is ready."""
@@ -253,6 +273,7 @@ class DockerSandbox(Sandbox):
                 network_mode="none",
                 read_only=True,
                 tmpfs={"/tmp": f"size={limits.tmp_mb}m,mode=1777,nosuid,nodev"},
+                stdin_open=True,
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 pids_limit=limits.pids,

@@ -100,7 +100,10 @@ class ProcessSandbox(Sandbox):
             command += [*self.unshare, "sh", "-c", NAMESPACE_SETUP, "sh", str(cwd)]
         return command + argv
 
-    def _run(self, argv: list[str], cwd: Path, limits: Limits) -> ScriptResult:
+    def _run(
+        self, argv: list[str], cwd: Path, limits: Limits, key: bytes | None = None
+    ) -> ScriptResult:
+        """Run ARGV contained; KEY, when given, is written to its stdin (then closed)."""
         env = {
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
@@ -116,13 +119,19 @@ class ProcessSandbox(Sandbox):
             self._command(argv, cwd, limits),
             cwd=cwd,
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if key is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
         with self._running_lock:
             self._running.add(child.pid)
+        if key is not None:
+            try:
+                child.stdin.write(key + b"\n")
+            finally:
+                with contextlib.suppress(OSError):  # it died first: its exit status tells
+                    child.stdin.close()
         readers = [drain_in_thread(child.stdout, stdout), drain_in_thread(child.stderr, stderr)]
         timed_out = False
         with DiskWatch(cwd, limits.disk_mb * 2**20, lambda: _kill_group(child.pid)) as disk:
@@ -156,8 +165,9 @@ class ProcessSandbox(Sandbox):
     def _launch_script(self, job_dir: Path, limits: Limits) -> ScriptResult:
         return self._run([sys.executable, SCRIPT_FILE], job_dir, limits)
 
-    def _launch_runner(self, job_dir: Path, limits: Limits) -> ScriptResult:
-        return self._run([sys.executable, "-m", "lero.sandbox.runner", str(job_dir)], job_dir, limits)
+    def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:
+        argv = [sys.executable, "-m", "lero.sandbox.runner", str(job_dir)]
+        return self._run(argv, job_dir, limits, key)
 
 
 def _kill_group(pgid: int) -> None:

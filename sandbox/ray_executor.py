@@ -253,8 +253,8 @@ class RaySandbox(Sandbox):
     def _launch_script(self, job_dir: Path, limits: Limits) -> ScriptResult:
         return self.local._launch_script(job_dir, limits)
 
-    def _launch_runner(self, job_dir: Path, limits: Limits) -> ScriptResult:
-        return self.local._launch_runner(job_dir, limits)
+    def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:
+        return self.local._launch_runner(job_dir, limits, key)
 
     def _job_path_inside(self, job_dir: Path, name: str) -> str:
         return self.local._job_path_inside(job_dir, name)

@@ -2,13 +2,17 @@
 
 Trusted code running next to untrusted code, so the order of things matters:
 1. the runner makes itself non-dumpable, so no other process of the same user can
-   ptrace it or read/write its memory and file descriptors through /proc;
-2. it runs the job (validate / train in-process; evaluate keeps all candidate code in a
-   separate worker, see `sandbox.oef_worker`);
+   ptrace it or read/write its memory and file descriptors through /proc, and ignores
+   every catchable signal a candidate could send it (`RUNNER_IGNORES`): a signal must
+   never end it between the candidate writing `result.json` and the runner replacing it;
+2. it reads job.json and deletes it, then runs the job (validate / train in-process;
+   evaluate keeps all candidate code in a separate worker, see `sandbox.oef_worker`, and
+   reads the host's key from stdin only after forking that worker, see `sandbox.seal`);
 3. when it is PID 1 of its own PID namespace (Docker, or the process backend as root) it
    SIGKILLs every other process in the namespace, so nothing the candidate left behind
    can race it;
-4. only then it replaces whatever `result.json` the candidate may have written.
+4. only then it replaces whatever `result.json` the candidate may have written (an
+   evaluate result sealed with the key).
 Validation and training results therefore reflect candidate code (it ran in-process);
 the fitness, computed by `evaluate`, does not.
 """
@@ -36,6 +40,7 @@ from lero.sandbox.oef_worker import (
     read_exact,
     serve,
 )
+from lero.sandbox.seal import read_key, seal
 from lero.sandbox.tracebacks import error_dict, raised_in_candidate, register_source
 
 JOB_FILE = "job.json"
@@ -57,6 +62,24 @@ WAIT_POLL_S = 0.005  # warm runners poll for job.json this often ...
 WARM_IDLE_S = 900.0  # ... and exit after this long without a job
 # torch reports allocation failures under RLIMIT_AS as RuntimeError, not MemoryError
 OOM_MESSAGES = ("can't allocate memory", "not enough memory", "std::bad_alloc")
+# Catchable signals another process in the sandbox could send the runner. SIGKILL and
+# SIGSTOP cannot be ignored (the kernel drops them for PID 1 from inside its namespace);
+# SIGCHLD, SIGSEGV and the like are left alone: they come from the runner's own state.
+RUNNER_IGNORES = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGALRM,
+    signal.SIGPIPE,
+    signal.SIGVTALRM,
+    signal.SIGPROF,
+    signal.SIGTSTP,
+    signal.SIGTTIN,
+    signal.SIGTTOU,
+)
 
 
 class CandidateError(Exception):
@@ -73,10 +96,36 @@ def make_non_dumpable() -> None:
     libc.prctl(4, 0, 0, 0, 0)
 
 
-class OEFWorker:
-    """Callable OEF proxy: ships obs [M, D] to a forked worker process, returns [M, D + k]."""
+def ignore_signals() -> None:
+    """SIG_IGN for RUNNER_IGNORES: Python's SIGINT handler raised KeyboardInterrupt, which
+    ended the runner before it replaced a forged result.json (issue 16)."""
+    for number in RUNNER_IGNORES:
+        signal.signal(number, signal.SIG_IGN)
 
-    def __init__(self, source: str) -> None:
+
+class KeyInbox:
+    """The host's per-job key (evaluate), read from stdin once, when first asked for.
+
+    It must arrive after the OEF worker is forked: a fork copies the runner's memory, and
+    the worker runs candidate code.
+    """
+
+    def __init__(self) -> None:
+        self._key: bytes | None = None
+
+    def key(self) -> bytes:
+        if self._key is None:
+            self._key = read_key()
+        return self._key
+
+
+class OEFWorker:
+    """Callable OEF proxy: ships obs [M, D] to a forked worker process, returns [M, D + k].
+
+    Forking and loading are two steps, so the runner can take its key between them.
+    """
+
+    def __init__(self) -> None:
         to_worker, requests = os.pipe()
         replies, from_worker = os.pipe()
         self.pid = os.fork()
@@ -90,6 +139,9 @@ class OEFWorker:
         os.close(from_worker)
         self.requests = os.fdopen(requests, "wb")
         self.replies = os.fdopen(replies, "rb")
+
+    def load(self, source: str) -> None:
+        """Send the candidate source; the worker execs it (the first candidate code to run)."""
         payload = source.encode()
         self.send(LENGTH.pack(len(payload)) + payload)
         self.receive_status()
@@ -296,16 +348,22 @@ def train(job: dict, job_dir: Path) -> dict[str, Any]:
     }
 
 
-def evaluate(job: dict) -> dict[str, Any]:
-    """Trusted measurement of the trained policy with only the candidate's OEF (in a worker)."""
+def evaluate(job: dict, inbox: KeyInbox) -> dict[str, Any]:
+    """Trusted measurement of the trained policy with only the candidate's OEF (in a worker).
+
+    Order: weights loaded, worker forked, key received, only then the candidate source sent.
+    """
     import torch
     from lero.training import evaluate as evaluate_policy
     from lero.training import load_policy
 
     torch.set_num_threads(max(1, int(job["limits"]["cpus"])))
     policy = load_policy(job["policy_dir"])
-    worker = None if job["code"] is None else OEFWorker(job["code"])
+    worker = None if job["code"] is None else OEFWorker()
     try:
+        inbox.key()
+        if worker is not None:
+            worker.load(job["code"])
         metrics = evaluate_policy(
             policy,
             job["env"]["name"],
@@ -333,8 +391,12 @@ def failure(status: str, error_type: str, message: str, traceback: str = "") -> 
     }
 
 
-def run(job: dict, job_dir: Path) -> dict[str, Any]:
-    """Dispatch on the job kind and map every failure to a JobResult status."""
+def run(job: dict, job_dir: Path, inbox: KeyInbox) -> dict[str, Any]:
+    """Dispatch on the job kind and map every failure to a JobResult status.
+
+    BaseException too: SystemExit or KeyboardInterrupt from candidate code must still end
+    in the runner's own result.
+    """
     from lero.training import HookError
 
     if job["code"] is not None:
@@ -344,14 +406,14 @@ def run(job: dict, job_dir: Path) -> dict[str, Any]:
             return validate(job)
         if job["kind"] == "train":
             return train(job, job_dir)
-        return evaluate(job)
+        return evaluate(job, inbox)
     except CandidateError as error:
         return {"status": "code_error", "error": error.error}
     except MemoryError:
         return failure("oom", "MemoryError", "out of memory")
     except HookError as error:
         return {"status": "invalid_output", "error": error_dict(error)}
-    except Exception as error:
+    except BaseException as error:
         if any(marker in str(error) for marker in OOM_MESSAGES):
             return failure("oom", type(error).__name__, str(error).splitlines()[0][:500])
         if raised_in_candidate(error):
@@ -399,8 +461,13 @@ def wait_for_job(job_dir: Path, idle_s: float) -> dict | None:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m lero.sandbox.runner JOB_DIR [--wait]`; --wait imports the engine first, then waits."""
+    """`python -m lero.sandbox.runner JOB_DIR [--wait]`; --wait imports the engine first, then waits.
+
+    An evaluate job's key comes on stdin (sandbox.seal); job.json is deleted once read, so
+    it is gone before any candidate code runs.
+    """
     make_non_dumpable()
+    ignore_signals()
     job_dir = Path(argv[0] if argv else ".").resolve()
     if "--wait" in argv:
         import lero.training  # noqa: F401  (the slow part of a job's start: torch)
@@ -410,10 +477,14 @@ def main(argv: list[str]) -> int:
             return 0
     else:
         job = json.loads((job_dir / JOB_FILE).read_text())
+    (job_dir / JOB_FILE).unlink()
+    inbox = KeyInbox()
     started = time.perf_counter()
-    result = run(job, job_dir)
+    result = run(job, job_dir, inbox)
     result["elapsed_s"] = time.perf_counter() - started
     kill_everything_else()
+    if job["kind"] == "evaluate":
+        result = seal(result, inbox.key())
     write_result(job_dir, result)
     return 0
 
