@@ -8,9 +8,11 @@ import socket
 
 import pytest
 from lero.sandbox import Job, JobResult, Limits, ResultCache, SandboxUnavailable, get_sandbox
-from lero.sandbox.base import MAX_RESULT_BYTES, read_result
+from lero.sandbox.base import MAX_RESULT_BYTES, Sandbox, read_result
 from lero.sandbox.cache import cache_key
 from lero.sandbox.output import CappedBuffer
+from lero.sandbox.seal import new_key, seal
+from lero.sandbox.types import ScriptResult
 
 from tests.sandbox.test_contract import VALID
 from tests.sandbox.test_jobs import ENV, LIMITS
@@ -61,6 +63,57 @@ def test_only_evaluate_results_carry_fitness(tmp_path) -> None:
     )
     assert read_result(tmp_path, "evaluate").fitness == 3.0
     assert read_result(tmp_path, "train").fitness is None
+
+
+def test_an_evaluate_result_needs_the_seal_of_its_key(tmp_path) -> None:
+    key = new_key()
+    honest = {"status": "ok", "fitness": -3.0, "metrics": {"return": -3.0}}
+    (tmp_path / "result.json").write_text(json.dumps(seal(honest, key)))
+    assert read_result(tmp_path, "evaluate", key).fitness == -3.0
+    forgeries = [
+        {**seal(honest, key), "fitness": 1e9},  # the genuine seal on a changed result
+        seal({**honest, "fitness": 1e9}, new_key()),  # sealed with another key
+        {**honest, "fitness": 1e9},  # no seal at all
+    ]
+    for forged in forgeries:
+        (tmp_path / "result.json").write_text(json.dumps(forged))
+        result = read_result(tmp_path, "evaluate", key)
+        assert result.status == "crashed" and result.error["type"] == "ForgedResult"
+
+
+class LeavesAnOkResult(Sandbox):
+    """A backend whose runner leaves a well-formed `ok` result.json, then ends with STATUS."""
+
+    kind = "fake"
+
+    def __init__(self, status: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.status = status
+
+    def _launch_runner(self, job_dir, limits, key=None) -> ScriptResult:
+        (job_dir / "result.json").write_text(json.dumps({"status": "ok", "metrics": {}}))
+        return ScriptResult(self.status, 0 if self.status == "ok" else 1, "", "boom\n", 0.0)
+
+    def _launch_script(self, job_dir, limits) -> ScriptResult:
+        raise NotImplementedError
+
+    def _job_path_inside(self, job_dir, name) -> str:
+        return str(job_dir / name)
+
+    def close(self) -> None:
+        """Nothing held."""
+
+    def _kill_running(self) -> None:
+        """Nothing runs."""
+
+
+@pytest.mark.parametrize(("ended", "status"), [("ok", "ok"), ("error", "crashed"), ("killed", "crashed")])
+def test_a_runner_that_did_not_exit_0_leaves_no_result(tmp_path, ended: str, status: str) -> None:
+    sandbox = LeavesAnOkResult(ended, work_dir=tmp_path)
+    result = sandbox.run_job(Job(kind="validate", code=VALID, env=ENV, limits=LIMITS))
+    assert result.status == status
+    if status == "crashed":
+        assert result.error["type"] == "RunnerFailed" and "boom" in result.error["message"]
 
 
 def test_result_cache_roundtrip_and_transient_failures(tmp_path) -> None:
