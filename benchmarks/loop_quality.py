@@ -23,6 +23,7 @@ from typing import Any
 from lero.graph.configuration import RunSpec
 from lero.graph.nodes.resources import open_sandbox
 from lero.graph.runner import start_run
+from lero.graph.trust import job_env
 
 HELD_OUT_SEEDS = (1001, 1002, 1003)
 
@@ -50,7 +51,7 @@ def held_out(spec: RunSpec, code: str | None) -> dict[str, Any]:
     sandbox = open_sandbox(spec, cache_dir=None)
     returns = []
     for seed in HELD_OUT_SEEDS:
-        result = sandbox.train_and_evaluate(code, spec.job_env, spec.algo, spec.steps, seed,
+        result = sandbox.train_and_evaluate(code, job_env(spec), spec.algo, spec.steps, seed,
                                             eval_episodes=spec.eval_episodes, hparams=spec.hparams)
         if result.status != "ok":
             raise RuntimeError(f"held-out training failed: {result.status}: {result.error}")

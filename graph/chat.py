@@ -17,26 +17,30 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from lero.graph.configuration import RunError, RunSpec
+from lero.graph.configuration import CANDIDATE_ID, RunError, RunSpec, check_run_id
 from lero.graph.console import Asker
+from lero.graph.trust import confirm_env, confirm_hint, job_env
 from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
     from lero.agents import LLMConfig
+    from lero.training.envs.registry import ConfirmedEnv
 
 DEFAULT_CHAT_SPEC: dict[str, Any] = {"approve": "spec"}
+FIXED_FIELDS = ("runs_dir",)  # where runs go is the person's command line, not the chat's
 STEP_ALIASES = {"k": 1_000, "m": 1_000_000}
 
 
-def measure_throughput(spec: RunSpec) -> tuple[float, int]:
+def measure_throughput(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> tuple[float, int]:
     """(steps/s, env steps per training iteration) here, from one real training iteration
     of the spec's env and algorithm (budgets are rounded up to whole iterations)."""
     from lero.training import TrainConfig, train
 
+    env = job_env(spec, confirmed)
     cfg = TrainConfig(
-        env=spec.env,
-        env_kwargs=spec.env_kwargs,
+        env=env.pop("name"),
+        env_kwargs=env,
         algo=spec.algo,
         steps=1,
         eval_episodes=1,
@@ -55,6 +59,7 @@ class ExperimentDesk:
         self.spec = RunSpec.parse(self.fields)
         self._measured: dict[str, tuple[float, int]] = {}  # throughput per env/algo/hparams
         self.last_run_id: str | None = None
+        self.confirmed: ConfirmedEnv | None = None  # the spec env the user typed (graph.trust)
 
     # -- the draft spec
 
@@ -65,6 +70,9 @@ class ExperimentDesk:
         Args:
             updates: the fields to change and their new values, e.g. {"generations": 2, "env_kwargs": {"N": 4}}
         """
+        fixed = sorted(set(updates) & set(FIXED_FIELDS))
+        if fixed:
+            return f"not changed: {', '.join(fixed)} cannot be changed from the chat"
         fields = {**self.fields, **updates}
         if isinstance(updates.get("env_kwargs"), dict) and "env" not in updates:
             fields["env_kwargs"] = {**self.spec.env_kwargs, **updates["env_kwargs"]}
@@ -76,6 +84,17 @@ class ExperimentDesk:
             return f"not changed: {error}"
         self.fields = fields
         return "updated:\n" + self.show_spec()
+
+    def typed_fields(self, updates: dict[str, Any]) -> str:
+        """`set_fields` for what the user typed (`/set`, the guided dialogue): an env they name
+        is confirmed by that (graph.trust)."""
+        answer = self.set_fields(updates)
+        if not answer.startswith("not changed") and "env" in updates:
+            try:
+                self.confirmed = confirm_env(self.spec.env, self.spec.env)
+            except RunError as error:
+                return f"{answer}\nbut the env cannot be used: {error}"
+        return answer
 
     def show_spec(self) -> str:
         """Show the experiment spec as it stands (what `start_run` would run)."""
@@ -94,13 +113,32 @@ class ExperimentDesk:
             f"package.module:factory\nalgorithms: {', '.join(ALGOS)}"
         )
 
+    def confirmed_env(self) -> ConfirmedEnv | None:
+        """The spec env's confirmation: None for an installed env; a `package.module:factory`
+        env is imported only once the user typed its name here (a tool call is no person)."""
+        env = self.spec.env
+        if self.confirmed is not None and self.confirmed.name == env:
+            return self.confirmed
+        try:
+            confirmed = confirm_env(env, None)
+        except RunError:
+            try:
+                typed = self.io.text(f"env {env} is not installed: importing it runs its code on this "
+                                     "machine. Type its name to allow that (Enter refuses)")
+            except EOFError:
+                raise RunError(confirm_hint(env)) from None
+            confirmed = confirm_env(env, typed.strip())
+        self.confirmed = confirmed
+        return confirmed
+
     def describe_environment(self) -> str:
         """Describe the spec's environment with its current arguments: observation layout,
         actions, reward, world state."""
         from lero.training import make_env
 
         try:
-            return make_env(self.spec.env, 1, **self.spec.env_kwargs).describe()
+            env = job_env(self.spec, self.confirmed_env())
+            return make_env(env.pop("name"), 1, **env).describe()
         except ValueError as error:
             return f"cannot build {self.spec.env}: {error}"
 
@@ -111,7 +149,7 @@ class ExperimentDesk:
         key = json.dumps([spec.env, spec.env_kwargs, spec.algo, spec.hparams], sort_keys=True)
         if key not in self._measured:
             try:
-                self._measured[key] = measure_throughput(spec)
+                self._measured[key] = measure_throughput(spec, self.confirmed_env())
             except ValueError as error:
                 return f"cannot estimate: {error}"
         steps_per_s, iteration = self._measured[key]
@@ -148,6 +186,7 @@ class ExperimentDesk:
         self.io.say(self.show_spec(), markup=False)
         if not self.io.confirm("Start this experiment?", default=True):
             return "the user did not start the run; the spec is unchanged"
+        confirmed = self.confirmed_env()
         ui = RichUI(
             console=self.io.console,
             stdin=self.io.stdin,
@@ -155,7 +194,7 @@ class ExperimentDesk:
             generations=self.spec.generations,
         )
         with ui:
-            outcome = start_run(self.spec, ui)
+            outcome = start_run(self.spec, ui, confirm=confirmed.name if confirmed else None)
         self.last_run_id = outcome.run_id
         return f"run {outcome.run_id} ended with status {outcome.status} ({outcome.run_dir})"
 
@@ -164,6 +203,7 @@ class ExperimentDesk:
         run_id = run_id or self.last_run_id
         if not run_id:
             return "no run id given and no run started in this chat"
+        check_run_id(run_id)  # no path parts: the tools stay inside the runs directory
         path = Path(self.spec.runs_dir) / run_id
         if not path.is_dir():
             return f"no run {run_id!r} in {self.spec.runs_dir}/"
@@ -189,6 +229,8 @@ class ExperimentDesk:
             candidate_id: "<generation>-<index>", e.g. "0-1"
             run_id: the run (default: the last run started in this chat)
         """
+        if not isinstance(candidate_id, str) or not CANDIDATE_ID.match(candidate_id):
+            return f"candidate id {candidate_id!r} must look like 0-1"
         found = self._run_dir(run_id)
         if isinstance(found, str):
             return found
@@ -265,7 +307,7 @@ class ExperimentDesk:
                     updates.setdefault("env_kwargs", {})[key[4:]] = parse_value(value)
                 else:
                     updates[key] = parse_value(value)
-            return self.set_fields(updates)
+            return self.typed_fields(updates)
         commands: dict[str, Callable[..., str]] = {
             "spec": self.show_spec,
             "envs": self.list_environments,
@@ -361,7 +403,7 @@ def guided_dialogue(desk: ExperimentDesk) -> bool:
     updates["approve"] = io.choice(
         "ask for approval of", ["spec", "candidates", "generations", "all"], spec.approve
     )
-    result = desk.set_fields(updates)
+    result = desk.typed_fields(updates)
     if result.startswith("not changed"):
         io.say(f"[red]{escape(result)}[/]")
         return False

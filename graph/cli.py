@@ -194,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("run_id")
     _add_runs_dir(resume)
     resume.add_argument("--answer", type=Path, help="JSON file answering the pending question")
+    resume.add_argument("--env", help="confirm the run's package.module:factory env (it is imported and runs here)")
     _add_llm_args(resume)
     _add_budget_args(resume)
     _add_executor_args(resume)
@@ -253,10 +254,12 @@ def load_config_file(path: Path) -> dict:
     """RunSpec fields from a TOML or JSON file (by suffix; TOML otherwise)."""
     if not path.is_file():
         raise UsageError(f"config file not found: {path}")
+    from lero.graph.configuration import load_json
+
     text = path.read_text()
     try:
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        data = load_json(text, f"config {path}") if path.suffix == ".json" else tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
         raise UsageError(f"cannot parse config {path}: {one_line(exc)}") from None
     if not isinstance(data, dict):
         raise UsageError(f"config {path} must hold a table/object of RunSpec fields")
@@ -311,7 +314,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     with first_ctrl_c_cancels() as interrupts:
         try:
             with ui:
-                outcome = start_run(spec, ui)
+                outcome = start_run(spec, ui, confirm=args.env)  # --env: the person named it
         except KeyboardInterrupt:
             interrupts.wait()
             return _stopped(spec.run_id, Path(spec.runs_dir))
@@ -370,12 +373,11 @@ def read_answer(path: Path | None) -> object | None:
     """The JSON answer to a pending interrupt (`lero resume --answer FILE`)."""
     if path is None:
         return None
+    from lero.graph.configuration import load_json
+
     if not path.is_file():
         raise UsageError(f"answer file not found: {path}")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"answer file {path} is not JSON: {exc.msg} (line {exc.lineno})") from None
+    return load_json(path.read_text(), f"answer file {path}")
 
 
 def resume_overrides(args: argparse.Namespace) -> dict[str, object]:
@@ -399,7 +401,7 @@ def cmd_resume(args: argparse.Namespace, console: Console) -> int:
         try:
             with ui:
                 outcome = resume_run(
-                    args.run_id, args.runs_dir, ui, answer=answer, overrides=overrides
+                    args.run_id, args.runs_dir, ui, answer=answer, overrides=overrides, confirm=args.env
                 )
         except KeyboardInterrupt:
             interrupts.wait()
@@ -495,7 +497,8 @@ def _add_study_parser(sub: argparse._SubParsersAction) -> None:
     study.add_argument("--algos", help="comma-separated, e.g. mappo,vdn (default: the run's)")
     study.add_argument("--seeds", type=_positive_int, help="fresh training seeds (default 5)")
     study.add_argument("--steps", type=_positive_int, help="env steps per training (default: the run's)")
-    study.add_argument("--env", help="with --candidate: environment (default simple_spread)")
+    study.add_argument("--env", help="environment (default: the run's, or simple_spread); names a "
+                       "package.module:factory env to confirm importing it")
     _add_env_args(study)
     study.add_argument("--eval-episodes", type=_positive_int)
     study.add_argument("--target-return", type=float, help="return for steps-to-reach (default: native's)")
@@ -531,7 +534,8 @@ def cmd_study(args: argparse.Namespace, console: Console) -> int:
     from lero.graph.study import StudySpec, run_study
 
     spec = StudySpec.parse(study_fields(args))
-    study = run_study(spec, progress=lambda line: console.print(line, markup=False, soft_wrap=True))
+    study = run_study(spec, progress=lambda line: console.print(line, markup=False, soft_wrap=True),
+                      confirm=args.env)
     for cell in study["cells"]:
         summary = cell["summary"].get("return")
         test = cell["vs_native"].get("return", {})
@@ -667,9 +671,9 @@ COMMANDS = {
 
 
 OPERATIONAL_ERRORS = (
-    ("sandbox", "SandboxUnavailable"),
-    ("agents", "LLMError"),
-    ("agents", "BudgetExceeded"),
+    ("lero.sandbox", "SandboxUnavailable"),
+    ("lero.agents", "LLMError"),
+    ("lero.agents", "BudgetExceeded"),
 )
 
 

@@ -7,6 +7,7 @@ validated once; everything downstream trusts it. Bad values raise `RunError`, a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -16,8 +17,21 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 APPROVE_MODES = ("none", "spec", "candidates", "generations", "all")
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# Budget bounds: a mistyped value is a one-line error, not a machine that runs for weeks;
+# each leaves room for real studies (the defaults: 300k steps, 512 episodes, 2 seeds).
+MAX_STEPS = 100_000_000  # env steps per candidate and seed
+MAX_EVAL_EPISODES = 8192  # evaluation episodes (one batch of envs)
+MAX_SEEDS = 32
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a safe path part
+CANDIDATE_ID = re.compile(r"^(\d+-\d+|baseline)$")  # `<generation>-<index>`, a safe path part
 _LLM = re.compile(r"^(offline|openai:\S.*)$")
+
+
+def check_run_id(value: str) -> str:
+    """`value` when it is a valid run id (letters, digits, `_-.`; no path parts), else RunError."""
+    if not isinstance(value, str) or not _RUN_ID.match(value):
+        raise RunError(f"run id {value!r} must be 1-64 characters of letters, digits, '_', '-', '.'")
+    return value
 
 
 def absolute_runs_dir(path: str | os.PathLike) -> str:
@@ -38,6 +52,17 @@ class RunError(ValueError):
 
 
 Model = TypeVar("Model", bound=BaseModel)
+
+
+def load_json(text: str, what: str) -> Any:
+    """JSON a person or a file handed in (answers, specs, configs), or RunError in one line:
+    malformed or nested too deep for Python's parser (a 200k-deep list)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise RunError(f"{what} is not JSON: {error.msg} (line {error.lineno})") from None
+    except RecursionError:
+        raise RunError(f"{what} is nested too deeply") from None
 
 
 def validated(model: type[Model], values: dict[str, Any], what: str) -> Model:
@@ -61,8 +86,8 @@ class RunSpec(BaseModel):
     algo: str = "mappo"
     generations: int = Field(default=3, ge=1, le=100)
     population: int = Field(default=4, ge=1, le=64)
-    steps: int = Field(default=300_000, ge=1)  # joint env steps per candidate and seed
-    seeds: int = Field(default=2, ge=1, le=32)  # fitness = mean over seeds (one is noise)
+    steps: int = Field(default=300_000, ge=1, le=MAX_STEPS)  # joint env steps per candidate and seed
+    seeds: int = Field(default=2, ge=1, le=MAX_SEEDS)  # fitness = mean over seeds (one is noise)
     llm: str = "offline"
     base_url: str | None = None
     sandbox: Literal["auto", "docker", "process"] = "auto"
@@ -76,13 +101,19 @@ class RunSpec(BaseModel):
     critic_rounds: int = Field(default=1, ge=0, le=10)
     debug_attempts: int = Field(default=2, ge=0, le=10)
     max_parallel: int = Field(default=2, ge=1, le=64)
-    eval_episodes: int = Field(default=512, ge=1)
+    eval_episodes: int = Field(default=512, ge=1, le=MAX_EVAL_EPISODES)
     hparams: dict[str, Any] = Field(default_factory=dict)
     n_elites: int = Field(default=2, ge=1, le=16)
     exploit_fraction: float = Field(default=0.75, ge=0.0, le=1.0)  # share of drafts refining an elite
     offline_prior: bool = True  # offline designer: generation 0 starts from its hand-written prior
     executor: Literal["local", "ray"] = "local"  # where train/evaluate jobs run
     ray_address: str | None = None  # `auto`, `host:port`; None = a new local Ray instance
+
+    @field_validator("env")
+    @classmethod
+    def _env_known(cls, value: str) -> str:
+        _registry().check_env_name(value)  # nothing is imported
+        return value
 
     @field_validator("llm")
     @classmethod
@@ -94,11 +125,7 @@ class RunSpec(BaseModel):
     @field_validator("run_id")
     @classmethod
     def _run_id_safe(cls, value: str | None) -> str | None:
-        if value is not None and not _RUN_ID.match(value):
-            raise ValueError(
-                f"run id {value!r} must be 1-64 characters of letters, digits, '_', '-', '.'"
-            )
-        return value
+        return value if value is None else check_run_id(value)
 
     @field_validator("runs_dir")
     @classmethod
@@ -115,6 +142,7 @@ class RunSpec(BaseModel):
     def _fill_env_kwargs(self) -> RunSpec:
         if self.env_kwargs is None:
             self.env_kwargs = self.default_env_kwargs(self.env)
+        _registry().check_kwargs(self.env, self.env_kwargs)  # names, types, bounds; nothing built
         return self
 
     @staticmethod
@@ -123,14 +151,6 @@ class RunSpec(BaseModel):
         `lero_kwargs` (simple_spread: 3 agents, each seeing 1 agent and 2 landmarks)."""
         registry = _registry()
         return registry.default_kwargs(env or registry.DEFAULT_ENV)
-
-    @property
-    def job_env(self) -> dict[str, Any]:
-        """The environment as a sandbox job names it: `{"name": env, **env_kwargs}`, plus
-        `import_root` for a `package.module:factory` env, so the sandbox can import it."""
-        root = _registry().import_root(self.env)
-        extra = {} if root is None or "import_root" in (self.env_kwargs or {}) else {"import_root": root}
-        return {"name": self.env, **(self.env_kwargs or {}), **extra}
 
     def exploit_slots(self, has_elites: bool) -> int:
         """How many of a generation's drafts refine an elite (none before there are elites)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Any, Protocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 from lero.agents.config import LLMSetupError, server_models
-from lero.graph.configuration import RunError, RunSpec
+from lero.graph.configuration import RunError, RunSpec, load_json
 from lero.graph.graph import build_graph, recursion_limit
 from lero.graph.nodes import normalize_answer
 from lero.graph.nodes.resources import (
@@ -34,11 +35,14 @@ from lero.graph.nodes.resources import (
     register,
     task_spec,
     unregister,
+    warn_weaker_sandbox,
 )
 from lero.graph.report import write_report
 from lero.graph.rundir import RunDir
+from lero.graph.trust import confirm_env
 from lero.sandbox.base import JobCancelled
 from lero.training import ALGOS, TrainConfig
+from lero.training.envs.registry import ConfirmedEnv
 
 
 class RunUI(Protocol):
@@ -73,15 +77,15 @@ def check_llm_reachable(spec: RunSpec) -> None:
         raise RunError(str(error)) from None
 
 
-def preflight(spec: RunSpec) -> RunSpec:
+def preflight(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> RunSpec:
     """Fail with one clear line before anything is created or any compute is spent.
 
     Returns the spec with `sandbox="auto"` resolved to the backend found, so that a
-    resumed run never switches backends silently.
+    resumed run never switches backends silently. A spec env must be `confirmed`.
     """
     if spec.algo not in ALGOS:
         raise RunError(f"unknown algorithm {spec.algo!r}: expected one of {', '.join(ALGOS)}")
-    task_spec(spec)  # builds the environment: unknown env or bad env kwargs
+    task_spec(spec, confirmed)  # builds the environment: unknown env or bad env kwargs
     try:  # what every training job will check inside the sandbox: hparams above all
         TrainConfig(env=spec.env, env_kwargs=spec.env_kwargs or {}, algo=spec.algo, steps=spec.steps,
                     eval_episodes=spec.eval_episodes, hparams=spec.hparams)
@@ -89,6 +93,7 @@ def preflight(spec: RunSpec) -> RunSpec:
         raise RunError(f"invalid training settings: {str(error).splitlines()[0]}") from None
     with tempfile.TemporaryDirectory(prefix="lero-preflight-") as scratch:
         backend = open_sandbox(spec, cache_dir=Path(scratch)).kind  # no Docker daemon / no image
+    warn_weaker_sandbox(spec)
     check_llm_reachable(spec)
     return spec.model_copy(update={"sandbox": backend})
 
@@ -100,16 +105,21 @@ def _announce(ui: RunUI, spec: RunSpec, verb: str) -> None:
                  "message": f"{verb} run {spec.run_id}: llm {spec.llm}{where}, sandbox {spec.sandbox}"})
 
 
-def start_run(spec: RunSpec, ui: RunUI) -> RunOutcome:
-    """Validate, create runs/<id>/ and drive a new run until it ends or waits for a human."""
+def start_run(spec: RunSpec, ui: RunUI, confirm: str | None = None) -> RunOutcome:
+    """Validate, create runs/<id>/ and drive a new run until it ends or waits for a human.
+
+    `confirm`: the `package.module:factory` env a person typed (graph.trust), which a spec
+    env must equal before its module is imported.
+    """
     spec = spec.with_run_id()
     if (Path(spec.runs_dir) / str(spec.run_id)).exists():
         raise RunError(f"run {spec.run_id!r} already exists in {spec.runs_dir} (use lero resume)")
-    spec = preflight(spec)
+    confirmed = confirm_env(spec.env, confirm)
+    spec = preflight(spec, confirmed)
     _announce(ui, spec, "starting")
     rundir = RunDir.create(spec)
     rundir.append_event("run_started", run_id=spec.run_id, llm=spec.llm, sandbox=spec.sandbox)
-    return _drive(rundir, spec, ui, {"spec": spec.model_dump(mode="json")})
+    return _drive(rundir, spec, ui, {"spec": spec.model_dump(mode="json")}, confirmed)
 
 
 # what `lero resume` may change: more LLM budget or wall clock, another server, another
@@ -124,48 +134,57 @@ def resume_run(
     ui: RunUI,
     answer: object | None = None,
     overrides: dict[str, Any] | None = None,
+    confirm: str | None = None,
 ) -> RunOutcome:
     """Continue a stopped, interrupted or crashed run from its last checkpoint.
 
     `answer` answers the pending approval (else `ui.ask` is asked). `overrides` (fields of
     RESUME_OVERRIDES: more LLM budget, more wall clock, another server) replace the stored
-    spec's. A `stopped` run goes on with the next generation; another finished run just
-    reports how it ended.
+    spec's. `confirm`: the env a person typed to confirm a stored `package.module:factory`
+    env (graph.trust). A `stopped` run goes on with the next generation; another finished
+    run just reports how it ended. Everything is checked before anything is written.
     """
     rundir = RunDir.open(runs_dir, run_id)
     stored = rundir.read_spec()
+    if stored.run_id != run_id:
+        raise RunError(f"run {run_id!r}: its spec.json names run {stored.run_id!r}")
     unknown = set(overrides or {}) - set(RESUME_OVERRIDES)
     if unknown:
         raise RunError(f"resume cannot change {', '.join(sorted(unknown))}")
+    confirmed = confirm_env(stored.env, confirm)
     spec = RunSpec.parse({**stored.model_dump(mode="json"), **(overrides or {}),
                           "runs_dir": str(rundir.path.parent)})
     state = rundir.read_state()
-    preflight(spec)
-    with SqliteSaver.from_conn_string(str(rundir.checkpoint_path)) as saver:
-        compiled = build_graph().compile(checkpointer=saver)
-        snapshot = compiled.get_state(_config(spec))
-        if not snapshot.values:
-            raise RunError(f"run {run_id!r} has no checkpoint to resume from")
-        if not snapshot.next and state.get("status") != "stopped":
-            return RunOutcome(state.get("status", "completed"), run_id, rundir.path,
-                              stop_reason=state.get("stop_reason"))
-        if not snapshot.next:
-            _check_budget_left(rundir, spec, state.get("stop_reason") or "")
-            compiled.update_state(_config(spec), _continue_stopped(snapshot.values, spec),
-                                  as_node="approve_generation")
+    preflight(spec, confirmed)
+    try:
+        with SqliteSaver.from_conn_string(str(rundir.checkpoint_path)) as saver:
+            compiled = build_graph().compile(checkpointer=saver)
+            snapshot = compiled.get_state(_config(spec))
+            if not snapshot.values:
+                raise RunError(f"run {run_id!r} has no checkpoint to resume from")
+            if not snapshot.next and state.get("status") != "stopped":
+                return RunOutcome(state.get("status", "completed"), run_id, rundir.path,
+                                  stop_reason=state.get("stop_reason"))
+            payload = snapshot.interrupts[0].value if snapshot.interrupts else None
+            checked = normalize_answer(payload["kind"], answer, payload) if payload and answer is not None else None
+            if not snapshot.next:
+                _check_budget_left(rundir, spec, state.get("stop_reason") or "")
+                compiled.update_state(_config(spec), _continue_stopped(snapshot.values, spec),
+                                      as_node="approve_generation")
+    except sqlite3.DatabaseError as error:
+        raise RunError(f"run {run_id!r}: cannot read {rundir.checkpoint_path.name}: {error}") from None
     if spec != stored:
         rundir.write_spec(spec)
     _announce(ui, spec, "resuming")
     rundir.append_event("run_resumed", run_id=run_id, **(overrides or {}))
     command: Command | None = None
-    if snapshot.interrupts:
-        payload = snapshot.interrupts[0].value
-        if answer is None:
-            answer = ui.ask(payload)
-        if answer is None:
+    if payload is not None:
+        if checked is None:
+            checked = ui.ask(payload)
+        if checked is None:
             return RunOutcome("interrupted", run_id, rundir.path, interrupt=payload)
-        command = _answer(rundir, payload, answer)
-    return _drive(rundir, spec, ui, command)
+        command = _answer(rundir, payload, checked)
+    return _drive(rundir, spec, ui, command, confirmed)
 
 
 def _continue_stopped(values: dict[str, Any], spec: RunSpec) -> dict[str, Any]:
@@ -206,16 +225,17 @@ def _config(spec: RunSpec) -> dict[str, Any]:
 
 
 def _answer(rundir: RunDir, payload: dict[str, Any], answer: object) -> Command:
-    checked = normalize_answer(payload["kind"], answer)
+    checked = normalize_answer(payload["kind"], answer, payload)
     rundir.append_event("interrupt_answered", kind=payload["kind"], answer=checked)
     rundir.update_state(status="running")
     return Command(resume=checked)
 
 
-def _drive(rundir: RunDir, spec: RunSpec, ui: RunUI, graph_input: Any) -> RunOutcome:
+def _drive(rundir: RunDir, spec: RunSpec, ui: RunUI, graph_input: Any,
+           confirmed: ConfirmedEnv | None) -> RunOutcome:
     """Stream the graph, pass events to the UI, and loop over interrupts the UI answers."""
     run_id = str(spec.run_id)
-    register(open_resources(spec, rundir))
+    register(open_resources(spec, rundir, confirmed))
     rundir.update_state(status="running", stop_reason=None, error=None)
     config = _config(spec)
     try:
@@ -276,13 +296,16 @@ def main(argv: list[str] | None = None) -> int:
     resume.add_argument("run_id")
     resume.add_argument("--runs-dir", default="runs")
     resume.add_argument("--answer", type=Path, help="JSON answer to the pending approval")
+    for command in (start, resume):
+        command.add_argument("--env", help="the package.module:factory env a person confirmed (graph.trust)")
     args = parser.parse_args(argv)
     try:
         if args.command == "start":
-            outcome = start_run(RunSpec.parse(json.loads(args.spec.read_text())), JsonLinesUI())
+            spec = RunSpec.parse(load_json(args.spec.read_text(), f"spec file {args.spec}"))
+            outcome = start_run(spec, JsonLinesUI(), confirm=args.env)
         else:
-            answer = json.loads(args.answer.read_text()) if args.answer else None
-            outcome = resume_run(args.run_id, args.runs_dir, JsonLinesUI(), answer=answer)
+            answer = load_json(args.answer.read_text(), f"answer file {args.answer}") if args.answer else None
+            outcome = resume_run(args.run_id, args.runs_dir, JsonLinesUI(), answer=answer, confirm=args.env)
     except RunError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

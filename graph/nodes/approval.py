@@ -20,8 +20,12 @@ from lero.graph.state import Candidate, RunState
 CANDIDATE_ACTIONS = ("approve", "reject", "edit", "comment")
 
 
-def normalize_answer(kind: str, answer: Any) -> dict[str, Any]:
-    """Check a human answer for an interrupt of `kind`; RunError (one line) when malformed."""
+def normalize_answer(kind: str, answer: Any, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Check a human answer for an interrupt of `kind`; RunError (one line) when malformed.
+
+    For candidates, every decision must name a candidate of the question (`payload`): a
+    mistyped id is an error, never a silent default. Only the schema's keys are kept.
+    """
     if isinstance(answer, str):
         answer = {"action": answer}
     elif isinstance(answer, bool):
@@ -31,21 +35,25 @@ def normalize_answer(kind: str, answer: Any) -> dict[str, Any]:
         raise RunError(f"answer to a {kind} approval must be a JSON object, got {type(answer).__name__}")
     if kind == "spec":
         _expect(answer.get("action"), ("approve", "reject"), "spec answer action")
-    elif kind == "generation":
+        return {"action": answer["action"]}
+    if kind == "generation":
         _expect(answer.get("action"), ("continue", "stop"), "generation answer action")
         if answer.get("feedback") is not None and not isinstance(answer["feedback"], str):
             raise RunError("generation answer feedback must be a string")
-    elif kind == "candidates":
-        answer = {"decisions": {}, "default": "approve", **answer}
-        if "action" in answer:  # one action for every candidate
-            answer["default"] = answer.pop("action")
-        _expect(answer["default"], ("approve", "reject"), "candidates answer default")
-        if not isinstance(answer["decisions"], dict):
-            raise RunError("candidates answer decisions must map candidate ids to decisions")
-        answer["decisions"] = {cid: _decision(cid, d) for cid, d in answer["decisions"].items()}
-    else:
+        return {"action": answer["action"], "feedback": answer.get("feedback")}
+    if kind != "candidates":
         raise RunError(f"unknown approval kind {kind!r}")
-    return answer
+    default = answer.get("action", answer.get("default", "approve"))  # `action`: one for every candidate
+    _expect(default, ("approve", "reject"), "candidates answer default")
+    decisions = answer.get("decisions", {})
+    if not isinstance(decisions, dict):
+        raise RunError("candidates answer decisions must map candidate ids to decisions")
+    asked = [c["candidate_id"] for c in (payload or {}).get("candidates", [])]
+    unknown = sorted(str(cid) for cid in decisions if cid not in asked)
+    if unknown:
+        raise RunError(f"unknown candidate id(s) {', '.join(unknown)}: this question asks about "
+                       f"{', '.join(asked) or 'no candidate'}")
+    return {"decisions": {cid: _decision(cid, d) for cid, d in decisions.items()}, "default": default}
 
 
 def _expect(value: Any, allowed: tuple[str, ...], what: str) -> None:
@@ -63,7 +71,8 @@ def _decision(candidate_id: str, decision: Any) -> dict[str, Any]:
         raise RunError(f"edit decision for {candidate_id} needs the new module in 'code'")
     if decision["action"] == "comment" and not (isinstance(decision.get("comment"), str) and decision["comment"].strip()):
         raise RunError(f"comment decision for {candidate_id} needs text in 'comment'")
-    return decision
+    kept = {"edit": "code", "comment": "comment"}.get(decision["action"])
+    return {"action": decision["action"], **({kept: decision[kept]} if kept else {})}
 
 
 def approve_spec(state: RunState) -> dict[str, Any]:
@@ -79,7 +88,7 @@ def approve_spec(state: RunState) -> dict[str, Any]:
                    "max_llm_requests": spec.max_llm_requests, "wall_clock_s": spec.wall_clock_s},
         "question": "Start this experiment?", "answers": ["approve", "reject"],
     }
-    answer = normalize_answer("spec", interrupt(payload))
+    answer = normalize_answer("spec", interrupt(payload), payload)
     return {"stop_reason": "rejected_by_human"} if answer["action"] == "reject" else {}
 
 
@@ -98,7 +107,7 @@ def approve_candidates(state: RunState) -> dict[str, Any]:
                         "parents": c.get("parents") or [], "review": c.get("review"),
                         "note": c.get("error")} for c in ready],
     }
-    answer = normalize_answer("candidates", interrupt(payload))
+    answer = normalize_answer("candidates", interrupt(payload), payload)
     decided = [_apply(c, answer["decisions"].get(c["candidate_id"], {"action": answer["default"]})) for c in ready]
     return {"candidates": replace(state["candidates"], decided)}
 
@@ -141,7 +150,7 @@ def approve_generation(state: RunState) -> dict[str, Any]:
         "question": f"Run generation {generation + 1}? Optional feedback is added to the reflection.",
         "answers": ["continue", "stop"],
     }
-    answer = normalize_answer("generation", interrupt(payload))
+    answer = normalize_answer("generation", interrupt(payload), payload)
     update: dict[str, Any] = {"generation": generation + 1}
     if answer["action"] == "stop":
         update["stop_reason"] = "stopped_by_human"

@@ -8,6 +8,9 @@ the spec stored in the state, so the module-level compiled graph works on its ow
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,11 +19,15 @@ from typing import Any
 
 from langgraph.config import get_stream_writer
 from lero.agents import LLMConfig, TaskSpec, Team, make_team
-from lero.graph.configuration import RunError, RunSpec
+from lero.graph.configuration import RunError, RunSpec, absolute_runs_dir
 from lero.graph.rundir import RunDir
+from lero.graph.trust import job_env
 from lero.sandbox import Sandbox, SandboxUnavailable, get_sandbox
 from lero.training import make_env
-from lero.training.envs.registry import ENV_NAMES
+from lero.training.envs.registry import ENV_NAMES, ConfirmedEnv
+
+log = logging.getLogger(__name__)
+SERVER_RUNS_DIR_VARIABLE = "LERO_RUNS_DIR"  # where a `langgraph dev` server keeps its runs
 
 _EVENT_TYPES = {  # events.jsonl name -> stream event type the CLI renders
     "llm_call": "llm",
@@ -45,11 +52,14 @@ def stream(payload: dict[str, Any]) -> None:
     writer(payload)
 
 
-def task_spec(spec: RunSpec) -> TaskSpec:
+def task_spec(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> TaskSpec:
     """Describe the task to the agents from a one-slot instance of the environment (its
-    TaskSpec's names, state fields and metrics handed over as plain data)."""
+    TaskSpec's names, state fields and metrics handed over as plain data). A spec env is
+    imported only when `confirmed` names it (graph.trust)."""
+    kwargs = job_env(spec, confirmed)
+    kwargs.pop("name")
     try:
-        env = make_env(spec.env, 1, **(spec.env_kwargs or {}))
+        env = make_env(spec.env, 1, **kwargs)
     except (ValueError, TypeError) as error:
         raise RunError(f"cannot build environment {spec.env!r}: {error}") from None
     task = env.task
@@ -82,6 +92,15 @@ def sandbox_kind(spec: RunSpec) -> str:
     return "process"
 
 
+def warn_weaker_sandbox(spec: RunSpec) -> None:
+    """Say it loudly when `--sandbox auto` gives a custom env the process sandbox."""
+    if spec.sandbox == "auto" and sandbox_kind(spec) == "process":
+        warning = (f"WARNING: env {spec.env!r} is not in the Docker image: LLM-written code runs in "
+                   "the much weaker PROCESS sandbox")
+        log.warning(warning)
+        print(warning, file=sys.stderr)
+
+
 def open_sandbox(spec: RunSpec, cache_dir: Path | None, events: Any = None) -> Sandbox:
     try:
         return get_sandbox(sandbox_kind(spec), cache_dir=cache_dir, max_parallel=spec.max_parallel,
@@ -103,6 +122,7 @@ class Resources:
     rundir: RunDir
     task: TaskSpec
     earlier_calls: list[dict[str, Any]]  # llm_call events of earlier processes of this run
+    job_env: dict[str, Any]  # the env as sandbox jobs name it (graph.trust.job_env)
     sandbox: Sandbox = field(init=False)
     team: Team = field(init=False)
 
@@ -155,19 +175,33 @@ def cancel_jobs() -> None:
         resources.sandbox.cancel_all()
 
 
-def open_resources(spec: RunSpec, rundir: RunDir) -> Resources:
+def open_resources(spec: RunSpec, rundir: RunDir, confirmed: ConfirmedEnv | None = None) -> Resources:
     """Build the live objects for a run whose directory exists (start, resume, server)."""
-    return Resources(spec=spec, rundir=rundir, task=task_spec(spec),
-                     earlier_calls=earlier_llm_calls(rundir.read_events()))
+    return Resources(spec=spec, rundir=rundir, task=task_spec(spec, confirmed),
+                     earlier_calls=earlier_llm_calls(rundir.read_events()), job_env=job_env(spec, confirmed))
+
+
+def server_runs_dir() -> str:
+    """The one runs directory a host without a runner (`langgraph dev`) writes to: the
+    operator's `LERO_RUNS_DIR`, else `runs` in its working directory."""
+    return absolute_runs_dir(os.environ.get(SERVER_RUNS_DIR_VARIABLE) or RunSpec.model_fields["runs_dir"].default)
 
 
 def resources_for(spec_json: dict[str, Any]) -> Resources:
-    """The registered resources of this run, built on first use in this process."""
+    """The registered resources of this run, built on first use in this process.
+
+    Built here only for a host without a runner (`langgraph dev`), from its input: no person
+    confirmed anything there, so a spec env is refused, and so is any runs_dir but the server's.
+    """
     spec = RunSpec.parse(spec_json)
     run_id = str(spec.run_id)
     with _registry_lock:
         found = _registry.get(run_id)
         if found is None:
+            if spec.runs_dir != server_runs_dir():
+                raise RunError(f"runs_dir {spec.runs_dir} is not this server's ({server_runs_dir()}; "
+                               f"set {SERVER_RUNS_DIR_VARIABLE} where the server starts)")
+            job_env(spec)  # an env nobody confirmed: refused before any directory exists
             path = Path(spec.runs_dir) / run_id
             rundir = RunDir.open(spec.runs_dir, run_id) if (path / "spec.json").exists() else RunDir.create(spec)
             found = _registry[run_id] = open_resources(spec, rundir)

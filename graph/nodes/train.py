@@ -54,7 +54,7 @@ def train(task: TrainTask) -> dict[str, Any]:
         return {"results": [saved]}
     res.emit("train_started", kind="train", **ids)
     result = res.sandbox.train_and_evaluate(
-        task["code"], spec.job_env, spec.algo, spec.steps, task["seed"],
+        task["code"], res.job_env, spec.algo, spec.steps, task["seed"],
         candidate_id=task["candidate_id"], eval_episodes=spec.eval_episodes, hparams=spec.hparams,
     )
     record = {**ids, **result.to_dict()}

@@ -26,7 +26,7 @@ def error_text(result: JobResult) -> str:
 
 def _validation_job(res: Resources, candidate: Candidate) -> Job:
     spec = res.spec
-    return Job(kind="validate", code=candidate["code"], env=spec.job_env,
+    return Job(kind="validate", code=candidate["code"], env=res.job_env,
                algo=spec.algo, seed=0, hparams=spec.hparams, candidate_id=candidate["candidate_id"])
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lero.graph.configuration import RunError, RunSpec
+from lero.graph.configuration import RunError, RunSpec, load_json
 from lero.graph.report import best_candidate, load_run, summarize, write_atomic
 from lero.graph.study.report import write_study
 from lero.graph.study.spec import SELECTION_EVAL_SEED, StudySpec
@@ -47,8 +47,8 @@ class Plan:
 
     def sandbox_spec(self) -> RunSpec:
         """The settings `open_sandbox` reads, as a run with this env would have them."""
-        return RunSpec(env=self.env["name"], env_kwargs={k: v for k, v in self.env.items() if k != "name"},
-                       sandbox=self.sandbox, max_parallel=self.spec.max_parallel, **self.executor)
+        return RunSpec(env=self.env["name"], env_kwargs={}, sandbox=self.sandbox,
+                       max_parallel=self.spec.max_parallel, **self.executor)
 
     def config(self) -> dict[str, Any]:
         """Everything a cell's value depends on: a resumed study must match it."""
@@ -98,14 +98,20 @@ def generation_gains(run_dir: Path) -> dict[str, Any] | None:
     }
 
 
-def plan_study(spec: StudySpec) -> Plan:
-    """Resolve the candidate, environment, algorithms and budget; RunError when impossible."""
+def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
+    """Resolve the candidate, environment, algorithms and budget; RunError when impossible.
+
+    `confirm`: the `package.module:factory` env a person typed (`--env`, graph.trust); a
+    run's stored spec env is imported only when it equals that.
+    """
+    from lero.graph.trust import confirm_env, job_env
+
     runs_dir = Path(spec.runs_dir)
     if spec.run_id is not None:
         run_dir = runs_dir / spec.run_id
         if not (run_dir / "spec.json").is_file():
             raise RunError(f"unknown run id {spec.run_id!r} in {runs_dir}/ (see `lero runs`)")
-        run_spec = RunSpec.parse(json.loads((run_dir / "spec.json").read_text()))
+        run_spec = RunSpec.parse(load_json((run_dir / "spec.json").read_text(), f"{run_dir.name}/spec.json"))
         run = load_run(run_dir)
         if spec.candidate_id is not None:
             record = next((c for c in run.candidates if c.candidate_id == spec.candidate_id), None)
@@ -153,11 +159,13 @@ def plan_study(spec: StudySpec) -> Plan:
     if unknown:
         raise RunError(f"unknown algorithm {unknown[0]!r}; choose from {', '.join(ALGOS)}")
     hparams = {a: {**hparams.get(a, {}), **spec.hparams.get(a, {})} for a in algos}
+    env_spec = RunSpec(env=env_name, env_kwargs=env_kwargs or {})  # names, bounds: the run's rules
+    env = job_env(env_spec, confirm_env(env_name, confirm))
     study_id = spec.study_id or _slug(
         f"{source.get('candidate_id', Path(str(spec.candidate)).stem)}-{'+'.join(algos)}-{steps}steps-{spec.seeds}seeds"
     )
     return Plan(spec=spec, study_dir=parent / study_id, cache_dir=cache_dir, code=code,
-                source=source, env={"name": env_name, **(env_kwargs or {})}, algos=tuple(algos),
+                source=source, env=env, algos=tuple(algos),
                 steps=steps, sandbox=sandbox, hparams=hparams, generations=generations,
                 executor=executor)  # fmt: skip
 
@@ -207,12 +215,16 @@ def _run_cell(plan: Plan, sandbox: Any, algo: str, variant: str, index: int) -> 
     return record
 
 
-def run_study(spec: StudySpec, progress: Progress | None = None) -> dict[str, Any]:
-    """Train what is missing, then write study.json / study.md / plots; returns study.json."""
-    from lero.graph.nodes.resources import open_sandbox
+def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | None = None) -> dict[str, Any]:
+    """Train what is missing, then write study.json / study.md / plots; returns study.json.
+
+    `confirm`: the env a person typed to confirm a `package.module:factory` env (plan_study).
+    """
+    from lero.graph.nodes.resources import open_sandbox, warn_weaker_sandbox
 
     say = progress or (lambda line: None)
-    plan = plan_study(spec)
+    plan = plan_study(spec, confirm)
+    warn_weaker_sandbox(plan.sandbox_spec())
     metrics = _check_env(plan)
     _start_dir(plan)
     todo = [(algo, variant, i) for algo in plan.algos for variant in spec.variants

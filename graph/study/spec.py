@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from lero.graph.configuration import validated
+from lero.graph.configuration import MAX_EVAL_EPISODES, MAX_STEPS, validated
 from lero.graph.study.variants import VARIANTS
 from lero.sandbox.runner import EVAL_SEED
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -38,8 +38,8 @@ class StudySpec(BaseModel):
     algos: tuple[str, ...] = ()  # () = the run's algorithm (or mappo)
     variants: tuple[str, ...] = VARIANTS
     seeds: int = Field(default=DEFAULT_SEEDS, ge=1, le=64)
-    steps: int | None = Field(default=None, ge=1)  # None = the run's budget
-    eval_episodes: int = Field(default=512, ge=1)
+    steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # None = the run's budget
+    eval_episodes: int = Field(default=512, ge=1, le=MAX_EVAL_EPISODES)
     target_return: float | None = None  # None = native's mean held-out return
     hparams: dict[str, dict[str, Any]] = Field(default_factory=dict)  # algo -> overrides
     sandbox: Literal["auto", "docker", "process"] | None = None  # None = the run's

@@ -90,8 +90,12 @@ def spec_from_form(form: FormData, runs_dir: str) -> RunSpec:
 
 
 async def start_run(request: Request) -> Response:
+    """Start a run from the form. Its `env` field is typed by the person at the page, so it
+    confirms a `package.module:factory` env (graph.trust): the module is imported here, once its
+    spec passed every check (a standard-library or foreign factory is refused uncalled)."""
     from lero.graph.cli import UsageError, one_line
     from lero.graph.runner import preflight
+    from lero.graph.trust import confirm_env
 
     form = await checked_form(request)
     state = request.app.state
@@ -99,8 +103,10 @@ async def start_run(request: Request) -> Response:
         spec = spec_from_form(form, state.runs_dir)
         if (Path(state.runs_dir) / str(spec.run_id)).exists():
             raise RunError(f"run {spec.run_id!r} already exists in {state.runs_dir} (use lero resume)")
-        await run_in_threadpool(preflight, spec)  # no Docker, bad env kwargs, unreachable LLM
-        state.workers.start(spec)
+        typed = str(form.get("env", "")).strip() or None
+        confirmed = await run_in_threadpool(confirm_env, spec.env, typed)
+        await run_in_threadpool(preflight, spec, confirmed)  # no Docker, bad env kwargs, unreachable LLM
+        state.workers.start(spec, confirm=typed)
     except (UsageError, ValueError) as error:
         return await runs_page(request, error=f"lero: error: {one_line(error)}", form=dict(form), status_code=400)
     return RedirectResponse(f"/runs/{spec.run_id}", status_code=303)
@@ -131,7 +137,9 @@ async def _run_view(request: Request, run_id: str, error: str | None = None, sta
 
 
 def answer_from_form(form: FormData, pending: dict[str, Any]) -> object:
-    """A pending question's answer from its form (schemas: graph.state)."""
+    """A pending question's answer from its form (schemas: graph.state). Every candidate
+    asked about needs its action field, and no field may name another candidate (RunError):
+    a form that lost its fields approves nothing."""
     kind = pending.get("kind")
     if kind in ("spec", "generation"):
         answer: dict[str, Any] = {"action": str(form.get("action", ""))}
@@ -139,10 +147,18 @@ def answer_from_form(form: FormData, pending: dict[str, Any]) -> object:
             feedback = str(form.get("feedback", "")).strip()
             answer["feedback"] = feedback or None
         return answer
+    asked = [candidate["candidate_id"] for candidate in pending.get("candidates", [])]
+    named = {key.partition(":")[2] for key in form if key.partition(":")[0] in ("action", "code", "comment")}
+    unknown = sorted(named - set(asked))
+    if unknown:
+        raise RunError(f"unknown candidate id(s) {', '.join(unknown)}: this question asks about {', '.join(asked)}")
+    missing = [cid for cid in asked if not str(form.get(f"action:{cid}", "")).strip()]
+    if missing:
+        raise RunError(f"no action for candidate(s) {', '.join(missing)}")
     decisions = {}
     for candidate in pending.get("candidates", []):
         cid = candidate["candidate_id"]
-        action = str(form.get(f"action:{cid}", "approve"))
+        action = str(form.get(f"action:{cid}"))
         code = str(form.get(f"code:{cid}", "")).replace("\r\n", "\n")
         decision: dict[str, Any] = {"action": action}
         if action == "approve" and code.strip() and code.strip() != (candidate.get("code") or "").strip():
@@ -169,7 +185,7 @@ async def answer_run(request: Request) -> Response:
     if str(form.get("ts", "")) != pending["ts"]:
         return await _run_view(request, run_id, "that question was already answered; see the current one", 409)
     try:
-        answer = normalize_answer(pending["kind"], answer_from_form(form, pending))
+        answer = normalize_answer(pending["kind"], answer_from_form(form, pending), pending)
         workers.resume(run_id, answer)
     except ValueError as error:
         return await _run_view(request, run_id, f"lero: error: {one_line(error)}", 400)
@@ -267,8 +283,8 @@ def _chat(request: Request, fresh: bool = False) -> ChatSession:
         base = {"llm": "offline" if cfg.backend == "offline" else f"openai:{cfg.model}",
                 "base_url": cfg.base_url, "runs_dir": state.runs_dir}
 
-        def launch(spec: RunSpec) -> str:
-            state.workers.start(spec.model_copy(update={"runs_dir": state.runs_dir}))
+        def launch(spec: RunSpec, confirm: str | None) -> str:
+            state.workers.start(spec.model_copy(update={"runs_dir": state.runs_dir}), confirm=confirm)
             return str(spec.run_id)
 
         state.chat = ChatSession(cfg, base, launch)

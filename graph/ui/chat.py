@@ -48,7 +48,7 @@ class LineFeed(io.TextIOBase):
 class WebDesk(ExperimentDesk):
     """The chat's experiment desk; its runs start in the server's background workers."""
 
-    def __init__(self, io: Asker, base: dict[str, Any], launch: Callable[[RunSpec], str]) -> None:
+    def __init__(self, io: Asker, base: dict[str, Any], launch: Callable[[RunSpec, str | None], str]) -> None:
         super().__init__(io, base)
         self._launch = launch
 
@@ -58,7 +58,8 @@ class WebDesk(ExperimentDesk):
         self.io.say(self.show_spec(), markup=False)
         if not self.io.confirm("Start this experiment?", default=True):
             return "the user did not start the run; the spec is unchanged"
-        run_id = self._launch(self.spec.with_run_id())
+        confirmed = self.confirmed_env()
+        run_id = self._launch(self.spec.with_run_id(), confirmed.name if confirmed else None)
         self.last_run_id = run_id
         return f"run {run_id} started: follow it and answer its approvals at /runs/{run_id}"
 
@@ -66,7 +67,7 @@ class WebDesk(ExperimentDesk):
 class ChatSession:
     """One conversation: the dialogue runs in a thread, the page reads its transcript."""
 
-    def __init__(self, llm_cfg: Any, base: dict[str, Any], launch: Callable[[RunSpec], str]) -> None:
+    def __init__(self, llm_cfg: Any, base: dict[str, Any], launch: Callable[[RunSpec, str | None], str]) -> None:
         self._buffer = io.StringIO()
         console = Console(file=self._buffer, width=TRANSCRIPT_WIDTH, color_system=None,
                           force_terminal=False, highlight=False, soft_wrap=True)

@@ -111,6 +111,7 @@ class Workers:
         self.runs_dir = runs_dir
         self.cwd = cwd or Path.cwd()
         self._by_run: dict[str, Worker] = {}
+        self._confirmed: dict[str, str] = {}  # run id -> the spec env a person typed for it here
         self._lock = threading.Lock()
         self._scratch = tempfile.TemporaryDirectory(prefix="lero-ui-")
 
@@ -134,15 +135,24 @@ class Workers:
         path.write_text(json.dumps(payload))
         return str(path)
 
-    def start(self, spec: RunSpec) -> Worker:
-        """Start a new run (the spec already has its run id and runs_dir)."""
+    def start(self, spec: RunSpec, confirm: str | None = None) -> Worker:
+        """Start a new run (the spec already has its run id and runs_dir). `confirm`: the
+        `package.module:factory` env a person typed (graph.trust); this server passes it on
+        to the run's later resumes too, while it lives."""
         run_id = str(spec.run_id)
         spec_file = self._scratch_file(f"spec-{run_id}.json", spec.model_dump(mode="json"))
-        return self._spawn(run_id, ["start", "--spec", spec_file])
+        if confirm is not None:
+            self._confirmed[run_id] = confirm
+        return self._spawn(run_id, ["start", "--spec", spec_file, *self._confirm_args(run_id)])
+
+    def _confirm_args(self, run_id: str) -> list[str]:
+        confirm = self._confirmed.get(run_id)
+        return [] if confirm is None else ["--env", confirm]
 
     def resume(self, run_id: str, answer: object | None = None) -> Worker:
-        """Resume a run, answering its pending approval when `answer` is given."""
-        argv = ["resume", run_id, "--runs-dir", self.runs_dir]
+        """Resume a run, answering its pending approval when `answer` is given. A stored spec
+        env is confirmed only when a person typed it to this server (else the child refuses)."""
+        argv = ["resume", run_id, "--runs-dir", self.runs_dir, *self._confirm_args(run_id)]
         if answer is not None:
             argv += ["--answer", self._scratch_file(f"answer-{run_id}-{os.urandom(4).hex()}.json", answer)]
         return self._spawn(run_id, argv)

@@ -119,11 +119,13 @@ def test_the_task_text_comes_from_the_factory_or_task(monkeypatch, tmp_path: Pat
     from lero.graph.cli import build_parser, spec_fields
     from lero.graph.configuration import RunSpec
     from lero.graph.nodes.resources import task_spec
+    from lero.graph.trust import confirm_env
 
-    assert task_spec(RunSpec(env=SPEC)).task == make_rendezvous.__doc__
+    confirmed = confirm_env(SPEC, SPEC)  # what `--env SPEC` confirms
+    assert task_spec(RunSpec(env=SPEC), confirmed).task == make_rendezvous.__doc__
     args = build_parser().parse_args(["run", "--env", SPEC, "--task", "Meet at the origin."])
     spec = RunSpec.parse(spec_fields(args))
-    described = task_spec(spec)
+    described = task_spec(spec, confirmed)
     assert described.task == "Meet at the origin." and described.grammar is None
     assert described.metrics == (("return", True), ("episode_length", False))
     assert ("state", "[B, 6]") in described.state_fields

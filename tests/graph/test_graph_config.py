@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 from lero.graph.configuration import RunError, RunSpec
+from lero.graph.trust import confirm_env, job_env
 from lero.training.envs import task_spec
 
 
@@ -18,10 +19,13 @@ def test_defaults_are_the_lero_setting():
 def test_env_defaults_and_the_sandbox_env_come_from_the_env():
     spec = RunSpec(env="simple_reference")
     assert spec.env_kwargs == task_spec("simple_reference").lero_kwargs
-    assert spec.job_env == {"name": "simple_reference", **spec.env_kwargs}
+    assert job_env(spec) == {"name": "simple_reference", **spec.env_kwargs}
     custom = RunSpec(env="tests.graph.test_custom_env_loop:make_rendezvous", env_kwargs={"n_agents": 2})
-    assert custom.job_env["n_agents"] == 2
-    assert custom.job_env["import_root"] == str(Path(__file__).resolve().parents[2])
+    confirmed = confirm_env(custom.env, custom.env)
+    assert job_env(custom, confirmed)["n_agents"] == 2
+    assert job_env(custom, confirmed)["import_root"] == str(Path(__file__).resolve().parents[2])
+    with pytest.raises(RunError, match="pass --env tests"):
+        job_env(custom)  # nobody confirmed it: nothing imported
 
 
 def test_explicit_empty_env_kwargs_mean_the_envs_own_defaults():

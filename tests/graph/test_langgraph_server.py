@@ -31,7 +31,8 @@ def server_url(tmp_path):
     port = free_port()
     log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below, read on failure
     env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false",
-           "LANGCHAIN_TRACING_V2": "false", "PYTHONPATH": str(REPO)}
+           "LANGCHAIN_TRACING_V2": "false", "PYTHONPATH": str(REPO),
+           "LERO_RUNS_DIR": str(tmp_path / "runs")}  # the server's runs dir: its input may name no other
     server = subprocess.Popen(
         [shutil.which("langgraph") or "langgraph", "dev", "--no-browser", "--no-reload", "--allow-blocking",
          "--port", str(port), "--config", "langgraph.json"],

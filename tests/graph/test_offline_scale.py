@@ -12,6 +12,7 @@ from lero.agents.offline.designer import OfflineDesigner
 from lero.agents.offline.genome import genome_of
 from lero.graph.configuration import RunSpec
 from lero.graph.nodes.resources import task_spec
+from lero.graph.trust import job_env
 from lero.sandbox import Job, get_sandbox
 
 from tests.graph.test_graph_e2e import _docker_or_skip
@@ -29,7 +30,7 @@ def test_optimal_assignment_candidates_validate_in_the_sandbox(tmp_path, n_agent
         _docker_or_skip()
     sandbox = get_sandbox(backend, work_dir=tmp_path)
     try:
-        results = [sandbox.run_job(Job(kind="validate", code=d.code, env=spec.job_env, seed=0)) for d in drafts]
+        results = [sandbox.run_job(Job(kind="validate", code=d.code, env=job_env(spec), seed=0)) for d in drafts]
     finally:
         sandbox.close()
     assert [r.status for r in results] == ["ok"] * len(drafts), [r.error for r in results]

@@ -7,7 +7,13 @@ import pytest
 import torch
 from gymnasium import spaces
 from lero.training.envs import make_env
-from lero.training.envs.registry import check_env_name, import_root, registered_envs, task_spec
+from lero.training.envs.registry import (
+    check_env_name,
+    confirm_env,
+    is_installed,
+    registered_envs,
+    task_spec,
+)
 from pettingzoo import ParallelEnv
 
 SPEC = "tests.training.test_env_pettingzoo_adapter:make_relay"
@@ -261,23 +267,71 @@ def test_entry_point_registration(tmp_path, monkeypatch: pytest.MonkeyPatch) -> 
     check_env_name("relay")
     env = make_env("relay", 2, workers=0)
     assert env.name == "relay" and env.obs_dims == (3, 5, 4)
-    assert import_root("relay") is None
+    assert is_installed("relay") and not is_installed(SPEC)  # installed: trusted, nothing to confirm
+    with pytest.raises(ValueError, match="spec to confirm"):
+        confirm_env("relay")
 
 
 def test_import_root_and_the_cwd(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A spec imports from the working directory (like ``python -m``) or from ``import_root``."""
+    """A confirmed spec imports from the working directory (like ``python -m``); its root, derived
+    from that import, is where ``import_root`` points a fresh process."""
     package = tmp_path / "mytasks"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "relay_task.py").write_text(
+        f"from {SPEC.split(':')[0]} import Relay\n\n\ndef factory(**kwargs):\n"
+        "    return Relay(max_cycles=3, **kwargs)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # restores sys.path afterwards
+    confirmed = confirm_env("mytasks.relay_task:factory")
+    assert confirmed.name == "mytasks.relay_task:factory" and confirmed.root == str(tmp_path.resolve())
+    env = make_env("mytasks.relay_task:factory", 1, workers=0, import_root=confirmed.root)
+    assert env.max_steps == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("subprocess:run", "subprocess is a standard-library module"),
+        ("os.path:join", "os is a standard-library module"),
+        ("builtins:eval", "builtins is a standard-library module"),
+        ("foreigntasks.foreign:factory", "factory is defined in functools, not in the package foreigntasks"),
+        ("foreigntasks.foreign:Relay", "Relay is defined in tests.training.test_env_pettingzoo_adapter"),
+    ],
+)
+def test_factories_outside_the_named_package_are_refused_uncalled(
+    name: str, message: str, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defence in depth: no standard-library callable, no re-export; nothing is called to find out."""
+    package = tmp_path / "foreigntasks"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "foreign.py").write_text(
         f"import functools\nfrom {SPEC.split(':')[0]} import Relay\n"
         "factory = functools.partial(Relay, max_cycles=3)\n"
     )
     monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))  # restores sys.path afterwards
-    assert import_root("mytasks.relay_task:factory") == str(tmp_path.resolve())
-    env = make_env("mytasks.relay_task:factory", 1, workers=0, import_root=str(tmp_path))
-    assert env.max_steps == 3
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match=message):
+        make_env(name, 1, workers=0)
+    with pytest.raises(ValueError, match=message):
+        confirm_env(name)
+
+
+def test_a_factory_must_return_a_parallel_env(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "not_parallel.py").write_text("def factory(**kwargs):\n    return {'agents': []}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match="the factory returned dict, not a PettingZoo ParallelEnv"):
+        make_env("not_parallel:factory", 1, workers=0)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [({"workers": 10_000}, "workers must be <= 64"),
+                                                 ({"max_steps": 10**9}, "max_steps must be <= 10000")])
+def test_adapter_sizes_are_bounded(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_env(SPEC, 2, **kwargs)
 
 
 @pytest.mark.parametrize("algo", ["mappo", "qmix"])

@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import torch
 
+# Upper bounds on sizes, so one mistyped value (N=1000000) is a one-line error rather than
+# a machine that hangs while it allocates gigabytes. Each leaves room for real studies.
+MAX_BATCH = 1 << 16  # parallel env copies (n_envs): training batches and evaluation episodes
+MAX_AGENTS = 64  # agents (and landmarks) of one world
+MAX_EPISODE_STEPS = 10_000  # steps of one episode (max_cycles; defaults are 25)
 
-def positive_int(owner: str, name: str, value: object) -> int:
-    """``value`` as an int >= 1, else a ValueError naming the argument."""
+
+def positive_int(owner: str, name: str, value: object, maximum: int | None = None) -> int:
+    """``value`` as an int in [1, maximum], else a ValueError naming the argument."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{owner}: {name} must be an int, got {type(value).__name__} {value!r}")
     if value < 1:
         raise ValueError(f"{owner}: {name} must be >= 1, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{owner}: {name} must be <= {maximum}, got {value}")
     return value
 
 
-def optional_positive_int(owner: str, name: str, value: object) -> int | None:
-    """``None`` or an int >= 1."""
-    return None if value is None else positive_int(owner, name, value)
+def optional_positive_int(owner: str, name: str, value: object, maximum: int | None = None) -> int | None:
+    """``None`` or an int in [1, maximum]."""
+    return None if value is None else positive_int(owner, name, value, maximum)
 
 
 def fraction(owner: str, name: str, value: object) -> float:

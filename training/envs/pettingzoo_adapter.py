@@ -39,11 +39,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from lero.training.envs import checks
 from lero.training.envs.base import BatchedEnv
 from lero.training.envs.task import RETURN, Metric, StateField, TaskSpec
+from pettingzoo import ParallelEnv
 
 EPISODE_LENGTH = "episode_length"
-MAX_WORKERS = 4
+MAX_WORKERS = 4  # the default cap
+MAX_EXPLICIT_WORKERS = 64  # forked processes one env may ask for
 
 
 @dataclass(frozen=True)
@@ -283,10 +286,10 @@ class PettingZooEnv(BatchedEnv):
     ) -> None:
         self.name = name
         factory_kwargs = dict(factory_kwargs or {})
-        _check_count(name, "n_envs", n_envs, minimum=1)
+        _check_count(name, "n_envs", n_envs, minimum=1, maximum=checks.MAX_BATCH)
         if workers is None:  # one copy (a probe, a description): no worker process
             workers = 0 if n_envs == 1 else min(n_envs, os.cpu_count() or 1, MAX_WORKERS)
-        _check_count(name, "workers", workers, minimum=0)
+        _check_count(name, "workers", workers, minimum=0, maximum=MAX_EXPLICIT_WORKERS)
         workers = min(workers, n_envs)
         self.device = torch.device(device)
 
@@ -297,6 +300,8 @@ class PettingZooEnv(BatchedEnv):
             probe = make()
         except TypeError as error:
             raise ValueError(f"{name}: cannot build the env: {error}") from None
+        if not isinstance(probe, ParallelEnv):
+            raise ValueError(f"{name}: the factory returned {type(probe).__name__}, not a PettingZoo ParallelEnv")
         layout = read_layout(probe, name)
         if max_steps is None:
             max_steps = _episode_limit(probe)
@@ -304,7 +309,7 @@ class PettingZooEnv(BatchedEnv):
             raise ValueError(
                 f"{name}: the env states no episode length (max_cycles); give max_steps=K"
             )
-        _check_count(name, "max_steps", max_steps, minimum=1)
+        _check_count(name, "max_steps", max_steps, minimum=1, maximum=checks.MAX_EPISODE_STEPS)
         self.layout = layout
         self.n_envs, self.n_agents, self.max_steps = n_envs, len(layout.agents), max_steps
         self.obs_dim = layout.obs_dim
@@ -531,6 +536,8 @@ def _split(total: int, parts: int) -> list[int]:
     return [base + (1 if k < extra else 0) for k in range(parts)]
 
 
-def _check_count(owner: str, field: str, value: Any, minimum: int) -> None:
+def _check_count(owner: str, field: str, value: Any, minimum: int, maximum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{owner}: {field} must be an int >= {minimum}, got {value!r}")
+    if value > maximum:
+        raise ValueError(f"{owner}: {field} must be <= {maximum}, got {value}")

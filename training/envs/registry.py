@@ -4,6 +4,10 @@ A name is a native env (``ENV_NAMES``), a PettingZoo env registered under the en
 group ``lero.envs`` (its object: a callable returning a ``ParallelEnv``), or a
 ``package.module:factory`` spec. The last two run through ``PettingZooEnv``; their
 keyword arguments go to the factory except the adapter's own ``ADAPTER_OPTIONS``.
+
+Importing a spec's module runs its code. Installed envs (native, entry points) are
+trusted; on the host, a spec is imported only once a person named it (``confirm_env``,
+called by the graph's edges), and ``load_factory`` is the one place that imports it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -42,14 +47,7 @@ def make_env(name: str, n_envs: int, **kwargs: Any) -> BatchedEnv:
     """
     if name not in _ENVS:
         return _make_pettingzoo(name, n_envs, kwargs)
-    env_cls, cfg_cls = _ENVS[name]
-    accepted = [f.name for f in dataclasses.fields(cfg_cls) if f.name != "n_envs"]
-    unknown = sorted(set(kwargs) - set(accepted))
-    if unknown:
-        raise ValueError(
-            f"{name}: unknown argument(s) {', '.join(unknown)}; accepted: {', '.join(accepted)}"
-        )
-    return env_cls(cfg_cls(n_envs=n_envs, **kwargs))
+    return _ENVS[name][0](_native_config(name, n_envs, kwargs))
 
 
 DEFAULT_ENV = "simple_spread"  # the experiment LERO targets (DESIGN.md)
@@ -66,19 +64,48 @@ def registered_envs() -> tuple[str, ...]:
     return (*ENV_NAMES, *plugins)
 
 
+def is_installed(name: str) -> bool:
+    """A native env or one an installed package registers: trusted (the person installed it).
+
+    Anything else is a ``package.module:factory`` spec, whose import runs its code.
+    """
+    return name in registered_envs()
+
+
 def check_env_name(name: str) -> None:
-    """One-line ValueError unless ``name`` is a registered env or a well-formed spec (nothing imported)."""
-    if not isinstance(name, str) or not (name in registered_envs() or _SPEC.match(name)):
+    """One-line ValueError unless ``name`` is a registered env or a well-formed spec (nothing imported).
+
+    A spec naming a standard-library module (``subprocess:run``) is refused: it is no env.
+    """
+    match = _SPEC.match(name) if isinstance(name, str) else None
+    if not isinstance(name, str) or not (name in registered_envs() or match):
         raise ValueError(
             f"unknown env {name!r}; available: {', '.join(registered_envs())}, "
             "or a PettingZoo ParallelEnv as package.module:factory"
         )
+    if match is not None and _top(match.group(1)) in _STDLIB:
+        raise ValueError(f"env {name!r}: {_top(match.group(1))} is a standard-library module, not a PettingZoo env")
 
 
 def default_kwargs(name: str) -> dict[str, Any]:
     """The kwargs LERO runs env ``name`` with by default: a native env's ``task.lero_kwargs``;
     none for a PettingZoo env (nothing is imported)."""
     return dict(_ENVS[name][0].task.lero_kwargs) if name in _ENVS else {}
+
+
+def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
+    """One-line ValueError for arguments env ``name`` refuses, without building it.
+
+    A native env checks names, types and bounds in its config; a PettingZoo env's factory
+    arguments are its own, so only the adapter's options are checked here, and
+    ``import_root``, which lero derives from the confirmed import, is refused.
+    """
+    if name in _ENVS:
+        _native_config(name, 1, kwargs)
+        return
+    if "import_root" in kwargs:
+        raise ValueError(f"env {name!r}: import_root is not an env argument; lero imports a spec from "
+                         "the directory it was confirmed in")
 
 
 def task_spec(name: str, **kwargs: Any) -> TaskSpec:
@@ -92,42 +119,82 @@ def task_spec(name: str, **kwargs: Any) -> TaskSpec:
         env.close()
 
 
-def import_root(name: str) -> str | None:
-    """Where a ``package.module:factory`` spec's top package lives, so a fresh process can import it.
-
-    None for native and entry-point envs (installed, so importable anywhere).
+@dataclass(frozen=True)
+class ConfirmedEnv:
+    """A ``package.module:factory`` env a person named, its module imported on this host and its
+    factory checked (only ``confirm_env`` makes one). ``root`` is the directory its top package
+    lives in, derived from that import: what a fresh process (the process sandbox) imports from.
     """
-    match = None if name in _ENVS else _SPEC.match(name)
-    if match is None:
-        return None
-    _import(name, match.group(1), None)
-    top = sys.modules[match.group(1).split(".")[0]]
+
+    name: str
+    root: str
+
+
+def confirm_env(name: str, cwd: str | None = None) -> ConfirmedEnv:
+    """Import the module of a spec a person named, from ``cwd`` (default: the working directory,
+    where the person asked), and check its factory; one-line ValueError otherwise."""
+    match = _SPEC.match(name) if isinstance(name, str) else None
+    if match is None or is_installed(name):
+        raise ValueError(f"env {name!r} is not a package.module:factory spec to confirm")
+    load_factory(name, cwd)
+    top = sys.modules[_top(match.group(1))]
     package_dirs = list(getattr(top, "__path__", []))  # a package: its directory's parent
     if package_dirs:
-        return str(Path(package_dirs[0]).resolve().parent)
-    return str(Path(top.__file__).resolve().parent)
+        return ConfirmedEnv(name, str(Path(package_dirs[0]).resolve().parent))
+    return ConfirmedEnv(name, str(Path(str(top.__file__)).resolve().parent))
 
 
-def resolve_factory(name: str, root: str | None = None) -> Callable[..., Any]:
-    """The callable behind a spec or an entry-point name; ``root`` (default: the cwd) goes on sys.path."""
+def load_factory(name: str, root: str | None = None) -> Callable[..., Any]:
+    """The callable behind a spec or an entry-point name: the one place an env's module is imported.
+
+    A spec's module is imported with ``root`` (default: the cwd) on sys.path; its callable must
+    be defined in that module's own package (no standard-library function, no re-export such as
+    ``functools.partial``). Nothing is called here.
+    """
+    check_env_name(name)
     match = _SPEC.match(name)
-    if match is not None:
-        target: Any = _import(name, match.group(1), root)
-        for part in match.group(2).split("."):
-            if not hasattr(target, part):
-                raise ValueError(f"env {name!r}: {match.group(1)} has no attribute {match.group(2)!r}")
-            target = getattr(target, part)
-    else:
+    if match is None:
         found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
-        if not found:
-            check_env_name(name)
         try:
             target = found[0].load()
         except Exception as error:
             raise ValueError(f"env {name!r}: cannot load entry point {found[0].value!r}: {error}") from None
+    else:
+        module, attribute = match.groups()
+        target = _import(name, module, root)
+        for part in attribute.split("."):
+            if not hasattr(target, part):
+                raise ValueError(f"env {name!r}: {module} has no attribute {attribute!r}")
+            target = getattr(target, part)
     if not callable(target):
         raise ValueError(f"env {name!r}: {type(target).__name__} is not callable; expected a ParallelEnv factory")
+    defined_in = getattr(target, "__module__", None)
+    if match is not None and (not isinstance(defined_in, str) or _top(defined_in) != _top(match.group(1))):
+        raise ValueError(f"env {name!r}: {match.group(2)} is defined in {defined_in}, not in the package "
+                         f"{_top(match.group(1))}; name a factory defined there")
     return target
+
+
+_STDLIB = frozenset(sys.stdlib_module_names) | {"builtins"}
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def _native_config(name: str, n_envs: int, kwargs: dict[str, Any]) -> Any:
+    """The config of native env ``name`` (its checks run in its constructor)."""
+    cfg_cls = _ENVS[name][1]
+    accepted = [f.name for f in dataclasses.fields(cfg_cls) if f.name != "n_envs"]
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"{name}: unknown argument(s) {', '.join(unknown)}; accepted: {', '.join(accepted)}"
+        )
+    try:
+        return cfg_cls(n_envs=n_envs, **kwargs)
+    except TypeError as error:
+        raise ValueError(f"{name}: {error}") from None
 
 
 def _import(name: str, module: str, root: str | None) -> Any:
@@ -144,7 +211,6 @@ def _import(name: str, module: str, root: str | None) -> Any:
 def _make_pettingzoo(name: str, n_envs: int, kwargs: dict[str, Any]) -> BatchedEnv:
     from lero.training.envs.pettingzoo_adapter import PettingZooEnv
 
-    check_env_name(name)
     options = {key: kwargs.pop(key) for key in ADAPTER_OPTIONS if key in kwargs}
-    factory = resolve_factory(name, options.pop("import_root", None))
+    factory = load_factory(name, options.pop("import_root", None))
     return PettingZooEnv(name, factory, n_envs, factory_kwargs=kwargs, **options)

@@ -43,11 +43,11 @@ class SimpleReferenceConfig:
 
     def __post_init__(self) -> None:
         owner = "simple_reference"
-        checks.positive_int(owner, "n_envs", self.n_envs)
+        checks.positive_int(owner, "n_envs", self.n_envs, checks.MAX_BATCH)
         object.__setattr__(
             self, "local_ratio", checks.fraction(owner, "local_ratio", self.local_ratio)
         )
-        checks.positive_int(owner, "max_cycles", self.max_cycles)
+        checks.positive_int(owner, "max_cycles", self.max_cycles, checks.MAX_EPISODE_STEPS)
         object.__setattr__(self, "device", checks.device(owner, self.device))
 
 

@@ -38,8 +38,8 @@ class SimpleSpeakerListenerConfig:
 
     def __post_init__(self) -> None:
         owner = "simple_speaker_listener"
-        checks.positive_int(owner, "n_envs", self.n_envs)
-        checks.positive_int(owner, "max_cycles", self.max_cycles)
+        checks.positive_int(owner, "n_envs", self.n_envs, checks.MAX_BATCH)
+        checks.positive_int(owner, "max_cycles", self.max_cycles, checks.MAX_EPISODE_STEPS)
         object.__setattr__(self, "device", checks.device(owner, self.device))
 
 

@@ -56,14 +56,14 @@ class SimpleSpreadConfig:
 
     def __post_init__(self) -> None:
         owner = "simple_spread"
-        checks.positive_int(owner, "n_envs", self.n_envs)
-        checks.positive_int(owner, "N", self.N)
+        checks.positive_int(owner, "n_envs", self.n_envs, checks.MAX_BATCH)
+        checks.positive_int(owner, "N", self.N, checks.MAX_AGENTS)
         object.__setattr__(
             self, "local_ratio", checks.fraction(owner, "local_ratio", self.local_ratio)
         )
-        checks.positive_int(owner, "max_cycles", self.max_cycles)
-        checks.optional_positive_int(owner, "num_agent_neighbors", self.num_agent_neighbors)
-        checks.optional_positive_int(owner, "num_landmark_neighbors", self.num_landmark_neighbors)
+        checks.positive_int(owner, "max_cycles", self.max_cycles, checks.MAX_EPISODE_STEPS)
+        checks.optional_positive_int(owner, "num_agent_neighbors", self.num_agent_neighbors, checks.MAX_AGENTS)
+        checks.optional_positive_int(owner, "num_landmark_neighbors", self.num_landmark_neighbors, checks.MAX_AGENTS)
         object.__setattr__(self, "device", checks.device(owner, self.device))
 
 
