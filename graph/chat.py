@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from lero.graph.configuration import CANDIDATE_ID, RunError, RunSpec, check_run_id
 from lero.graph.console import Asker
+from lero.graph.rundir import CODE_FILE, REPORT_MD, RESULT_FILE, REVIEW_FILE, RunDir
 from lero.graph.trust import confirm_env, confirm_hint, job_env
 from rich.console import Console
 from rich.markup import escape
@@ -234,20 +235,17 @@ class ExperimentDesk:
         found = self._run_dir(run_id)
         if isinstance(found, str):
             return found
-        folder = found[1] / "candidates" / candidate_id
-        if not folder.is_dir():
-            return f"no candidate {candidate_id!r} in run {found[0]}"
-        parts = []
-        for name in ("candidate.py", "review.md", "result.json"):
-            path = folder / name
-            if path.is_file():
-                text = path.read_text()
-                if name == "result.json":
-                    result = json.loads(text)
-                    keep = ("status", "fitness", "fitness_std", "eval")
-                    text = json.dumps({k: result.get(k) for k in keep}, indent=2)
-                parts.append(f"--- {name}\n{text.rstrip()}")
-        return "\n".join(parts)
+        rundir = RunDir(found[1])
+        try:
+            if candidate_id not in rundir.candidate_names():
+                return f"no candidate {candidate_id!r} in run {found[0]}"
+            result = rundir.read_result(candidate_id)
+            texts = {CODE_FILE: rundir.read_code(candidate_id), REVIEW_FILE: rundir.read_review(candidate_id),
+                     RESULT_FILE: None if result is None else json.dumps(
+                         {k: result.get(k) for k in ("status", "fitness", "fitness_std", "eval")}, indent=2)}
+        except ValueError as error:  # a file of the run is refused (a symlink, corrupt JSON)
+            return f"candidate {candidate_id!r} of run {found[0]} cannot be read: {error}"
+        return "\n".join(f"--- {name}\n{text.rstrip()}" for name, text in texts.items() if text is not None)
 
     def show_report(self, run_id: str | None = None) -> str:
         """Rebuild a run's report and return its summary (report.json).
@@ -261,7 +259,7 @@ class ExperimentDesk:
         if isinstance(found, str):
             return found
         summary = write_report(found[1])
-        return json.dumps(summary, indent=2) + f"\nreport: {found[1] / 'report.md'}"
+        return json.dumps(summary, indent=2) + f"\nreport: {found[1] / REPORT_MD}"
 
     # -- reaching the desk
 

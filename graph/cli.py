@@ -412,6 +412,7 @@ def cmd_resume(args: argparse.Namespace, console: Console) -> int:
 def finish_outcome(outcome: RunOutcome, console: Console) -> int:
     """Say how the run ended, on the last line; for a pending question, how to answer it."""
     from lero.graph.console import describe_answer, render_summary
+    from lero.graph.rundir import REPORT_JSON, REPORT_MD, RunDir
 
     status, run_id = outcome.status, outcome.run_id
     runs_dir = Path(outcome.run_dir).parent
@@ -423,10 +424,11 @@ def finish_outcome(outcome: RunOutcome, console: Console) -> int:
         )
         console.print(describe_answer(outcome.interrupt), markup=False, soft_wrap=True)
         return EXIT_WAITING
-    report_path = Path(outcome.run_dir) / "report.json"
-    if report_path.is_file():
-        render_summary(json.loads(report_path.read_text()), console)
-        console.print(f"report: {Path(outcome.run_dir) / 'report.md'}", soft_wrap=True)
+    rundir = RunDir(Path(outcome.run_dir))
+    report = rundir.read_json(REPORT_JSON)
+    if report is not None:
+        render_summary(report, console)
+        console.print(f"report: {rundir.path / REPORT_MD}", soft_wrap=True)
     last = f"run {run_id}: {status}"
     if outcome.stop_reason and status != "completed":
         last += f": {outcome.stop_reason}"
@@ -456,13 +458,10 @@ def run_dir(runs_dir: str | Path, run_id: str) -> Path:
 
 def cmd_runs(args: argparse.Namespace, console: Console) -> int:
     from lero.graph.console import render_runs
-    from lero.graph.report import run_row
+    from lero.graph.report import run_row, run_rows
 
     root = Path(args.runs_dir)
-    rows = []
-    for path in sorted(root.iterdir()) if root.is_dir() else []:
-        if path.is_dir() and ((path / "spec.json").is_file() or (path / "state.json").is_file()):
-            rows.append(run_row(path))
+    rows = run_rows(root, run_row)
     if not rows:
         console.print(f"no runs in {root}/")
         return EXIT_OK
@@ -473,11 +472,12 @@ def cmd_runs(args: argparse.Namespace, console: Console) -> int:
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
     from lero.graph.console import render_summary
     from lero.graph.report import write_report
+    from lero.graph.rundir import REPORT_MD
 
     path = run_dir(args.runs_dir, args.run_id)
     summary = write_report(path)
     render_summary(summary, console)
-    console.print(f"report: {path / 'report.md'}", soft_wrap=True)
+    console.print(f"report: {path / REPORT_MD}", soft_wrap=True)
     return EXIT_OK
 
 
@@ -562,7 +562,7 @@ def write_curve_csv(curves: dict[str, list[float]], path: Path) -> None:
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
     from lero.graph.console import train_progress
-    from lero.graph.report import write_atomic
+    from lero.graph.safefs import write_atomic
     from lero.training import TrainConfig, make_env, save_policy, train
 
     env_kwargs = dict(args.env_args)

@@ -113,6 +113,9 @@ def render_runs(rows: list[dict], console: Console) -> None:
     for column in ("id", "status", "generations", "best", "baseline", "started"):
         table.add_column(column, justify="right" if column in ("best", "baseline") else "left")
     for row in rows:
+        if row.get("error"):  # a run that cannot be read: its reason, not a traceback
+            table.add_row(row["run_id"], f"{row['status']}: {row['error']}", "—", "—", "—", "—")
+            continue
         started = row.get("started_ts")
         table.add_row(
             row["run_id"],

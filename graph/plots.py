@@ -5,10 +5,12 @@ Kept apart from report.py so the report logic stays testable without reading pix
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
 import matplotlib
+from lero.graph.safefs import write_atomic
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after use("Agg"): no display needed
@@ -18,8 +20,8 @@ def _finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
 
 
-def plot_fitness(generations: list[dict], baseline_fitness: float | None, path: Path) -> Path:
-    """Best and mean fitness per generation, with the baseline as a horizontal line."""
+def plot_fitness(generations: list[dict], baseline_fitness: float | None) -> bytes:
+    """Best and mean fitness per generation, with the baseline as a horizontal line (PNG)."""
     fig, ax = plt.subplots(figsize=(6, 4))
     gens = [g["generation"] for g in generations]
     for key, label, marker in (("best_fitness", "best", "o"), ("mean_fitness", "mean", "s")):
@@ -37,11 +39,11 @@ def plot_fitness(generations: list[dict], baseline_fitness: float | None, path: 
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
-    return save_figure(fig, path)
+    return png_bytes(fig)
 
 
-def plot_learning_curves(curves_by_label: dict[str, dict[str, list[float]]], path: Path) -> Path:
-    """Training-time native return against env steps, one line per labelled run."""
+def plot_learning_curves(curves_by_label: dict[str, dict[str, list[float]]]) -> bytes:
+    """Training-time native return against env steps, one line per labelled run (PNG)."""
     fig, ax = plt.subplots(figsize=(6, 4))
     for label, curves in curves_by_label.items():
         steps, returns = curves.get("steps") or [], curves.get("return") or []
@@ -53,12 +55,20 @@ def plot_learning_curves(curves_by_label: dict[str, dict[str, list[float]]], pat
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
-    return save_figure(fig, path)
+    return png_bytes(fig)
+
+
+def png_bytes(fig: plt.Figure) -> bytes:
+    """The figure as PNG bytes: the caller stores them (RunDir writes atomically, no symlink followed)."""
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    return buffer.getvalue()
 
 
 def save_figure(fig: plt.Figure, path: Path) -> Path:
+    """The figure as a PNG file outside any run directory (a study's plots)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, format="png", dpi=100)
-    plt.close(fig)
+    write_atomic(path, png_bytes(fig))
     return path

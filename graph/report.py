@@ -10,13 +10,16 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lero.graph.configuration import _RUN_ID as RUN_ID  # the run id rule, also a safe path part
 from lero.graph.lineage import lineage, lineage_markdown
-from lero.graph.rundir import EVENTS_FILE, read_events, write_atomic
+from lero.graph.rundir import BASELINE_ID, SPEC_FILE, STATE_FILE, RunDir, UnsafeFile
 
 RUN_STATUSES = ("completed", "running", "interrupted", "stopped", "failed")
+UNREADABLE = "unreadable"  # the status of a listed run whose files cannot be read
 # stop reasons after which the designer could not go on; `lero resume` continues the run
 RESUMABLE_STOPS = ("llm_budget", "llm_error", "wall_clock")
 # job statuses that say the sandbox or the engine failed, not the candidate's code
@@ -32,6 +35,7 @@ class CandidateRecord:
     index: int
     result: dict
     code_path: Path | None
+    folder: str = ""  # its directory under candidates/ (where its files are read)
 
     @property
     def fitness(self) -> float | None:
@@ -53,6 +57,10 @@ class RunFiles:
     events: list[dict]
     baseline: dict | None
     candidates: list[CandidateRecord] = field(default_factory=list)
+    rundir: RunDir | None = None
+
+    def __post_init__(self) -> None:
+        self.rundir = self.rundir or RunDir(self.run_dir)
 
     @property
     def run_id(self) -> str:
@@ -63,15 +71,6 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _read_json(path: Path) -> dict | None:
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"corrupt JSON in {path}: {exc.msg} (line {exc.lineno})") from None
-
-
 def _parse_candidate_dir(name: str) -> tuple[int, int] | None:
     gen, sep, idx = name.partition("-")
     if not sep or not gen.isdigit() or not idx.isdigit():
@@ -80,37 +79,38 @@ def _parse_candidate_dir(name: str) -> tuple[int, int] | None:
 
 
 def load_run(run_dir: str | Path) -> RunFiles:
-    """Read a run directory; ValueError if it is not one."""
-    run_dir = Path(run_dir)
-    spec = _read_json(run_dir / "spec.json")
-    state = _read_json(run_dir / "state.json")
+    """Read a run directory through RunDir; ValueError (one line) if it is not one or
+    cannot be read (a planted symlink, a FIFO, a corrupt or oversized file)."""
+    rundir = RunDir(Path(run_dir))
+    spec = rundir.read_json(SPEC_FILE)
+    state = rundir.read_json(STATE_FILE)
     if spec is None and state is None:
         raise ValueError(f"not a lero run directory (no spec.json or state.json): {run_dir}")
     candidates = []
-    cand_root = run_dir / "candidates"
-    for cdir in sorted(cand_root.iterdir()) if cand_root.is_dir() else []:
-        parsed = _parse_candidate_dir(cdir.name)
-        if parsed is None or not cdir.is_dir():
+    for name in rundir.candidate_names():
+        parsed = _parse_candidate_dir(name)
+        if parsed is None:
             continue
-        result = _read_json(cdir / "result.json") or {}
-        code = cdir / "candidate.py"
+        result = rundir.read_result(name) or {}
         candidates.append(
             CandidateRecord(
-                candidate_id=str(result.get("candidate_id", cdir.name)),
+                candidate_id=str(result.get("candidate_id", name)),
                 generation=int(result.get("generation", parsed[0])),
                 index=parsed[1],
                 result=result,
-                code_path=code if code.is_file() else None,
+                code_path=rundir.code_path(name) if rundir.has_code(name) else None,
+                folder=name,
             )
         )
     candidates.sort(key=lambda c: (c.generation, c.index))
     return RunFiles(
-        run_dir=run_dir,
+        run_dir=rundir.path,
         spec=spec or {},
         state=state or {},
-        events=read_events(run_dir / EVENTS_FILE),
-        baseline=_read_json(run_dir / "baseline" / "result.json"),
+        events=rundir.read_events(),
+        baseline=rundir.read_result(BASELINE_ID),
         candidates=candidates,
+        rundir=rundir,
     )
 
 
@@ -333,7 +333,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
             f"## Best candidate code (`{summary['best']['code_path']}`)",
             "",
             "```python",
-            best.code_path.read_text().rstrip(),
+            (run.rundir.read_code(best.folder) or "").rstrip(),
             "```",
         ]
     return "\n".join(lines) + "\n"
@@ -348,12 +348,8 @@ def write_report(run_dir: str | Path) -> dict:
 
     run = load_run(run_dir)
     summary = summarize(run)
-    plot_dir = run.run_dir / "plots"
-    plots = {
-        "fitness": plot_fitness(
-            summary["generations"], summary["baseline"]["fitness"], plot_dir / "fitness.png"
-        )
-    }
+    plots = {"fitness": run.rundir.write_plot(
+        "fitness.png", plot_fitness(summary["generations"], summary["baseline"]["fitness"]))}
     best = best_candidate(run)
     curves = {}
     if run.baseline and run.baseline.get("curves"):
@@ -361,15 +357,40 @@ def write_report(run_dir: str | Path) -> dict:
     if best and best.result.get("curves"):
         curves[f"best ({best.candidate_id})"] = best.result["curves"]
     if curves:
-        plots["learning_curves"] = plot_learning_curves(curves, plot_dir / "learning_curves.png")
-    write_atomic(run.run_dir / "report.json", json.dumps(summary, indent=2) + "\n")
-    write_atomic(run.run_dir / "report.md", render_markdown(run, summary, plots))
+        plots["learning_curves"] = run.rundir.write_plot("learning_curves.png", plot_learning_curves(curves))
+    run.rundir.write_report(summary, render_markdown(run, summary, plots))
     return summary
 
 
-def run_row(run_dir: str | Path) -> dict:
+def _reason(error: Exception) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if isinstance(error, ValueError) else f"{type(error).__name__}: {text}"
+
+
+def run_rows(runs_dir: str | Path, row: Callable[[RunFiles], dict]) -> list[dict]:
+    """`row(run)` for every run under runs_dir (by name). A run that cannot be read is one
+    `{"run_id", "status": "unreadable", "error"}` row: one bad directory (a symlink, a FIFO,
+    torn JSON, odd types) is neither hidden nor fatal to the listing."""
+    root = Path(runs_dir)
+    rows = []
+    for path in sorted(root.iterdir()) if root.is_dir() else []:
+        if not RUN_ID.match(path.name) or not (path.is_dir() or path.is_symlink()):
+            continue
+        rundir = RunDir(path)
+        try:
+            if path.is_symlink():
+                raise UnsafeFile(f"refusing {path}: the run directory is a symlink")
+            if rundir.files.kind(SPEC_FILE) is None and rundir.files.kind(STATE_FILE) is None:
+                continue  # not a run (a study scratch folder, a stray directory)
+            rows.append(row(load_run(path)))
+        except Exception as error:  # whatever a hostile directory triggers: that row only
+            rows.append({"run_id": path.name, "status": UNREADABLE, "error": _reason(error)[:300]})
+    return rows
+
+
+def run_row(run_dir: str | Path | RunFiles) -> dict:
     """One line of `lero runs`: cheap (no plots, nothing written)."""
-    run = load_run(run_dir)
+    run = run_dir if isinstance(run_dir, RunFiles) else load_run(run_dir)
     summary = summarize(run)
     return {
         "run_id": summary["run_id"],

@@ -2,14 +2,21 @@
 
 Layout (DESIGN.md, docs/internals.md): `spec.json`, `state.json`, `events.jsonl`
 (append-only, one JSON object per line), `checkpoints.sqlite`, `cache/` (sandbox result
-cache), `tensorboard/<candidate_id>/seed-<n>/` (event files), `baseline/result.json`, `candidates/<gen>-<idx>/{candidate.py, review.md,
-result.json, seed-<n>.json}`. The report builder reads only these files, so they must be complete and
-consistent even after a crash: JSON files are replaced atomically, events are appended
-and flushed line by line.
+cache), `tensorboard/<candidate_id>/seed-<n>/` (event files), `baseline/result.json`,
+`candidates/<gen>-<idx>/{candidate.py, review.md, result.json, seed-<n>.json}`,
+`report.json`, `report.md`, `plots/*.png`, `.lock`. The report builder and the web UI
+read only these files, so they must be complete and consistent even after a crash: files
+are replaced atomically, events are appended and flushed line by line.
+
+`RunDir` is the one reader and writer of this layout. A run directory may be hostile
+(planted symlinks, FIFOs, huge or torn files), so every access goes through
+`safefs.Confined`: nothing outside the run is read or written, and a file that cannot
+be read raises `UnsafeFile` (a `RunError`, one line) instead of blocking or escaping.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
@@ -18,57 +25,57 @@ from pathlib import Path
 from typing import Any
 
 from lero.graph.configuration import RunError, RunSpec
+from lero.graph.safefs import Confined, UnsafeFile, write_atomic
+
+__all__ = ["BASELINE_ID", "EVENTS_FILE", "RunDir", "UnsafeFile", "read_events", "write_atomic"]
 
 BASELINE_ID = "baseline"
-EVENTS_FILE = "events.jsonl"
+SPEC_FILE, STATE_FILE, EVENTS_FILE = "spec.json", "state.json", "events.jsonl"
+CHECKPOINT_FILE, LOCK_FILE = "checkpoints.sqlite", ".lock"
+REPORT_JSON, REPORT_MD, PLOTS_DIR = "report.json", "report.md", "plots"
+CANDIDATES_DIR, CODE_FILE, REVIEW_FILE, RESULT_FILE = "candidates", "candidate.py", "review.md", "result.json"
+
+JSON_LIMIT = 32 << 20  # bytes; a result.json with long curves is well under 1 MiB
+TEXT_LIMIT = 4 << 20  # candidate.py, review.md, report.md
+EVENTS_LIMIT = 256 << 20
+PLOT_LIMIT = 16 << 20
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temp file + rename: readers never see a half-written file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def read_events(path: Path) -> list[dict[str, Any]]:
-    """Every event of an events.jsonl file: the one reader (resume, report, chat, UI).
-
-    A line that is not a JSON object is skipped: a process killed mid-write leaves a torn
-    last line, and appends after a resume start on a fresh line (`RunDir.append_event`).
-    """
-    if not path.is_file():
-        return []
+def parse_events(data: bytes) -> list[dict[str, Any]]:
+    """Every event of events.jsonl bytes. A line that is not a JSON object (a torn last line
+    after a kill mid-write, bytes that are not UTF-8) is skipped."""
     events = []
-    for line in path.read_text().splitlines():
+    for line in data.splitlines():
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, UnicodeDecodeError):
             continue
         if isinstance(record, dict) and "event" in record:
             events.append(record)
     return events
 
 
-def _write_json_atomic(path: Path, payload: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(payload, indent=2, default=str) + "\n")
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """Every event of the events.jsonl of the run directory `path.parent`."""
+    return RunDir(path.parent).read_events()
 
 
 class RunDir:
-    """Writer for one `runs/<run_id>/` directory (thread-safe: train branches run in parallel)."""
+    """Reader and writer of one `runs/<run_id>/` directory (thread-safe: train branches run in parallel)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
+        self.path = Path(path)
+        self.files = Confined(self.path)
         self._lock = threading.Lock()
         self._session_start = time.monotonic()
-        state = self.read_state() if self.state_path.exists() else {}
-        self._prior_wall_s = float(state.get("wall_s", 0.0))
+        self._prior_wall_s: float | None = None
+        self._drive_fd: int | None = None
 
     @classmethod
     def create(cls, spec: RunSpec) -> RunDir:
         """Make the directory for a new run; refuse to reuse an existing run id."""
         path = Path(spec.runs_dir) / str(spec.run_id)
-        if path.exists():
+        if os.path.lexists(path):
             raise RunError(f"run {spec.run_id!r} already exists in {spec.runs_dir} (use lero resume)")
         path.mkdir(parents=True)
         rundir = cls(path)
@@ -82,14 +89,54 @@ class RunDir:
     @classmethod
     def open(cls, runs_dir: str | Path, run_id: str) -> RunDir:
         """Open an existing run directory (resume, report), or raise RunError."""
-        path = Path(runs_dir) / run_id
-        if not (path / "spec.json").is_file():
+        rundir = cls(Path(runs_dir) / run_id)
+        if rundir.files.kind(SPEC_FILE) != "file":
             raise RunError(f"no run {run_id!r} in {runs_dir} (missing spec.json)")
-        return cls(path)
+        return rundir
+
+    # -- the drive lock: one process drives a run at a time
+
+    def claim(self) -> None:
+        """Hold the run's lock until `release` (or this process ends); a second driver
+        (`lero resume` while the web UI drives the run) gets a one-line RunError."""
+        if self._drive_fd is not None:
+            return
+        fd = self.files.open_fd(LOCK_FILE, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RunError(f"run {self.path.name!r} is being driven by another process "
+                           "(lero resume, lero run or the web UI); wait for it to stop") from None
+        self._drive_fd = fd
+
+    def release(self) -> None:
+        if self._drive_fd is not None:
+            os.close(self._drive_fd)
+            self._drive_fd = None
+
+    def is_driven(self) -> bool:
+        """Whether another process holds the run's lock now."""
+        try:
+            fd = self.files.open_fd(LOCK_FILE, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def __del__(self) -> None:
+        self.release()
+
+    # -- paths handed to libraries that write themselves (checked, created inside the run)
 
     @property
     def state_path(self) -> Path:
-        return self.path / "state.json"
+        return self.path / STATE_FILE
 
     @property
     def events_path(self) -> Path:
@@ -97,78 +144,170 @@ class RunDir:
 
     @property
     def checkpoint_path(self) -> Path:
-        return self.path / "checkpoints.sqlite"
+        """The SQLite file; refused when something other than a regular file is planted there."""
+        self.is_file(CHECKPOINT_FILE)
+        return self.path / CHECKPOINT_FILE
 
     @property
     def cache_dir(self) -> Path:
-        return self.path / "cache"
+        return self.files.ensure_dir("cache")
+
+    def tensorboard_dir(self, candidate_id: str, seed: int) -> Path:
+        """Where one training job's TensorBoard event file goes (`tensorboard --logdir runs/`)."""
+        return self.files.ensure_dir(f"tensorboard/{candidate_id}/seed-{seed}")
+
+    # -- generic reads and writes
+
+    def read_json(self, relative: str) -> dict[str, Any] | None:
+        """A JSON object file of the run (None when absent); UnsafeFile when unreadable or corrupt."""
+        data = self.files.read(relative, JSON_LIMIT)
+        if data is None:
+            return None
+        try:
+            payload = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            raise UnsafeFile(f"corrupt JSON in {self.path / relative}: {str(exc).splitlines()[0][:120]}") from None
+        if not isinstance(payload, dict):
+            raise UnsafeFile(f"corrupt JSON in {self.path / relative}: not a JSON object")
+        return payload
+
+    def write_json(self, relative: str, payload: Any) -> None:
+        self.files.write(relative, (json.dumps(payload, indent=2, default=str) + "\n").encode())
+
+    def read_text(self, relative: str) -> str | None:
+        """A text file of the run (candidate.py, review.md, report.md), None when absent."""
+        data = self.files.read(relative, TEXT_LIMIT)
+        return None if data is None else data.decode(errors="replace")
+
+    def write_text(self, relative: str, text: str) -> None:
+        self.files.write(relative, text.encode())
+
+    def is_file(self, relative: str) -> bool:
+        """A regular file is there; False when nothing is; UnsafeFile for a symlink or a FIFO."""
+        kind = self.files.kind(relative)
+        if kind not in (None, "file"):
+            raise UnsafeFile(f"refusing {self.path / relative}: not a regular file")
+        return kind == "file"
+
+    # -- spec, state, events
 
     def write_spec(self, spec: RunSpec) -> None:
         """Replace spec.json (a resume with more budget or another server)."""
-        _write_json_atomic(self.path / "spec.json", spec.model_dump(mode="json"))
+        self.write_json(SPEC_FILE, spec.model_dump(mode="json"))
 
     def read_spec(self) -> RunSpec:
-        return RunSpec.parse(json.loads((self.path / "spec.json").read_text()))
+        payload = self.read_json(SPEC_FILE)
+        if payload is None:
+            raise RunError(f"no run {self.path.name!r} in {self.path.parent} (missing spec.json)")
+        return RunSpec.parse(payload)
 
     def read_state(self) -> dict[str, Any]:
-        return json.loads(self.state_path.read_text())
+        return self.read_json(STATE_FILE) or {}
 
     def wall_s(self) -> float:
         """Seconds this run has been active, summed over every process that drove it."""
+        if self._prior_wall_s is None:  # before this process's first state write
+            prior = self.read_state().get("wall_s", 0.0)
+            self._prior_wall_s = float(prior) if isinstance(prior, int | float) else 0.0
         return self._prior_wall_s + time.monotonic() - self._session_start
 
     def update_state(self, **fields: Any) -> dict[str, Any]:
         """Merge fields into `state.json` (with the current `wall_s`) and return it."""
         with self._lock:
-            state = self.read_state() if self.state_path.exists() else {}
+            state = self.read_state()
             state.update(fields, wall_s=round(self.wall_s(), 3))
-            _write_json_atomic(self.state_path, state)
+            self.write_json(STATE_FILE, state)
             return state
 
     def append_event(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one `{"ts", "event", ...}` line to events.jsonl and return the record."""
         record = {"ts": time.time(), "event": event, **fields}
-        line = json.dumps(record, default=str) + "\n"
-        with self._lock, open(self.events_path, "a+b") as stream:
-            if stream.tell() > 0:  # after a torn last line (a kill mid-write): start a new line
-                stream.seek(-1, os.SEEK_END)
-                if stream.read(1) != b"\n":
-                    line = "\n" + line
-            stream.write(line.encode())
-            stream.flush()
-            os.fsync(stream.fileno())
+        line = (json.dumps(record, default=str) + "\n").encode()
+        with self._lock:
+            fd = self.files.open_fd(EVENTS_FILE, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+            try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":  # after a torn last line: a new line
+                    line = b"\n" + line
+                os.write(fd, line)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         return record
 
     def read_events(self) -> list[dict[str, Any]]:
-        return read_events(self.events_path)
+        return parse_events(self.files.read(EVENTS_FILE, EVENTS_LIMIT) or b"")
+
+    def read_events_from(self, offset: int, limit: int = 1 << 20) -> bytes:
+        """Up to `limit` bytes of events.jsonl from `offset` (the live stream's next chunk)."""
+        return self.files.read(EVENTS_FILE, limit, offset=offset, whole=False) or b""
+
+    # -- candidates and the baseline
+
+    def candidate_folder(self, candidate_id: str) -> str:
+        """The folder of a candidate (or the baseline), relative to the run."""
+        return BASELINE_ID if candidate_id == BASELINE_ID else f"{CANDIDATES_DIR}/{candidate_id}"
 
     def candidate_dir(self, candidate_id: str) -> Path:
-        if candidate_id == BASELINE_ID:
-            return self.path / BASELINE_ID
-        return self.path / "candidates" / candidate_id
+        return self.path / self.candidate_folder(candidate_id)
 
-    def tensorboard_dir(self, candidate_id: str, seed: int) -> Path:
-        """Where one training job's TensorBoard event file goes (`tensorboard --logdir runs/`)."""
-        return self.path / "tensorboard" / candidate_id / f"seed-{seed}"
+    def candidate_names(self) -> list[str]:
+        """The folders under candidates/ (real directories only)."""
+        return self.files.names(CANDIDATES_DIR, "dir")
 
     def write_candidate(self, candidate_id: str, code: str | None, review_md: str | None) -> None:
         """Write (or overwrite, after a revision) a candidate's source and its review."""
-        folder = self.candidate_dir(candidate_id)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = self.candidate_folder(candidate_id)
         if code is not None:
-            (folder / "candidate.py").write_text(code)
+            self.write_text(f"{folder}/{CODE_FILE}", code)
         if review_md is not None:
-            (folder / "review.md").write_text(review_md)
+            self.write_text(f"{folder}/{REVIEW_FILE}", review_md)
+
+    def read_code(self, candidate_id: str) -> str | None:
+        return self.read_text(f"{self.candidate_folder(candidate_id)}/{CODE_FILE}")
+
+    def has_code(self, candidate_id: str) -> bool:
+        return self.is_file(f"{self.candidate_folder(candidate_id)}/{CODE_FILE}")
+
+    def code_path(self, candidate_id: str) -> Path:
+        return self.path / self.candidate_folder(candidate_id) / CODE_FILE
+
+    def read_review(self, candidate_id: str) -> str | None:
+        return self.read_text(f"{self.candidate_folder(candidate_id)}/{REVIEW_FILE}")
+
+    def read_result(self, candidate_id: str) -> dict[str, Any] | None:
+        return self.read_json(f"{self.candidate_folder(candidate_id)}/{RESULT_FILE}")
 
     def write_result(self, candidate_id: str, result: dict[str, Any]) -> None:
         """The candidate's aggregated result.json (all seeds), once its generation is done."""
-        _write_json_atomic(self.candidate_dir(candidate_id) / "result.json", result)
+        self.write_json(f"{self.candidate_folder(candidate_id)}/{RESULT_FILE}", result)
 
     def write_seed_result(self, candidate_id: str, seed: int, result: dict[str, Any]) -> None:
         """One seed's JobResult as soon as its training branch finishes (`seed-<n>.json`)."""
-        _write_json_atomic(self.candidate_dir(candidate_id) / f"seed-{seed}.json", result)
+        self.write_json(f"{self.candidate_folder(candidate_id)}/seed-{seed}.json", result)
 
     def read_seed_result(self, candidate_id: str, seed: int) -> dict[str, Any] | None:
         """The seed's saved JobResult, or None before its training branch finished."""
-        path = self.candidate_dir(candidate_id) / f"seed-{seed}.json"
-        return json.loads(path.read_text()) if path.is_file() else None
+        return self.read_json(f"{self.candidate_folder(candidate_id)}/seed-{seed}.json")
+
+    # -- the report
+
+    def write_report(self, summary: dict[str, Any], markdown: str) -> None:
+        self.write_text(REPORT_JSON, json.dumps(summary, indent=2) + "\n")
+        self.write_text(REPORT_MD, markdown)
+
+    def read_report_md(self) -> str | None:
+        return self.read_text(REPORT_MD)
+
+    def plot_names(self) -> list[str]:
+        return [name for name in self.files.names(PLOTS_DIR, "file") if name.endswith(".png")]
+
+    def plot_path(self, name: str) -> Path:
+        return self.path / PLOTS_DIR / name
+
+    def write_plot(self, name: str, png: bytes) -> Path:
+        self.files.write(f"{PLOTS_DIR}/{name}", png)
+        return self.plot_path(name)
+
+    def read_plot(self, name: str) -> bytes | None:
+        return self.files.read(f"{PLOTS_DIR}/{name}", PLOT_LIMIT)

@@ -17,6 +17,7 @@ import json
 import sqlite3
 import sys
 import tempfile
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -118,6 +119,7 @@ def start_run(spec: RunSpec, ui: RunUI, confirm: str | None = None) -> RunOutcom
     spec = preflight(spec, confirmed)
     _announce(ui, spec, "starting")
     rundir = RunDir.create(spec)
+    rundir.claim()
     rundir.append_event("run_started", run_id=spec.run_id, llm=spec.llm, sandbox=spec.sandbox)
     return _drive(rundir, spec, ui, {"spec": spec.model_dump(mode="json")}, confirmed)
 
@@ -145,6 +147,7 @@ def resume_run(
     run just reports how it ended. Everything is checked before anything is written.
     """
     rundir = RunDir.open(runs_dir, run_id)
+    rundir.claim()  # before anything is read or written: a second driver stops here
     stored = rundir.read_spec()
     if stored.run_id != run_id:
         raise RunError(f"run {run_id!r}: its spec.json names run {stored.run_id!r}")
@@ -264,13 +267,22 @@ def _drive(rundir: RunDir, spec: RunSpec, ui: RunUI, graph_input: Any,
         rundir.append_event("run_stopped", reason="keyboard interrupt")
         raise KeyboardInterrupt from None
     except Exception as error:
-        reason = " ".join(f"{type(error).__name__}: {error}".split())[:500]
-        rundir.update_state(status="failed", stop_reason=reason, error=reason)
-        rundir.append_event("run_failed", error=reason)
-        write_report(rundir.path)
+        _record_failure(rundir, " ".join(f"{type(error).__name__}: {error}".split())[:500])
         raise
     finally:
         unregister(run_id)
+        rundir.release()
+
+
+def _record_failure(rundir: RunDir, reason: str) -> None:
+    """End the run `failed` as far as the disk allows (a full one may refuse some of it):
+    state first, then the event, then the report; none of them hides the run's own error."""
+    steps = (lambda: rundir.update_state(status="failed", stop_reason=reason, error=reason),
+             lambda: rundir.append_event("run_failed", error=reason),
+             lambda: write_report(rundir.path))
+    for step in steps:
+        with suppress(OSError, ValueError):
+            step()
 
 
 class JsonLinesUI:

@@ -15,6 +15,7 @@ from lero.graph.configuration import RunError, RunSpec
 from lero.graph.nodes.candidates import at_stage, drop, replace, with_code
 from lero.graph.nodes.resources import resources_for
 from lero.graph.reflection import merge_feedback
+from lero.graph.rundir import BASELINE_ID
 from lero.graph.state import Candidate, RunState
 
 CANDIDATE_ACTIONS = ("approve", "reject", "edit", "comment")
@@ -138,14 +139,14 @@ def approve_generation(state: RunState) -> dict[str, Any]:
     if "generations" not in spec.approvals:
         return {"generation": generation + 1}
     evaluated = [r for r in state.get("evaluated", []) if r["generation"] == generation]
-    baseline = next((r for r in state.get("evaluated", []) if r["candidate_id"] == "baseline"), None)
+    baseline = next((r for r in state.get("evaluated", []) if r["candidate_id"] == BASELINE_ID), None)
     best = (state.get("elites") or [None])[0]
     payload = {
         "kind": "generation", "generation": generation,
         "best": {"candidate_id": best["candidate_id"], "fitness": best["fitness"]} if best else None,
         "baseline_fitness": baseline.get("fitness") if baseline else None,
         "candidates": [{"candidate_id": r["candidate_id"], "status": r["status"], "fitness": r["fitness"]}
-                       for r in evaluated if r["candidate_id"] != "baseline"],
+                       for r in evaluated if r["candidate_id"] != BASELINE_ID],
         "reflection": merge_feedback(state.get("reflection", ""), state.get("feedback", [])),
         "question": f"Run generation {generation + 1}? Optional feedback is added to the reflection.",
         "answers": ["continue", "stop"],

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from lero.graph.configuration import RunError, RunSpec, load_json
-from lero.graph.report import best_candidate, load_run, summarize, write_atomic
+from lero.graph.report import best_candidate, load_run, summarize
+from lero.graph.safefs import write_atomic
 from lero.graph.study.report import write_study
 from lero.graph.study.spec import SELECTION_EVAL_SEED, StudySpec
 from lero.graph.study.variants import variant_code

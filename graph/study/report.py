@@ -12,7 +12,8 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from lero.graph.report import fmt_number, write_atomic
+from lero.graph.report import fmt_number
+from lero.graph.safefs import write_atomic
 from lero.graph.study import stats
 from lero.graph.study.plots import plot_curves, plot_metric
 

@@ -9,6 +9,7 @@ driven (the CLI's runner, in child processes), `chat` for the chat page.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -17,6 +18,16 @@ from typing import Any
 from lero.graph.ui.auth import TOKEN_PARAM, new_token
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` keeps the server reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve anywhere
+        return False
 
 
 def serve(runs_dir: str = "runs", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, llm_cfg: Any = None,
@@ -29,6 +40,9 @@ def serve(runs_dir: str = "runs", host: str = DEFAULT_HOST, port: int = DEFAULT_
 
     token = token or new_token()
     announce = announce or partial(print, flush=True)  # flushed: a pipe reader waits for the URL
+    if not is_loopback(host):
+        announce(f"lero ui: warning: binding {host} exposes the UI (and every run it can start) beyond "
+                 "this machine; anyone who gets the URL with its token can drive runs")
     app = create_app(runs_dir, token, port, llm_cfg or LLMConfig.from_spec(None))
 
     class Server(uvicorn.Server):

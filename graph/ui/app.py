@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from lero.graph.configuration import RunError, RunSpec
-from lero.graph.report import fmt_number, load_run
+from lero.graph.report import RUN_ID, fmt_number, load_run
+from lero.graph.rundir import SPEC_FILE, RunDir, parse_events
 from lero.graph.ui import views
 from lero.graph.ui.auth import CSRF_FIELD, TokenGate, checked_form, cookie_name, csrf_token
 from lero.graph.ui.chat import ChatSession
@@ -28,7 +29,7 @@ from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -36,6 +37,7 @@ from starlette.templating import Jinja2Templates
 HERE = Path(__file__).parent
 STREAM_POLL_S = 0.25  # how often the SSE stream looks at the run directory
 START_FIELDS = ("env", "algo", "generations", "population", "steps", "seeds", "llm", "sandbox", "approve", "run_id")
+DRIVEN_ELSEWHERE = "another process (lero resume or lero run) is driving this run now; wait for it to stop"
 TERMINAL_STATUSES = ("completed", "failed", "interrupted", "stopped")
 
 templates = Jinja2Templates(directory=str(HERE / "templates"))
@@ -47,17 +49,26 @@ def page(request: Request, name: str, context: dict[str, Any], status_code: int 
     return templates.TemplateResponse(request, name, context, status_code=status_code)
 
 
-def _run_dir(request: Request, run_id: str) -> Path:
-    if not views.RUN_ID.match(run_id):
+def _run_dir(request: Request, run_id: str) -> RunDir:
+    if not RUN_ID.match(run_id):
         raise HTTPException(404, f"no run {run_id!r}")
-    return Path(request.app.state.runs_dir) / run_id
+    return RunDir(Path(request.app.state.runs_dir) / run_id)
 
 
 def _load(request: Request, run_id: str):
+    """The run's files; 404 with the reason when it is absent or cannot be read (blocking: a threadpool call)."""
     try:
-        return load_run(_run_dir(request, run_id))
-    except ValueError:
-        raise HTTPException(404, f"no run {run_id!r} in {request.app.state.runs_dir}/") from None
+        return load_run(_run_dir(request, run_id).path)
+    except ValueError as error:
+        raise HTTPException(404, f"run {run_id!r} in {request.app.state.runs_dir}/ cannot be read: "
+                                 f"{' '.join(str(error).split())[:300]}") from None
+
+
+def _has_spec(rundir: RunDir) -> bool:
+    try:
+        return rundir.is_file(SPEC_FILE)
+    except ValueError:  # the run directory is refused (a symlink): the run page says why
+        return True
 
 
 # ---------------------------------------------------------------- runs list and start form
@@ -117,9 +128,9 @@ async def start_run(request: Request) -> Response:
 
 async def run_page(request: Request) -> Response:
     run_id = request.path_params["run_id"]
-    run_dir = _run_dir(request, run_id)
+    rundir = _run_dir(request, run_id)
     worker = request.app.state.workers.get(run_id)
-    if not (run_dir / "spec.json").is_file():
+    if not await run_in_threadpool(_has_spec, rundir):
         if worker is None:
             raise HTTPException(404, f"no run {run_id!r} in {request.app.state.runs_dir}/")
         return page(request, "starting.html", {"run_id": run_id, "working": worker.alive,
@@ -129,7 +140,10 @@ async def run_page(request: Request) -> Response:
 
 async def _run_view(request: Request, run_id: str, error: str | None = None, status_code: int = 200) -> Response:
     run = await run_in_threadpool(_load, request, run_id)
-    view = await run_in_threadpool(views.run_view, run)
+    try:
+        view = await run_in_threadpool(views.run_view, run)
+    except ValueError as error:  # a file the page shows is refused (a planted symlink)
+        raise HTTPException(404, f"run {run_id!r} cannot be read: {error}") from None
     worker = request.app.state.workers.get(run_id)
     working = worker is not None and worker.alive
     view.update(working=working, error=error or (worker.error() if worker else None))
@@ -182,6 +196,8 @@ async def answer_run(request: Request) -> Response:
     pending = views.pending_question(run)
     if workers.busy(run_id) or pending is None:
         return await _run_view(request, run_id, "this run is not waiting for an answer now", 409)
+    if await run_in_threadpool(_run_dir(request, run_id).is_driven):
+        return await _run_view(request, run_id, DRIVEN_ELSEWHERE, 409)
     if str(form.get("ts", "")) != pending["ts"]:
         return await _run_view(request, run_id, "that question was already answered; see the current one", 409)
     try:
@@ -198,6 +214,8 @@ async def resume_run(request: Request) -> Response:
     run = await run_in_threadpool(_load, request, run_id)
     if request.app.state.workers.busy(run_id) or run.state.get("status") == "completed":
         return await _run_view(request, run_id, "this run is already running or finished", 409)
+    if await run_in_threadpool(_run_dir(request, run_id).is_driven):
+        return await _run_view(request, run_id, DRIVEN_ELSEWHERE, 409)
     try:
         request.app.state.workers.resume(run_id)
     except RunError as error:
@@ -209,29 +227,31 @@ def _sse(kind: str, payload: Any) -> str:
     return f"event: {kind}\ndata: {json.dumps(payload, default=str)}\n\n"
 
 
+def _poll(rundir: RunDir, offset: int) -> tuple[list[dict[str, Any]], int, dict[str, Any]]:
+    """New complete events.jsonl lines from `offset`, the new offset, and the state snapshot
+    (blocking file reads: called in the threadpool, never on the event loop)."""
+    try:
+        chunk = rundir.read_events_from(offset)
+    except ValueError:  # refused (a FIFO, a symlink): the snapshot's state read says why
+        chunk = b""
+    complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits
+    return parse_events(complete), offset + len(complete), views.stream_snapshot(rundir)
+
+
 async def run_stream(request: Request) -> Response:
     """SSE: every events.jsonl line (from the start), then state changes, until the client leaves."""
     run_id = request.path_params["run_id"]
-    run_dir = _run_dir(request, run_id)
+    rundir = _run_dir(request, run_id)
     workers = request.app.state.workers
 
     async def generate():
         offset, last = 0, None
-        events_path = run_dir / "events.jsonl"
         while not await request.is_disconnected():
-            if events_path.is_file():
-                with events_path.open("rb") as stream:
-                    stream.seek(offset)
-                    chunk = stream.read()
-                complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits
-                offset += len(complete)
-                for line in complete.decode().splitlines():
-                    try:
-                        yield _sse("run", json.loads(line))
-                    except json.JSONDecodeError:
-                        continue
+            events, offset, snapshot = await run_in_threadpool(_poll, rundir, offset)
+            for event in events:
+                yield _sse("run", event)
             worker = workers.get(run_id)
-            snapshot = {**views.stream_snapshot(run_dir), "working": bool(worker and worker.alive),
+            snapshot = {**snapshot, "working": bool(worker and worker.alive),
                         "progress": worker.live_progress() if worker and worker.alive else [],
                         "worker_error": worker.error() if worker else None}
             if snapshot != last:
@@ -246,17 +266,25 @@ async def run_stream(request: Request) -> Response:
 async def report_page(request: Request) -> Response:
     run_id = request.path_params["run_id"]
     run = await run_in_threadpool(_load, request, run_id)
-    html = await run_in_threadpool(views.report_html, run.run_dir, run_id)
+    try:
+        html = await run_in_threadpool(views.report_html, run)
+    except ValueError as error:
+        raise HTTPException(404, f"the report of run {run_id!r} cannot be read: {error}") from None
     return page(request, "report.html", {"run_id": run_id, "report": html,
                                           "status": run.state.get("status")})
 
 
 async def plot_file(request: Request) -> Response:
     run_id, name = request.path_params["run_id"], request.path_params["name"]
-    path = _run_dir(request, run_id) / "plots" / name
-    if not views.PLOT_NAME.match(name) or not path.is_file():
+    if not views.PLOT_NAME.match(name):
         raise HTTPException(404, "no such plot")
-    return FileResponse(path, media_type="image/png")
+    try:
+        png = await run_in_threadpool(_run_dir(request, run_id).read_plot, name)
+    except ValueError as error:  # refused: a planted symlink, a FIFO, too large
+        raise HTTPException(404, str(error)) from None
+    if png is None:
+        raise HTTPException(404, "no such plot")
+    return Response(png, media_type="image/png")
 
 
 async def candidate_page(request: Request) -> Response:

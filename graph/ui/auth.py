@@ -45,6 +45,12 @@ SECURITY_HEADERS = [  # defence in depth: even escaped-wrongly text could not lo
 ]
 
 
+def same_site(path: str) -> str:
+    """A redirect target that stays on this server: `//evil.example/x` (or `/\\evil...`) would be
+    read by a browser as another host, so leading slashes and backslashes collapse to one `/`."""
+    return "/" + path.lstrip("/\\")
+
+
 class TokenGate:
     """ASGI middleware: 401 unless the request holds the token (cookie, or URL once);
     every response also gets the security headers (CSP: scripts only from /static)."""
@@ -71,7 +77,7 @@ class TokenGate:
         given = conn.query_params.get(TOKEN_PARAM)
         if given is not None and hmac.compare_digest(given, self.token):
             rest = [(k, v) for k, v in conn.query_params.multi_items() if k != TOKEN_PARAM]
-            target = conn.url.path + (f"?{urlencode(rest)}" if rest else "")
+            target = same_site(conn.url.path) + (f"?{urlencode(rest)}" if rest else "")
             response = RedirectResponse(target, status_code=303)
             response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
             await response(scope, receive, send)

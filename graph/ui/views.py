@@ -9,21 +9,19 @@ input (Pygments, markdown-it with raw HTML off).
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-from lero.graph.configuration import _RUN_ID as RUN_ID  # the run id rule, also a safe path part
 from lero.graph.report import (
     CandidateRecord,
     RunFiles,
     best_candidate,
-    load_run,
     metric_names,
+    run_rows,
     summarize,
 )
-from lero.graph.rundir import BASELINE_ID
+from lero.graph.rundir import BASELINE_ID, REPORT_MD, RunDir
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 from pygments import highlight
@@ -31,7 +29,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 CANDIDATE_ID = re.compile(r"^(\d+-\d+|baseline)$")
-PLOT_NAME = re.compile(r"^[A-Za-z0-9_.-]+\.png$")
+PLOT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}\.png$")
 CHART_W, CHART_H, CHART_PAD = 520, 180, 28
 
 _markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
@@ -55,25 +53,21 @@ def highlight_css() -> str:
     return _formatter.get_style_defs(".code")
 
 
+def _row(run: RunFiles) -> dict[str, Any]:
+    summary = summarize(run)
+    return {
+        "run_id": run.run_dir.name, "status": summary["status"],
+        "generation": run.state.get("generation", 0),
+        "generations": run.spec.get("generations"),
+        "best": summary["best"]["fitness"], "baseline": summary["baseline"]["fitness"],
+        "wall_s": summary["wall_s"], "approve": run.spec.get("approve"),
+    }
+
+
 def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
-    """One row per run directory: status, generation, best, baseline, wall-clock."""
-    rows = []
-    for path in sorted(runs_dir.iterdir(), reverse=True) if runs_dir.is_dir() else []:
-        if not path.is_dir() or not RUN_ID.match(path.name):
-            continue
-        try:
-            run = load_run(path)
-        except ValueError:
-            continue
-        summary = summarize(run)
-        rows.append({
-            "run_id": path.name, "status": summary["status"],
-            "generation": run.state.get("generation", 0),
-            "generations": run.spec.get("generations"),
-            "best": summary["best"]["fitness"], "baseline": summary["baseline"]["fitness"],
-            "wall_s": summary["wall_s"], "approve": run.spec.get("approve"),
-        })
-    return rows
+    """One row per run directory, newest name first: status, generation, best, baseline,
+    wall-clock; a run that cannot be read is a row with its `error`."""
+    return list(reversed(run_rows(runs_dir, _row)))
 
 
 def pending_question(run: RunFiles) -> dict[str, Any] | None:
@@ -96,15 +90,14 @@ def run_view(run: RunFiles) -> dict[str, Any]:
     """Everything the run page shows besides the live stream."""
     summary = summarize(run)
     best = best_candidate(run)
-    report = run.run_dir / "report.md"
     return {
         "run_id": run.run_id, "summary": summary, "spec": run.spec, "state": run.state,
         "status": summary["status"], "best": best,
         "candidates": [{"id": c.candidate_id, "generation": c.generation, "status": c.status,
                         "fitness": c.fitness} for c in run.candidates],
         "pending": pending_question(run),
-        "has_report": report.is_file(),
-        "plots": sorted(p.name for p in (run.run_dir / "plots").glob("*.png")),
+        "has_report": run.rundir.is_file(REPORT_MD),
+        "plots": [name for name in run.rundir.plot_names() if PLOT_NAME.match(name)],
         "metrics": metric_names(summary["baseline"]["eval"], summary["best"]["eval"]),
     }
 
@@ -126,10 +119,10 @@ def parent_of(run: RunFiles, candidate_id: str) -> tuple[str, str] | None:
     records it (`parents[0]`); None for an explore draft, which refines nothing."""
     parents = next((e.get("parents") or [] for e in reversed(run.events)
                     if e.get("event") == "candidate" and e.get("candidate_id") == candidate_id and e.get("parents")), [])
-    sources = {c.candidate_id: c.code_path for c in run.candidates if c.code_path}
+    sources = {c.candidate_id: c.folder for c in run.candidates if c.code_path}
     if not parents or parents[0] not in sources:
         return None
-    return parents[0], sources[parents[0]].read_text()
+    return parents[0], run.rundir.read_code(sources[parents[0]]) or ""
 
 
 def diff_lines(parent: str, code: str, parent_id: str, candidate_id: str) -> list[tuple[str, str]]:
@@ -168,10 +161,10 @@ def chart(curves: dict[str, list[float]], names: list[str]) -> dict[str, Any] | 
 def candidate_view(run: RunFiles, candidate_id: str) -> dict[str, Any]:
     """Code, diff to the parent, reviews, validation, per-seed results, curves, traceback."""
     result, record = find_candidate(run, candidate_id)
-    folder = run.run_dir / ("baseline" if record is None else f"candidates/{candidate_id}")
-    code = record.code_path.read_text() if record and record.code_path else result.get("code")
+    folder = BASELINE_ID if record is None else record.folder
+    code = run.rundir.read_code(folder) if record and record.code_path else result.get("code")
     parent = parent_of(run, candidate_id) if record and code else None
-    review = folder / "review.md"
+    review = run.rundir.read_review(folder)
     curves = result.get("curves") or {}
     per_seed = result.get("per_seed") or []
     metrics = metric_names(*(s.get("metrics") or {} for s in per_seed), result.get("eval") or {})
@@ -186,7 +179,7 @@ def candidate_view(run: RunFiles, candidate_id: str) -> dict[str, Any]:
         "code": highlight_python(code) if code else None,
         "parent_id": parent[0] if parent else None,
         "diff": diff_lines(parent[1], code, parent[0], candidate_id) if parent else [],
-        "review": render_markdown(review.read_text()) if review.is_file() else None,
+        "review": render_markdown(review) if review is not None else None,
         "validations": validations, "history": history,
         "error": result.get("error"), "tracebacks": [t for t in tracebacks if t[1]],
         "per_seed": per_seed, "metrics": metrics,
@@ -195,19 +188,19 @@ def candidate_view(run: RunFiles, candidate_id: str) -> dict[str, Any]:
     }
 
 
-def report_html(run_dir: Path, run_id: str) -> Markup | None:
-    path = run_dir / "report.md"
-    if not path.is_file():
-        return None
-    return render_markdown(path.read_text(), image_base=f"/runs/{run_id}/")
+def report_html(run: RunFiles) -> Markup | None:
+    text = run.rundir.read_report_md()
+    return None if text is None else render_markdown(text, image_base=f"/runs/{run.run_dir.name}/")
 
 
-def stream_snapshot(run_dir: Path) -> dict[str, Any]:
-    """The cheap part of the live state (state.json), for the SSE stream."""
+def stream_snapshot(rundir: RunDir) -> dict[str, Any]:
+    """The cheap part of the live state (state.json), for the SSE stream; a state that
+    cannot be read (yet, or at all) shows as `starting` with its `error`."""
+    error = None
     try:
-        state = json.loads((run_dir / "state.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        state = {}
+        state = rundir.read_state()
+    except ValueError as exc:  # torn, hostile or not a regular file: refused, never waited on
+        state, error = {}, str(exc)
     return {"status": state.get("status", "starting"), "generation": state.get("generation", 0),
             "wall_s": state.get("wall_s"), "llm": state.get("llm") or {}, "best": state.get("best"),
-            "report": (run_dir / "report.md").is_file()}
+            "report": rundir.is_file(REPORT_MD), "error": error}
