@@ -4,7 +4,7 @@ Layout (DESIGN.md, docs/internals.md): `spec.json`, `state.json`, `events.jsonl`
 (append-only, one JSON object per line), `checkpoints.sqlite`, `cache/` (sandbox result
 cache), `tensorboard/<candidate_id>/seed-<n>/` (event files), `baseline/result.json`,
 `candidates/<gen>-<idx>/{candidate.py, review.md, result.json, seed-<n>.json}`,
-`report.json`, `report.md`, `plots/*.png`, `.lock`. The report builder and the web UI
+`report.json`, `report.md`, `plots/*.png` (a driver holds an flock on the run directory itself). The report builder and the web UI
 read only these files, so they must be complete and consistent even after a crash: files
 are replaced atomically, events are appended and flushed line by line.
 
@@ -31,7 +31,7 @@ __all__ = ["BASELINE_ID", "EVENTS_FILE", "RunDir", "UnsafeFile", "read_events", 
 
 BASELINE_ID = "baseline"
 SPEC_FILE, STATE_FILE, EVENTS_FILE = "spec.json", "state.json", "events.jsonl"
-CHECKPOINT_FILE, LOCK_FILE = "checkpoints.sqlite", ".lock"
+CHECKPOINT_FILE = "checkpoints.sqlite"
 REPORT_JSON, REPORT_MD, PLOTS_DIR = "report.json", "report.md", "plots"
 CANDIDATES_DIR, CODE_FILE, REVIEW_FILE, RESULT_FILE = "candidates", "candidate.py", "review.md", "result.json"
 
@@ -98,10 +98,11 @@ class RunDir:
 
     def claim(self) -> None:
         """Hold the run's lock until `release` (or this process ends); a second driver
-        (`lero resume` while the web UI drives the run) gets a one-line RunError."""
+        (`lero resume` while the web UI drives the run) gets a one-line RunError. The lock is
+        on the run directory itself, so claiming writes nothing into the run."""
         if self._drive_fd is not None:
             return
-        fd = self.files.open_fd(LOCK_FILE, os.O_RDWR | os.O_CREAT)
+        fd = self._open_run_dir()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -118,7 +119,7 @@ class RunDir:
     def is_driven(self) -> bool:
         """Whether another process holds the run's lock now."""
         try:
-            fd = self.files.open_fd(LOCK_FILE, os.O_RDONLY)
+            fd = self._open_run_dir()
         except FileNotFoundError:
             return False
         try:
@@ -128,6 +129,9 @@ class RunDir:
         finally:
             os.close(fd)
         return False
+
+    def _open_run_dir(self) -> int:
+        return os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
 
     def __del__(self) -> None:
         self.release()

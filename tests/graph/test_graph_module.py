@@ -13,6 +13,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 from lero.graph.configuration import RunSpec
 from lero.graph.graph import build_graph, recursion_limit
+from lero.graph.nodes.resources import SERVER_RUNS_DIR_VARIABLE
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,7 +36,8 @@ def test_recursion_limit_grows_with_every_bounded_loop():
     assert recursion_limit(RunSpec(generations=1, critic_rounds=0, debug_attempts=3)) > small
 
 
-def test_configurable_drives_a_run_through_an_interrupt_and_a_resume(tmp_path):
+def test_configurable_drives_a_run_through_an_interrupt_and_a_resume(tmp_path, monkeypatch):
+    monkeypatch.setenv(SERVER_RUNS_DIR_VARIABLE, str(tmp_path))  # the server's own runs dir
     hosted = build_graph().compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "thread-7", "run_id": "server-request-1", "approve": "spec",
                                "sandbox": "process", "runs_dir": str(tmp_path), "population": 1}}

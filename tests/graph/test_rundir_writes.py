@@ -87,8 +87,8 @@ def create(spec):
 
 runner.RunDir.create = create
 runner.build_graph = graph
-runner.open_resources = lambda spec, rundir: NoResources(spec)
-runner.preflight = lambda spec: spec
+runner.open_resources = lambda spec, rundir, confirmed=None: NoResources(spec)
+runner.preflight = lambda spec, confirmed=None: spec
 try:
     runner.start_run(RunSpec(run_id="full", runs_dir=sys.argv[1], llm="offline", sandbox="process"), runner.JsonLinesUI())
 except OSError as error:
