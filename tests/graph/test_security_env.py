@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 from lero.agents import LLMConfig
 from lero.graph.chat import ExperimentDesk
-from lero.graph.cli import main
 from lero.graph.configuration import RunError
 from lero.graph.console import Asker
 from lero.graph.ui.app import create_app
 from rich.console import Console
 from starlette.testclient import TestClient
+
+from tests.support.cli import lero, run_files
 
 TOKEN = "security-token"
 GOOD_ENV = "tests.graph.test_custom_env_loop:make_rendezvous"
@@ -78,41 +79,31 @@ def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Hostile:
     return Hostile(tmp_path)
 
 
-def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    out = io.StringIO()
-    code = main(argv, console=Console(file=out, width=200))
-    return code, out.getvalue(), capsys.readouterr().err
-
-
-def snapshot(run: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(run.iterdir()) if p.is_file()}
-
-
 # ---------------------------------------------------------------- lero resume / lero study
 
 
 def test_resume_of_a_hostile_stored_spec_imports_nothing(hostile: Hostile, capsys) -> None:
     run = hostile.stored_run()
-    before = snapshot(run)
-    code, _, err = run_cli(["resume", "evil"], capsys)
+    before = run_files(run)
+    code, _, err = lero(["resume", "evil"], capsys)
     assert code == 2 and err.count("\n") == 1, err
     assert f"pass --env {hostile.env} to confirm it" in err
-    code, _, err = run_cli(["resume", "evil", "--env", "simple_spread"], capsys)  # must name that env
+    code, _, err = lero(["resume", "evil", "--env", "simple_spread"], capsys)  # must name that env
     assert code == 2 and f"pass --env {hostile.env} to confirm it" in err
-    assert hostile.untouched() and snapshot(run) == before  # nothing imported, nothing written
+    assert hostile.untouched() and run_files(run) == before  # nothing imported, nothing written
 
 
 def test_resume_of_a_stored_subprocess_run_spec_runs_no_command(hostile: Hostile, capsys) -> None:
     run = hostile.stored_run(env="subprocess:run", env_kwargs=hostile.shell_kwargs())
     for argv in (["resume", "evil"], ["resume", "evil", "--env", "subprocess:run"]):
-        code, _, err = run_cli(argv, capsys)
+        code, _, err = lero(argv, capsys)
         assert code == 2 and "subprocess is a standard-library module" in err and err.count("\n") == 1
     assert hostile.untouched() and (run / "events.jsonl").read_text() == ""
 
 
 def test_study_of_a_hostile_run_imports_nothing(hostile: Hostile, capsys) -> None:
     hostile.stored_run(with_candidate=True)
-    code, _, err = run_cli(["study", "evil", "--sandbox", "process", "--steps", "100"], capsys)
+    code, _, err = lero(["study", "evil", "--sandbox", "process", "--steps", "100"], capsys)
     assert code == 2 and f"pass --env {hostile.env} to confirm it" in err, err
     assert hostile.untouched() and not (hostile.root / "runs" / "evil" / "studies").exists()
 
@@ -226,7 +217,7 @@ def test_langgraph_server_input_imports_nothing_and_stays_in_its_runs_dir(hostil
 
 
 def start_waiting(argv: list[str], capsys) -> tuple[int, str]:
-    code, out, err = run_cli(["run", *argv, "--approve", "spec", "--llm", "offline", "--run-id", "w",
+    code, out, err = lero(["run", *argv, "--approve", "spec", "--llm", "offline", "--run-id", "w",
                               "--generations", "1", "--population", "1", "--steps", "100"], capsys)
     return code, out + err
 
@@ -236,10 +227,10 @@ def test_a_typed_env_runs_and_a_resume_confirms_it(tmp_path: Path, monkeypatch, 
     code, text = start_waiting(["--env", GOOD_ENV, "--sandbox", "process"], capsys)
     assert code == 3, text  # started, waiting for the spec approval
     run = tmp_path / "runs" / "w"
-    before = snapshot(run)
-    code, _, err = run_cli(["resume", "w"], capsys)
-    assert code == 2 and f"pass --env {GOOD_ENV} to confirm it" in err and snapshot(run) == before
-    code, out, err = run_cli(["resume", "w", "--env", GOOD_ENV], capsys)
+    before = run_files(run)
+    code, _, err = lero(["resume", "w"], capsys)
+    assert code == 2 and f"pass --env {GOOD_ENV} to confirm it" in err and run_files(run) == before
+    code, out, err = lero(["resume", "w", "--env", GOOD_ENV], capsys)
     assert code == 3, out + err
     assert "run_resumed" in (run / "events.jsonl").read_text()
 
@@ -254,5 +245,5 @@ def test_an_entry_point_env_resumes_unattended_with_a_loud_sandbox_warning(tmp_p
     code, text = start_waiting(["--env", "rendezvous"], capsys)  # --sandbox auto
     assert code == 3, text
     assert "WARNING: env 'rendezvous' is not in the Docker image: LLM-written code runs in the much weaker PROCESS sandbox" in text
-    code, out, err = run_cli(["resume", "w"], capsys)  # no --env: installed envs are trusted
+    code, out, err = lero(["resume", "w"], capsys)  # no --env: installed envs are trusted
     assert code == 3, out + err

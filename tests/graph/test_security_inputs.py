@@ -2,33 +2,17 @@
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from pathlib import Path
 
 import pytest
-from lero.agents import LLMConfig
-from lero.graph.cli import main
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.nodes import normalize_answer
 from lero.graph.study import StudySpec
-from lero.graph.ui.app import create_app
-from rich.console import Console
-from starlette.testclient import TestClient
 
-from tests.graph.test_ui_app import TOKEN, waiting_run
-
-
-def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    out = io.StringIO()
-    code = main(argv, console=Console(file=out, width=200))
-    return code, out.getvalue(), capsys.readouterr().err
-
-
-def snapshot(run: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(run.iterdir()) if p.is_file()}
-
+from tests.graph.test_ui_app import TOKEN, client  # noqa: F401 (the fixture ui builds on)
+from tests.support.cli import lero, run_files
 
 # ---------------------------------------------------------------- bounds
 
@@ -68,7 +52,7 @@ def test_bounds_leave_room_for_real_studies() -> None:
 
 def test_a_huge_env_argument_is_refused_at_once(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
-    code, _, err = run_cli(["run", "--env-arg", "N=1000000", "--llm", "offline", "--sandbox", "process"], capsys)
+    code, _, err = lero(["run", "--env-arg", "N=1000000", "--llm", "offline", "--sandbox", "process"], capsys)
     assert code == 2 and "simple_spread: N must be <= 64, got 1000000" in err and err.count("\n") == 1, err
     assert not (tmp_path / "runs").exists()
 
@@ -79,10 +63,10 @@ def test_a_stored_spec_is_checked_like_the_cli(tmp_path: Path, monkeypatch, caps
     run.mkdir(parents=True)
     (run / "spec.json").write_text(json.dumps({"run_id": "big", "env_kwargs": {"N": 1_000_000}}))
     (run / "state.json").write_text(json.dumps({"status": "interrupted"}))
-    before = snapshot(run)
-    code, _, err = run_cli(["resume", "big"], capsys)
+    before = run_files(run)
+    code, _, err = lero(["resume", "big"], capsys)
     assert code == 2 and "N must be <= 64" in err and err.count("\n") == 1
-    assert snapshot(run) == before
+    assert run_files(run) == before
 
 
 # ---------------------------------------------------------------- gates
@@ -101,16 +85,12 @@ def test_decisions_for_unknown_candidates_are_errors() -> None:
 
 
 @pytest.fixture
-def ui(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    waiting_run("runs")
-    app = create_app("runs", TOKEN, 8765, LLMConfig.from_spec("offline"), cwd=tmp_path)
-    with TestClient(app, base_url="http://127.0.0.1:8765") as client:
-        home = client.get(f"/?token={TOKEN}")
-        client.csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', home.text).group(1)
-        client.ts = re.search(r'name="ts" value="([^"]+)"', client.get("/runs/r1").text).group(1)
-        yield client
-    app.state.workers.close()
+def ui(client):  # noqa: F811 (test_ui_app's fixture, imported above)
+    """test_ui_app's client on its waiting run, with the answer form's csrf and ts fields."""
+    home = client.get(f"/?token={TOKEN}")
+    client.csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', home.text).group(1)
+    client.ts = re.search(r'name="ts" value="([^"]+)"', client.get("/runs/r1").text).group(1)
+    return client
 
 
 @pytest.mark.parametrize(
@@ -133,30 +113,30 @@ def test_a_ui_answer_without_actions_or_with_unknown_ids_approves_nothing(ui, fi
 def waiting(tmp_path: Path, monkeypatch, capsys) -> Path:
     """A real run of the default env waiting at its spec approval."""
     monkeypatch.chdir(tmp_path)
-    code, out, err = run_cli(["run", "--approve", "spec", "--llm", "offline", "--sandbox", "process",
+    code, out, err = lero(["run", "--approve", "spec", "--llm", "offline", "--sandbox", "process",
                               "--run-id", "w", "--generations", "1", "--population", "1"], capsys)
     assert code == 3, out + err
     return tmp_path / "runs" / "w"
 
 
 def test_bad_answers_are_one_line_errors_and_write_nothing(waiting: Path, capsys) -> None:
-    before = snapshot(waiting)
+    before = run_files(waiting)
     deep = waiting.parent.parent / "deep.json"
     deep.write_text("[" * 200_000 + "]" * 200_000)
     bad = waiting.parent.parent / "bad.json"
     bad.write_text(json.dumps({"action": "maybe"}))
     for answer, needle in ((deep, "is nested too deeply"), (bad, "spec answer action must be one of approve")):
-        code, _, err = run_cli(["resume", "w", "--answer", str(answer), "--max-llm-requests", "9"], capsys)
+        code, _, err = lero(["resume", "w", "--answer", str(answer), "--max-llm-requests", "9"], capsys)
         assert code == 2 and needle in err and err.count("\n") == 1, err
-    assert snapshot(waiting) == before  # no run_resumed event, spec.json as it was
+    assert run_files(waiting) == before  # no run_resumed event, spec.json as it was
 
 
 def test_a_corrupt_checkpoint_file_is_one_line(waiting: Path, capsys) -> None:
     (waiting / "checkpoints.sqlite").write_bytes(b"not a database" * 100)
-    before = snapshot(waiting)
-    code, _, err = run_cli(["resume", "w"], capsys)
+    before = run_files(waiting)
+    code, _, err = lero(["resume", "w"], capsys)
     assert code == 2 and "cannot read checkpoints.sqlite" in err and err.count("\n") == 1, err
-    assert snapshot(waiting) == before
+    assert run_files(waiting) == before
 
 
 def test_sandbox_build_without_a_daemon_is_one_line(monkeypatch, capsys) -> None:
@@ -166,5 +146,5 @@ def test_sandbox_build_without_a_daemon_is_one_line(monkeypatch, capsys) -> None
         raise SandboxUnavailable("no Docker daemon answers: start Docker")
 
     monkeypatch.setattr(image, "build_image", no_daemon)
-    code, _, err = run_cli(["sandbox", "build"], capsys)
+    code, _, err = lero(["sandbox", "build"], capsys)
     assert (code, err) == (1, "lero: error: no Docker daemon answers: start Docker\n")

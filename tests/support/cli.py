@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from lero.graph.cli import main
@@ -14,3 +15,8 @@ def lero(argv: list[str], capsys: pytest.CaptureFixture[str], width: int = 300) 
     out = io.StringIO()
     code = main(argv, console=Console(file=out, width=width))
     return code, out.getvalue(), capsys.readouterr().err
+
+
+def run_files(run: Path) -> dict[str, bytes]:
+    """The files at the top of a run directory, to prove a refused command wrote nothing."""
+    return {p.name: p.read_bytes() for p in sorted(run.iterdir()) if p.is_file()}

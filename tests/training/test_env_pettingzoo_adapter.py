@@ -272,18 +272,26 @@ def test_entry_point_registration(tmp_path, monkeypatch: pytest.MonkeyPatch) -> 
         confirm_env("relay")
 
 
+def importable_module(tmp_path, monkeypatch: pytest.MonkeyPatch, dotted: str, source: str) -> None:
+    """Write module `dotted` (packages made as needed) under the cwd `tmp_path`, importable the
+    way a spec's module is; monkeypatch restores sys.path and the cwd afterwards."""
+    *packages, module = dotted.split(".")
+    folder = tmp_path
+    for package in packages:
+        folder = folder / package
+        folder.mkdir()
+        (folder / "__init__.py").write_text("")
+    (folder / f"{module}.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
 def test_import_root_and_the_cwd(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A confirmed spec imports from the working directory (like ``python -m``); its root, derived
     from that import, is where ``import_root`` points a fresh process."""
-    package = tmp_path / "mytasks"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "relay_task.py").write_text(
-        f"from {SPEC.split(':')[0]} import Relay\n\n\ndef factory(**kwargs):\n"
-        "    return Relay(max_cycles=3, **kwargs)\n"
-    )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))  # restores sys.path afterwards
+    importable_module(tmp_path, monkeypatch, "mytasks.relay_task",
+                      f"from {SPEC.split(':')[0]} import Relay\n\n\ndef factory(**kwargs):\n"
+                      "    return Relay(max_cycles=3, **kwargs)\n")
     confirmed = confirm_env("mytasks.relay_task:factory")
     assert confirmed.name == "mytasks.relay_task:factory" and confirmed.root == str(tmp_path.resolve())
     env = make_env("mytasks.relay_task:factory", 1, workers=0, import_root=confirmed.root)
@@ -304,15 +312,9 @@ def test_factories_outside_the_named_package_are_refused_uncalled(
     name: str, message: str, tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Defence in depth: no standard-library callable, no re-export; nothing is called to find out."""
-    package = tmp_path / "foreigntasks"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "foreign.py").write_text(
-        f"import functools\nfrom {SPEC.split(':')[0]} import Relay\n"
-        "factory = functools.partial(Relay, max_cycles=3)\n"
-    )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    importable_module(tmp_path, monkeypatch, "foreigntasks.foreign",
+                      f"import functools\nfrom {SPEC.split(':')[0]} import Relay\n"
+                      "factory = functools.partial(Relay, max_cycles=3)\n")
     with pytest.raises(ValueError, match=message):
         make_env(name, 1, workers=0)
     with pytest.raises(ValueError, match=message):
@@ -320,9 +322,7 @@ def test_factories_outside_the_named_package_are_refused_uncalled(
 
 
 def test_a_factory_must_return_a_parallel_env(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "not_parallel.py").write_text("def factory(**kwargs):\n    return {'agents': []}\n")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    importable_module(tmp_path, monkeypatch, "not_parallel", "def factory(**kwargs):\n    return {'agents': []}\n")
     with pytest.raises(ValueError, match="the factory returned dict, not a PettingZoo ParallelEnv"):
         make_env("not_parallel:factory", 1, workers=0)
 
