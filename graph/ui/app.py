@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lero.graph.configuration import RunError, RunSpec
+from lero.graph.configuration import CANDIDATE_ID, RunError, RunSpec
 from lero.graph.report import RUN_ID, fmt_number, load_run
 from lero.graph.rundir import SPEC_FILE, RunDir, parse_events
 from lero.graph.ui import views
@@ -289,7 +289,7 @@ async def plot_file(request: Request) -> Response:
 
 async def candidate_page(request: Request) -> Response:
     run_id, candidate_id = request.path_params["run_id"], request.path_params["candidate_id"]
-    if not views.CANDIDATE_ID.match(candidate_id):
+    if not CANDIDATE_ID.match(candidate_id):
         raise HTTPException(404, "no such candidate")
     run = await run_in_threadpool(_load, request, run_id)
     try:

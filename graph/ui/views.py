@@ -28,7 +28,6 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-CANDIDATE_ID = re.compile(r"^(\d+-\d+|baseline)$")
 PLOT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}\.png$")
 CHART_W, CHART_H, CHART_PAD = 520, 180, 28
 
