@@ -13,10 +13,11 @@ import re
 from dataclasses import replace
 
 from langchain_core.messages import HumanMessage, SystemMessage
+
 from lero.agents.checks import check_candidate
 from lero.agents.llm import ChatModel
 from lero.agents.templates import render
-from lero.agents.types import VERDICTS, Review, TaskSpec, Verdict, code_digest
+from lero.agents.types import VERDICTS, Problem, Review, Verdict, code_digest
 from lero.training.contract import CONTRACT_TEXT, Violation
 
 REJECT_RULES = frozenset({"dunder", "private-attribute", "denied-attribute", "reward-hacking"})
@@ -40,7 +41,7 @@ class Critic:
     def __init__(self, model: ChatModel | None = None):
         self.model = model
 
-    def review(self, task: TaskSpec, code: str, use_llm: bool = True) -> Review:
+    def review(self, task: Problem, code: str, use_llm: bool = True) -> Review:
         """The gate's verdict, then (with a model and `use_llm`) the LLM critic's on `code`."""
         violations = check_candidate(code)
         if violations:

@@ -7,10 +7,11 @@ does not propose the same fix twice; the graph bounds the number of attempts.
 from __future__ import annotations
 
 from langchain_core.messages import HumanMessage, SystemMessage
+
 from lero.agents.extract import draft_from_reply
 from lero.agents.llm import ChatModel
 from lero.agents.templates import format_history, render, trim_error
-from lero.agents.types import Draft, TaskSpec
+from lero.agents.types import Draft, Problem
 from lero.training.contract import CONTRACT_TEXT
 
 HISTORY_SHOWN = 2
@@ -22,7 +23,7 @@ class Debugger:
         self.temperature = temperature
 
     def repair(
-        self, task: TaskSpec, code: str, error: str, history: list[tuple[str, str]]
+        self, task: Problem, code: str, error: str, history: list[tuple[str, str]]
     ) -> Draft:
         """A repaired module; `history` holds earlier (code, error) attempts, oldest first."""
         user = render(

@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from langchain_core.messages import HumanMessage, SystemMessage
+
 from lero.agents.extract import draft_from_reply
 from lero.agents.llm import BudgetExceeded, ChatModel
 from lero.agents.similarity import is_duplicate
 from lero.agents.templates import format_evolution, format_feedback, render
-from lero.agents.types import Draft, Elite, Review, TaskSpec, exploit_parents
+from lero.agents.types import Draft, Elite, Problem, Review, exploit_parents
 from lero.training.contract import CONTRACT_TEXT
 
 MAX_ELITES_IN_PROMPT = 2  # Markovian context: the best few, not the whole history
@@ -31,7 +32,7 @@ class Designer:
 
     def design(
         self,
-        task: TaskSpec,
+        task: Problem,
         k: int,
         elites: list[Elite],
         reflection: str,
@@ -88,7 +89,7 @@ class Designer:
                 drafts.append(draft)
         return drafts
 
-    def revise(self, task: TaskSpec, code: str, review: Review) -> Draft:
+    def revise(self, task: Problem, code: str, review: Review) -> Draft:
         """The candidate rewritten to address the critic's points."""
         user = render(
             "designer_revise",
@@ -106,7 +107,7 @@ class Designer:
 
     def design_messages(
         self,
-        task: TaskSpec,
+        task: Problem,
         elites: list[Elite],
         reflection: str,
         feedback: str | None,

@@ -19,9 +19,10 @@ from typing import Any
 import openai
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_openai import ChatOpenAI
-from lero.agents.config import LLMConfig
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_random_exponential
+
+from lero.agents.config import LLMConfig
 
 log = logging.getLogger(__name__)
 

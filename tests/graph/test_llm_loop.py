@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lero.agents.types import code_digest
-from lero.graph.cli import main
-from lero.graph.configuration import RunSpec
-from lero.graph.runner import resume_run, start_run
 from rich.console import Console
 
+from lero.agents.types import code_digest
+from lero.app.cli import main
+from lero.graph.configuration import RunSpec
+from lero.graph.runner import resume_run, start_run
 from tests.graph.test_graph_e2e import TINY, RecordingUI, events, read
 from tests.support.openai_server import OpenAIServer, Reply
 
