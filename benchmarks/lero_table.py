@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lero.app.hooks import app_front
 from lero.app.study import PAPER_ALGOS, StudySpec, run_study
 from lero.app.study.spec import DEFAULT_SEEDS
 from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
                        run_id=run_id or time.strftime("lero-table-%Y%m%d-%H%M%S", time.gmtime()))  # fmt: skip
         started = time.perf_counter()
         print(f"run {spec.run_id}: offline designer, prior {spec.offline_prior}", flush=True)
-        outcome = start_run(spec, QuietUI())
+        outcome = start_run(spec, QuietUI(), front=app_front())
         print(f"run {spec.run_id}: {outcome.status} in {time.perf_counter() - started:.0f} s", flush=True)
         run_id = str(spec.run_id)
     study = run_study(

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lero.app.hooks import app_front
 from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec
 from lero.graph.context import open_sandbox
 from lero.graph.rundir import BASELINE_ID, RunDir
@@ -72,7 +73,7 @@ def main() -> None:
                    generations=args.generations, population=args.population, runs_dir=args.runs_dir,
                    run_id=time.strftime("loop-quality-%Y%m%d-%H%M%S", time.gmtime()))
     started = time.perf_counter()
-    outcome = start_run(spec, ProgressUI())
+    outcome = start_run(spec, ProgressUI(), front=app_front())
     run_wall_s = time.perf_counter() - started
     rundir = RunDir(Path(outcome.run_dir))
     state = rundir.read_state()

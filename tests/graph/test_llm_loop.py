@@ -18,6 +18,7 @@ from rich.console import Console
 
 from lero.agents.types import code_digest
 from lero.app.cli import main
+from lero.app.hooks import app_front
 from lero.graph.configuration import RunSpec
 from lero.graph.runner import resume_run, start_run
 from tests.graph.test_graph_e2e import TINY, RecordingUI, events, read
@@ -174,7 +175,7 @@ def test_three_generations_refine_elites_with_feedback_once_per_prompt(tmp_path)
     with OpenAIServer() as server:
         server.script = Script()
         outcome = start_run(llm_spec(tmp_path, server, generations=3, population=2, exploit_fraction=0.5,
-                                     approve="generations"), ui)
+                                     approve="generations"), ui, front=app_front())  # report.md: the app's
         requests = list(server.requests)
     assert outcome.status == "completed"
     log = events(outcome.run_dir)
