@@ -6,7 +6,7 @@ does not propose the same fix twice; the graph bounds the number of attempts.
 
 from __future__ import annotations
 
-from langchain_core.messages import HumanMessage, SystemMessage
+from lero.agents.checks import ctx_fields_text
 from lero.agents.extract import draft_from_reply
 from lero.agents.llm import ChatModel
 from lero.agents.templates import format_history, render, trim_error
@@ -25,18 +25,20 @@ class Debugger:
         self, task: TaskSpec, code: str, error: str, history: list[tuple[str, str]]
     ) -> Draft:
         """A repaired module; `history` holds earlier (code, error) attempts, oldest first."""
-        user = render(
+        prompt = self.model.fit(
+            "debugger",
+            render("debugger_system", contract=CONTRACT_TEXT),
             "debugger_user",
-            env_description=task.env_description,
-            code=code.strip(),
-            error=trim_error(error),
-            history=format_history(history, HISTORY_SHOWN),
+            {
+                "env_description": task.env_description,
+                "ctx_fields": ctx_fields_text(tuple(name for name, _ in task.state_fields)),
+                "code": code.strip(),
+                "error": trim_error(error),
+                "history": format_history(history, HISTORY_SHOWN),
+            },
         )
-        messages = [
-            SystemMessage(render("debugger_system", contract=CONTRACT_TEXT)),
-            HumanMessage(user),
-        ]
         temperature = min(self.temperature, 0.2 + 0.2 * len(history))  # warmer when stuck
-        return draft_from_reply(
-            self.model.complete("debugger", messages, n=1, temperature=temperature)[0], "debugger"
-        )
+        reply = self.model.replies(
+            "debugger", prompt.messages, n=1, temperature=temperature, shortened=prompt.shortened
+        )[0]
+        return draft_from_reply(reply.text, "debugger", reply.cut_off)
