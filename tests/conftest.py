@@ -1,8 +1,11 @@
-"""Session-wide: the test command builds the Docker sandbox image itself.
+"""Session-wide: the test command builds the Docker sandbox image itself, and starts the
+real model server for the `real_llm` tests.
 
 `python -m pytest` on a fresh machine with a Docker daemon builds (or rebuilds, when
 stale) `lero-sandbox:1` once and runs the Docker tests, the attack suite included.
 Without a daemon they skip with one reason, repeated in one line at the end of the run.
+The `real_llm` tests share one llama.cpp server (SmolLM2-135M, n_ctx 2048) for the
+session; without the `llm-test` extra they skip with one line (under CI=true they fail).
 """
 
 from __future__ import annotations
@@ -42,6 +45,20 @@ def sandbox_image(request) -> str:
     except SandboxUnavailable as error:
         pytest.fail(f"a Docker daemon answers but the sandbox image could not be built: {error}")
     return IMAGE
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """The real model server, started once per session and stopped at its end."""
+    from tests.support.llama_server import LlamaServer, missing_extra
+
+    reason = missing_extra()
+    if reason is not None:
+        if in_ci():
+            pytest.fail(f"CI=true but the real-model tests cannot run: {reason}")
+        pytest.skip(reason)
+    with LlamaServer(tmp_path_factory.mktemp("llama") / "server.log", n_ctx=2048) as server:
+        yield server
 
 
 @pytest.hookimpl(trylast=True)
