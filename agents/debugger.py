@@ -6,14 +6,18 @@ does not propose the same fix twice; the graph bounds the number of attempts.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from lero.agents.checks import ctx_fields_text
 from lero.agents.extract import draft_from_reply
 from lero.agents.llm import ChatModel
+from lero.agents.similarity import is_duplicate
 from lero.agents.templates import format_history, render, trim_error
 from lero.agents.types import Draft, TaskSpec
 from lero.training.contract import CONTRACT_TEXT
 
 HISTORY_SHOWN = 2
+UNCHANGED = "the debugger returned the failing code unchanged"
 
 
 class Debugger:
@@ -41,4 +45,7 @@ class Debugger:
         reply = self.model.replies(
             "debugger", prompt.messages, n=1, temperature=temperature, shortened=prompt.shortened
         )[0]
-        return draft_from_reply(reply.text, "debugger", reply.cut_off)
+        draft = draft_from_reply(reply.text, "debugger", reply.cut_off)
+        if draft.code is not None and is_duplicate(draft.code, [code]):  # small models echo their input
+            return replace(draft, code=None, error=UNCHANGED)
+        return draft

@@ -35,6 +35,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_openai import ChatOpenAI
 from lero.agents.config import LLMConfig
 from lero.agents.fit import (
+    CHARS_PER_TOKEN,
     MIN_REPLY_TOKENS,
     Fitted,
     PromptTooLarge,
@@ -165,6 +166,7 @@ class Reply:
         return self.finish_reason == "length"
 
 
+CALIBRATION_MARGIN = 0.9
 CONTINUE = "Your reply was cut off. Continue it exactly where it stopped, without repeating anything."
 _subject: contextvars.ContextVar[str | None] = contextvars.ContextVar("lero_llm_subject", default=None)
 
@@ -211,6 +213,8 @@ class ChatModel:
         self.supports_tools = True
         self.system_role = True
         self._window: Window | None = None
+        self.chars_per_token = CHARS_PER_TOKEN  # measured from the server's usage once it counts
+        self._measured: float | None = None
         self._api_key = cfg.api_key.get_secret_value() if cfg.api_key else None
         self.client = ChatOpenAI(
             model=cfg.model,
@@ -237,7 +241,8 @@ class ChatModel:
     def fit(self, role: str, system: str, template: str, values: dict[str, object]) -> Fitted:
         """The role's messages, shortened in the stated priority to leave the reply its room."""
         try:
-            return fit(role, system, template, values, self.window().tokens - self.reply_tokens())
+            budget = self.window().tokens - self.reply_tokens()
+            return fit(role, system, template, values, budget, self.chars_per_token)
         except PromptTooLarge as error:
             raise LLMError(str(error)) from None
 
@@ -285,7 +290,7 @@ class ChatModel:
     def _continued(self, role: str, messages: Sequence[BaseMessage], cut: Reply, params: dict) -> Reply:
         """`cut` and one continuation of it, when the window has room for more reply."""
         follow_up = [*messages, AIMessage(cut.text), HumanMessage(CONTINUE)]
-        room = self.window().tokens - messages_tokens(follow_up)
+        room = self.window().tokens - messages_tokens(follow_up, self.chars_per_token)
         if room < MIN_REPLY_TOKENS:
             log.info("%s reply cut off at max_tokens; no room in the window to continue it", role)
             return cut
@@ -365,7 +370,7 @@ class ChatModel:
             "candidate_id": _subject.get(),
             "prompt": [{"role": _role_name(m), "content": _text(m)} for m in sent],
             "prompt_chars": sum(len(_text(m)) for m in sent),
-            "prompt_estimate": messages_tokens(sent),
+            "prompt_estimate": messages_tokens(sent, self.chars_per_token),
             "max_tokens": params["max_tokens"],
             "window": self.window().tokens,
             "window_source": self.window().source,
@@ -392,7 +397,9 @@ class ChatModel:
         estimated = not usage or (prompt_tokens == 0 and completion_tokens == 0)
         if estimated:  # the server sent no usage: count what we sent and got, and say so
             prompt_tokens = record["prompt_estimate"]
-            completion_tokens = sum(estimate_tokens(text) for text in texts)
+            completion_tokens = sum(estimate_tokens(text, self.chars_per_token) for text in texts)
+        else:
+            self._measure(record["prompt_chars"], prompt_tokens)
         self.ledger.record(role, prompt_tokens, completion_tokens)
         self._report(
             role,
@@ -409,6 +416,14 @@ class ChatModel:
             **record,
         )
         return generated
+
+    def _measure(self, prompt_chars: int, prompt_tokens: int) -> None:
+        """Learn the tokenizer's characters per token from a prompt the server counted: the
+        smallest ratio seen, less 10% (chat-template tokens count too, and code is denser)."""
+        if prompt_tokens > 0 and prompt_chars > 0:
+            measured = CALIBRATION_MARGIN * prompt_chars / prompt_tokens
+            self.chars_per_token = measured if self._measured is None else min(measured, self._measured)
+            self._measured = self.chars_per_token
 
     def _with_reply_limit(self, params: dict[str, Any]) -> dict[str, Any]:
         """`max_tokens` as the server reads it: OpenAI's own API takes it as

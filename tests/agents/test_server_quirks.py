@@ -5,6 +5,8 @@ off at `max_tokens`, `<think>` sections, and the record kept of every request.""
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from lero.agents import LLMError, make_team
+from lero.agents.debugger import UNCHANGED
+from lero.agents.designer import Designer
 from lero.agents.extract import CUT_OFF, extract_code
 from lero.agents.fit import LEFT_OUT, SHORTENED, messages_tokens
 from lero.agents.llm import CONTINUE, ChatModel, UsageLedger, about
@@ -150,3 +152,27 @@ def test_the_debugger_prompt_names_the_ctx_fields_even_when_the_env_is_left_out(
     user = openai_server.requests[0]["messages"][1]["content"]
     assert LEFT_OUT in user or SHORTENED.strip() in user
     assert "ctx.state['agent_pos'], ctx.state['landmark_pos']" in user and "ctx.env_reward" in user
+
+
+def test_the_characters_per_token_are_learnt_from_the_servers_count(openai_server, task):
+    openai_server.props = {"default_generation_settings": {"n_ctx": 4096}}
+    openai_server.push("VERDICT: accept", markdown_reply())
+    team = make_team(llm_config(openai_server))
+    long_task = task.__class__(**{**vars(task), "env_description": "landmark distances " * 800})
+    team.critic.review(task, GOOD_MODULE)  # the scripted server counts words: ~6 characters each
+    model = team.designer.model
+    sent = openai_server.requests[0]["messages"]
+    chars = sum(len(m["content"]) for m in sent)
+    words = sum(len(m["content"].split()) for m in sent)
+    assert model.chars_per_token == pytest.approx(0.9 * chars / words)
+    uncalibrated = Designer(model=None, temperature=0.0).design_messages(long_task, [], "", None, None, 1)
+    budget = 4096 - model.reply_tokens()
+    assert messages_tokens(uncalibrated) > budget >= messages_tokens(uncalibrated, model.chars_per_token)
+    team.designer.design(long_task, 1, [], "")
+    assert SHORTENED.strip() not in openai_server.requests[1]["messages"][1]["content"]
+
+
+def test_a_debugger_that_echoes_the_failing_code_is_a_stated_failure(openai_server, task):
+    openai_server.push(markdown_reply(GOOD_MODULE.replace("0.5 * team", "0.5  *  team")))  # layout only
+    draft = make_team(llm_config(openai_server)).debugger.repair(task, GOOD_MODULE, "RuntimeError: x", [])
+    assert draft.code is None and draft.error == UNCHANGED
