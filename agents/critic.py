@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from lero.agents.checks import check_candidate
 from lero.agents.extract import without_thinking
+from lero.agents.fit import PromptTooLarge
 from lero.agents.llm import ChatModel
 from lero.agents.templates import render
 from lero.agents.types import VERDICTS, Review, TaskSpec, Verdict, code_digest
@@ -46,21 +47,25 @@ class Critic:
         if violations:
             return replace(static_review(violations), code_sha=code_digest(code))
         if self.model is None or not use_llm:
-            return Review(
-                verdict="accept",
-                points=["static checks passed"],
-                text="VERDICT: accept\n- static checks passed",
-                code_sha=code_digest(code),
-                by="gate",
+            return gate_accept(code)
+        try:
+            prompt = self.model.fit(
+                "critic",
+                render("critic_system", contract=CONTRACT_TEXT),
+                "critic_user",
+                {"task": task.task, "env_description": task.env_description, "code": code.strip()},
             )
-        prompt = self.model.fit(
-            "critic",
-            render("critic_system", contract=CONTRACT_TEXT),
-            "critic_user",
-            {"task": task.task, "env_description": task.env_description, "code": code.strip()},
-        )
+        except PromptTooLarge as error:  # the code is too long for the window: the gate decides
+            return gate_accept(code, f"no LLM review: {error}")
         reply = self.model.replies("critic", prompt.messages, n=1, temperature=0.0, shortened=prompt.shortened)[0]
         return replace(parse_review(reply.text), code_sha=code_digest(code))
+
+
+def gate_accept(code: str, *notes: str) -> Review:
+    """The gate's pass: the static checks found nothing (and why no LLM read it, if asked)."""
+    points = ["static checks passed", *notes]
+    return Review(verdict="accept", points=points, text="VERDICT: accept\n" + "\n".join(f"- {p}" for p in points),
+                  code_sha=code_digest(code), by="gate")
 
 
 def static_review(violations: list[Violation]) -> Review:

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from lero.agents.checks import ctx_fields_text
 from lero.agents.extract import draft_from_reply
+from lero.agents.fit import Fitted, PromptTooLarge
 from lero.agents.llm import ChatModel
 from lero.agents.similarity import is_duplicate
 from lero.agents.templates import format_history, render, trim_error
@@ -29,7 +30,21 @@ class Debugger:
         self, task: TaskSpec, code: str, error: str, history: list[tuple[str, str]]
     ) -> Draft:
         """A repaired module; `history` holds earlier (code, error) attempts, oldest first."""
-        prompt = self.model.fit(
+        try:
+            prompt = self._prompt(task, code, error, history)
+        except PromptTooLarge as too_large:  # this candidate's code is too long for the window
+            return Draft(code=None, reply="", error=str(too_large), origin="debugger")
+        temperature = min(self.temperature, 0.2 + 0.2 * len(history))  # warmer when stuck
+        reply = self.model.replies(
+            "debugger", prompt.messages, n=1, temperature=temperature, shortened=prompt.shortened
+        )[0]
+        draft = draft_from_reply(reply.text, "debugger", reply.cut_off)
+        if draft.code is not None and is_duplicate(draft.code, [code]):  # small models echo their input
+            return replace(draft, code=None, error=UNCHANGED)
+        return draft
+
+    def _prompt(self, task: TaskSpec, code: str, error: str, history: list[tuple[str, str]]) -> Fitted:
+        return self.model.fit(
             "debugger",
             render("debugger_system", contract=CONTRACT_TEXT),
             "debugger_user",
@@ -41,11 +56,3 @@ class Debugger:
                 "history": format_history(history, HISTORY_SHOWN),
             },
         )
-        temperature = min(self.temperature, 0.2 + 0.2 * len(history))  # warmer when stuck
-        reply = self.model.replies(
-            "debugger", prompt.messages, n=1, temperature=temperature, shortened=prompt.shortened
-        )[0]
-        draft = draft_from_reply(reply.text, "debugger", reply.cut_off)
-        if draft.code is not None and is_duplicate(draft.code, [code]):  # small models echo their input
-            return replace(draft, code=None, error=UNCHANGED)
-        return draft

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lero.agents.extract import draft_from_reply
-from lero.agents.fit import Fitted, fit
-from lero.agents.llm import BudgetExceeded, ChatModel
+from lero.agents.fit import Fitted, PromptTooLarge, fit
+from lero.agents.llm import BudgetExceeded, ChatModel, LLMError
 from lero.agents.similarity import is_duplicate
 from lero.agents.templates import format_evolution, format_feedback, render
 from lero.agents.types import Draft, Elite, Review, TaskSpec, exploit_parents
@@ -56,7 +56,10 @@ class Designer:
         known = [e.code for e in elites]
         drafts: list[Draft] = []
         for refine, wanted in slots:
-            prompt = self.design_prompt(task, elites, reflection, feedback, refine, wanted)
+            try:
+                prompt = self.design_prompt(task, elites, reflection, feedback, refine, wanted)
+            except PromptTooLarge as error:  # only the contract and the task are left: no design fits
+                raise LLMError(str(error)) from None
             try:
                 drafts += self._sample(prompt, wanted, known, refine)
             except BudgetExceeded:
@@ -92,17 +95,20 @@ class Designer:
 
     def revise(self, task: TaskSpec, code: str, review: Review) -> Draft:
         """The candidate rewritten to address the critic's points."""
-        prompt = self.model.fit(
-            "designer",
-            render("designer_system", contract=CONTRACT_TEXT),
-            "designer_revise",
-            {
-                "task": task.task,
-                "env_description": task.env_description,
-                "code": code.strip(),
-                "review": review.text.strip() or "\n".join(f"- {p}" for p in review.points),
-            },
-        )
+        try:
+            prompt = self.model.fit(
+                "designer",
+                render("designer_system", contract=CONTRACT_TEXT),
+                "designer_revise",
+                {
+                    "task": task.task,
+                    "env_description": task.env_description,
+                    "code": code.strip(),
+                    "review": review.text.strip() or "\n".join(f"- {p}" for p in review.points),
+                },
+            )
+        except PromptTooLarge as error:  # this candidate's code is too long for the window
+            return Draft(code=None, reply="", error=str(error), origin="designer:revise")
         reply = self.model.replies(
             "designer", prompt.messages, n=1, temperature=self.temperature, shortened=prompt.shortened
         )[0]

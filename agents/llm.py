@@ -36,9 +36,9 @@ from langchain_openai import ChatOpenAI
 from lero.agents.config import LLMConfig
 from lero.agents.fit import (
     CHARS_PER_TOKEN,
+    MESSAGE_OVERHEAD_TOKENS,
     MIN_REPLY_TOKENS,
     Fitted,
-    PromptTooLarge,
     estimate_tokens,
     fit,
     messages_tokens,
@@ -160,6 +160,7 @@ class Reply:
 
     text: str
     finish_reason: str | None = None
+    used_tokens: int | None = None  # the request's prompt plus this reply, as the server counted them
 
     @property
     def cut_off(self) -> bool:
@@ -239,12 +240,11 @@ class ChatModel:
         return reply_room(self.window().tokens, self.cfg.reply_tokens)
 
     def fit(self, role: str, system: str, template: str, values: dict[str, object]) -> Fitted:
-        """The role's messages, shortened in the stated priority to leave the reply its room."""
-        try:
-            budget = self.window().tokens - self.reply_tokens()
-            return fit(role, system, template, values, budget, self.chars_per_token)
-        except PromptTooLarge as error:
-            raise LLMError(str(error)) from None
+        """The role's messages, shortened in the stated priority to leave the reply its room.
+        PromptTooLarge when even the parts that cannot be shortened (the contract, the code
+        under review) do not fit: a failure of this one request, not of the run."""
+        budget = self.window().tokens - self.reply_tokens()
+        return fit(role, system, template, values, budget, self.chars_per_token)
 
     # -- requests
 
@@ -290,7 +290,11 @@ class ChatModel:
     def _continued(self, role: str, messages: Sequence[BaseMessage], cut: Reply, params: dict) -> Reply:
         """`cut` and one continuation of it, when the window has room for more reply."""
         follow_up = [*messages, AIMessage(cut.text), HumanMessage(CONTINUE)]
-        room = self.window().tokens - messages_tokens(follow_up, self.chars_per_token)
+        if cut.used_tokens:  # the server counted prompt and reply: only the request to continue is new
+            needed = cut.used_tokens + messages_tokens([HumanMessage(CONTINUE)], self.chars_per_token) + MESSAGE_OVERHEAD_TOKENS
+        else:
+            needed = messages_tokens(follow_up, self.chars_per_token)
+        room = self.window().tokens - needed
         if room < MIN_REPLY_TOKENS:
             log.info("%s reply cut off at max_tokens; no room in the window to continue it", role)
             return cut
@@ -312,9 +316,12 @@ class ChatModel:
         return self._send_and_record(role, messages, n=1)[0]
 
     def _request(self, role: str, messages: Sequence[BaseMessage], n: int, **params: Any) -> list[Reply]:
+        generated = self._send_and_record(role, messages, n, **params)
+        usage = generated[0].usage_metadata or {}
+        counted = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)  # all choices: an upper bound
         return [
-            Reply(_text(message), (message.response_metadata or {}).get("finish_reason"))
-            for message in self._send_and_record(role, messages, n, **params)
+            Reply(_text(message), (message.response_metadata or {}).get("finish_reason"), counted or None)
+            for message in generated
         ]
 
     def _send_and_record(

@@ -136,11 +136,34 @@ def test_designer_prompt_is_shortened_env_first_and_keeps_the_contract(openai_se
     assert messages_tokens(sent) <= 2048 - openai_server.requests[0]["max_tokens"]
 
 
-def test_a_prompt_that_cannot_fit_is_an_error_before_any_request(openai_server, task):
-    openai_server.props = {"default_generation_settings": {"n_ctx": 256}}
-    with pytest.raises(LLMError, match="larger window or raise --context-tokens"):
-        make_team(llm_config(openai_server)).critic.review(task, GOOD_MODULE)
-    assert openai_server.requests == []
+def test_code_too_long_for_the_window_fails_that_candidate_not_the_run(openai_server, task):
+    openai_server.props = {"default_generation_settings": {"n_ctx": 1024}}
+    team = make_team(llm_config(openai_server))
+    huge = GOOD_MODULE + "\n\nTABLE = (" + "0.5, " * 1500 + ")\n"  # the code itself cannot be shortened
+    review = team.critic.review(task, huge)
+    assert review.verdict == "accept" and review.by == "gate"  # the static checks decide, and say why
+    assert any("no LLM review" in p and "--context-tokens" in p for p in review.points)
+    revised = team.designer.revise(task, huge, review)
+    repaired = team.debugger.repair(task, huge, "RuntimeError: x", [])
+    for draft in (revised, repaired):
+        assert draft.code is None and "--context-tokens" in draft.error
+    assert openai_server.requests == []  # nothing the server would refuse was sent
+    openai_server.props = None
+    tiny = make_team(llm_config(openai_server, context_tokens=256))
+    with pytest.raises(LLMError, match="larger window"):  # not even the contract fits: the run stops
+        tiny.designer.design(task, 1, [], "")
+
+
+def test_a_continuation_is_sized_from_the_servers_own_counts(openai_server):
+    openai_server.props = {"default_generation_settings": {"n_ctx": 2048}}
+    # the scripted server counts words: 7 prompt + 1500 reply words leave 2048 - 1507 - the request to continue
+    openai_server.push(Reply(content="x " * 1500, finish_reason="length"), "done")
+    model, _ = recorded(openai_server)
+    [reply] = model.replies("designer", QUESTION)
+    assert reply.text.endswith("done")
+    ratio = 0.9 * len("You are the designer" "write the module") / 7  # learnt from the first request
+    continue_tokens = messages_tokens([HumanMessage(CONTINUE)], ratio)
+    assert openai_server.requests[1]["max_tokens"] == 2048 - 1507 - continue_tokens - 8
 
 
 def test_the_debugger_prompt_names_the_ctx_fields_even_when_the_env_is_left_out(openai_server, task):
