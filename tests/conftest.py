@@ -67,6 +67,11 @@ def pytest_unconfigure(config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:
         return
+    from tests.support.llama_server import INSTALL_HINT
+
+    no_model = [r for r in reporter.stats.get("skipped", []) if INSTALL_HINT in str(r.longrepr)]
+    if no_model:
+        reporter.write_line(f"{len(no_model)} real-model tests (real_llm) skipped: {INSTALL_HINT}", yellow=True)
     skipped = [r for r in reporter.stats.get("skipped", []) if NO_DAEMON in str(r.longrepr)]
     if skipped:
         reporter.write_line(
