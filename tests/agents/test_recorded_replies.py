@@ -1,6 +1,7 @@
 """Real replies, kept as test data: what SmolLM2-135M answered to lero's actual prompts.
 
-Recorded with `python -m benchmarks.llm_designer ... --record tests/agents/fixtures/smollm2`
+Recorded with `python -m benchmarks.llm_designer ... --record DIR` (two runs; the second one,
+after the characters-per-token calibration, is prefixed `run2-`)
 against llama-cpp-python's server (n_ctx 2048). `expected.json` says, per reply, what lero
 makes of it, read by a person off the reply: the draft's stated failure (no code, cut off
 at max_tokens), or the gate's rules for the code it extracted. Every failure kind seen
