@@ -2,7 +2,9 @@
 
 Recorded with `python -m benchmarks.llm_designer ... --record DIR` (two runs; the second one,
 after the characters-per-token calibration, is prefixed `run2-`)
-against llama-cpp-python's server (n_ctx 2048). `expected.json` says, per reply, what lero
+against llama-cpp-python's server (n_ctx 2048); the `critic-*` replies are the critic's
+(`Critic.review` of tests/agents/samples.GOOD_MODULE, which no SmolLM2 candidate reached).
+`expected.json` says, per reply, what lero
 makes of it, read by a person off the reply: the draft's stated failure (no code, cut off
 at max_tokens), or the gate's rules for the code it extracted. Every failure kind seen
 there is here, with the handling that follows it in a run.
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from lero.agents.checks import check_candidate
-from lero.agents.critic import static_review
+from lero.agents.critic import parse_review, static_review
 from lero.agents.extract import CUT_OFF, draft_from_reply
 from lero.graph.configuration import RunSpec
 from lero.graph.nodes.resources import task_spec
@@ -37,6 +39,9 @@ def recorded(name: str) -> dict:
 def handling(record: dict) -> str:
     """What lero makes of one recorded reply, in one line."""
     reply, finish = record["replies"][0], record["finish_reasons"][0]
+    if record["role"] == "critic":
+        review = parse_review(reply)
+        return f"critic: {review.verdict}; {review.points[0]}"
     draft = draft_from_reply(reply, record["role"], cut_off=finish == "length")
     if draft.code is None:
         return draft.error or ""
@@ -73,3 +78,11 @@ def test_a_reply_cut_off_at_max_tokens_is_named_so_not_blamed_on_the_code():
     for record in cut:  # without the finish reason the same text reads as a code problem
         draft = draft_from_reply(record["replies"][0], record["role"])
         assert draft.error != CUT_OFF
+
+
+def test_a_critic_reply_without_a_verdict_line_is_a_revise_that_says_so():
+    critics = [recorded(n) for n in EXPECTED if n.startswith("critic-")]
+    assert len(critics) == 3
+    for record in critics:  # prose about the task, no VERDICT line: never an accept of unread code
+        review = parse_review(record["replies"][0])
+        assert review.verdict == "revise" and review.points[0] == "the critic's reply had no VERDICT line"
