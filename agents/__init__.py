@@ -5,7 +5,7 @@ from lero.agents.config import LLMConfig
 from lero.agents.extract import extract_code
 from lero.agents.llm import BudgetExceeded, LLMError
 from lero.agents.team import Team, make_team
-from lero.agents.types import Draft, Elite, Review, TaskSpec
+from lero.agents.types import Draft, Elite, Problem, Review
 
 __all__ = [
     "BudgetExceeded",
@@ -13,8 +13,8 @@ __all__ = [
     "Elite",
     "LLMConfig",
     "LLMError",
+    "Problem",
     "Review",
-    "TaskSpec",
     "Team",
     "check_candidate",
     "extract_code",

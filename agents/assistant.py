@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, convert_to_messages
+
 from lero.agents.llm import ChatModel
 from lero.agents.templates import render
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import builtins
 
+from lero.agents.types import Problem
 from lero.training.contract import Violation, parse_python, static_check
 
 CTX_FIELDS = frozenset({"obs", "next_obs", "actions", "env_reward", "state", "step", "progress"})
@@ -36,6 +37,11 @@ SAFE_BUILTINS = frozenset(
 )  # fmt: skip
 MAX_LITERAL = 1e3
 MUTABLE_NODES = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp, ast.Call)
+
+
+def state_names(problem: Problem) -> tuple[str, ...]:
+    """The env's `ctx.state` keys."""
+    return tuple(f.name for f in problem.task_spec.state_fields)
 
 
 def ctx_fields_text(state_fields: tuple[str, ...] = ()) -> str:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from lero.agents.checks import check_candidate
+from lero.agents.checks import check_candidate, state_names
 from lero.agents.extract import without_thinking
 from lero.agents.fit import PromptTooLarge
 from lero.agents.llm import ChatModel
 from lero.agents.templates import render
-from lero.agents.types import VERDICTS, Review, TaskSpec, Verdict, code_digest
+from lero.agents.types import VERDICTS, Problem, Review, Verdict, code_digest
 from lero.training.contract import CONTRACT_TEXT, Violation
 
 REJECT_RULES = frozenset({"dunder", "private-attribute", "denied-attribute", "reward-hacking"})
@@ -41,9 +41,9 @@ class Critic:
     def __init__(self, model: ChatModel | None = None):
         self.model = model
 
-    def review(self, task: TaskSpec, code: str, use_llm: bool = True) -> Review:
+    def review(self, task: Problem, code: str, use_llm: bool = True) -> Review:
         """The gate's verdict, then (with a model and `use_llm`) the LLM critic's on `code`."""
-        violations = check_candidate(code, tuple(name for name, _ in task.state_fields))
+        violations = check_candidate(code, state_names(task))
         if violations:
             return replace(static_review(violations), code_sha=code_digest(code))
         if self.model is None or not use_llm:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lero.agents.checks import ctx_fields_text
+from lero.agents.checks import ctx_fields_text, state_names
 from lero.agents.extract import draft_from_reply
 from lero.agents.fit import Fitted, PromptTooLarge
 from lero.agents.llm import ChatModel
 from lero.agents.similarity import is_duplicate
 from lero.agents.templates import format_history, render, trim_error
-from lero.agents.types import Draft, TaskSpec
+from lero.agents.types import Draft, Problem
 from lero.training.contract import CONTRACT_TEXT
 
 HISTORY_SHOWN = 2
@@ -27,7 +27,7 @@ class Debugger:
         self.temperature = temperature
 
     def repair(
-        self, task: TaskSpec, code: str, error: str, history: list[tuple[str, str]]
+        self, task: Problem, code: str, error: str, history: list[tuple[str, str]]
     ) -> Draft:
         """A repaired module; `history` holds earlier (code, error) attempts, oldest first."""
         try:
@@ -43,14 +43,14 @@ class Debugger:
             return replace(draft, code=None, error=UNCHANGED)
         return draft
 
-    def _prompt(self, task: TaskSpec, code: str, error: str, history: list[tuple[str, str]]) -> Fitted:
+    def _prompt(self, task: Problem, code: str, error: str, history: list[tuple[str, str]]) -> Fitted:
         return self.model.fit(
             "debugger",
             render("debugger_system", contract=CONTRACT_TEXT),
             "debugger_user",
             {
                 "env_description": task.env_description,
-                "ctx_fields": ctx_fields_text(tuple(name for name, _ in task.state_fields)),
+                "ctx_fields": ctx_fields_text(state_names(task)),
                 "code": code.strip(),
                 "error": trim_error(error),
                 "history": format_history(history, HISTORY_SHOWN),

@@ -15,7 +15,7 @@ from lero.agents.fit import Fitted, PromptTooLarge, fit
 from lero.agents.llm import BudgetExceeded, ChatModel, LLMError
 from lero.agents.similarity import is_duplicate
 from lero.agents.templates import format_evolution, format_feedback, render
-from lero.agents.types import Draft, Elite, Review, TaskSpec, exploit_parents
+from lero.agents.types import Draft, Elite, Problem, Review, exploit_parents
 from lero.training.contract import CONTRACT_TEXT
 
 MAX_ELITES_IN_PROMPT = 2  # Markovian context: the best few, not the whole history
@@ -31,7 +31,7 @@ class Designer:
 
     def design(
         self,
-        task: TaskSpec,
+        task: Problem,
         k: int,
         elites: list[Elite],
         reflection: str,
@@ -93,7 +93,7 @@ class Designer:
                 drafts.append(draft)
         return drafts
 
-    def revise(self, task: TaskSpec, code: str, review: Review) -> Draft:
+    def revise(self, task: Problem, code: str, review: Review) -> Draft:
         """The candidate rewritten to address the critic's points."""
         try:
             prompt = self.model.fit(
@@ -116,7 +116,7 @@ class Designer:
 
     def design_messages(
         self,
-        task: TaskSpec,
+        task: Problem,
         elites: list[Elite],
         reflection: str,
         feedback: str | None,
@@ -128,7 +128,7 @@ class Designer:
 
     def design_prompt(
         self,
-        task: TaskSpec,
+        task: Problem,
         elites: list[Elite],
         reflection: str,
         feedback: str | None,

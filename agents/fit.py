@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
 from lero.agents.templates import render
 
 CHARS_PER_TOKEN = 3.2

@@ -33,6 +33,9 @@ from typing import Any
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity.wait import wait_random_exponential
+
 from lero.agents.config import LLMConfig
 from lero.agents.fit import (
     CHARS_PER_TOKEN,
@@ -45,8 +48,6 @@ from lero.agents.fit import (
     reply_room,
 )
 from lero.agents.probe import Window, context_window, server_busy
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
-from tenacity.wait import wait_random_exponential
 
 log = logging.getLogger(__name__)
 

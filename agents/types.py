@@ -1,4 +1,4 @@
-"""The plain records the agents exchange with the graph: task, elites, drafts, reviews."""
+"""The plain records the agents exchange with the graph: problem, elites, drafts, reviews."""
 
 from __future__ import annotations
 
@@ -6,26 +6,25 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Literal
 
+from lero.training.envs.task import TaskSpec
+
 Verdict = Literal["accept", "revise", "reject"]
 VERDICTS: tuple[str, ...] = ("accept", "revise", "reject")
 DraftKind = Literal["exploit", "explore"]  # refine an elite / a new idea
 
 
 @dataclass(frozen=True)
-class TaskSpec:
-    """What the designer is asked to solve.
+class Problem:
+    """What the designer is asked to solve: the environment's own `TaskSpec` (its names,
+    state fields, metrics, grammar) plus this instance of it.
 
     `obs_layout` maps observation slot names ("self_vel", "self_pos", "landmark_rel",
     "other_rel", "comm") to half-open column ranges `(start, end)` of one agent's obs;
     the graph fills it from the env. The offline designer needs it to write OEFs.
-
-    The rest is the environment's own task description, passed as plain data:
-    `grammar` names the offline designer's grammar for the task (None: the generic one,
-    derived from `state_fields`), `state_fields` are `(name, shape)` of `ctx.state`,
-    `state_text` their prompt lines, `metrics` the `(name, higher_is_better)` episode
-    metrics and `success_metric` the one that says the task was solved.
+    `task` is the task in words (the run's, else the TaskSpec's own text).
     """
 
+    task_spec: TaskSpec
     env_name: str
     env_description: str
     task: str
@@ -33,16 +32,11 @@ class TaskSpec:
     n_agents: int
     obs_dim: int
     obs_layout: dict[str, tuple[int, int]] = field(default_factory=dict)
-    grammar: str | None = None
-    state_fields: tuple[tuple[str, str], ...] = ()
-    state_text: str = ""
-    metrics: tuple[tuple[str, bool], ...] = (("return", True),)
-    success_metric: str = "return"
 
     def __post_init__(self) -> None:
         if self.n_agents < 1 or self.obs_dim < 1:
             raise ValueError(
-                f"TaskSpec needs n_agents >= 1 and obs_dim >= 1, got {self.n_agents}, {self.obs_dim}"
+                f"Problem needs n_agents >= 1 and obs_dim >= 1, got {self.n_agents}, {self.obs_dim}"
             )
         for slot, (start, end) in self.obs_layout.items():
             if not 0 <= start < end <= self.obs_dim:

@@ -30,13 +30,15 @@ import sys
 import time
 
 import torch
+
 from lero.training import ALGOS, ENV_NAMES, TrainConfig, make_env, train
+from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", choices=ENV_NAMES, default="simple_spread")
-    parser.add_argument("--algo", choices=ALGOS, default="mappo")
+    parser.add_argument("--env", choices=ENV_NAMES, default=DEFAULT_ENV)
+    parser.add_argument("--algo", choices=ALGOS, default=DEFAULT_ALGO)
     parser.add_argument("--steps", type=int, default=10_000_000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--n-envs", type=int, default=None)
@@ -84,7 +86,7 @@ def env_only_steps_per_s(env_name: str, n_envs: int, env_kwargs: dict, seconds: 
 
 
 @torch.inference_mode()
-def random_policy_return(env_name: str, env_kwargs: dict, episodes: int = 512) -> float:
+def random_policy_return(env_name: str, env_kwargs: dict, episodes: int = EVAL_EPISODES) -> float:
     """Mean per-agent native episode return of uniformly random valid actions (the floor)."""
     env = make_env(env_name, episodes, **env_kwargs)
     env.reset(seed=12345)

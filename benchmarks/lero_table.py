@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lero.graph.configuration import RunSpec
+from lero.app.study import PAPER_ALGOS, StudySpec, run_study
+from lero.app.study.spec import DEFAULT_SEEDS
+from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec
 from lero.graph.runner import start_run
-from lero.graph.study import PAPER_ALGOS, StudySpec, run_study
-from lero.graph.study.spec import DEFAULT_SEEDS
 
 
 class QuietUI:
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
     parser.add_argument("--steps", type=int, default=RunSpec().steps, help="per study training")
     parser.add_argument("--run-id", help="reuse this run (default: start one)")
-    parser.add_argument("--runs-dir", default="runs")
+    parser.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
     parser.add_argument("--sandbox", default="auto", choices=["auto", "docker", "process"])
     parser.add_argument("--with-prior", action="store_true", help="keep the offline designer's prior")
     args = parser.parse_args(argv)

@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lero.agents import LLMConfig, LLMError, check_candidate, make_team
+from lero.agents.checks import state_names
 from lero.agents.extract import CUT_OFF
 from lero.graph.configuration import RunSpec
-from lero.graph.nodes.resources import task_spec
+from lero.graph.context import problem
 from lero.graph.nodes.validate import error_text
 from lero.graph.trust import job_env
 from lero.sandbox import Job, get_sandbox
@@ -60,8 +61,8 @@ def failure_kind(status: str, error: str) -> str:
 
 def run_task(name: str, args: argparse.Namespace, cfg: LLMConfig, sandbox, record_dir: Path | None) -> TaskTally:
     spec = RunSpec(env=name, llm=f"openai:{cfg.model}", base_url=cfg.base_url)
-    task = task_spec(spec)
-    fields = tuple(field_name for field_name, _ in task.state_fields)
+    task = problem(spec)
+    fields = state_names(task)
     calls: list[dict] = []
 
     def on_call(role: str, info: dict) -> None:

@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lero.graph.configuration import RunSpec
-from lero.graph.nodes.resources import open_sandbox
+from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec
+from lero.graph.context import open_sandbox
+from lero.graph.rundir import BASELINE_ID, RunDir
 from lero.graph.runner import start_run
 from lero.graph.trust import job_env
 
@@ -65,7 +66,7 @@ def main() -> None:
     parser.add_argument("--generations", type=int, default=RunSpec().generations)
     parser.add_argument("--population", type=int, default=RunSpec().population)
     parser.add_argument("--sandbox", default="auto", choices=["auto", "docker", "process"])
-    parser.add_argument("--runs-dir", default="runs")
+    parser.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
     args = parser.parse_args()
     spec = RunSpec(seeds=3, llm="offline", sandbox=args.sandbox, steps=args.steps,
                    generations=args.generations, population=args.population, runs_dir=args.runs_dir,
@@ -73,13 +74,13 @@ def main() -> None:
     started = time.perf_counter()
     outcome = start_run(spec, ProgressUI())
     run_wall_s = time.perf_counter() - started
-    run_dir = Path(outcome.run_dir)
-    state = json.loads((run_dir / "state.json").read_text())
-    baseline = json.loads((run_dir / "baseline" / "result.json").read_text())
+    rundir = RunDir(Path(outcome.run_dir))
+    state = rundir.read_state()
+    baseline = rundir.read_result(BASELINE_ID)
     best_id = (state.get("best") or {}).get("candidate_id")
-    if best_id is None:
-        raise SystemExit(f"no valid candidate in {run_dir}")
-    best = json.loads((run_dir / "candidates" / best_id / "result.json").read_text())
+    if best_id is None or baseline is None:
+        raise SystemExit(f"no valid candidate in {rundir.path}")
+    best = rundir.read_result(best_id)
 
     started = time.perf_counter()
     recheck = {"baseline": held_out(spec, None), "best": held_out(spec, best["code"])}
@@ -96,9 +97,9 @@ def main() -> None:
         "best_beats_baseline_in_run": best["fitness"] > baseline["fitness"],
         "best_beats_baseline_held_out": recheck["best"]["mean"] > recheck["baseline"]["mean"],
         "run_wall_s": round(run_wall_s, 1), "held_out_wall_s": round(recheck_wall_s, 1),
-        "env_steps": state["env_steps"], "best_code_path": str(run_dir / "candidates" / best_id / "candidate.py"),
+        "env_steps": state["env_steps"], "best_code_path": str(rundir.code_path(best_id)),
     }
-    (run_dir / "loop_quality.json").write_text(json.dumps(report, indent=2))
+    rundir.write_json("loop_quality.json", report)
     print(json.dumps(report, indent=2))
 
 

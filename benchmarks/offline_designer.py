@@ -25,10 +25,12 @@ import traceback
 from dataclasses import dataclass
 
 import torch
-from lero.agents import Elite, LLMConfig, TaskSpec, make_team
+
+from lero.agents import Elite, LLMConfig, Problem, make_team
 from lero.graph.configuration import RunSpec
-from lero.graph.nodes.resources import task_spec
+from lero.graph.context import problem
 from lero.training import TrainConfig, load_candidate, train
+from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV
 
 LERO_ENV = RunSpec.default_env_kwargs()  # simple_spread as LERO runs it
 HELD_OUT_SEED = 1000  # the final best and the baseline are retrained on seeds selection never saw
@@ -53,7 +55,7 @@ def score(
     hooks = None if code is None else load_candidate(code)
     for seed in range(first_seed, first_seed + args.seeds):
         cfg = TrainConfig(
-            env="simple_spread",
+            env=DEFAULT_ENV,
             env_kwargs=LERO_ENV,
             algo=args.algo,
             steps=args.steps,
@@ -68,7 +70,7 @@ def score(
     return Scored(candidate_id, code, metrics["return"], metrics, stats)
 
 
-def score_or_repair(candidate_id: str, code: str, team, task: TaskSpec, args) -> Scored:
+def score_or_repair(candidate_id: str, code: str, team, task: Problem, args) -> Scored:
     try:
         return score(candidate_id, code, args)
     except Exception:
@@ -91,7 +93,7 @@ def main() -> None:
     parser.add_argument("--elites", type=int, default=2)
     parser.add_argument("--steps", type=int, default=200_000)
     parser.add_argument("--seeds", type=int, default=1)
-    parser.add_argument("--algo", default="mappo")
+    parser.add_argument("--algo", default=DEFAULT_ALGO)
     parser.add_argument("--eval-episodes", type=int, default=128)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0, help="the offline designer's seed")
@@ -102,7 +104,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     spec = RunSpec(algo=args.algo, task=TASK, population=args.population)
-    task = task_spec(spec)
+    task = problem(spec)
     team = make_team(LLMConfig(backend="offline", seed=args.seed))
     started = time.perf_counter()
     baseline = score("baseline", None, args)

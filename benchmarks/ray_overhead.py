@@ -27,8 +27,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import ray
-from lero.sandbox import Job, get_sandbox
 from ray.cluster_utils import Cluster
+
+from lero.sandbox import Job, get_sandbox
 
 NODE = {"num_cpus": 1, "memory": 5 * 2**30, "object_store_memory": 100 * 2**20}
 HPARAMS = {"n_envs": 32, "rollout_len": 25, "epochs": 1}

@@ -23,6 +23,7 @@ import tempfile
 import time
 
 import torch
+
 from lero.sandbox import Job, Limits, get_sandbox
 from lero.training import TrainConfig, train
 

@@ -1,9 +1,11 @@
-"""lero's orchestration: the LangGraph state machine, durable runs, CLI and reports.
+"""lero's engine: the LangGraph state machine, its runtime context, durable runs, the run
+directory and report.json (the app around it lives in `lero.app`).
 
 `graph.build_graph()` returns the uncompiled StateGraph; the compiled module-level graph
-(no checkpointer, served by `langgraph dev`) is `graph.graph:graph`. Both load lazily, so
-`import graph.configuration` or the CLI's training-only commands do not pull in the agents
-and the sandbox.
+(no checkpointer; invoke it with `context=RunContext`) is `graph.graph:graph`, and
+`langgraph dev` serves `graph.server:make_graph`. They load lazily, so importing
+`graph.configuration` or the CLI's training-only commands do not pull in the agents and
+the sandbox.
 """
 
 from typing import Any

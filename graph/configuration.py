@@ -12,24 +12,28 @@ import os
 import re
 import secrets
 import time
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-APPROVE_MODES = ("none", "spec", "candidates", "generations", "all")
+from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
+
+ApproveMode = Literal["none", "spec", "candidates", "generations", "all"]
+APPROVE_MODES: tuple[str, ...] = get_args(ApproveMode)
+DEFAULT_RUNS_DIR = "runs"  # relative to the working directory
 # Budget bounds: a mistyped value is a one-line error, not a machine that runs for weeks;
 # each leaves room for real studies (the defaults: 300k steps, 512 episodes, 2 seeds).
 MAX_STEPS = 100_000_000  # env steps per candidate and seed
 MAX_EVAL_EPISODES = 8192  # evaluation episodes (one batch of envs)
 MAX_SEEDS = 32
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a safe path part
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a safe path part
 CANDIDATE_ID = re.compile(r"^(\d+-\d+|baseline)$")  # `<generation>-<index>`, a safe path part
 _LLM = re.compile(r"^(offline|openai:\S.*)$")
 
 
 def check_run_id(value: str) -> str:
     """`value` when it is a valid run id (letters, digits, `_-.`; no path parts), else RunError."""
-    if not isinstance(value, str) or not _RUN_ID.match(value):
+    if not isinstance(value, str) or not RUN_ID.match(value):
         raise RunError(f"run id {value!r} must be 1-64 characters of letters, digits, '_', '-', '.'")
     return value
 
@@ -81,9 +85,9 @@ class RunSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    env: str = Field(default_factory=lambda: _registry().DEFAULT_ENV)
+    env: str = DEFAULT_ENV
     env_kwargs: dict[str, Any] | None = None  # None = the env's LERO default (its TaskSpec)
-    algo: str = "mappo"
+    algo: str = DEFAULT_ALGO
     generations: int = Field(default=3, ge=1, le=100)
     population: int = Field(default=4, ge=1, le=64)
     steps: int = Field(default=300_000, ge=1, le=MAX_STEPS)  # joint env steps per candidate and seed
@@ -91,9 +95,9 @@ class RunSpec(BaseModel):
     llm: str = "offline"
     base_url: str | None = None
     sandbox: Literal["auto", "docker", "process"] = "auto"
-    approve: Literal["none", "spec", "candidates", "generations", "all"] = "none"
+    approve: ApproveMode = "none"
     run_id: str | None = None
-    runs_dir: str = Field(default="runs", validate_default=True)  # relative to the cwd; stored absolute
+    runs_dir: str = Field(default=DEFAULT_RUNS_DIR, validate_default=True)  # relative to the cwd; stored absolute
     task: str | None = None  # None = the env's own task text (its TaskSpec)
     max_llm_requests: int | None = Field(default=None, ge=1)
     max_llm_tokens: int | None = Field(default=None, ge=1)
@@ -103,7 +107,7 @@ class RunSpec(BaseModel):
     critic_rounds: int = Field(default=1, ge=0, le=10)
     debug_attempts: int = Field(default=2, ge=0, le=10)
     max_parallel: int = Field(default=2, ge=1, le=64)
-    eval_episodes: int = Field(default=512, ge=1, le=MAX_EVAL_EPISODES)
+    eval_episodes: int = Field(default=EVAL_EPISODES, ge=1, le=MAX_EVAL_EPISODES)
     hparams: dict[str, Any] = Field(default_factory=dict)
     n_elites: int = Field(default=2, ge=1, le=16)
     exploit_fraction: float = Field(default=0.75, ge=0.0, le=1.0)  # share of drafts refining an elite
@@ -152,7 +156,7 @@ class RunSpec(BaseModel):
         """The setting LERO runs `env` (default: the default env) with: its TaskSpec's
         `lero_kwargs` (simple_spread: 3 agents, each seeing 1 agent and 2 landmarks)."""
         registry = _registry()
-        return registry.default_kwargs(env or registry.DEFAULT_ENV)
+        return registry.default_kwargs(env or DEFAULT_ENV)
 
     def exploit_slots(self, has_elites: bool) -> int:
         """How many of a generation's drafts refine an elite (none before there are elites)."""

@@ -7,14 +7,26 @@
 One router after every candidate-level node sends the generation to the earliest stage
 any candidate is waiting in; each loop is bounded (critic_rounds, debug_attempts,
 generations), and `recursion_limit` covers the worst case explicitly.
+
+The nodes read their live objects from LangGraph's runtime context (`graph.context`):
+pass `context=RunContext` when driving the graph, or let `build_graph(context_for=...)`
+supply one (the `langgraph dev` host, `graph.server`).
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy, Send
+
 from lero.graph.configuration import RunSpec
+from lero.graph.context import RunContext
 from lero.graph.nodes import (
     approve_candidates,
     approve_generation,
@@ -39,6 +51,9 @@ STAGE_NODES = (("review", "critique"), ("revise", "revise"), ("validate", "valid
 CANDIDATE_NODES = ("design", "critique", "revise", "validate", "debug", "approve_candidates")
 
 
+ContextFor = Callable[[dict[str, Any], RunnableConfig], RunContext]  # (node input, config) -> context
+
+
 def route_candidates(state: RunState) -> str | list[Send]:
     """Serve the earliest waiting stage; when none waits, fan out training (or select)."""
     stages = {c["stage"] for c in state.get("candidates", [])}
@@ -53,8 +68,9 @@ def route_after_spec(state: RunState) -> str:
 
 
 def route_next_generation(state: RunState) -> str:
-    spec = RunSpec.parse(state["spec"])
-    return "finish" if state.get("stop_reason") or state["generation"] >= spec.generations else "design"
+    """Routers read the state's validated spec: `update_state` (a resumed stopped run) runs
+    them with no runtime context."""
+    return "finish" if state.get("stop_reason") or state["generation"] >= state["spec"]["generations"] else "design"
 
 
 def recursion_limit(spec: RunSpec) -> int:
@@ -63,22 +79,45 @@ def recursion_limit(spec: RunSpec) -> int:
     return 10 + spec.generations * per_generation
 
 
-def build_graph() -> StateGraph:
-    """The uncompiled graph (compile with a checkpointer for durable runs)."""
-    builder = StateGraph(RunState)
-    builder.add_node("setup", setup)
-    builder.add_node("approve_spec", approve_spec)
-    builder.add_node("design", design)
-    builder.add_node("critique", critique)
-    builder.add_node("revise", revise)
-    builder.add_node("validate", validate)
-    builder.add_node("debug", debug)
-    builder.add_node("approve_candidates", approve_candidates)
-    builder.add_node("train", train, retry_policy=RetryPolicy(max_attempts=2))
-    builder.add_node("select", select)
-    builder.add_node("reflect", reflect)
-    builder.add_node("approve_generation", approve_generation)
-    builder.add_node("finish", finish)
+def _with_context(step: Callable[..., Any], context_for: ContextFor) -> Callable[..., Any]:
+    """`step` run with the runtime context `context_for` supplies (hosts that pass none)."""
+    wants_runtime = "runtime" in inspect.signature(step).parameters
+    wants_config = "config" in inspect.signature(step).parameters
+
+    def run(state: dict[str, Any], runtime: Runtime, config: RunnableConfig) -> Any:
+        kwargs: dict[str, Any] = {}
+        if wants_runtime:
+            kwargs["runtime"] = runtime.override(context=context_for(state, config))
+        if wants_config:
+            kwargs["config"] = config
+        return step(state, **kwargs)
+
+    run.__name__ = step.__name__
+    return run
+
+
+def build_graph(context_for: ContextFor | None = None) -> StateGraph:
+    """The uncompiled graph (compile with a checkpointer for durable runs). Nodes read
+    `runtime.context`; `context_for` supplies it where the caller passes none."""
+
+    def bound(step: Callable[..., Any]) -> Callable[..., Any]:
+        return step if context_for is None else _with_context(step, context_for)
+
+    # a host's own context (a server passes `configurable` as one) is replaced, not parsed
+    builder = StateGraph(RunState, context_schema=RunContext if context_for is None else None)
+    builder.add_node("setup", bound(setup))
+    builder.add_node("approve_spec", bound(approve_spec))
+    builder.add_node("design", bound(design))
+    builder.add_node("critique", bound(critique))
+    builder.add_node("revise", bound(revise))
+    builder.add_node("validate", bound(validate))
+    builder.add_node("debug", bound(debug))
+    builder.add_node("approve_candidates", bound(approve_candidates))
+    builder.add_node("train", bound(train), retry_policy=RetryPolicy(max_attempts=2))
+    builder.add_node("select", bound(select))
+    builder.add_node("reflect", bound(reflect))
+    builder.add_node("approve_generation", bound(approve_generation))
+    builder.add_node("finish", bound(finish))
 
     builder.add_edge(START, "setup")
     builder.add_edge("setup", "approve_spec")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lero.agents import TaskSpec
+from lero.training.envs.task import RETURN, TaskSpec
 
 
 def _fmt(value: Any) -> str:
@@ -30,15 +30,11 @@ def _stats_line(name: str, stats: dict[str, Any]) -> str:
     )
 
 
-def metric_names(task: TaskSpec) -> list[str]:
-    return [name for name, _ in task.metrics]
-
-
 def _component_tips(reflection_stats: dict[str, dict], task: TaskSpec) -> list[str]:
     """Tips read off the numbers: flat components, components dwarfing the others, and a
     success measure that never leaves zero."""
     tips: list[str] = []
-    metrics = metric_names(task)
+    metrics = task.metric_names
     components = {name: s for name, s in reflection_stats.items() if name not in metrics}
     scales = {
         name: max(abs(s.get("max", 0.0) or 0.0), abs(s.get("min", 0.0) or 0.0))
@@ -58,8 +54,8 @@ def _component_tips(reflection_stats: dict[str, dict], task: TaskSpec) -> list[s
                 f" ({_fmt(positive[largest])} vs {_fmt(positive[smallest])}): rescale."
             )
     success = reflection_stats.get(task.success_metric)
-    rising = dict(task.metrics).get(task.success_metric, True)
-    if task.success_metric != "return" and rising and success is not None and (success.get("max") or 0.0) < 0.05:
+    rising = task.metric(task.success_metric).higher_is_better
+    if task.success_metric != RETURN and rising and success is not None and (success.get("max") or 0.0) < 0.05:
         tips.append(
             f"- `{task.success_metric}` (the task's success measure) stays near zero: the agents "
             "rarely solve the task, so reward the steps that lead to it."
@@ -78,7 +74,7 @@ def candidate_feedback(record: dict[str, Any], task: TaskSpec) -> str:
     if evaluation:
         lines.append(
             "Evaluation (native reward, greedy policy): "
-            + ", ".join(f"{key} {_fmt(evaluation.get(key))}" for key in metric_names(task) if key in evaluation)
+            + ", ".join(f"{key} {_fmt(evaluation.get(key))}" for key in task.metric_names if key in evaluation)
         )
     stats = record.get("reflection_stats") or {}
     if stats:

@@ -34,6 +34,7 @@ __all__ = ["BASELINE_ID", "EVENTS_FILE", "RunDir", "UnsafeFile", "read_events", 
 BASELINE_ID = "baseline"
 SPEC_FILE, STATE_FILE, EVENTS_FILE = "spec.json", "state.json", "events.jsonl"
 CHECKPOINT_FILE = "checkpoints.sqlite"
+STUDIES_DIR = "studies"
 REPORT_JSON, REPORT_MD, PLOTS_DIR = "report.json", "report.md", "plots"
 CANDIDATES_DIR, CODE_FILE, REVIEW_FILE, RESULT_FILE = "candidates", "candidate.py", "review.md", "result.json"
 
@@ -99,6 +100,12 @@ class RunDir:
             raise RunError(f"no run {run_id!r} in {runs_dir} (missing spec.json)")
         return rundir
 
+    @classmethod
+    def open_or_create(cls, spec: RunSpec) -> RunDir:
+        """The run's directory: opened when it holds a spec, else made (a server's first request)."""
+        rundir = cls(Path(spec.runs_dir) / str(spec.run_id))
+        return rundir if rundir.files.kind(SPEC_FILE) == "file" else cls.create(spec)
+
     # -- the drive lock: one process drives a run at a time
 
     def claim(self) -> None:
@@ -160,6 +167,11 @@ class RunDir:
     @property
     def cache_dir(self) -> Path:
         return self.files.ensure_dir("cache")
+
+    @property
+    def studies_dir(self) -> Path:
+        """`studies/<study_id>/`: `lero study`'s folders (their layout is the study's own)."""
+        return self.path / STUDIES_DIR
 
     def tensorboard_dir(self, candidate_id: str, seed: int) -> Path:
         """Where one training job's TensorBoard event file goes (`tensorboard --logdir runs/`)."""
@@ -329,9 +341,18 @@ class RunDir:
 
     # -- the report
 
-    def write_report(self, summary: dict[str, Any], markdown: str) -> None:
+    def write_summary(self, summary: dict[str, Any]) -> None:
         self.write_text(REPORT_JSON, json.dumps(summary, indent=2) + "\n")
+
+    def read_summary(self) -> dict[str, Any] | None:
+        return self.read_json(REPORT_JSON)
+
+    def write_report_md(self, markdown: str) -> None:
         self.write_text(REPORT_MD, markdown)
+
+    @property
+    def report_md_path(self) -> Path:
+        return self.path / REPORT_MD
 
     def read_report_md(self) -> str | None:
         return self.read_text(REPORT_MD)

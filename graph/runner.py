@@ -6,40 +6,38 @@ forwarding its custom stream events to a `RunUI` and answering interrupts throug
 `RunUI.ask`. Checkpoints go to `runs/<id>/checkpoints.sqlite` (thread id = run id) with
 durability "sync", so `resume_run` continues after a stop, a crash or a SIGKILL.
 
-    python -m lero.graph.runner start --spec spec.json      # JSON-lines events on stdout
-    python -m lero.graph.runner resume RUN_ID --runs-dir runs [--answer answer.json]
+Each drive opens the run's `RunContext` (graph.context) once and passes it to the graph
+as its runtime context; the front-end's `RunHooks` and `CancelScope` travel with it.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sqlite3
-import sys
 import tempfile
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
+
 from lero.agents.config import LLMSetupError, server_models
-from lero.graph.configuration import RunError, RunSpec, load_json
-from lero.graph.graph import build_graph, recursion_limit
-from lero.graph.nodes import normalize_answer
-from lero.graph.nodes.resources import (
+from lero.graph.configuration import RunError, RunSpec
+from lero.graph.context import (
+    CancelScope,
+    RunHooks,
     earlier_llm_calls,
     llm_config,
-    open_resources,
+    open_context,
     open_sandbox,
-    register,
-    task_spec,
-    unregister,
+    problem,
     warn_weaker_sandbox,
 )
-from lero.graph.report import write_report
+from lero.graph.graph import build_graph, recursion_limit
+from lero.graph.nodes import normalize_answer
 from lero.graph.rundir import RunDir
+from lero.graph.summary import write_summary
 from lero.graph.trust import confirm_env
 from lero.sandbox.base import JobCancelled
 from lero.training import ALGOS, TrainConfig
@@ -86,7 +84,7 @@ def preflight(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> RunSpec:
     """
     if spec.algo not in ALGOS:
         raise RunError(f"unknown algorithm {spec.algo!r}: expected one of {', '.join(ALGOS)}")
-    task_spec(spec, confirmed)  # builds the environment: unknown env or bad env kwargs
+    problem(spec, confirmed)  # builds the environment: unknown env or bad env kwargs
     try:  # what every training job will check inside the sandbox: hparams above all
         TrainConfig(env=spec.env, env_kwargs=spec.env_kwargs or {}, algo=spec.algo, steps=spec.steps,
                     eval_episodes=spec.eval_episodes, hparams=spec.hparams)
@@ -106,7 +104,17 @@ def _announce(ui: RunUI, spec: RunSpec, verb: str) -> None:
                  "message": f"{verb} run {spec.run_id}: llm {spec.llm}{where}, sandbox {spec.sandbox}"})
 
 
-def start_run(spec: RunSpec, ui: RunUI, confirm: str | None = None) -> RunOutcome:
+@dataclass(frozen=True)
+class Front:
+    """What a front-end hands every run it drives: the app's callbacks, and the scope its
+    Ctrl-C cancels (None: nobody cancels from outside)."""
+
+    hooks: RunHooks = field(default_factory=RunHooks)
+    cancels: CancelScope | None = None
+
+
+def start_run(spec: RunSpec, ui: RunUI, confirm: str | None = None,
+              front: Front | None = None) -> RunOutcome:
     """Validate, create runs/<id>/ and drive a new run until it ends or waits for a human.
 
     `confirm`: the `package.module:factory` env a person typed (graph.trust), which a spec
@@ -121,7 +129,7 @@ def start_run(spec: RunSpec, ui: RunUI, confirm: str | None = None) -> RunOutcom
     rundir = RunDir.create(spec)
     rundir.claim()
     rundir.append_event("run_started", run_id=spec.run_id, llm=spec.llm, sandbox=spec.sandbox)
-    return _drive(rundir, spec, ui, {"spec": spec.model_dump(mode="json")}, confirmed)
+    return _drive(rundir, spec, ui, {"spec": spec.model_dump(mode="json")}, confirmed, front or Front())
 
 
 # what `lero resume` may change: more LLM budget or wall clock, another server, another
@@ -137,6 +145,7 @@ def resume_run(
     answer: object | None = None,
     overrides: dict[str, Any] | None = None,
     confirm: str | None = None,
+    front: Front | None = None,
 ) -> RunOutcome:
     """Continue a stopped, interrupted or crashed run from its last checkpoint.
 
@@ -187,7 +196,7 @@ def resume_run(
         if checked is None:
             return RunOutcome("interrupted", run_id, rundir.path, interrupt=payload)
         command = _answer(rundir, payload, checked)
-    return _drive(rundir, spec, ui, command, confirmed)
+    return _drive(rundir, spec, ui, command, confirmed, front or Front())
 
 
 def _continue_stopped(values: dict[str, Any], spec: RunSpec) -> dict[str, Any]:
@@ -235,17 +244,20 @@ def _answer(rundir: RunDir, payload: dict[str, Any], answer: object) -> Command:
 
 
 def _drive(rundir: RunDir, spec: RunSpec, ui: RunUI, graph_input: Any,
-           confirmed: ConfirmedEnv | None) -> RunOutcome:
+           confirmed: ConfirmedEnv | None, front: Front) -> RunOutcome:
     """Stream the graph, pass events to the UI, and loop over interrupts the UI answers."""
     run_id = str(spec.run_id)
-    register(open_resources(spec, rundir, confirmed))
+    context = open_context(spec, rundir, confirmed, front.hooks)
+    if front.cancels is not None:
+        front.cancels.add(context)
     rundir.update_state(status="running", stop_reason=None, error=None)
     config = _config(spec)
     try:
         with SqliteSaver.from_conn_string(str(rundir.checkpoint_path)) as saver:
             compiled = build_graph().compile(checkpointer=saver)
             while True:
-                for event in compiled.stream(graph_input, config, stream_mode="custom", durability="sync"):
+                for event in compiled.stream(graph_input, config, context=context, stream_mode="custom",
+                                             durability="sync"):
                     ui.on_event(event)
                 snapshot = compiled.get_state(config)
                 if not snapshot.interrupts:
@@ -267,63 +279,22 @@ def _drive(rundir: RunDir, spec: RunSpec, ui: RunUI, graph_input: Any,
         rundir.append_event("run_stopped", reason="keyboard interrupt")
         raise KeyboardInterrupt from None
     except Exception as error:
-        _record_failure(rundir, " ".join(f"{type(error).__name__}: {error}".split())[:500])
+        _record_failure(rundir, " ".join(f"{type(error).__name__}: {error}".split())[:500], front.hooks)
         raise
     finally:
-        unregister(run_id)
+        if front.cancels is not None:
+            front.cancels.discard(context)
+        context.close()
         rundir.release()
 
 
-def _record_failure(rundir: RunDir, reason: str) -> None:
+def _record_failure(rundir: RunDir, reason: str, hooks: RunHooks) -> None:
     """End the run `failed` as far as the disk allows (a full one may refuse some of it):
     state first, then the event, then the report; none of them hides the run's own error."""
     steps = (lambda: rundir.update_state(status="failed", stop_reason=reason, error=reason),
              lambda: rundir.append_event("run_failed", error=reason),
-             lambda: write_report(rundir.path))
+             lambda: write_summary(rundir.path),
+             lambda: hooks.run_end(rundir))
     for step in steps:
         with suppress(OSError, ValueError):
             step()
-
-
-class JsonLinesUI:
-    """A terminal-less UI: events as JSON lines on stdout, answers from a file or none."""
-
-    def __init__(self, answer: object | None = None) -> None:
-        self.answer = answer
-
-    def on_event(self, event: dict[str, Any]) -> None:
-        print(json.dumps(event, default=str), flush=True)
-
-    def ask(self, payload: dict[str, Any]) -> object | None:
-        answer, self.answer = self.answer, None
-        return answer
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lero.graph.runner", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    start = commands.add_parser("start", help="start a run from a RunSpec JSON file")
-    start.add_argument("--spec", required=True, type=Path)
-    resume = commands.add_parser("resume", help="resume a run")
-    resume.add_argument("run_id")
-    resume.add_argument("--runs-dir", default="runs")
-    resume.add_argument("--answer", type=Path, help="JSON answer to the pending approval")
-    for command in (start, resume):
-        command.add_argument("--env", help="the package.module:factory env a person confirmed (graph.trust)")
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "start":
-            spec = RunSpec.parse(load_json(args.spec.read_text(), f"spec file {args.spec}"))
-            outcome = start_run(spec, JsonLinesUI(), confirm=args.env)
-        else:
-            answer = load_json(args.answer.read_text(), f"answer file {args.answer}") if args.answer else None
-            outcome = resume_run(args.run_id, args.runs_dir, JsonLinesUI(), answer=answer, confirm=args.env)
-    except RunError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps({"outcome": outcome.status, "run_id": outcome.run_id, "run_dir": str(outcome.run_dir)}))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

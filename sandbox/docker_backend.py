@@ -34,6 +34,7 @@ from typing import Any
 import docker
 import requests
 from docker.types import LogConfig, Mount, Ulimit
+
 from lero.sandbox.base import SCRIPT_FILE, Sandbox
 from lero.sandbox.diskwatch import DiskWatch, exceeded_note
 from lero.sandbox.image import (

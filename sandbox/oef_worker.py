@@ -57,6 +57,7 @@ def isolate_stdio(keep: set[int]) -> None:
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:
     """Load the candidate sent first, then answer observation batches until EOF."""
     import torch
+
     from lero.sandbox.tracebacks import error_dict, register_source
     from lero.training import load_candidate
 

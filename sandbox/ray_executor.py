@@ -36,11 +36,13 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from lero.sandbox.backends import local_sandbox
 from lero.sandbox.base import PROGRESS_POLL_S, JobCancelled, Sandbox, _read_policy
 from lero.sandbox.runner import POLICY_SUBDIR
 from lero.sandbox.types import Job, JobResult, Limits, SandboxUnavailable, ScriptResult
 from lero.training.policy import POLICY_FILE
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 log = logging.getLogger(__name__)
 
@@ -149,13 +151,11 @@ def _post_progress(event: str, **fields: Any) -> None:
 
 
 def _node_sandbox(backend: str) -> Sandbox:
-    """This worker's sandbox backend; `get_sandbox` builds a missing or stale Docker image
+    """This worker's sandbox backend; `local_sandbox` builds a missing or stale Docker image
     on this node first (offline from its Python, one build per machine at a time)."""
     if backend not in _node_sandboxes:
-        from lero.sandbox.factory import get_sandbox
-
         NODE_WORK_DIR.mkdir(parents=True, exist_ok=True)
-        _node_sandboxes[backend] = get_sandbox(
+        _node_sandboxes[backend] = local_sandbox(
             backend, events=_post_progress, work_dir=NODE_WORK_DIR, spares_per_limits=0,
             progress=log.warning,
         )

@@ -354,6 +354,7 @@ def evaluate(job: dict, inbox: KeyInbox) -> dict[str, Any]:
     Order: weights loaded, worker forked, key received, only then the candidate source sent.
     """
     import torch
+
     from lero.training import evaluate as evaluate_policy
     from lero.training import load_policy
 

@@ -6,6 +6,9 @@ import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
+from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
+from lero.training.validation import require
+
 JobKind = Literal["validate", "train", "evaluate"]
 JOB_KINDS = ("validate", "train", "evaluate")
 SCRIPT_STATUSES = ("ok", "error", "timeout", "oom", "killed")
@@ -16,11 +19,6 @@ JOB_STATUSES = ("ok", "rejected", "code_error", "invalid_output", "timeout", "oo
 
 class SandboxUnavailable(RuntimeError):
     """No Docker daemon, or no sandbox image; the message says how to fix it."""
-
-
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise ValueError(message)
 
 
 @dataclass(frozen=True)
@@ -36,11 +34,11 @@ class Limits:
     disk_mb: int = 512  # the job directory (per file exactly; in total by a watchdog)
 
     def __post_init__(self) -> None:
-        _require(self.wall_s > 0, f"Limits.wall_s must be > 0, got {self.wall_s}")
-        _require(self.mem_mb >= 64, f"Limits.mem_mb must be >= 64, got {self.mem_mb}")
-        _require(self.cpus > 0, f"Limits.cpus must be > 0, got {self.cpus}")
-        _require(self.pids >= 8, f"Limits.pids must be >= 8, got {self.pids}")
-        _require(
+        require(self.wall_s > 0, f"Limits.wall_s must be > 0, got {self.wall_s}")
+        require(self.mem_mb >= 64, f"Limits.mem_mb must be >= 64, got {self.mem_mb}")
+        require(self.cpus > 0, f"Limits.cpus must be > 0, got {self.cpus}")
+        require(self.pids >= 8, f"Limits.pids must be >= 8, got {self.pids}")
+        require(
             self.output_bytes >= 1024,
             f"Limits.output_bytes must be >= 1024, got {self.output_bytes}",
         )
@@ -49,12 +47,12 @@ class Limits:
         max_tmp_mb = int(self.mem_mb * TMP_MEM_FRACTION)
         if self.tmp_mb is None:
             object.__setattr__(self, "tmp_mb", min(DEFAULT_TMP_MB, max_tmp_mb))
-        _require(
+        require(
             1 <= self.tmp_mb <= max_tmp_mb,
             f"Limits.tmp_mb must be between 1 and mem_mb * {TMP_MEM_FRACTION} = {max_tmp_mb}, "
             f"got {self.tmp_mb}",
         )
-        _require(self.disk_mb >= 1, f"Limits.disk_mb must be >= 1, got {self.disk_mb}")
+        require(self.disk_mb >= 1, f"Limits.disk_mb must be >= 1, got {self.disk_mb}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,14 +75,14 @@ class Job:
 
     kind: str
     code: str | None
-    env: dict = field(default_factory=lambda: {"name": "simple_spread"})
-    algo: str = "mappo"
+    env: dict = field(default_factory=lambda: {"name": DEFAULT_ENV})
+    algo: str = DEFAULT_ALGO
     steps: int = 0
     seed: int = 0
     limits: Limits = field(default_factory=Limits)
     hparams: dict = field(default_factory=dict)
     n_envs: int | None = None
-    eval_episodes: int = 512
+    eval_episodes: int = EVAL_EPISODES
     policy_dir: str | None = None
     # evaluate: the seed of the episodes measured; None = the selection episodes
     # (runner.EVAL_SEED). Studies set their own, disjoint, held-out range.
@@ -95,23 +93,23 @@ class Job:
     static_check: bool = True
 
     def __post_init__(self) -> None:
-        _require(self.kind in JOB_KINDS, f"Job.kind must be one of {JOB_KINDS}, got {self.kind!r}")
-        _require(self.code is None or isinstance(self.code, str), "Job.code must be str or None")
-        _require(
+        require(self.kind in JOB_KINDS, f"Job.kind must be one of {JOB_KINDS}, got {self.kind!r}")
+        require(self.code is None or isinstance(self.code, str), "Job.code must be str or None")
+        require(
             isinstance(self.env, dict) and isinstance(self.env.get("name"), str),
             f"Job.env must be a dict with a 'name', got {self.env!r}",
         )
-        _require(
+        require(
             isinstance(self.steps, int) and self.steps >= 0,
             f"Job.steps must be an int >= 0, got {self.steps!r}",
         )
-        _require(self.kind != "train" or self.steps > 0, "a train Job needs steps > 0")
-        _require(
+        require(self.kind != "train" or self.steps > 0, "a train Job needs steps > 0")
+        require(
             self.kind != "evaluate" or bool(self.policy_dir), "an evaluate Job needs policy_dir"
         )
-        _require(self.eval_episodes > 0, f"Job.eval_episodes must be > 0, got {self.eval_episodes}")
-        _require(isinstance(self.limits, Limits), "Job.limits must be a Limits")
-        _require(
+        require(self.eval_episodes > 0, f"Job.eval_episodes must be > 0, got {self.eval_episodes}")
+        require(isinstance(self.limits, Limits), "Job.limits must be a Limits")
+        require(
             self.eval_seed is None or (isinstance(self.eval_seed, int) and self.eval_seed >= 0),
             f"Job.eval_seed must be None or an int >= 0, got {self.eval_seed!r}",
         )
@@ -142,7 +140,7 @@ class Job:
     def from_dict(cls, data: dict[str, Any]) -> Job:
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
-        _require(not unknown, f"unknown Job fields: {sorted(unknown)}")
+        require(not unknown, f"unknown Job fields: {sorted(unknown)}")
         values = dict(data)
         if isinstance(values.get("limits"), dict):
             values["limits"] = Limits(**values["limits"])
@@ -164,7 +162,7 @@ class JobResult:
     policy_dir: str | None = None
 
     def __post_init__(self) -> None:
-        _require(
+        require(
             self.status in JOB_STATUSES,
             f"JobResult.status must be one of {JOB_STATUSES}, got {self.status!r}",
         )

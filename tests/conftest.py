@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from lero.sandbox.image import START_DOCKER_HINT
 from lero.sandbox.types import SandboxUnavailable
 

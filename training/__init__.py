@@ -1,33 +1,49 @@
-"""lero's training engine: batched MPE envs, MAPPO / IPPO / VDN / QMIX, candidate hooks, evaluation."""
+"""lero's training engine: batched MPE envs, MAPPO / IPPO / VDN / QMIX, candidate hooks, evaluation.
 
-from lero.training.algos import ALGORITHMS, ALGOS, Algorithm
-from lero.training.candidate import load_candidate
-from lero.training.config import PPOHparams, TrainConfig, ValueDecompositionHparams
-from lero.training.envs import ENV_NAMES, make_env, task_spec
-from lero.training.evaluate import evaluate
-from lero.training.hooks import HookError, Hooks, RewardContext
-from lero.training.policy import Policy, PolicyMeta, load_policy, save_policy
-from lero.training.train import TrainResult, train
+The public names below load their module on first access (PEP 562), so importing a
+torch-free module of this package (``lero.training.defaults``, ``lero.training.contract``)
+does not import torch.
+"""
 
-__all__ = [
-    "ALGORITHMS",
-    "ALGOS",
-    "ENV_NAMES",
-    "Algorithm",
-    "HookError",
-    "Hooks",
-    "PPOHparams",
-    "Policy",
-    "PolicyMeta",
-    "RewardContext",
-    "TrainConfig",
-    "TrainResult",
-    "ValueDecompositionHparams",
-    "evaluate",
-    "load_candidate",
-    "load_policy",
-    "make_env",
-    "save_policy",
-    "task_spec",
-    "train",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_HOMES = {
+    "ALGORITHMS": "lero.training.algos",
+    "ALGOS": "lero.training.algos",
+    "Algorithm": "lero.training.algos",
+    "ENV_NAMES": "lero.training.envs",
+    "HookError": "lero.training.hooks",
+    "Hooks": "lero.training.hooks",
+    "PPOHparams": "lero.training.algos.ppo",
+    "Policy": "lero.training.policy",
+    "PolicyMeta": "lero.training.policy",
+    "RewardContext": "lero.training.hooks",
+    "TrainConfig": "lero.training.config",
+    "TrainResult": "lero.training.trainer",
+    "ValueDecompositionHparams": "lero.training.algos.value_decomposition",
+    "evaluate": "lero.training.evaluation",
+    "load_candidate": "lero.training.candidate",
+    "load_policy": "lero.training.policy",
+    "make_env": "lero.training.envs",
+    "save_policy": "lero.training.policy",
+    "task_spec": "lero.training.envs",
+    "train": "lero.training.trainer",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    """Resolve a public name to its module's attribute on first access, then cache it."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from lero.training.config import TrainConfig
-from lero.training.envs import make_env
-from lero.training.train import torch_threads, train
 
-ENV = "simple_spread"
+from lero.training.config import TrainConfig
+from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV
+from lero.training.envs import make_env
+from lero.training.trainer import torch_threads, train
 
 
 def _run_lero(env: Any, actions: torch.Tensor, seconds: float) -> tuple[int, float]:
@@ -56,7 +56,7 @@ def bench_env(
     threads: int | None = 2,
     rounds: int = 3,
     seed: int = 0,
-    env_name: str = ENV,
+    env_name: str = DEFAULT_ENV,
 ) -> dict[str, Any]:
     """Joint steps/s of ``make_env(env_name, n_envs)`` and of its reference (mpe2) parallel_env.
 
@@ -107,13 +107,13 @@ def bench_env(
 
 
 def bench_train(
-    algo: str = "mappo",
+    algo: str = DEFAULT_ALGO,
     steps: int = 200_000,
     env_kwargs: dict[str, Any] | None = None,
     threads: int | None = 2,
     seed: int = 0,
     eval_episodes: int = 64,
-    env_name: str = ENV,
+    env_name: str = DEFAULT_ENV,
 ) -> dict[str, Any]:
     """End-to-end joint steps/s of ``training.train`` (rollouts + updates + final evaluation)."""
     cfg = TrainConfig(

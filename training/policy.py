@@ -13,8 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from lero.training.algos.networks import mlp, with_agent_id
 from torch import nn
+
+from lero.training.networks import mlp, with_agent_id
 
 POLICY_FILE = "policy.pt"
 MASKED = -1e9  # score of an action the agent may not take (exp() = 0, finite for the losses)
@@ -55,18 +56,14 @@ class Policy(nn.Module):
     """Per-agent action scores from local (enhanced) obs + agent id.
 
     For PPO algorithms the scores are actor logits, for VDN / QMIX they are
-    utilities Q_i; either way the greedy action is the argmax.
+    utilities Q_i; either way the greedy action is the argmax. ``out_gain`` scales the
+    output layer's initial weights: the learner's choice (PPO starts its actor near
+    uniform); a reloaded policy's saved weights replace them.
     """
 
-    def __init__(self, meta: PolicyMeta) -> None:
-        # late import: the table imports the learners, which import this module
-        from lero.training.algos import ALGORITHMS
-
+    def __init__(self, meta: PolicyMeta, out_gain: float = 1.0) -> None:
         super().__init__()
-        if meta.algo not in ALGORITHMS:
-            raise ValueError(f"unknown algo {meta.algo!r} in policy metadata")
         self.meta = meta
-        out_gain = 0.01 if ALGORITHMS[meta.algo].policy_kind == "actor" else 1.0
         role_ids = {role: k for k, role in enumerate(dict.fromkeys(meta.roles))}
         role_onehot = torch.eye(len(role_ids))[[role_ids[r] for r in meta.roles]]  # [N, R]
         self.register_buffer("role_onehot", role_onehot, persistent=False)

@@ -8,6 +8,7 @@ logging interval. `record` closes an interval into one curve point.
 from __future__ import annotations
 
 import torch
+
 from lero.training.envs.task import RETURN
 
 N_SNAPSHOTS = 10

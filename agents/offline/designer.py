@@ -26,7 +26,7 @@ from lero.agents.offline.generic_designer import GenericDesigner
 from lero.agents.offline.genome import FEATURE_SLOTS, TASK_TERMS, Genome, genome_of
 from lero.agents.offline.render import gene_at_line, render
 from lero.agents.offline.vocabulary import apply_edits, apply_once, parse_edits
-from lero.agents.types import Draft, Elite, Review, TaskSpec, exploit_parents
+from lero.agents.types import Draft, Elite, Problem, Review, exploit_parents
 
 GRAMMARS = ("simple_spread",)  # task grammars (genome.py); a task naming none gets the generic one
 CROSSOVER = 0.4  # chance that a further refinement of an elite also inherits from another
@@ -48,7 +48,7 @@ class OfflineDesigner:
 
     def design(
         self,
-        task: TaskSpec,
+        task: Problem,
         k: int,
         elites: list[Elite],
         reflection: str,
@@ -63,7 +63,7 @@ class OfflineDesigner:
         """
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        if task.grammar is None:
+        if task.task_spec.grammar is None:
             return self.generic.design(task, k, elites, feedback, exploit)
         _check_task(task)
         rng = self.rng("design", k, exploit, sorted(e.code for e in elites), feedback or "")
@@ -91,14 +91,14 @@ class OfflineDesigner:
         self.proposed |= {child.genome for child in children}
         return [self.draft(task, child, "offline") for child in children]
 
-    def revise(self, task: TaskSpec, code: str, review: Review) -> Draft:
+    def revise(self, task: Problem, code: str, review: Review) -> Draft:
         """The edits the review's words ask for (the vocabulary in offline_grammar.md).
 
         Deterministic: the same comment on the same design gives the same module. When no
         word of the vocabulary matches, the design stays as it is and the reply says so.
         The generic grammar has no vocabulary: there the review gets one mutation.
         """
-        if task.grammar is None:
+        if task.task_spec.grammar is None:
             return self.generic.revise(task, code, review)
         _check_task(task)
         genome = genome_of(code)
@@ -113,8 +113,8 @@ class OfflineDesigner:
         child = Child(fit_to_layout(edited, task), tuple(f"revised: {note}" for note in notes))
         return self.draft(task, child, "offline:revise")
 
-    def draft(self, task: TaskSpec, child: Child, origin: str) -> Draft:
-        code = render(child.genome, task.obs_layout)
+    def draft(self, task: Problem, child: Child, origin: str) -> Draft:
+        code = render(child.genome, task)
         reply = "offline designer: " + ("; ".join(child.notes) or "new design")
         return Draft(code=code, reply=reply, error=None, origin=origin, kind=child.kind,  # type: ignore[arg-type]
                      parents=child.parents)
@@ -158,9 +158,9 @@ class OfflineDebugger:
         self.designer = designer
 
     def repair(
-        self, task: TaskSpec, code: str, error: str, history: list[tuple[str, str]]
+        self, task: Problem, code: str, error: str, history: list[tuple[str, str]]
     ) -> Draft:
-        if task.grammar is None:
+        if task.task_spec.grammar is None:
             return self.designer.generic.repair(task, code, error, history)
         _check_task(task)
         tried = {code, *(earlier for earlier, _ in history)}
@@ -190,7 +190,7 @@ class OfflineDebugger:
         )
 
 
-def fit_to_layout(genome: Genome, task: TaskSpec) -> Genome:
+def fit_to_layout(genome: Genome, task: Problem) -> Genome:
     """Keep only features whose observation slots the task's layout provides (at least one)."""
     usable = [f for f in genome.features if all(s in task.obs_layout for s in FEATURE_SLOTS[f])]
     return genome.with_features(usable or ["nearest_landmark"])
@@ -227,12 +227,12 @@ def _without_culprit(genome: Genome, code: str, error: str, prior: bool = True) 
     return None, ""
 
 
-def _check_task(task: TaskSpec) -> None:
-    if task.grammar not in GRAMMARS:
+def _check_task(task: Problem) -> None:
+    if task.task_spec.grammar not in GRAMMARS:
         raise ValueError(
-            f"the offline designer has no grammar {task.grammar!r} (known: {', '.join(GRAMMARS)}, or None for the generic one)"
+            f"the offline designer has no grammar {task.task_spec.grammar!r} (known: {', '.join(GRAMMARS)}, or None for the generic one)"
         )
     if "landmark_rel" not in task.obs_layout:
         raise ValueError(
-            "the offline designer needs TaskSpec.obs_layout with a 'landmark_rel' slot"
+            "the offline designer needs Problem.obs_layout with a 'landmark_rel' slot"
         )

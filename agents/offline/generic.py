@@ -26,7 +26,7 @@ import statistics
 from dataclasses import dataclass
 
 from lero.agents.offline.render import gene_at_line
-from lero.agents.types import TaskSpec
+from lero.agents.types import Problem
 
 GENOME_TAG = "# lero-generic-genome: "
 SCHEDULES = ("constant", "ramp_up", "ramp_down")
@@ -99,8 +99,8 @@ class Vocabulary:
     target_pos: str | None = None
 
     @classmethod
-    def of(cls, task: TaskSpec) -> Vocabulary:
-        fields = {name: _dims(shape) for name, shape in task.state_fields}
+    def of(cls, task: Problem) -> Vocabulary:
+        fields = {f.name: _dims(f.shape) for f in task.task_spec.state_fields}
         per_agent = {
             name for name, dims in fields.items() if dims[1:2] in (["N"], [str(task.n_agents)])
         }
@@ -111,7 +111,7 @@ class Vocabulary:
         have = {""} | ({"pos"} if agent_pos else set())
         have |= {"target"} if agent_pos and target_pos else set()
         have |= {"vel"} if agent_vel else set()
-        reserved = {name for name, _ in task.metrics} | {"steps", "return", "train_reward"}
+        reserved = set(task.task_spec.metric_names) | {"steps", "return", "train_reward"}
         terms = tuple(k for k, spec in TERMS.items() if spec[0] in have and k not in reserved)
         features = tuple(f for f in FEATURES if f != "pair_norms" or task.obs_dim >= 2)
         return cls(terms, features, agent_pos, agent_vel, target_pos)

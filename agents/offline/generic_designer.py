@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from lero.agents.offline import generic
 from lero.agents.offline.generic import GenericGenome, Vocabulary
-from lero.agents.types import Draft, DraftKind, Elite, Review, TaskSpec, exploit_parents
+from lero.agents.types import Draft, DraftKind, Elite, Problem, Review, exploit_parents
 
 CROSSOVER = 0.4  # chance that a refinement of an elite also inherits from another
 MAX_TRIES_PER_CHILD = 50
@@ -27,7 +27,7 @@ class GenericDesigner:
         self.proposed: set[GenericGenome] = set()
 
     def design(
-        self, task: TaskSpec, k: int, elites: list[Elite], feedback: str | None, exploit: int = 0
+        self, task: Problem, k: int, elites: list[Elite], feedback: str | None, exploit: int = 0
     ) -> list[Draft]:
         """The first `exploit` drafts refine elites (rank order, round robin), the rest explore."""
         vocab = Vocabulary.of(task)
@@ -75,7 +75,7 @@ class GenericDesigner:
         genome, note = generic.mutate(genome, rng, vocab)
         return genome, [*notes, note], sources
 
-    def revise(self, task: TaskSpec, code: str, review: Review) -> Draft:
+    def revise(self, task: Problem, code: str, review: Review) -> Draft:
         """One mutation of the reviewed design (a fresh sample when the code is not ours)."""
         vocab = Vocabulary.of(task)
         rng = self.rng("generic-revise", code, review.text)
@@ -91,7 +91,7 @@ class GenericDesigner:
         return draft(mutated, vocab, [f"revised after review: {note}"], "offline:revise")
 
     def repair(
-        self, task: TaskSpec, code: str, error: str, history: list[tuple[str, str]]
+        self, task: Problem, code: str, error: str, history: list[tuple[str, str]]
     ) -> Draft:
         """Drop the gene the traceback points at, else an untried fresh sample."""
         vocab = Vocabulary.of(task)

@@ -15,24 +15,27 @@ from lero.agents.offline.genome import (
     Genome,
     Term,
 )
+from lero.agents.types import Problem
 
-OCCUPY_DIST = 0.1  # a landmark counts as occupied with an agent this close (simple_spread)
-COLLIDE_DIST = 0.3  # two agents of radius 0.15 touch
 SEEN_OCCUPIED_DIST = 0.15  # the OEF's looser "someone is on it" threshold, from offsets alone
 FAR = 10.0  # stands in for the distance of an unobserved (zero-padded) slot
 
-RAW_TERM = {
+def raw_term(kind: str, notes: dict) -> str:
+    """One reward term as code; thresholds are the task's own (its TaskSpec notes:
+    `occupy_dist` a landmark counts as occupied, `collision_dist` two agents touch)."""
+    occupy, collide = notes["occupy_dist"], notes["collision_dist"]
+    return {
     "env": "ctx.env_reward",
     "team_coverage": "-dist.min(dim=1).values.sum(dim=-1)",
-    "team_occupancy": f"(dist.min(dim=1).values < {OCCUPY_DIST}).float().mean(dim=-1)",
+    "team_occupancy": f"(dist.min(dim=1).values < {occupy}).float().mean(dim=-1)",
     "nearest": "-dist.min(dim=-1).values",
     "assigned": "-target_dist",
-    "on_target": f"(target_dist < {OCCUPY_DIST}).float()",
-    "collision": f"-(gaps < {COLLIDE_DIST}).float().sum(dim=-1)",
+    "on_target": f"(target_dist < {occupy}).float()",
+    "collision": f"-(gaps < {collide}).float().sum(dim=-1)",
     "approach": "(agent_vel * heading).sum(dim=-1)",
     "settle": "-torch.linalg.norm(agent_vel, dim=-1) * torch.exp(-target_dist / 0.2)",
     "spread": "gaps.min(dim=-1).values.clamp(max=0.5)",
-}
+    }[kind]
 TERM_MEANING = {
     "env": "the environment's own reward",
     "team_coverage": "team: minus the summed distance from each landmark to its closest agent",
@@ -150,8 +153,9 @@ FEATURE_CODE = {
 }
 
 
-def render(genome: Genome, obs_layout: dict[str, tuple[int, int]]) -> str:
-    """The candidate module for `genome`; OEF slices come from `obs_layout`."""
+def render(genome: Genome, task: Problem) -> str:
+    """The candidate module for `genome`; OEF slices come from the task's `obs_layout`,
+    reward thresholds from its TaskSpec notes."""
     header = [
         '"""Hybrid reward and observation enhancement written by lero\'s offline designer.',
         "",
@@ -175,13 +179,13 @@ def render(genome: Genome, obs_layout: dict[str, tuple[int, int]]) -> str:
     parts = [
         "\n".join(header),
         *helpers,
-        _render_reward(genome),
-        _render_features(genome, obs_layout),
+        _render_reward(genome, task.task_spec.notes),
+        _render_features(genome, task.obs_layout),
     ]
     return "\n\n".join(part.strip("\n") + "\n" for part in parts).replace("\n\n\n\n", "\n\n\n")
 
 
-def _render_reward(genome: Genome) -> str:
+def _render_reward(genome: Genome, notes: dict) -> str:
     kinds = {t.kind for t in genome.terms}
     lines = [
         "def hybrid_reward(ctx):",
@@ -212,7 +216,7 @@ def _render_reward(genome: Genome) -> str:
         shape = "[B]" if term.kind in TEAM_TERMS else "[B, N]"
         lines += [
             f"    # term: {term.kind}",
-            f'    components["{term.kind}"] = {_weighted(term)}  # {shape}',
+            f'    components["{term.kind}"] = {_weighted(term, notes)}  # {shape}',
         ]
     lines += [
         "    reward = torch.zeros_like(ctx.env_reward)  # [B, N]",
@@ -223,8 +227,8 @@ def _render_reward(genome: Genome) -> str:
     return "\n".join(lines)
 
 
-def _weighted(term: Term) -> str:
-    raw = RAW_TERM[term.kind]
+def _weighted(term: Term, notes: dict) -> str:
+    raw = raw_term(term.kind, notes)
     return f"{term.weight!r} * {SCHEDULE_FACTOR[term.schedule]}({raw})"
 
 

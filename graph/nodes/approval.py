@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.runtime import Runtime
 from langgraph.types import interrupt
+
 from lero.agents.types import code_digest
-from lero.graph.configuration import RunError, RunSpec
+from lero.graph.configuration import RunError
+from lero.graph.context import RunContext
 from lero.graph.nodes.candidates import at_stage, drop, replace, with_code
-from lero.graph.nodes.resources import resources_for
 from lero.graph.reflection import merge_feedback
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.state import Candidate, RunState
@@ -76,15 +78,15 @@ def _decision(candidate_id: str, decision: Any) -> dict[str, Any]:
     return {"action": decision["action"], **({kept: decision[kept]} if kept else {})}
 
 
-def approve_spec(state: RunState) -> dict[str, Any]:
+def approve_spec(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Confirm the experiment before any compute is spent (`--approve spec|all`)."""
-    spec = RunSpec.parse(state["spec"])
+    spec = runtime.context.spec
     if "spec" not in spec.approvals:
         return {}
     train_jobs = (spec.generations * spec.population + 1) * spec.seeds  # + 1: the baseline
     payload = {
         "kind": "spec", "run_id": spec.run_id, "spec": state["spec"],
-        "env_description": resources_for(state["spec"]).task.env_description,
+        "env_description": runtime.context.task.env_description,
         "budget": {"train_jobs": train_jobs, "env_steps": train_jobs * spec.steps,
                    "max_llm_requests": spec.max_llm_requests, "wall_clock_s": spec.wall_clock_s},
         "question": "Start this experiment?", "answers": ["approve", "reject"],
@@ -93,9 +95,9 @@ def approve_spec(state: RunState) -> dict[str, Any]:
     return {"stop_reason": "rejected_by_human"} if answer["action"] == "reject" else {}
 
 
-def approve_candidates(state: RunState) -> dict[str, Any]:
+def approve_candidates(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Let a human approve, reject, edit or comment on validated candidates (`candidates|all`)."""
-    spec = RunSpec.parse(state["spec"])
+    spec = runtime.context.spec
     ready = at_stage(state["candidates"], "ready")
     if "candidates" not in spec.approvals or not ready:
         return {"candidates": replace(state["candidates"], [{**c, "stage": "approved"} for c in ready])}
@@ -128,13 +130,13 @@ def _apply(candidate: Candidate, decision: dict[str, Any]) -> Candidate:
             "review": human_review, "reviews": [*candidate.get("reviews", []), human_review]}
 
 
-def approve_generation(state: RunState) -> dict[str, Any]:
+def approve_generation(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Decide whether another generation follows; a human may stop or add feedback."""
-    spec = RunSpec.parse(state["spec"])
+    spec = runtime.context.spec
     generation = state["generation"]
     if state.get("stop_reason") or generation + 1 >= spec.generations:
         return {"generation": generation + 1}
-    if spec.wall_clock_s is not None and resources_for(state["spec"]).rundir.wall_s() >= spec.wall_clock_s:
+    if spec.wall_clock_s is not None and runtime.context.rundir.wall_s() >= spec.wall_clock_s:
         return {"generation": generation + 1, "stop_reason": "wall_clock"}
     if "generations" not in spec.approvals:
         return {"generation": generation + 1}

@@ -6,7 +6,7 @@ from typing import Any
 
 from lero.agents import Draft, Elite, Review
 from lero.agents.types import code_digest
-from lero.graph.nodes.resources import Resources
+from lero.graph.context import RunContext
 from lero.graph.rundir import RunDir
 from lero.graph.state import Candidate, Stage
 
@@ -77,7 +77,7 @@ def save(rundir: RunDir, candidate: Candidate) -> None:
     rundir.write_candidate(candidate["candidate_id"], candidate.get("code"), review_markdown(candidate))
 
 
-def record(res: Resources, candidate: Candidate) -> None:
+def record(res: RunContext, candidate: Candidate) -> None:
     """Write the candidate's files and tell the UI where it stands."""
     save(res.rundir, candidate)
     code = candidate.get("code")

@@ -11,10 +11,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+
 from lero.agents import BudgetExceeded, LLMError, Review
 from lero.agents.llm import about
-from lero.graph.configuration import RunSpec
+from lero.graph.context import RunContext
 from lero.graph.nodes.candidates import (
     as_elite,
     at_stage,
@@ -25,7 +26,6 @@ from lero.graph.nodes.candidates import (
     review_dict,
     with_code,
 )
-from lero.graph.nodes.resources import Resources, resources_for
 from lero.graph.state import Candidate, RunState, Stage
 
 LLM_STOPS = (BudgetExceeded, LLMError)
@@ -36,25 +36,15 @@ def stop_reason_for(error: Exception) -> str:
     return f"{kind}: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
 
 
-def setup(state: RunState, config: RunnableConfig) -> dict[str, Any]:
-    """Validate the spec (from the input state, else from `configurable`) and start fresh."""
-    configurable = config.get("configurable", {})
-    if state.get("spec"):
-        values = dict(state["spec"])
-        if not values.get("run_id") and configurable.get("thread_id"):
-            values["run_id"] = str(configurable["thread_id"])  # thread id = run id
-        spec = RunSpec.parse(values)
-    else:
-        spec = RunSpec.from_configurable(configurable)
-    spec_json = spec.with_run_id().model_dump(mode="json")
-    resources_for(spec_json)  # creates the run directory when no runner did
-    return {"spec": spec_json, "generation": 0, "candidates": [], "evaluated": [], "elites": [],
+def setup(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Start fresh with the spec the run was opened with (its runtime context)."""
+    return {"spec": runtime.context.spec.model_dump(mode="json"), "generation": 0, "candidates": [], "evaluated": [], "elites": [],
             "reflection": "", "feedback": [], "stop_reason": None}
 
 
-def design(state: RunState) -> dict[str, Any]:
+def design(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Ask the designer for a population: exploit slots refine elites, explore slots are new."""
-    res = resources_for(state["spec"])
+    res = runtime.context
     generation = state["generation"]
     res.emit("generation_started", generation=generation)
     elites = [as_elite(elite) for elite in state.get("elites", [])]
@@ -77,16 +67,16 @@ def design(state: RunState) -> dict[str, Any]:
 
 def llm_pass(
     state: RunState,
+    res: RunContext,
     stage: Stage,
-    step: Callable[[Resources, Candidate], Candidate],
-    fallback: Callable[[Resources, Candidate], Candidate],
+    step: Callable[[RunContext, Candidate], Candidate],
+    fallback: Callable[[RunContext, Candidate], Candidate],
 ) -> dict[str, Any]:
     """Apply `step` (at most one LLM call) to every candidate at `stage` and record the results.
 
     Once the run's LLM stops (before this node or during it), the remaining candidates
     go to `fallback`, which makes no LLM call, and the stop reason goes into the state.
     """
-    res = resources_for(state["spec"])
     stop = state.get("stop_reason")
     updated: list[Candidate] = []
     for candidate in at_stage(state["candidates"], stage):
@@ -103,23 +93,23 @@ def llm_pass(
     return {"candidates": replace(state["candidates"], updated), "stop_reason": stop}
 
 
-def critique(state: RunState) -> dict[str, Any]:
+def critique(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """The gate on every changed module: static rules, then the LLM critic within critic_rounds.
 
     A human edit gets the gate alone (the researcher is its reviewer); once the LLM has
     stopped, every module still gets the gate.
     """
 
-    def review_one(res: Resources, candidate: Candidate) -> Candidate:
+    def review_one(res: RunContext, candidate: Candidate) -> Candidate:
         use_llm = candidate.get("human") != "edit" and candidate.get("llm_reviews", 0) <= res.spec.critic_rounds
         review = res.team.critic.review(res.task, candidate["code"], use_llm=use_llm)
         return _after_review(candidate, review, res.spec.critic_rounds)
 
-    def gate_only(res: Resources, candidate: Candidate) -> Candidate:
+    def gate_only(res: RunContext, candidate: Candidate) -> Candidate:
         review = res.team.critic.review(res.task, candidate["code"], use_llm=False)
         return _after_review(candidate, review, res.spec.critic_rounds)
 
-    return llm_pass(state, "review", review_one, gate_only)
+    return llm_pass(state, runtime.context, "review", review_one, gate_only)
 
 
 def _after_review(candidate: Candidate, review: Review, critic_rounds: int) -> Candidate:
@@ -145,12 +135,12 @@ def _edit_stopped(reviewed: Candidate) -> Candidate:
             "error": f"the edit was stopped by the gate:\n{reviewed['review']['text']}"}
 
 
-def revise(state: RunState) -> dict[str, Any]:
+def revise(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """The designer rewrites candidates the critic (or a human comment) sent back."""
-    return llm_pass(state, "revise", _revise_one, _unrevised)
+    return llm_pass(state, runtime.context, "revise", _revise_one, _unrevised)
 
 
-def _unrevised(res: Resources, candidate: Candidate) -> Candidate:
+def _unrevised(res: RunContext, candidate: Candidate) -> Candidate:
     """No rewrite: code that passed the static rules goes on, code that failed them stops."""
     rules = (candidate.get("review") or {}).get("rules")
     if rules:
@@ -158,7 +148,7 @@ def _unrevised(res: Resources, candidate: Candidate) -> Candidate:
     return {**candidate, "stage": "validate", "review_rounds": candidate["review_rounds"] + 1}
 
 
-def _revise_one(res: Resources, candidate: Candidate) -> Candidate:
+def _revise_one(res: RunContext, candidate: Candidate) -> Candidate:
     last = candidate["review"] or {}
     review = Review(verdict="revise", points=list(last.get("points", [])), text=last.get("text", ""))
     draft = res.team.designer.revise(res.task, candidate["code"], review)

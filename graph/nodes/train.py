@@ -13,20 +13,20 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from langgraph.runtime import Runtime
 from langgraph.types import Send
-from lero.agents import TaskSpec
-from lero.graph.configuration import RunSpec
+
+from lero.graph.context import RunContext
 from lero.graph.nodes.candidates import at_stage, replace
-from lero.graph.nodes.resources import resources_for
 from lero.graph.reflection import candidate_feedback
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.state import Candidate, RunState, TrainTask
-from lero.graph.tensorboard import write_job_scalars
+from lero.training.envs.task import TaskSpec
 
 
 def training_sends(state: RunState) -> list[Send]:
     """One branch per (approved candidate, seed), plus the baseline once per run."""
-    spec = RunSpec.parse(state["spec"])
+    seeds = state["spec"]["seeds"]  # the validated spec (routers may run without a context)
     generation = state["generation"]
     jobs: list[tuple[str, str | None]] = [(c["candidate_id"], c["code"]) for c in at_stage(state["candidates"], "approved")]
     if not any(r["candidate_id"] == BASELINE_ID for r in state.get("evaluated", [])):
@@ -34,17 +34,17 @@ def training_sends(state: RunState) -> list[Send]:
     return [
         Send("train", TrainTask(candidate_id=cid, generation=generation, code=code, seed=seed, spec=state["spec"]))
         for cid, code in jobs
-        for seed in range(spec.seeds)
+        for seed in range(seeds)
     ]
 
 
-def train(task: TrainTask) -> dict[str, Any]:
+def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Train and evaluate one candidate with one seed in the sandbox.
 
     A seed whose result the run directory already holds (the process died after writing
     it, before the graph saved the branch) is not trained again: the file stays as it is.
     """
-    res = resources_for(task["spec"])
+    res = runtime.context
     spec = res.spec
     ids = {"candidate_id": task["candidate_id"], "generation": task["generation"], "seed": task["seed"]}
     saved = res.rundir.read_seed_result(task["candidate_id"], task["seed"])
@@ -59,7 +59,7 @@ def train(task: TrainTask) -> dict[str, Any]:
     )
     record = {**ids, **result.to_dict()}
     res.rundir.write_seed_result(task["candidate_id"], task["seed"], record)
-    write_job_scalars(res.rundir.tensorboard_dir(task["candidate_id"], task["seed"]), result.curves, result.metrics)
+    res.hooks.job_result(res.rundir, task["candidate_id"], task["seed"], result)
     res.emit("train_finished", kind="train", status=result.status, cached=result.cached,
              fitness=result.fitness, elapsed_s=result.elapsed_s, **ids)
     return {"results": [record]}
@@ -93,7 +93,7 @@ def dropped_record(candidate: Candidate) -> dict[str, Any]:
 
 def rank_key(task: TaskSpec) -> Callable[[dict[str, Any]], tuple[float, float]]:
     """Elites are ordered by fitness, ties broken by the task's success metric."""
-    sign = 1.0 if dict(task.metrics).get(task.success_metric, True) else -1.0
+    sign = 1.0 if task.metric(task.success_metric).higher_is_better else -1.0
 
     def key(record: dict[str, Any]) -> tuple[float, float]:
         return (record["fitness"], sign * record["eval"].get(task.success_metric, 0.0))
@@ -101,9 +101,9 @@ def rank_key(task: TaskSpec) -> Callable[[dict[str, Any]], tuple[float, float]]:
     return key
 
 
-def select(state: RunState) -> dict[str, Any]:
+def select(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Aggregate this generation's results, write result.json files, keep the elites."""
-    res = resources_for(state["spec"])
+    res = runtime.context
     generation = state["generation"]
     by_id: dict[str, dict[int, dict[str, Any]]] = {}
     for result in state.get("results", []):
@@ -119,8 +119,8 @@ def select(state: RunState) -> dict[str, Any]:
 
     evaluated = [*state.get("evaluated", []), *records]
     scored = [r for r in evaluated if r["candidate_id"] != BASELINE_ID and r["fitness"] is not None]
-    best = sorted(scored, key=rank_key(res.task), reverse=True)[: res.spec.n_elites]
-    elites = [{**r, "reflection": candidate_feedback(r, res.task)} for r in best]
+    best = sorted(scored, key=rank_key(res.task.task_spec), reverse=True)[: res.spec.n_elites]
+    elites = [{**r, "reflection": candidate_feedback(r, res.task.task_spec)} for r in best]
     trained = [{**c, "stage": "trained"} for c in at_stage(state["candidates"], "approved")]
     env_steps = res.spec.steps * sum(1 for r in evaluated for s in r["per_seed"] if s["status"] == "ok")
     res.rundir.update_state(generation=generation, env_steps=env_steps, llm=res.llm_usage())

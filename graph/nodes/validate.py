@@ -9,9 +9,11 @@ import contextvars
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from langgraph.runtime import Runtime
+
+from lero.graph.context import RunContext
 from lero.graph.nodes.candidates import at_stage, drop, record, replace, with_code
 from lero.graph.nodes.design import llm_pass
-from lero.graph.nodes.resources import Resources, resources_for
 from lero.graph.state import Candidate, RunState
 from lero.sandbox import Job, JobResult
 
@@ -24,15 +26,15 @@ def error_text(result: JobResult) -> str:
     return f"{head}\n{traceback}" if traceback else head
 
 
-def _validation_job(res: Resources, candidate: Candidate) -> Job:
+def _validation_job(res: RunContext, candidate: Candidate) -> Job:
     spec = res.spec
     return Job(kind="validate", code=candidate["code"], env=res.job_env,
                algo=spec.algo, seed=0, hparams=spec.hparams, candidate_id=candidate["candidate_id"])
 
 
-def validate(state: RunState) -> dict[str, Any]:
+def validate(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Run a validation job per waiting candidate (in parallel, bounded by max_parallel)."""
-    res = resources_for(state["spec"])
+    res = runtime.context
     waiting = at_stage(state["candidates"], "validate")
     with ThreadPoolExecutor(max_workers=res.spec.max_parallel) as pool:
         # each job gets its own copy of this node's context, so its events still stream
@@ -55,16 +57,16 @@ def _after_validation(candidate: Candidate, result: JobResult, debug_attempts: i
     return drop(failed, result.status)
 
 
-def debug(state: RunState) -> dict[str, Any]:
+def debug(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """The debugger repairs each failed candidate from its error and earlier attempts."""
-    return llm_pass(state, "debug", _repair_one, _give_up)
+    return llm_pass(state, runtime.context, "debug", _repair_one, _give_up)
 
 
-def _give_up(res: Resources, candidate: Candidate) -> Candidate:
+def _give_up(res: RunContext, candidate: Candidate) -> Candidate:
     return drop(candidate, candidate["status"] or "invalid")
 
 
-def _repair_one(res: Resources, candidate: Candidate) -> Candidate:
+def _repair_one(res: RunContext, candidate: Candidate) -> Candidate:
     history = [(code, error) for code, error in candidate["debug_history"]]
     draft = res.team.debugger.repair(res.task, candidate["code"], candidate["error"] or "", history)
     attempts = candidate["debug_attempts"] + 1

@@ -2,8 +2,9 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from lero.agents import LLMConfig, TaskSpec
 
+from lero.agents import LLMConfig, Problem
+from lero.training.envs.registry import task_spec
 from tests.support.openai_server import OpenAIServer
 
 torch.set_num_threads(1)
@@ -24,18 +25,21 @@ def openai_server() -> Iterator[OpenAIServer]:
         yield server
 
 
+SPREAD = Problem(
+    task_spec=task_spec("simple_spread"),
+    env_name="simple_spread",
+    env_description="Environment: simple_spread, N=3 agents, L=3 landmarks, partial observability.",
+    task="Cover every landmark with an agent while avoiding collisions.",
+    algo="mappo",
+    n_agents=3,
+    obs_dim=12,
+    obs_layout=OBS_LAYOUT,
+)
+
+
 @pytest.fixture
-def task() -> TaskSpec:
-    return TaskSpec(
-        env_name="simple_spread",
-        env_description="Environment: simple_spread, N=3 agents, L=3 landmarks, partial observability.",
-        task="Cover every landmark with an agent while avoiding collisions.",
-        algo="mappo",
-        n_agents=3,
-        obs_dim=12,
-        obs_layout=OBS_LAYOUT,
-        grammar="simple_spread",
-    )
+def task() -> Problem:
+    return SPREAD
 
 
 def llm_config(server: OpenAIServer, **overrides: object) -> LLMConfig:

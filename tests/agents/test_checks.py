@@ -1,9 +1,9 @@
 """The critic's static checks, including adversarial code."""
 
 import pytest
+
 from lero.agents import check_candidate
 from lero.agents.critic import Critic
-
 from tests.agents.samples import GOOD_MODULE
 
 OEF = "\n\ndef enhance_observation(obs):\n    return torch.cat([obs, obs[:, :1]], dim=-1)\n"

@@ -4,7 +4,6 @@ import ast
 
 from lero.agents import extract_code
 from lero.agents.extract import draft_from_reply
-
 from tests.agents.samples import GOOD_MODULE, markdown_reply
 
 HRF_ONLY = "import torch\n\n\ndef hybrid_reward(ctx):\n    return ctx.env_reward, {}\n"

@@ -4,10 +4,10 @@ import logging
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
+
 from lero.agents import BudgetExceeded, LLMConfig, LLMError, make_team
 from lero.agents.config import _announce_offline_default
 from lero.agents.llm import ChatModel, UsageLedger
-
 from tests.agents.conftest import llm_config
 from tests.agents.samples import markdown_reply
 from tests.support.openai_server import OpenAIServer, Reply

@@ -7,13 +7,13 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+
 from lero.agents import Elite, Review, check_candidate
 from lero.agents.offline.designer import OfflineDebugger, OfflineDesigner, fit_to_layout
 from lero.agents.offline.evolve import crossover, guided, mutate, prior_genome, random_genome
 from lero.agents.offline.genome import FEATURE_KINDS, TERM_KINDS, Genome, Term, genome_of
 from lero.agents.offline.render import render
-
-from tests.agents.conftest import OBS_LAYOUT
+from tests.agents.conftest import SPREAD
 
 
 def make_ctx(batch: int, n_agents: int, n_landmarks: int, obs_dim: int) -> SimpleNamespace:
@@ -81,14 +81,14 @@ def test_every_term_and_feature_runs_together():
         )
     ]
     for assignment in ("greedy", "optimal"):
-        assert_contract(render(Genome.build(terms, FEATURE_KINDS, assignment), OBS_LAYOUT))
+        assert_contract(render(Genome.build(terms, FEATURE_KINDS, assignment), SPREAD))
 
 
 @pytest.mark.parametrize(("n_agents", "n_landmarks"), [(3, 3), (5, 5), (4, 3), (2, 4)])
 def test_random_genomes_run_for_other_team_sizes(n_agents, n_landmarks):
     rng = random.Random(n_agents * 10 + n_landmarks)
     for _ in range(8):
-        assert_contract(render(random_genome(rng), OBS_LAYOUT), n_agents, n_landmarks)
+        assert_contract(render(random_genome(rng), SPREAD), n_agents, n_landmarks)
 
 
 def test_optimal_assignment_beats_or_matches_greedy():
@@ -98,12 +98,12 @@ def test_optimal_assignment_beats_or_matches_greedy():
     totals = []
     for candidate in (genome, greedy):
         namespace: dict = {}
-        exec(render(candidate, OBS_LAYOUT), namespace)
+        exec(render(candidate, SPREAD), namespace)
         reward, _ = namespace["hybrid_reward"](ctx)
         totals.append(reward.sum(dim=1))  # [B] minus the summed assigned distance
     assert (totals[0] >= totals[1] - 1e-5).all() and (totals[0] > totals[1] + 1e-4).any()
     namespace = {}
-    exec(render(genome, OBS_LAYOUT), namespace)
+    exec(render(genome, SPREAD), namespace)
     for row in range(5):  # each agent gets its own landmark
         target = namespace["optimal_assignment"](torch.rand(1, 4, 4))
         assert sorted(target[0].tolist()) == [0, 1, 2, 3], row
@@ -112,7 +112,7 @@ def test_optimal_assignment_beats_or_matches_greedy():
 def test_oef_infers_occupancy_and_the_free_landmark():
     genome = Genome.build([Term("env", 1.0)], ["occupancy", "free_landmark"], "greedy")
     namespace: dict = {}
-    exec(render(genome, OBS_LAYOUT), namespace)
+    exec(render(genome, SPREAD), namespace)
     obs = torch.zeros(1, 12)
     obs[0, 4:6] = torch.tensor([0.3, 0.0])  # nearest landmark, but another agent sits on it
     obs[0, 6:8] = torch.tensor([0.0, 0.8])  # farther landmark, free
@@ -174,7 +174,7 @@ def test_mutation_and_crossover_change_the_design():
     prior = prior_genome()
     mutated = {mutate(prior, rng)[0] for _ in range(20)}
     assert prior not in mutated and len(mutated) > 5
-    assert len({render(g, OBS_LAYOUT) for g in mutated}) == len(mutated)
+    assert len({render(g, SPREAD) for g in mutated}) == len(mutated)
     first = Genome.build([Term("team_coverage", 1.0), Term("collision", 0.5)], ["speed"], "greedy")
     second = Genome.build([Term("nearest", 2.0), Term("spread", 0.3)], ["occupancy"], "greedy")
     children = {crossover(first, second, random.Random(seed)) for seed in range(30)}
@@ -282,7 +282,7 @@ def test_debugger_never_repeats_a_tried_module(task):
 def test_bad_input_gets_one_line_errors(task):
     designer = OfflineDesigner()
     with pytest.raises(ValueError, match="no grammar 'simple_tag'"):
-        designer.design(replace(task, grammar="simple_tag"), 2, [], "")
+        designer.design(replace(task, task_spec=replace(task.task_spec, grammar="simple_tag")), 2, [], "")
     with pytest.raises(ValueError, match="obs_layout"):
         designer.design(replace(task, obs_layout={}), 2, [], "")
     with pytest.raises(ValueError, match="k must be"):
@@ -306,7 +306,7 @@ def test_features_follow_the_layout(task):
 @pytest.mark.parametrize(("n_agents", "n_landmarks"), [(1, 1), (3, 3), (5, 5), (6, 6), (7, 7), (3, 5)])
 def test_hungarian_assignment_is_optimal_and_one_to_one(n_agents, n_landmarks):
     namespace: dict = {}
-    exec(render(Genome.build([Term("assigned", 1.0)], ["speed"], "optimal"), OBS_LAYOUT), namespace)
+    exec(render(Genome.build([Term("assigned", 1.0)], ["speed"], "optimal"), SPREAD), namespace)
     dist = torch.rand(64, n_agents, n_landmarks, generator=torch.Generator().manual_seed(n_agents))
     target = namespace["optimal_assignment"](dist)  # [B, N]
     assert all(len(set(row.tolist())) == n_agents for row in target)

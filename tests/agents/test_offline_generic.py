@@ -5,41 +5,38 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from lero.agents import Elite, Review, TaskSpec, check_candidate
+
+from lero.agents import Elite, Problem, Review, check_candidate
 from lero.agents.offline import generic
 from lero.agents.offline.designer import OfflineDebugger, OfflineDesigner
 from lero.agents.offline.generic import GenericGenome, Vocabulary
+from lero.training.envs.task import Metric, StateField, TaskSpec
 
 B, N, D = 4, 3, 7
 
-OPAQUE = TaskSpec(  # a PettingZoo env through the adapter: no position-like fields
-    env_name="mypkg.envs:make",
-    env_description="a custom env",
-    task="work together",
-    algo="mappo",
-    n_agents=N,
-    obs_dim=D,
-    state_fields=(
-        ("state", "[B, 6]"),
-        ("agent_obs", f"[B, {N}, {D}]"),
-        ("active", f"[B, {N}]"),
-        ("step", "[B]"),
-    ),
-    metrics=(("return", True), ("episode_length", False)),
+def fields(*pairs: tuple[str, str]) -> tuple[StateField, ...]:
+    return tuple(StateField(name, shape, "") for name, shape in pairs)
+
+
+OPAQUE_TASK = TaskSpec(  # a PettingZoo env through the adapter: no position-like fields
+    name="mypkg.envs:make", text="work together", lero_kwargs={},
+    state_fields=fields(("state", "[B, 6]"), ("agent_obs", f"[B, {N}, {D}]"), ("active", f"[B, {N}]"),
+                        ("step", "[B]")),
+    metrics=(Metric("return", True, ""), Metric("episode_length", False, "")), success_metric="return",
+)
+OPAQUE = Problem(
+    task_spec=OPAQUE_TASK, env_name="mypkg.envs:make", env_description="a custom env", task="work together",
+    algo="mappo", n_agents=N, obs_dim=D,
 )
 SPATIAL = replace(  # an MPE-like task: agents and targets with positions, velocities
     OPAQUE,
     env_name="simple_reference",
-    state_fields=(
-        ("agent_pos", "[B, N, 2]"),
-        ("agent_vel", "[B, N, 2]"),
-        ("landmark_pos", "[B, L, 2]"),
-        ("step", "[B]"),
-    ),
+    task_spec=replace(OPAQUE_TASK, name="simple_reference", state_fields=fields(
+        ("agent_pos", "[B, N, 2]"), ("agent_vel", "[B, N, 2]"), ("landmark_pos", "[B, L, 2]"), ("step", "[B]"))),
 )
 
 
-def ctx_for(task: TaskSpec) -> SimpleNamespace:
+def ctx_for(task: Problem) -> SimpleNamespace:
     gen = torch.Generator().manual_seed(0)
     state = {
         "state": torch.randn(B, 6, generator=gen),
@@ -50,7 +47,7 @@ def ctx_for(task: TaskSpec) -> SimpleNamespace:
         "landmark_pos": torch.randn(B, 2, 2, generator=gen),
         "step": torch.zeros(B, dtype=torch.long),
     }
-    names = {name for name, _ in task.state_fields}
+    names = {f.name for f in task.task_spec.state_fields}
     return SimpleNamespace(
         obs=torch.randn(B, N, D, generator=gen),
         next_obs=torch.randn(B, N, D, generator=gen),
@@ -62,7 +59,7 @@ def ctx_for(task: TaskSpec) -> SimpleNamespace:
     )
 
 
-def assert_runs(code: str, task: TaskSpec) -> dict:
+def assert_runs(code: str, task: Problem) -> dict:
     assert check_candidate(code) == [], code
     namespace: dict = {}
     exec(compile(code, "candidate.py", "exec"), namespace)
@@ -95,11 +92,8 @@ def test_vocabulary_follows_the_state_fields() -> None:
     )
     concrete = replace(  # shapes written with numbers, as native envs do: N = 3, L = 3
         SPATIAL,
-        state_fields=(
-            ("landmark_pos", "[B, 3, 2]"),
-            ("agent_pos", "[B, 3, 2]"),
-            ("comm", "[B, 3, 10]"),
-        ),
+        task_spec=replace(SPATIAL.task_spec, state_fields=fields(
+            ("landmark_pos", "[B, 3, 2]"), ("agent_pos", "[B, 3, 2]"), ("comm", "[B, 3, 10]"))),
     )
     found = Vocabulary.of(concrete)
     assert (found.agent_pos, found.agent_vel, found.target_pos) == (
@@ -108,12 +102,13 @@ def test_vocabulary_follows_the_state_fields() -> None:
         "landmark_pos",
     )
     assert "speed" not in found.terms and "target_cover" in found.terms
-    clash = replace(OPAQUE, metrics=(("return", True), ("team_min", True)))
+    clash = replace(OPAQUE, task_spec=replace(OPAQUE_TASK, metrics=(Metric("return", True, ""),
+                                                                     Metric("team_min", True, ""))))
     assert "team_min" not in Vocabulary.of(clash).terms  # a component may not shadow a metric
 
 
 @pytest.mark.parametrize("task", [OPAQUE, SPATIAL], ids=["opaque", "spatial"])
-def test_first_generation_passes_the_checks_and_runs(task: TaskSpec) -> None:
+def test_first_generation_passes_the_checks_and_runs(task: Problem) -> None:
     drafts = OfflineDesigner(seed=0).design(task, k=5, elites=[], reflection="")
     assert len({d.code for d in drafts}) == 5 and drafts[0].reply.endswith("prior design")
     for draft in drafts:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from lero.agents.designer import Designer
 from lero.agents.types import Elite
 from lero.graph.configuration import RunSpec
-from lero.graph.nodes.resources import task_spec
+from lero.graph.context import problem
 from lero.graph.reflection import candidate_feedback, generation_reflection
-
 from tests.agents.samples import GOOD_MODULE
 
 MAX_PROMPT_CHARS = 9000  # system + user; a small local model's context holds it with room to answer
@@ -40,14 +40,14 @@ def record(candidate_id: str, fitness: float | None, status: str = "ok") -> dict
 
 @pytest.fixture(scope="module")
 def prompts() -> dict[str, str]:
-    task = task_spec(RunSpec())
+    task = problem(RunSpec())
     elite_records = [record("1-0", -20.0), record("0-2", -24.0)]
     elites = [Elite(r["candidate_id"], GOOD_MODULE, r["fitness"], r["eval"], r["reflection_stats"],
-                    candidate_feedback(r, task)) for r in elite_records]
+                    candidate_feedback(r, task.task_spec)) for r in elite_records]
     others = [record("1-1", -30.0), record("1-2", -35.0)]
     dropped = [{"candidate_id": "1-3", "status": "code_error", "error": "KeyError: 'landmark_positions'"}]
     baseline = {"candidate_id": "baseline", "fitness": -28.0, "eval": {"return": -28.0, "coverage": 0.0}}
-    reflection = generation_reflection(1, [*elite_records[:1], *others], elite_records, baseline, dropped, task)
+    reflection = generation_reflection(1, [*elite_records[:1], *others], elite_records, baseline, dropped, task.task_spec)
     feedback = "PREFER SPREADING OUT\nfewer collisions please"
     designer = Designer(model=None, temperature=0.7)  # type: ignore[arg-type]  # only renders
     texts = {}

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
+
 from lero.agents import LLMConfig, make_team
 from lero.agents.designer import Designer
 from lero.agents.types import Elite
 from lero.graph.configuration import RunSpec
-from lero.graph.nodes.resources import task_spec
-
+from lero.graph.context import problem
 from tests.agents.samples import GOOD_MODULE
 from tests.support.llama_server import MODEL_ID
 
@@ -33,7 +33,7 @@ def test_a_real_designer_reply_is_a_draft_with_the_servers_own_token_counts(llam
     calls: list[dict] = []
     team = make_team(real_config(llama_server), on_call=lambda role, info: calls.append(info))
     before = llama_server.requests()
-    [draft] = team.designer.design(task_spec(RunSpec()), 1, [], "")
+    [draft] = team.designer.design(problem(RunSpec()), 1, [], "")
     assert draft.reply.strip()
     assert (draft.code is None) == (draft.error is not None)  # code, or a stated reason
     assert 1 <= llama_server.requests() - before == len(calls) <= 2  # at most one continuation
@@ -45,7 +45,7 @@ def test_a_real_designer_reply_is_a_draft_with_the_servers_own_token_counts(llam
 
 def long_generation_two(task_text_repeats: int = 3):
     """A generation-2 explore prompt whose environment text alone overflows 2048 tokens."""
-    task = task_spec(RunSpec())
+    task = problem(RunSpec())
     task = task.__class__(**{**vars(task), "env_description": task.env_description * task_text_repeats})
     elites = [Elite("1-0", GOOD_MODULE, -20.0, {"return": -20.0, "coverage": 0.1}),
               Elite("0-2", GOOD_MODULE, -24.0, {"return": -24.0})]

@@ -17,11 +17,12 @@ import json
 from pathlib import Path
 
 import pytest
-from lero.agents.checks import check_candidate
+
+from lero.agents.checks import check_candidate, state_names
 from lero.agents.critic import parse_review, static_review
 from lero.agents.extract import CUT_OFF, draft_from_reply
 from lero.graph.configuration import RunSpec
-from lero.graph.nodes.resources import task_spec
+from lero.graph.context import problem
 
 FIXTURES = Path(__file__).parent / "fixtures" / "smollm2"
 EXPECTED: dict[str, str] = json.loads((FIXTURES / "expected.json").read_text())
@@ -29,7 +30,7 @@ EXPECTED: dict[str, str] = json.loads((FIXTURES / "expected.json").read_text())
 
 @functools.cache
 def state_fields(env: str) -> tuple[str, ...]:
-    return tuple(name for name, _ in task_spec(RunSpec(env=env)).state_fields)
+    return state_names(problem(RunSpec(env=env)))
 
 
 def recorded(name: str) -> dict:

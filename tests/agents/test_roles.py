@@ -2,8 +2,8 @@
 
 import pytest
 from langchain_core.tools import tool
-from lero.agents import BudgetExceeded, Elite, Review, make_team
 
+from lero.agents import BudgetExceeded, Elite, Review, make_team
 from tests.agents.conftest import llm_config
 from tests.agents.samples import GOOD_MODULE, markdown_reply
 from tests.support.openai_server import OpenAIServer, Reply

@@ -4,6 +4,7 @@ off at `max_tokens`, `<think>` sections, and the record kept of every request.""
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
+
 from lero.agents import LLMError, make_team
 from lero.agents.debugger import UNCHANGED
 from lero.agents.designer import Designer
@@ -11,7 +12,6 @@ from lero.agents.extract import CUT_OFF, extract_code
 from lero.agents.fit import LEFT_OUT, SHORTENED, messages_tokens
 from lero.agents.llm import CONTINUE, ChatModel, UsageLedger, about
 from lero.agents.probe import DEFAULT_CONTEXT_TOKENS, context_window
-
 from tests.agents.conftest import llm_config
 from tests.agents.samples import GOOD_MODULE, markdown_reply
 from tests.support.openai_server import OpenAIServer, Reply
@@ -167,14 +167,13 @@ def test_a_continuation_is_sized_from_the_servers_own_counts(openai_server):
 
 
 def test_the_debugger_prompt_names_the_ctx_fields_even_when_the_env_is_left_out(openai_server, task):
-    spread = task.__class__(**{**vars(task), "env_description": "x\n" * 4000,
-                               "state_fields": (("agent_pos", "[B,N,2]"), ("landmark_pos", "[B,L,2]"))})
+    spread = task.__class__(**{**vars(task), "env_description": "x\n" * 4000})
     openai_server.props = {"default_generation_settings": {"n_ctx": 2048}}
     openai_server.push(markdown_reply())
     make_team(llm_config(openai_server)).debugger.repair(spread, GOOD_MODULE, "KeyError: 'landmarks'", [])
     user = openai_server.requests[0]["messages"][1]["content"]
     assert LEFT_OUT in user or SHORTENED.strip() in user
-    assert "ctx.state['agent_pos'], ctx.state['landmark_pos']" in user and "ctx.env_reward" in user
+    assert "ctx.state['agent_pos']" in user and "ctx.state['landmark_pos']" in user and "ctx.env_reward" in user
 
 
 def test_the_characters_per_token_are_learnt_from_the_servers_count(openai_server, task):

@@ -81,8 +81,9 @@ TINY = {"hparams": {"n_envs": 16, "rollout_len": 10, "epochs": 1}, "eval_episode
 @pytest.mark.slow
 def test_offline_loop_on_a_custom_pettingzoo_env(tmp_path: Path, monkeypatch, capsys) -> None:
     import torch
-    from lero.graph.cli import main
     from rich.console import Console
+
+    from lero.app.cli import main
 
     torch.set_num_threads(1)
     monkeypatch.chdir(tmp_path)
@@ -116,24 +117,25 @@ def test_offline_loop_on_a_custom_pettingzoo_env(tmp_path: Path, monkeypatch, ca
 
 
 def test_the_task_text_comes_from_the_factory_or_task(monkeypatch, tmp_path: Path) -> None:
-    from lero.graph.cli import build_parser, spec_fields
+    from lero.app.args import build_parser, spec_fields
     from lero.graph.configuration import RunSpec
-    from lero.graph.nodes.resources import task_spec
+    from lero.graph.context import problem
     from lero.graph.trust import confirm_env
 
     confirmed = confirm_env(SPEC, SPEC)  # what `--env SPEC` confirms
-    assert task_spec(RunSpec(env=SPEC), confirmed).task == make_rendezvous.__doc__
+    assert problem(RunSpec(env=SPEC), confirmed).task == make_rendezvous.__doc__
     args = build_parser().parse_args(["run", "--env", SPEC, "--task", "Meet at the origin."])
     spec = RunSpec.parse(spec_fields(args))
-    described = task_spec(spec, confirmed)
-    assert described.task == "Meet at the origin." and described.grammar is None
-    assert described.metrics == (("return", True), ("episode_length", False))
-    assert ("state", "[B, 6]") in described.state_fields
+    described = problem(spec, confirmed)
+    assert described.task == "Meet at the origin." and described.task_spec.grammar is None
+    assert [(m.name, m.higher_is_better) for m in described.task_spec.metrics] == [
+        ("return", True), ("episode_length", False)]
+    assert ("state", "[B, 6]") in [(f.name, f.shape) for f in described.task_spec.state_fields]
 
 
 def test_non_native_envs_use_the_process_sandbox() -> None:
     from lero.graph.configuration import RunError, RunSpec
-    from lero.graph.nodes.resources import sandbox_kind
+    from lero.graph.context import sandbox_kind
 
     assert sandbox_kind(RunSpec(env=SPEC)) == "process"  # auto: the image lacks the env's packages
     assert sandbox_kind(RunSpec(env="simple_spread")) == "auto"
@@ -152,7 +154,7 @@ def test_non_native_envs_use_the_process_sandbox() -> None:
 def test_bad_env_specs_are_one_line_cli_errors(
     env: str, message: str, tmp_path: Path, monkeypatch, capsys
 ) -> None:
-    from lero.graph.cli import main
+    from lero.app.cli import main
 
     monkeypatch.chdir(tmp_path)
     code = main(["run", "--env", env, "--llm", "offline", "--sandbox", "process"])

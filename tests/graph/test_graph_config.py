@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.trust import confirm_env, job_env
 from lero.training.envs import task_spec

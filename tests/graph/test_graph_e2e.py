@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.runner import resume_run, start_run
 from lero.sandbox import SandboxUnavailable, get_sandbox
-
 from tests.support.openai_server import OpenAIServer, Reply
 
 TINY = {  # ~2 PPO iterations of 32 envs per job: seconds, not minutes

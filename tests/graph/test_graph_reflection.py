@@ -1,13 +1,12 @@
 """Reflection text: Eureka-style snapshots and max/mean/min, tips read off the numbers."""
 
-from lero.agents import TaskSpec
-from lero.graph.reflection import candidate_feedback, generation_reflection, merge_feedback
+from dataclasses import replace
 
-TASK = TaskSpec(  # the metric names and success measure come from the env's TaskSpec
-    env_name="simple_spread", env_description="", task="", algo="mappo", n_agents=3, obs_dim=12,
-    metrics=(("return", True), ("coverage", True), ("occupied", True), ("collisions", False)),
-    success_metric="coverage",
-)
+from lero.graph.reflection import candidate_feedback, generation_reflection, merge_feedback
+from lero.training.envs.registry import task_spec
+from lero.training.envs.task import Metric
+
+TASK = task_spec("simple_spread")  # return, coverage (its success measure), occupied, collisions
 
 
 def _record(candidate_id, fitness, stats):
@@ -53,8 +52,8 @@ def test_tips_flag_flat_and_dominant_components_and_missing_coverage():
     assert "`flat` hardly changes" in text
     assert "`huge` is over 10x larger than `tiny`" in text
     assert "`coverage` (the task's success measure) stays near zero" in text
-    custom = TaskSpec(**{**TASK.__dict__, "metrics": (("return", True), ("episode_length", False)),
-                         "success_metric": "return"})  # fmt: skip
+    custom = replace(TASK, metrics=(Metric("return", True, ""), Metric("episode_length", False, "")),
+                     success_metric="return")
     assert "stays near zero" not in candidate_feedback(_record("0-0", -10.0, stats), custom)
 
 

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.rundir import RunDir
 

@@ -1,10 +1,10 @@
 """Aggregation over seeds and elite ranking (fitness first, the success metric breaks ties)."""
 
 import math
+from dataclasses import replace
 
-from lero.agents import TaskSpec
 from lero.graph.nodes.train import aggregate, rank_key
-
+from lero.training.envs.task import Metric
 from tests.graph.test_graph_reflection import TASK
 
 
@@ -32,6 +32,6 @@ def test_ties_in_fitness_are_broken_by_the_success_metric():
     best = aggregate("c", 0, "z", [seed_result(0, ret=-4.0, coverage=0.0)])
     ranked = sorted([low, high, best], key=rank_key(TASK), reverse=True)
     assert [r["candidate_id"] for r in ranked] == ["c", "b", "a"]
-    lower_is_better = TaskSpec(**{**TASK.__dict__, "metrics": (("return", True), ("coverage", False))})
+    lower_is_better = replace(TASK, metrics=(Metric("return", True, ""), Metric("coverage", False, "")))
     ranked = sorted([low, high, best], key=rank_key(lower_is_better), reverse=True)
     assert [r["candidate_id"] for r in ranked] == ["c", "a", "b"]

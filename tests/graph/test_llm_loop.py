@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
+
 from lero.agents.types import code_digest
-from lero.graph.cli import main
+from lero.app.cli import main
 from lero.graph.configuration import RunSpec
 from lero.graph.rundir import RunDir
 from lero.graph.runner import resume_run, start_run
-from rich.console import Console
-
 from tests.graph.test_graph_e2e import TINY, RecordingUI, events, read
 from tests.support.openai_server import OpenAIServer, Reply
 

@@ -8,13 +8,13 @@ validation's time budget (a multiple of the env's own step) at N=6 and N=8.
 from __future__ import annotations
 
 import pytest
+
 from lero.agents.offline.designer import OfflineDesigner
 from lero.agents.offline.genome import genome_of
 from lero.graph.configuration import RunSpec
-from lero.graph.nodes.resources import task_spec
+from lero.graph.context import problem
 from lero.graph.trust import job_env
 from lero.sandbox import Job, get_sandbox
-
 from tests.graph.test_graph_e2e import _docker_or_skip
 
 
@@ -23,7 +23,7 @@ from tests.graph.test_graph_e2e import _docker_or_skip
 @pytest.mark.parametrize("n_agents", [6, 8])
 def test_optimal_assignment_candidates_validate_in_the_sandbox(tmp_path, n_agents, backend):
     spec = RunSpec(env_kwargs={**RunSpec.default_env_kwargs(), "N": n_agents})
-    drafts = OfflineDesigner(seed=0).design(task_spec(spec), 4, [], "")
+    drafts = OfflineDesigner(seed=0).design(problem(spec), 4, [], "")
     optimal = [d for d in drafts if genome_of(d.code).assignment == "optimal" and genome_of(d.code).needs_assignment()]
     assert optimal and "def optimal_assignment" in optimal[0].code  # the prior credits by optimal assignment
     if backend == "docker":

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from lero.graph.rundir import RunDir
 
+from lero.graph.rundir import RunDir
 from tests.graph.test_graph_e2e import TINY
 from tests.support.cli import lero
 from tests.support.llama_server import MODEL_ID

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from lero.agents import BudgetExceeded
 from lero.graph.configuration import RunSpec
-from lero.graph.nodes.resources import open_resources
+from lero.graph.context import open_context
 from lero.graph.rundir import RunDir
 from lero.graph.runner import resume_run
 
@@ -65,7 +66,7 @@ def test_sigkill_mid_training_then_resume_repeats_no_finished_job(tmp_path):
     run_dir = runs / "crash"
     output = open(tmp_path / "runner.log", "w")  # noqa: SIM115 - a file, not a pipe that could fill up
     process = subprocess.Popen(
-        [sys.executable, "-m", "lero.graph.runner", "start", "--spec", str(spec_file)],
+        [sys.executable, "-m", "lero.app.worker", "start", "--spec", str(spec_file)],
         cwd=REPO, stdout=output, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO)},
     )
 
@@ -121,7 +122,7 @@ def test_a_resumed_process_keeps_spending_the_same_llm_budget(tmp_path):
         rundir.append_event("llm_call", role=role, status="ok", prompt_tokens=5, completion_tokens=7)
     rundir.append_event("llm_call", role="critic", status="error", error="timeout")  # not spent
 
-    resumed = open_resources(spec, RunDir.open(tmp_path, "budget"))
+    resumed = open_context(spec, RunDir.open(tmp_path, "budget"))
 
     assert resumed.llm_usage() == {"requests": 3, "prompt_tokens": 15, "completion_tokens": 21}
     with pytest.raises(BudgetExceeded):
@@ -131,7 +132,8 @@ def test_a_resumed_process_keeps_spending_the_same_llm_budget(tmp_path):
 def test_a_seed_saved_before_the_crash_is_not_trained_again(tmp_path):
     """The window SIGKILL can hit: the seed's file is written, the graph's pending write is
     not. The re-run branch must take the file as it is (no job, no rewrite)."""
-    from lero.graph.nodes.resources import register, unregister
+    from langgraph.runtime import Runtime
+
     from lero.graph.nodes.train import train
     from lero.graph.state import TrainTask
 
@@ -141,12 +143,12 @@ def test_a_seed_saved_before_the_crash_is_not_trained_again(tmp_path):
              "metrics": {"return": -20.5}, "elapsed_s": 3.0, "cached": False, "policy_dir": "p"}
     rundir.write_seed_result("baseline", 0, saved)
     before = (rundir.candidate_dir("baseline") / "seed-0.json").read_bytes()
-    register(open_resources(spec, rundir))
+    context = open_context(spec, rundir)
     try:
         out = train(TrainTask(candidate_id="baseline", generation=0, code=None, seed=0,
-                              spec=spec.model_dump(mode="json")))
+                              spec=spec.model_dump(mode="json")), Runtime(context=context))
     finally:
-        unregister("window")
+        context.close()
     assert out == {"results": [saved]}
     assert (rundir.candidate_dir("baseline") / "seed-0.json").read_bytes() == before
     events = [e for e in rundir.read_events() if e.get("candidate_id") == "baseline"]

@@ -14,14 +14,15 @@ import os
 from pathlib import Path
 
 import pytest
-from lero.agents import LLMConfig
-from lero.graph.cli import main
-from lero.graph.configuration import RunSpec
-from lero.graph.report import write_report
-from lero.graph.rundir import RunDir, UnsafeFile
-from lero.graph.ui.app import create_app
 from rich.console import Console
 from starlette.testclient import TestClient
+
+from lero.agents import LLMConfig
+from lero.app.cli import main
+from lero.app.report import write_report
+from lero.app.ui.app import create_app
+from lero.graph.configuration import RunSpec
+from lero.graph.rundir import RunDir, UnsafeFile
 
 TOKEN = "attack-token"
 SECRET = "TOP-SECRET-outside-the-run"

@@ -15,14 +15,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
+
 from lero.agents import LLMConfig
-from lero.graph.cli import main
+from lero.app.cli import main
+from lero.app.ui import serve
+from lero.app.ui.app import create_app
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.rundir import RunDir
 from lero.graph.safefs import write_atomic
-from lero.graph.ui import serve
-from lero.graph.ui.app import create_app
-from starlette.testclient import TestClient
 
 TOKEN = "writes-token"
 
@@ -56,13 +57,17 @@ def test_a_write_is_fsynced_file_and_folder(tmp_path, monkeypatch):
 FULL_DISK = """
 import json, resource, signal, sys
 from langgraph.graph import END, START, StateGraph
+from lero.app.worker import JsonLinesUI
 from lero.graph import runner
 from lero.graph.configuration import RunSpec
 from lero.graph.state import RunState
 
-class NoResources:
+class NoContext:
     def __init__(self, spec):
-        self.spec, self.sandbox = spec, type("S", (), {"close": lambda self: None})()
+        self.spec = spec
+
+    def close(self):
+        pass
 
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
 
@@ -87,10 +92,10 @@ def create(spec):
 
 runner.RunDir.create = create
 runner.build_graph = graph
-runner.open_resources = lambda spec, rundir, confirmed=None: NoResources(spec)
+runner.open_context = lambda spec, rundir, confirmed=None, hooks=None: NoContext(spec)
 runner.preflight = lambda spec, confirmed=None: spec
 try:
-    runner.start_run(RunSpec(run_id="full", runs_dir=sys.argv[1], llm="offline", sandbox="process"), runner.JsonLinesUI())
+    runner.start_run(RunSpec(run_id="full", runs_dir=sys.argv[1], llm="offline", sandbox="process"), JsonLinesUI())
 except OSError as error:
     print(json.dumps({"errno": error.errno}))
 """

@@ -16,14 +16,14 @@ import uuid
 from pathlib import Path
 
 import pytest
-from lero.agents import LLMConfig
-from lero.graph.chat import ExperimentDesk
-from lero.graph.configuration import RunError
-from lero.graph.console import Asker
-from lero.graph.ui.app import create_app
 from rich.console import Console
 from starlette.testclient import TestClient
 
+from lero.agents import LLMConfig
+from lero.app.console import Asker
+from lero.app.desk import ExperimentDesk
+from lero.app.ui.app import create_app
+from lero.graph.configuration import RunError
 from tests.support.cli import lero, run_files
 
 TOKEN = "security-token"
@@ -198,17 +198,17 @@ def test_chat_tools_stay_inside_the_runs_dir(tmp_path: Path) -> None:
 
 
 def test_langgraph_server_input_imports_nothing_and_stays_in_its_runs_dir(hostile: Hostile) -> None:
-    from lero.graph.graph import graph
-    from lero.graph.nodes.resources import resources_for
+    from lero.graph.server import hosted_graph, server_spec
 
     with pytest.raises(RunError, match="pass --env"):
-        resources_for({"env": hostile.env, "run_id": "srv1"})
-    with pytest.raises(RunError, match="pass --env"):  # the compiled graph's first node, as the server runs it
-        graph.invoke({"spec": {"env": hostile.env}}, {"configurable": {"thread_id": "srv2"}})
+        server_spec({"spec": {"env": hostile.env, "run_id": "srv1"}}, {})
+    with pytest.raises(RunError, match="pass --env"), hosted_graph() as served:  # as the server runs it
+        served.invoke({"spec": {"env": hostile.env}}, {"configurable": {"thread_id": "srv2"}})
     with pytest.raises(RunError, match="is not this server's"):
-        resources_for({"run_id": "srv3", "runs_dir": str(hostile.root / "elsewhere")})
+        server_spec({}, {"configurable": {"run_id": "srv3", "thread_id": "srv3",
+                                          "runs_dir": str(hostile.root / "elsewhere")}})
     with pytest.raises(RunError, match="standard-library"):
-        resources_for({"env": "subprocess:run", "env_kwargs": hostile.shell_kwargs(), "run_id": "srv4"})
+        server_spec({"spec": {"env": "subprocess:run", "env_kwargs": hostile.shell_kwargs(), "run_id": "srv4"}}, {})
     assert hostile.untouched()
     assert not (hostile.root / "runs").exists() and not (hostile.root / "elsewhere").exists()
 

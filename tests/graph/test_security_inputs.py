@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
+
+from lero.app.study import StudySpec
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.nodes import normalize_answer
-from lero.graph.study import StudySpec
-
-from tests.graph.test_ui_app import TOKEN, client  # noqa: F401 (the fixture ui builds on)
+from tests.app.test_ui_app import TOKEN, client  # noqa: F401 (the fixture ui builds on)
 from tests.support.cli import lero, run_files
 
 # ---------------------------------------------------------------- bounds

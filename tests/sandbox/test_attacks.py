@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from lero.sandbox.image import REPO_ROOT
 from lero.sandbox.types import Limits, ScriptResult
 

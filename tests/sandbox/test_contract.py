@@ -1,6 +1,7 @@
 """The static candidate check: valid modules pass, every adversarial trick is named."""
 
 import pytest
+
 from lero.training.contract import CONTRACT_TEXT, MAX_SOURCE_CHARS, static_check
 
 VALID = '''"""A valid candidate."""

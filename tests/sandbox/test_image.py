@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from lero.sandbox import image
 from lero.sandbox.image import INPUTS_LABEL, REPO_ROOT, image_inputs, image_site, image_state
 
@@ -41,12 +42,27 @@ def test_rootfs_files_of_this_interpreter_each_file_once() -> None:
     assert_each_file_once(files, str(image_site()), host_dirs)
 
 
+def _package_dirs() -> list[Path]:
+    """The site directories this interpreter imports its packages from, in import order: a
+    venv's own, the base installation's, the user's; whichever of them pip filled."""
+    dirs = [Path(entry) for entry in sys.path if Path(entry).name in ("site-packages", "dist-packages")]
+    return [directory for directory in dict.fromkeys(dirs) if directory.is_dir()]
+
+
 def _install_like(site_dir: Path) -> None:
-    """Site-packages holding every base package (links), as `pip install` into it would."""
+    """Site-packages holding every package this interpreter imports (links), as `pip install`
+    into it would; the first of a name wins, as on this interpreter's path."""
     site_dir.mkdir(parents=True, exist_ok=True)
-    for entry in image_site().iterdir():
-        if not entry.name.startswith(("lero", "__editable__")):
-            (site_dir / entry.name).symlink_to(entry)
+    for directory in _package_dirs():
+        for entry in directory.iterdir():
+            link = site_dir / entry.name
+            if not entry.name.startswith(("lero", "__editable__")) and not os.path.lexists(link):
+                link.symlink_to(entry)
+
+
+def _imports_the_runtime(python: Path, env: dict[str, str]) -> bool:
+    probe = f"import importlib\nfor name in {image.RUNTIME_MODULES!r}: importlib.import_module(name)"
+    return subprocess.run([python, "-c", probe], env=env, capture_output=True).returncode == 0
 
 
 @pytest.mark.parametrize(
@@ -75,6 +91,10 @@ def test_rootfs_files_from_each_kind_of_install(layout: str, tmp_path: Path) -> 
         env["PYTHONUSERBASE"] = str(tmp_path / "user")
         _install_like(tmp_path / "user" / "lib" / version / "site-packages")
         host_dirs = [tmp_path / "user"]
+    elif not _imports_the_runtime(base_python, env):
+        # Running from a venv whose base installation has no packages of its own: a system
+        # install would mean writing into that installation, which a test does not do.
+        pytest.skip(f"{base_python} has no runtime packages of its own (only this venv has)")
     output = subprocess.run(
         [python, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300
     )

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from lero.sandbox import get_sandbox
 from lero.sandbox.types import Job, Limits
 from lero.training import Policy, PolicyMeta, make_env, save_policy
-
 from tests.sandbox.test_contract import VALID
 
 ENV = {"name": "simple_spread", "N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
@@ -171,7 +171,7 @@ CHEATS = {
     ),
     "monkeypatches evaluate and torch": (
         "import sys, torch\n"
-        "for name in ('lero.training', 'lero.training.evaluate'):\n"
+        "for name in ('lero.training', 'lero.training.evaluation'):\n"
         "    if name in sys.modules:\n        sys.modules[name].evaluate = lambda *a, **k: {'return': 1e9}\n"
         "torch.Tensor.mean = lambda self, *a, **k: torch.tensor(1e9)\n"
     ),

@@ -7,13 +7,13 @@ import os
 import socket
 
 import pytest
+
 from lero.sandbox import Job, JobResult, Limits, ResultCache, SandboxUnavailable, get_sandbox
 from lero.sandbox.base import MAX_RESULT_BYTES, Sandbox, read_result
 from lero.sandbox.cache import cache_key
 from lero.sandbox.output import CappedBuffer
 from lero.sandbox.seal import new_key, seal
 from lero.sandbox.types import ScriptResult
-
 from tests.sandbox.test_contract import VALID
 from tests.sandbox.test_jobs import ENV, LIMITS
 
@@ -227,6 +227,7 @@ def test_containers_of_dead_owners_are_reaped(docker_sandbox) -> None:
 
 def test_docker_failure_during_a_job_is_crashed_not_raised(sandbox_image, tmp_path) -> None:
     import docker
+
     from lero.sandbox.docker_backend import DockerSandbox
 
     sandbox = DockerSandbox(work_dir=tmp_path)

@@ -20,11 +20,12 @@ from typing import Any
 import pytest
 
 ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
 from lero.graph.configuration import RunError, RunSpec  # noqa: E402
 from lero.graph.runner import start_run  # noqa: E402
 from lero.sandbox import Job, get_sandbox  # noqa: E402
 from lero.sandbox.base import JobCancelled  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
 
 NODE = {"num_cpus": 1, "memory": 5 * 2**30, "object_store_memory": 100 * 2**20}
 TINY = {  # a few PPO iterations of 32 envs per job
@@ -37,6 +38,7 @@ TINY = {  # a few PPO iterations of 32 envs per job
 def sandbox_containers() -> list[Any]:
     """Every sandbox container on the engine, in any state."""
     import docker
+
     from lero.sandbox.docker_backend import LABEL
 
     return docker.from_env().containers.list(all=True, filters={"label": LABEL})
@@ -108,11 +110,11 @@ def assert_every_candidate_evaluated(run_dir: Path) -> None:
 def test_ray_address_needs_the_ray_executor() -> None:
     with pytest.raises(RunError, match="ray_address is only used with executor 'ray'"):
         RunSpec.parse({"ray_address": "auto", "executor": "local"})
-    from lero.graph.cli import build_parser, spec_fields
+    from lero.app.args import build_parser, spec_fields
 
     args = build_parser().parse_args(["run", "--ray-address", "auto"])
     assert RunSpec.parse(spec_fields(args)).executor == "ray"
-    from lero.graph.cli import executor_fields
+    from lero.app.args import executor_fields
 
     resume = build_parser().parse_args(["resume", "r1", "--executor", "local"])
     assert executor_fields(resume) == {"executor": "local", "ray_address": None}

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from lero.sandbox import Limits, get_sandbox
 
+from lero.sandbox import Limits, get_sandbox
 from tests.sandbox.test_contract import VALID
 from tests.sandbox.test_jobs import job
 

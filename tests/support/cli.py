@@ -6,8 +6,9 @@ import io
 from pathlib import Path
 
 import pytest
-from lero.graph.cli import main
 from rich.console import Console
+
+from lero.app.cli import main
 
 
 def lero(argv: list[str], capsys: pytest.CaptureFixture[str], width: int = 300) -> tuple[int, str, str]:

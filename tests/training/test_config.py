@@ -1,8 +1,15 @@
 """TrainConfig validation: every bad value is a one-line ValueError, caught at construction."""
 
+import inspect
+import subprocess
+import sys
+
 import pytest
-from lero.training import TrainConfig
-from lero.training.config import PPOHparams, ValueDecompositionHparams
+
+from lero.training import ALGOS, ENV_NAMES, TrainConfig, evaluate
+from lero.training.algos.ppo import PPOHparams
+from lero.training.algos.value_decomposition import ValueDecompositionHparams
+from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
 
 
 @pytest.mark.parametrize(
@@ -48,3 +55,17 @@ def test_dict_round_trip_and_unknown_field() -> None:
     assert TrainConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ValueError, match="unknown TrainConfig fields: bogus"):
         TrainConfig.from_dict({**cfg.to_dict(), "bogus": 1})
+
+
+def test_defaults_have_one_home_and_name_real_choices() -> None:
+    cfg = TrainConfig()
+    assert (cfg.env, cfg.algo, cfg.eval_episodes) == (DEFAULT_ENV, DEFAULT_ALGO, EVAL_EPISODES)
+    assert DEFAULT_ENV in ENV_NAMES and DEFAULT_ALGO in ALGOS
+    assert inspect.signature(evaluate).parameters["episodes"].default == EVAL_EPISODES
+
+
+def test_defaults_module_imports_no_torch() -> None:
+    """CLI help strings read the defaults; that must not cost a torch import."""
+    probe = "import sys, lero.training.defaults; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from lero.training import Hooks, TrainConfig, train
 
 torch.set_num_threads(1)

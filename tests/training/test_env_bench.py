@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from lero.training.bench import bench_env, bench_train, format_table
 
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import torch
-from lero.training.envs import make_env
 from mpe2 import simple_spread_v3
+
+from lero.training.envs import make_env
 
 TOL = 1e-4
 

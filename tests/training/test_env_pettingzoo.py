@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from pettingzoo.test import parallel_api_test
+
 from lero.training.envs import make_env
 from lero.training.envs.pettingzoo_view import ParallelView
-from pettingzoo.test import parallel_api_test
 
 torch.set_num_threads(1)
 

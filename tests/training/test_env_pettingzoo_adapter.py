@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
 from lero.training.envs import make_env
 from lero.training.envs.registry import (
     check_env_name,
@@ -14,7 +16,6 @@ from lero.training.envs.registry import (
     registered_envs,
     task_spec,
 )
-from pettingzoo import ParallelEnv
 
 SPEC = "tests.training.test_env_pettingzoo_adapter:make_relay"
 

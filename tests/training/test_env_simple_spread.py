@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from lero.training.envs import ENV_NAMES, BatchedEnv, make_env
 
 torch.set_num_threads(1)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from lero.training import TrainConfig, evaluate, load_policy, save_policy, train
-from lero.training.envs import make_env
-from lero.training.envs.pettingzoo_view import ParallelView
 from mpe2 import simple_speaker_listener_v4
 from pettingzoo.test import parallel_api_test
 
+from lero.training import TrainConfig, evaluate, load_policy, save_policy, train
+from lero.training.envs import make_env
+from lero.training.envs.pettingzoo_view import ParallelView
 from tests.training.mpe2_reference import float32_exact, play
 
 TOL = 1e-4

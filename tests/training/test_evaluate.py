@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from lero.training import Policy, PolicyMeta, evaluate, make_env
 
 torch.set_num_threads(1)

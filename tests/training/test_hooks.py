@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from lero.training import HookError, Hooks, TrainConfig, train
 from lero.training.hooks import ObservationEnhancer, RewardShaper
 

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from lero.training import TrainConfig, make_env, train
 
 torch.set_num_threads(1)

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from lero.training import Hooks, Policy, PolicyMeta, load_candidate, load_policy, save_policy
 
 torch.set_num_threads(1)

@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+
 from lero.training import Hooks, TrainConfig, train
 from lero.training.stats import TrainingLog, summarize
 

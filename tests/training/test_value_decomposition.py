@@ -1,6 +1,7 @@
 """The Q(lambda) targets of the PQN-style VDN / QMIX learner, against their definition."""
 
 import torch
+
 from lero.training.algos.value_decomposition import lambda_returns
 
 REWARD = torch.tensor([[1.0, -1.0], [2.0, 0.5], [3.0, 1.5]])  # [T, B]

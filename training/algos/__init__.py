@@ -1,36 +1,39 @@
-"""Learners (one file per algorithm family), the pieces they share, and ``ALGORITHMS``.
+"""Learners (one file per algorithm family, each beside its hyper-parameters) and ``ALGORITHMS``.
 
-``ALGORITHMS`` is the one table of algorithms: name -> learner, typed hyper-parameters
-and policy kind. ``ALGOS``, ``TrainConfig``'s hyper-parameter lookup, ``train``'s learner
-and ``Policy``'s rebuild all read it; adding an algorithm is one learner file and one row.
+``ALGORITHMS`` is the one table of algorithms: name -> learner and typed hyper-parameters.
+``ALGOS``, ``TrainConfig``'s hyper-parameter lookup and ``train``'s learner read it; adding
+an algorithm is one learner file and one row. The learners and the policy import nothing
+from here, so the table sits above them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
-from lero.training.algos.ppo import train_ppo
-from lero.training.algos.value_decomposition import train_value_decomposition
-from lero.training.config import Hparams, PPOHparams, ValueDecompositionHparams
+from lero.training.algos.hooked_env import HookedEnv
+from lero.training.algos.ppo import PPOHparams, train_ppo
+from lero.training.algos.value_decomposition import (
+    ValueDecompositionHparams,
+    train_value_decomposition,
+)
+from lero.training.policy import Policy, PolicyMeta
 
-PolicyKind = Literal["actor", "q"]  # actor: logits, sampled in training; q: utilities, argmax
+Hparams = PPOHparams | ValueDecompositionHparams
 
 
 @dataclass(frozen=True)
 class Algorithm:
     """One row of the table."""
 
-    learner: Callable  # (TrainConfig, hparams, HookedEnv) -> Policy
+    learner: Callable[[PolicyMeta, Hparams, HookedEnv], Policy]
     hparams: type[Hparams]
-    policy_kind: PolicyKind
 
 
 ALGORITHMS: dict[str, Algorithm] = {
-    "mappo": Algorithm(train_ppo, PPOHparams, "actor"),
-    "ippo": Algorithm(train_ppo, PPOHparams, "actor"),
-    "vdn": Algorithm(train_value_decomposition, ValueDecompositionHparams, "q"),
-    "qmix": Algorithm(train_value_decomposition, ValueDecompositionHparams, "q"),
+    "mappo": Algorithm(train_ppo, PPOHparams),
+    "ippo": Algorithm(train_ppo, PPOHparams),
+    "vdn": Algorithm(train_value_decomposition, ValueDecompositionHparams),
+    "qmix": Algorithm(train_value_decomposition, ValueDecompositionHparams),
 }
 ALGOS: tuple[str, ...] = tuple(ALGORITHMS)

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 import torch
+
 from lero.training.envs.base import BatchedEnv
 from lero.training.hooks import Hooks, ObservationEnhancer, RewardShaper
 from lero.training.stats import TrainingLog

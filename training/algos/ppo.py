@@ -18,21 +18,53 @@ With tau in the critic, the time-limit end is a true terminal.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
-from lero.training.algos.hooked_env import HookedEnv
-from lero.training.algos.networks import RunningMeanStd, mlp, with_agent_id
-from lero.training.config import PPOHparams, TrainConfig
-from lero.training.policy import Policy, policy_meta
 from torch import nn
 
+from lero.training.algos.hooked_env import HookedEnv
+from lero.training.networks import RunningMeanStd, mlp, with_agent_id
+from lero.training.policy import Policy, PolicyMeta
+from lero.training.validation import check_hparam_fields, require
 
-def train_ppo(cfg: TrainConfig, hp: PPOHparams, env: HookedEnv) -> Policy:
-    """Train MAPPO (`cfg.algo == "mappo"`) or IPPO on `env`; returns the actor."""
+ACTOR_OUT_GAIN = 0.01  # near-uniform initial logits (CleanRL): early rollouts explore
+
+
+@dataclass(frozen=True)
+class PPOHparams:
+    """MAPPO / IPPO hyper-parameters (defaults tuned for simple_spread, 64-unit MLPs)."""
+
+    n_envs: int = 512
+    rollout_len: int = 25
+    lr: float = 2e-3
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    value_clip_eps: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 1.0
+    epochs: int = 3
+    minibatches: int = 4
+    max_grad_norm: float = 10.0
+    hidden: int = 64
+
+    def __post_init__(self) -> None:
+        check_hparam_fields(self, may_be_zero=frozenset({"ent_coef", "gae_lambda"}))
+        require(0.0 < self.gamma <= 1.0, f"hparam gamma must be in (0, 1], got {self.gamma}")
+        require(
+            0.0 <= self.gae_lambda <= 1.0,
+            f"hparam gae_lambda must be in [0, 1], got {self.gae_lambda}",
+        )
+
+
+def train_ppo(meta: PolicyMeta, hp: PPOHparams, env: HookedEnv) -> Policy:
+    """Train MAPPO (`meta.algo == "mappo"`) or IPPO on `env` for `env.total_steps`; returns the actor."""
     n_envs, n_agents, n_actions, obs_dim = env.n_envs, env.n_agents, env.n_actions, env.obs_dim
-    centralised = cfg.algo == "mappo"
+    centralised = meta.algo == "mappo"
 
-    policy = Policy(policy_meta(cfg.algo, env, hp.hidden, cfg.env, cfg.env_kwargs))
+    policy = Policy(meta, out_gain=ACTOR_OUT_GAIN)
     if centralised:
         critic_net = mlp(env.state_dim + 1, hp.hidden, n_agents, out_gain=1.0)
     else:
@@ -50,7 +82,7 @@ def train_ppo(cfg: TrainConfig, hp: PPOHparams, env: HookedEnv) -> Policy:
     value_norm = RunningMeanStd()
 
     horizon = hp.rollout_len  # T
-    n_iterations = math.ceil(cfg.steps / (n_envs * horizon))
+    n_iterations = math.ceil(env.total_steps / (n_envs * horizon))
     obs_buf = torch.zeros(horizon + 1, n_envs, n_agents, obs_dim)  # [T+1, B, N, D']
     state_buf = torch.zeros(horizon + 1, n_envs, env.state_dim)  # [T+1, B, S] (MAPPO only)
     tau_buf = torch.zeros(horizon + 1, n_envs)  # [T+1, B] elapsed episode fraction

@@ -31,13 +31,41 @@ Q_tot(o_t, a_t; s_t) there (d_t marks these steps below).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from lero.training.algos.hooked_env import HookedEnv
-from lero.training.config import TrainConfig, ValueDecompositionHparams
-from lero.training.policy import Policy, policy_meta
 from torch import nn
+
+from lero.training.algos.hooked_env import HookedEnv
+from lero.training.policy import Policy, PolicyMeta
+from lero.training.validation import check_hparam_fields, require
+
+
+@dataclass(frozen=True)
+class ValueDecompositionHparams:
+    """VDN / QMIX hyper-parameters: PQN-style parallel Q(lambda), no replay."""
+
+    n_envs: int = 256
+    rollout_len: int = 16  # steps per env between updates
+    lr: float = 1e-3
+    gamma: float = 0.9
+    td_lambda: float = 0.3  # Q(lambda) targets: 0 = one-step TD, 1 = Monte Carlo within a rollout
+    epochs: int = 2  # passes over each rollout
+    minibatches: int = 16
+    eps_start: float = 1.0
+    eps_end: float = 0.05
+    eps_anneal_frac: float = 0.1  # share of the budget over which epsilon decays linearly
+    max_grad_norm: float = 1.0
+    hidden: int = 128
+    mixer_embed: int = 32
+
+    def __post_init__(self) -> None:
+        check_hparam_fields(self, may_be_zero=frozenset({"eps_end", "eps_anneal_frac", "td_lambda"}))
+        require(0.0 < self.gamma <= 1.0, f"hparam gamma must be in (0, 1], got {self.gamma}")
+        for name in ("eps_start", "eps_end", "eps_anneal_frac", "td_lambda"):
+            value = getattr(self, name)
+            require(0.0 <= value <= 1.0, f"hparam {name} must be in [0, 1], got {value}")
 
 
 class VDNMixer(nn.Module):
@@ -94,21 +122,22 @@ def lambda_returns(
 
 
 def train_value_decomposition(
-    cfg: TrainConfig, hp: ValueDecompositionHparams, env: HookedEnv
+    meta: PolicyMeta, hp: ValueDecompositionHparams, env: HookedEnv
 ) -> Policy:
-    """Train VDN (`cfg.algo == "vdn"`) or QMIX on `env`; returns the shared Q-network as the policy."""
+    """Train VDN (`meta.algo == "vdn"`) or QMIX on `env` for `env.total_steps`; returns the
+    shared Q-network as the policy."""
     n_envs, n_agents = env.n_envs, env.n_agents
     obs_dim, state_dim, horizon = env.obs_dim, env.state_dim, hp.rollout_len
 
-    q_net = Policy(policy_meta(cfg.algo, env, hp.hidden, cfg.env, cfg.env_kwargs))
+    q_net = Policy(meta)
     mixer = (
         VDNMixer()
-        if cfg.algo == "vdn"
+        if meta.algo == "vdn"
         else QMixer(n_agents, state_dim + 1, hp.mixer_embed, hp.hidden)
     )
     params = [*q_net.parameters(), *mixer.parameters()]
     optimizer = torch.optim.RAdam(params, lr=hp.lr, foreach=True)
-    anneal_steps = hp.eps_anneal_frac * cfg.steps
+    anneal_steps = hp.eps_anneal_frac * env.total_steps
 
     def epsilon(done_steps: int) -> float:
         if anneal_steps == 0:
@@ -131,7 +160,7 @@ def train_value_decomposition(
     minibatch_size = math.ceil(n_samples / hp.minibatches)
 
     obs, state = env.observe(), mixer_state()  # [B, N, D'], [B, S + 1]
-    for _ in range(math.ceil(cfg.steps / n_samples)):
+    for _ in range(math.ceil(env.total_steps / n_samples)):
         with torch.inference_mode():
             eps = epsilon(env.done_steps)
             for t in range(horizon):

@@ -44,6 +44,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
+
 from lero.training.envs.task import TaskSpec
 
 

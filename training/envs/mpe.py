@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
 from lero.training.envs.base import BatchedEnv
 
 DT = 0.1

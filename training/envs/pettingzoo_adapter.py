@@ -39,10 +39,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from pettingzoo import ParallelEnv
+
 from lero.training.envs import checks
 from lero.training.envs.base import BatchedEnv
 from lero.training.envs.task import RETURN, Metric, StateField, TaskSpec
-from pettingzoo import ParallelEnv
 
 EPISODE_LENGTH = "episode_length"
 MAX_WORKERS = 4  # the default cap

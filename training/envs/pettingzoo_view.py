@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium import spaces
-from lero.training.envs.base import BatchedEnv
 from pettingzoo import ParallelEnv
+
+from lero.training.envs.base import BatchedEnv
 
 
 class ParallelView(ParallelEnv):

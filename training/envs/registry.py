@@ -50,7 +50,6 @@ def make_env(name: str, n_envs: int, **kwargs: Any) -> BatchedEnv:
     return _ENVS[name][0](_native_config(name, n_envs, kwargs))
 
 
-DEFAULT_ENV = "simple_spread"  # the experiment LERO targets (DESIGN.md)
 ENTRY_POINT_GROUP = "lero.envs"
 # make_env keywords a PettingZoo env's adapter takes itself (the rest go to the factory):
 # worker processes, episode length, and the directory its module imports from

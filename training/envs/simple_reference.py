@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
 from lero.training.envs import checks
 from lero.training.envs.mpe import MOVE_NAMES, AgentKinds, Field, MPEEnv
 from lero.training.envs.task import RETURN, Metric, StateField, TaskSpec

@@ -1,0 +1,337 @@
+"""The command line's grammar, shared by every front-end: the parser, the flags -> RunSpec /
+StudySpec translation and the one-line error.
+
+`lero` (app.cli) parses with it; the web UI's start form and the chat reuse the same
+translation, so a setting means the same wherever it is typed. Importing this module
+imports no torch (help strings take defaults from `training.defaults`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from pathlib import Path
+from typing import NoReturn
+
+from lero.graph.configuration import (
+    APPROVE_MODES,
+    DEFAULT_RUNS_DIR,
+    RunSpec,
+    absolute_runs_dir,
+    load_json,
+)
+from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
+
+RUN_FLAGS = (
+    "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
+    "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
+    "wall_clock_s", "exploit_fraction", "task", "offline_prior", "executor", "ray_address",
+)  # fmt: skip
+
+
+BUDGET_FLAGS = ("max_llm_requests", "max_llm_tokens", "wall_clock_s")
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def parse_value(text: str) -> object:
+    """`--env-arg` values: int, float, bool, None, else the string itself."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
+def _env_arg(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip().isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), parse_value(value)
+
+
+def _bounded(kind: type, minimum: float, inclusive: bool, expected: str):
+    """An argparse type converter: `kind(text)` that must be >= (or >) `minimum`."""
+
+    def convert(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not (value >= minimum if inclusive else value > minimum):
+            raise argparse.ArgumentTypeError(f"must be {'>=' if inclusive else '>'} {minimum}, got {text}")
+        return value
+
+    return convert
+
+
+_positive_int = _bounded(int, 0, inclusive=False, expected="a positive integer")
+
+
+_non_negative_int = _bounded(int, 0, inclusive=True, expected="an integer >= 0")
+
+
+_positive_float = _bounded(float, 0, inclusive=False, expected="a positive number")
+
+
+def one_line(exc: BaseException) -> str:
+    """A single line for any validation error (pydantic's are multi-line)."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors()[0]
+        except (TypeError, IndexError, AttributeError):
+            first = None
+        if isinstance(first, dict) and "msg" in first:
+            where = ".".join(str(part) for part in first.get("loc", ()))
+            message = str(first["msg"]).removeprefix("Value error, ")
+            return f"{where}: {message}" if where else message
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _runs_dir(text: str) -> Path:
+    """`--runs-dir`, resolved once here against the working directory."""
+    return Path(absolute_runs_dir(text))
+
+
+def _add_runs_dir(p: argparse.ArgumentParser, default: str | None = DEFAULT_RUNS_DIR) -> None:
+    p.add_argument(
+        "--runs-dir",
+        type=_runs_dir,
+        default=None if default is None else _runs_dir(default),
+        help=f"where runs live (default {DEFAULT_RUNS_DIR}/ in the working directory)",
+    )
+
+
+def _add_llm_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--llm", help="offline | openai | openai:MODEL (default: by environment)")
+    p.add_argument("--model", help="model name for openai (else LERO_MODEL, else the server's first)")
+    p.add_argument("--base-url", help="OpenAI-compatible server URL (else OPENAI_BASE_URL)")
+
+
+def _add_budget_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-llm-requests", type=_positive_int, help="LLM request budget of the run")
+    p.add_argument("--max-llm-tokens", type=_positive_int, help="LLM token budget of the run")
+    p.add_argument("--wall-clock-s", type=_positive_float, help="wall-clock budget in seconds")
+
+
+def _add_env_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--env-arg",
+        dest="env_args",
+        action="append",
+        type=_env_arg,
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment argument, repeatable (e.g. N=5, num_agent_neighbors=1)",
+    )
+
+
+def _add_executor_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executor", choices=("local", "ray"),
+                   help="where train/evaluate jobs run (default local; ray: docs/ray.md)")
+    p.add_argument("--ray-address", help="Ray cluster: auto | HOST:PORT (default: a new local "
+                   "instance); implies --executor ray")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="lero",
+        description="LLM-evolved hybrid rewards and observation enhancement for cooperative MARL.",
+        epilog="exit status: 0 done, 1 run failed, 2 bad input, 3 run waiting for an answer",
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
+
+    run = sub.add_parser("run", help="run the evolutionary LLM loop (unattended or with approvals)")
+    run.add_argument("--config", type=Path, help="TOML or JSON file with RunSpec fields")
+    run.add_argument("--env", help=f"environment: a name (lero.envs entry points included) or a PettingZoo package.module:factory (default {DEFAULT_ENV})")
+    _add_env_args(run)
+    run.add_argument("--task", help="the task for the LLM in words (default: the env's own text)")
+    run.add_argument("--algo", help=f"learning algorithm (default {DEFAULT_ALGO}; an unknown name lists the others)")
+    run.add_argument("--generations", type=_positive_int)
+    run.add_argument("--population", type=_positive_int)
+    run.add_argument("--steps", type=_positive_int, help="env steps per candidate and seed")
+    run.add_argument("--seeds", type=_positive_int, help="seeds per candidate and baseline")
+    _add_llm_args(run)
+    _add_budget_args(run)
+    run.add_argument("--sandbox", choices=("auto", "docker", "process"))
+    run.add_argument("--approve", choices=APPROVE_MODES)
+    run.add_argument("--exploit-fraction", type=float, help="share of each generation refining an elite (0..1, default 0.75)")
+    run.add_argument("--run-id")
+    _add_runs_dir(run, default=None)  # None: the config file's, else RunSpec's default
+    run.add_argument(
+        "--no-prior", dest="offline_prior", action="store_const", const=False,
+        help="offline designer: no hand-written prior in generation 0 (sampled designs only)",
+    )  # fmt: skip
+    _add_executor_args(run)
+
+    resume = sub.add_parser("resume", help="continue an interrupted or stopped run")
+    resume.add_argument("run_id")
+    _add_runs_dir(resume)
+    resume.add_argument("--answer", type=Path, help="JSON file answering the pending question")
+    resume.add_argument("--env", help="confirm the run's package.module:factory env (it is imported and runs here)")
+    _add_llm_args(resume)
+    _add_budget_args(resume)
+    _add_executor_args(resume)
+
+    chat = sub.add_parser("chat", help="design an experiment in a conversation, then run it")
+    _add_llm_args(chat)
+    _add_runs_dir(chat)
+
+    runs = sub.add_parser("runs", help="list runs")
+    _add_runs_dir(runs)
+
+    report = sub.add_parser("report", help="rebuild and summarise a run's report")
+    report.add_argument("run_id")
+    _add_runs_dir(report)
+
+    train = sub.add_parser("train", help="train one policy on the native reward (no LLM)")
+    train.add_argument("--env", required=True)
+    _add_env_args(train)
+    train.add_argument("--algo", required=True)
+    train.add_argument("--steps", required=True, type=_positive_int, help="joint env steps")
+    train.add_argument("--seed", required=True, type=_non_negative_int)
+    train.add_argument("--out", required=True, type=Path, help="output directory")
+    train.add_argument("--n-envs", type=_positive_int, help="parallel envs (default: algo's)")
+    train.add_argument("--eval-episodes", type=_positive_int, default=EVAL_EPISODES)
+    train.add_argument("--threads", type=_positive_int, help="torch threads")
+
+    bench = sub.add_parser("bench", help="env throughput vs mpe2, and MAPPO training")
+    bench.add_argument("--env", default=DEFAULT_ENV, help="environment to measure")
+    _add_env_args(bench)
+    bench.add_argument("--n-envs", type=_positive_int, default=4096, help="batch size (envs)")
+    bench.add_argument("--seconds", type=_positive_float, default=6.0, help="env measuring time")
+    bench.add_argument("--threads", type=_positive_int, default=2, help="torch threads")
+    bench.add_argument("--algo", default=DEFAULT_ALGO, help="algorithm for the training row")
+    bench.add_argument("--train-steps", type=_positive_int, default=200_000)
+    bench.add_argument("--skip-train", action="store_true", help="only the env throughput")
+
+    _add_study_parser(sub)
+
+    ui = sub.add_parser("ui", help="web app: watch runs, answer approvals, design experiments")
+    _add_runs_dir(ui)
+    ui.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    ui.add_argument("--port", type=_non_negative_int, default=8765, help="default 8765; 0 picks a free one")
+    _add_llm_args(ui)  # the chat page's assistant
+
+    sandbox = sub.add_parser("sandbox", help="build or check the Docker sandbox image")
+    sandbox_commands = sandbox.add_subparsers(dest="action", required=True, metavar="ACTION")
+    build = sandbox_commands.add_parser("build", help="build the sandbox image locally")
+    build.add_argument("--mode", choices=("auto", "dockerfile", "offline"), default="auto")
+    sandbox_commands.add_parser("check", help="daemon, image and a contained smoke run")
+    return parser
+
+
+def load_config_file(path: Path) -> dict:
+    """RunSpec fields from a TOML or JSON file (by suffix; TOML otherwise)."""
+    if not path.is_file():
+        raise UsageError(f"config file not found: {path}")
+    text = path.read_text()
+    try:
+        data = load_json(text, f"config {path}") if path.suffix == ".json" else tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise UsageError(f"cannot parse config {path}: {one_line(exc)}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"config {path} must hold a table/object of RunSpec fields")
+    return data
+
+
+def spec_fields(args: argparse.Namespace) -> dict:
+    """RunSpec fields: config file, then CLI flags; --env-arg entries update env_kwargs."""
+    fields = load_config_file(args.config) if args.config else {}
+    fields.update({k: getattr(args, k) for k in RUN_FLAGS if getattr(args, k) is not None})
+    if fields.get("runs_dir") is not None:
+        fields["runs_dir"] = str(fields["runs_dir"])
+    fields.update(executor_fields(args))
+    if args.env_args:
+        base = fields.get("env_kwargs")
+        if base is None:
+            base = RunSpec.default_env_kwargs(fields.get("env"))
+        fields["env_kwargs"] = {**base, **dict(args.env_args)}
+    return fields
+
+
+def llm_fields(llm: str | None, model: str | None, base_url: str | None) -> dict[str, str | None]:
+    """RunSpec's `llm` and `base_url` by the one rule of `agents.config.choose_llm`."""
+    from lero.agents.config import choose_llm
+
+    choice = choose_llm(llm, model, base_url)
+    return {"llm": choice.llm, "base_url": choice.base_url}
+
+
+def executor_fields(args: argparse.Namespace) -> dict:
+    """`--executor` / `--ray-address` as RunSpec fields (an address implies the ray executor)."""
+    fields = {k: getattr(args, k) for k in ("executor", "ray_address") if getattr(args, k)}
+    if args.ray_address is not None and args.executor is None:
+        fields["executor"] = "ray"
+    if args.executor == "local" and args.ray_address is None:
+        fields["ray_address"] = None  # also over a stored or configured address
+    return fields
+
+
+def resume_overrides(args: argparse.Namespace) -> dict[str, object]:
+    """Spec fields `lero resume` changes: budgets, the executor, and the LLM when one is named."""
+    overrides = {k: getattr(args, k) for k in BUDGET_FLAGS if getattr(args, k) is not None}
+    if args.llm is not None or args.model is not None or args.base_url is not None:
+        overrides.update(llm_fields(args.llm, args.model, args.base_url))
+    return {**overrides, **executor_fields(args)}
+
+
+def _add_study_parser(sub: argparse._SubParsersAction) -> None:
+    study = sub.add_parser(
+        "study", help="ablations: native / hrf / oef / hrf+oef x algorithms x seeds, held out"
+    )
+    study.add_argument("run_id", nargs="?", help="study this run's best candidate")
+    study.add_argument("--candidate", type=Path, help="study a candidate module file instead")
+    study.add_argument("--candidate-id", help="a candidate of the run other than the best")
+    study.add_argument("--config", type=Path, help="TOML or JSON file with StudySpec fields")
+    _add_runs_dir(study)
+    study.add_argument("--preset", choices=("paper",), help="paper: mappo,ippo,vdn,qmix x 5 seeds")
+    study.add_argument("--algos", help="comma-separated, e.g. mappo,vdn (default: the run's)")
+    study.add_argument("--seeds", type=_positive_int, help="fresh training seeds (default 5)")
+    study.add_argument("--steps", type=_positive_int, help="env steps per training (default: the run's)")
+    study.add_argument("--env", help=f"environment (default: the run's, or {DEFAULT_ENV}); names a "
+                       "package.module:factory env to confirm importing it")
+    _add_env_args(study)
+    study.add_argument("--eval-episodes", type=_positive_int)
+    study.add_argument("--target-return", type=float, help="return for steps-to-reach (default: native's)")
+    study.add_argument("--study-id", help="directory name (default: from the settings)")
+    study.add_argument("--sandbox", choices=("auto", "docker", "process"))
+    study.add_argument("--max-parallel", type=_positive_int)
+    _add_executor_args(study)
+
+
+def study_fields(args: argparse.Namespace) -> dict:
+    """StudySpec fields from the flags (a preset first, flags over it)."""
+    from lero.app.study import PAPER_ALGOS
+
+    fields = load_config_file(args.config) if args.config else {}
+    if args.preset == "paper":
+        fields["algos"] = PAPER_ALGOS
+    if args.algos:
+        fields["algos"] = tuple(a.strip() for a in args.algos.split(",") if a.strip())
+    if args.candidate is not None:
+        fields["candidate"] = str(args.candidate)
+    for name in ("run_id", "candidate_id", "runs_dir", "seeds", "steps", "env", "eval_episodes",
+                 "target_return", "study_id", "sandbox", "max_parallel"):  # fmt: skip
+        if getattr(args, name) is not None:
+            fields[name] = str(value) if isinstance(value := getattr(args, name), Path) else value
+    if args.env_args:
+        base = RunSpec.default_env_kwargs(args.env)
+        fields["env_kwargs"] = {**(base or {}), **dict(args.env_args)}
+    return {**fields, **executor_fields(args)}

@@ -1,0 +1,33 @@
+"""`lero chat`: design an experiment in a conversation in the terminal, confirm it, run it
+with approvals (the desk and its dialogues: `app.desk`)."""
+
+from __future__ import annotations
+
+from typing import IO
+
+from rich.console import Console
+
+from lero.app.console import Asker
+from lero.app.desk import ExperimentDesk, assistant_chat, offline_chat
+from lero.graph.configuration import DEFAULT_RUNS_DIR
+
+
+def run_chat(
+    llm: str | None = None,
+    base_url: str | None = None,
+    runs_dir: str = DEFAULT_RUNS_DIR,
+    console: Console | None = None,
+    stdin: IO[str] | None = None,
+) -> int:
+    """`lero chat`: the experiment assistant with the given LLM, or the offline dialogue."""
+    from lero.agents import LLMConfig
+
+    cfg = LLMConfig.from_spec(llm, base_url=base_url)
+    io = Asker(console, stdin)
+    spec_llm = "offline" if cfg.backend == "offline" else f"openai:{cfg.model}"
+    desk = ExperimentDesk(
+        io, base={"llm": spec_llm, "base_url": cfg.base_url, "runs_dir": runs_dir}
+    )
+    if cfg.backend == "offline":
+        return offline_chat(desk)
+    return assistant_chat(desk, cfg)

@@ -1,0 +1,405 @@
+"""`lero`: the command line (argparse). Commands import their packages lazily so that
+`lero train` / `lero bench` need only `training`, and a broken optional part (no Docker,
+no LLM) never stops the others from starting.
+
+Errors the user can fix (bad flags, bad config, unknown run, invalid spec) print one line
+`lero: error: ...` on stderr and exit with status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.markup import escape
+
+from lero.app.args import (
+    UsageError,
+    build_parser,
+    llm_fields,
+    one_line,
+    resume_overrides,
+    spec_fields,
+    study_fields,
+)
+from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec, absolute_runs_dir, load_json
+from lero.graph.context import CancelScope
+
+if TYPE_CHECKING:
+    from lero.graph.runner import RunOutcome
+
+# OpenMP's default busy-wait makes 2-thread torch 5-10x slower on a shared machine;
+# it must be set before torch is first imported (commands import it lazily).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+# ---------------------------------------------------------------- parser
+
+
+# ---------------------------------------------------------------- run / resume / chat
+
+
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    fields = spec_fields(args)
+    fields.update(llm_fields(fields.get("llm"), args.model, fields.get("base_url")))
+    spec = RunSpec.parse(fields).with_run_id()  # validated before heavy imports
+    from lero.app.console import RichUI
+    from lero.app.hooks import app_front
+    from lero.graph.runner import start_run
+
+    ui = RichUI(console=console, generations=spec.generations)
+    with first_ctrl_c_cancels() as interrupts:
+        try:
+            with ui:  # --env: the person named it
+                outcome = start_run(spec, ui, confirm=args.env, front=app_front(interrupts.scope))
+        except KeyboardInterrupt:
+            interrupts.wait()
+            return _stopped(spec.run_id, Path(spec.runs_dir))
+    return finish_outcome(outcome, console)
+
+
+class Interrupts:
+    """Ctrl-C during a run: the first kills its sandbox jobs (in a thread, so a lock the
+    interrupted code holds cannot deadlock it) and raises KeyboardInterrupt; the second
+    exits at once."""
+
+    def __init__(self) -> None:
+        self.scope = CancelScope()  # the runs this command drives
+        self.canceller: threading.Thread | None = None
+
+    def handle(self, signum: int, frame: object) -> None:
+        if self.canceller is not None:
+            os._exit(EXIT_INTERRUPTED)
+        self.canceller = threading.Thread(target=self.scope.cancel_all, daemon=True)
+        self.canceller.start()
+        raise KeyboardInterrupt
+
+    def wait(self, timeout_s: float = 10.0) -> None:
+        """Until the jobs are killed: no container outlives the command."""
+        if self.canceller is not None:
+            self.canceller.join(timeout_s)
+
+
+@contextmanager
+def first_ctrl_c_cancels() -> Iterator[Interrupts]:
+    interrupts = Interrupts()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupts  # signals reach only the main thread
+        return
+    previous = signal.signal(signal.SIGINT, interrupts.handle)
+    try:
+        yield interrupts
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def resume_hint(run_id: str, runs_dir: Path) -> str:
+    """The command that continues a run (`--runs-dir` only when it is not the default)."""
+    default = Path(absolute_runs_dir(DEFAULT_RUNS_DIR))
+    where = "" if Path(runs_dir) == default else f" --runs-dir {runs_dir}"
+    return f"lero resume {run_id}{where}"
+
+
+def _stopped(run_id: str, runs_dir: Path) -> int:
+    """Ctrl-C: the last checkpoint survives, so say how to continue."""
+    return _fail(f"interrupted; continue with: {resume_hint(run_id, runs_dir)}", EXIT_INTERRUPTED)
+
+
+def read_answer(path: Path | None) -> object | None:
+    """The JSON answer to a pending interrupt (`lero resume --answer FILE`)."""
+    if path is None:
+        return None
+    if not path.is_file():
+        raise UsageError(f"answer file not found: {path}")
+    return load_json(path.read_text(), f"answer file {path}")
+
+
+def cmd_resume(args: argparse.Namespace, console: Console) -> int:
+    path = run_dir(args.runs_dir, args.run_id)
+    answer = read_answer(args.answer)
+    overrides = resume_overrides(args)
+    from lero.app.console import RichUI
+    from lero.app.hooks import app_front
+    from lero.graph.runner import resume_run
+    from lero.graph.summary import load_run
+
+    ui = RichUI(console=console, generations=load_run(path).spec.get("generations"))
+    with first_ctrl_c_cancels() as interrupts:
+        try:
+            with ui:
+                outcome = resume_run(args.run_id, args.runs_dir, ui, answer=answer, overrides=overrides,
+                                     confirm=args.env, front=app_front(interrupts.scope))
+        except KeyboardInterrupt:
+            interrupts.wait()
+            return _stopped(args.run_id, args.runs_dir)
+    return finish_outcome(outcome, console)
+
+
+def finish_outcome(outcome: RunOutcome, console: Console) -> int:
+    """Say how the run ended, on the last line; for a pending question, how to answer it."""
+    from lero.app.console import describe_answer, render_summary
+    from lero.graph.rundir import RunDir
+
+    status, run_id = outcome.status, outcome.run_id
+    runs_dir = Path(outcome.run_dir).parent
+    if status == "interrupted" and outcome.interrupt is not None:
+        console.print(
+            f"[yellow]run {run_id} is waiting for an answer:[/] "
+            f"{escape(resume_hint(run_id, runs_dir))} --answer FILE",
+            soft_wrap=True,
+        )
+        console.print(describe_answer(outcome.interrupt), markup=False, soft_wrap=True)
+        return EXIT_WAITING
+    rundir = RunDir(Path(outcome.run_dir))
+    report = rundir.read_summary()
+    if report is not None:
+        render_summary(report, console)
+        console.print(f"report: {rundir.report_md_path}", soft_wrap=True)
+    last = f"run {run_id}: {status}"
+    if outcome.stop_reason and status != "completed":
+        last += f": {outcome.stop_reason}"
+    if status == "stopped":
+        last += f"; continue with: {resume_hint(run_id, runs_dir)}"
+    console.print(last, markup=False, highlight=False, soft_wrap=True)
+    return EXIT_OK if status == "completed" else EXIT_FAILED
+
+
+def cmd_chat(args: argparse.Namespace, console: Console) -> int:
+    from lero.app.chat import run_chat
+
+    fields = llm_fields(args.llm, args.model, args.base_url)
+    return run_chat(llm=fields["llm"], base_url=fields["base_url"], runs_dir=str(args.runs_dir),
+                    console=console)
+
+
+# ---------------------------------------------------------------- runs / report
+
+
+def run_dir(runs_dir: str | Path, run_id: str) -> Path:
+    path = Path(runs_dir) / run_id
+    if not run_id or "/" in run_id or not path.is_dir():
+        raise UsageError(f"unknown run id {run_id!r} in {runs_dir}/ (see `lero runs`)")
+    return path
+
+
+def cmd_runs(args: argparse.Namespace, console: Console) -> int:
+    from lero.app.console import render_runs
+    from lero.app.report import run_row, run_rows
+
+    root = Path(args.runs_dir)
+    rows = run_rows(root, run_row)
+    if not rows:
+        console.print(f"no runs in {root}/")
+        return EXIT_OK
+    render_runs(rows, console)
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace, console: Console) -> int:
+    from lero.app.console import render_summary
+    from lero.app.report import write_report
+    from lero.graph.rundir import RunDir
+
+    path = run_dir(args.runs_dir, args.run_id)
+    summary = write_report(path)
+    render_summary(summary, console)
+    console.print(f"report: {RunDir(path).report_md_path}", soft_wrap=True)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- study
+
+
+def cmd_study(args: argparse.Namespace, console: Console) -> int:
+    from lero.app.study import StudySpec, run_study
+
+    spec = StudySpec.parse(study_fields(args))
+    study = run_study(spec, progress=lambda line: console.print(line, markup=False, soft_wrap=True),
+                      confirm=args.env)
+    for cell in study["cells"]:
+        summary = cell["summary"].get("return")
+        test = cell["vs_native"].get("return", {})
+        shown = (f"return {summary['mean']:.3f} [{summary['ci_low']:.3f}, {summary['ci_high']:.3f}]"
+                 if summary else "no result")  # fmt: skip
+        if test.get("welch_p") is not None:
+            shown += f", vs native p={test['welch_p']:.3g} g={test['hedges_g'] or 0:.2f}"
+        console.print(f"{cell['algo']:6s} {cell['variant']:8s} {shown}", markup=False)
+    console.print(f"study {study['study_id']}: {study['status']}")
+    return EXIT_OK if study["status"] == "completed" else EXIT_FAILED
+
+
+# ---------------------------------------------------------------- train / bench / sandbox
+
+
+def write_curve_csv(curves: dict[str, list[float]], path: Path) -> None:
+    """One row per logged point; columns = curve names (`steps` first)."""
+    names = ["steps", *sorted(k for k in curves if k != "steps")]
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(names)
+        writer.writerows(zip(*(curves[n] for n in names), strict=True))
+
+
+def cmd_train(args: argparse.Namespace, console: Console) -> int:
+    from lero.app.console import train_progress
+    from lero.graph.safefs import write_atomic
+    from lero.training import TrainConfig, make_env, save_policy, train
+
+    env_kwargs = dict(args.env_args)
+    cfg = TrainConfig(
+        env=args.env,
+        env_kwargs=env_kwargs,
+        algo=args.algo,
+        steps=args.steps,
+        seed=args.seed,
+        n_envs=args.n_envs,
+        eval_episodes=args.eval_episodes,
+        threads=args.threads,
+    )
+    make_env(args.env, 1, **env_kwargs)  # bad env kwargs (N=0, typos) fail before any output
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} exists and is not a directory")
+    args.out.mkdir(parents=True, exist_ok=True)
+    with train_progress(console, f"{args.algo} on {args.env}") as progress:
+        result = train(cfg, progress=progress)
+    save_policy(result.policy, args.out / "policy.pt")
+    write_curve_csv(result.curves, args.out / "curve.csv")
+    document = {
+        "env": args.env,
+        "env_kwargs": env_kwargs,
+        "algo": args.algo,
+        "steps": result.steps,
+        "seed": args.seed,
+        "wall_s": result.wall_s,
+        "steps_per_s": result.steps_per_s,
+        "eval": result.eval,
+        "curves": result.curves,
+        "reflection_stats": result.reflection_stats,
+        "config": cfg.to_dict(),
+        "policy_path": "policy.pt",
+    }
+    write_atomic(args.out / "result.json", json.dumps(document, indent=2) + "\n")
+    metrics = ", ".join(f"{k} {v:.3f}" for k, v in result.eval.items())
+    console.print(f"eval: {metrics}")
+    console.print(
+        f"{result.steps} steps in {result.wall_s:.1f} s ({result.steps_per_s:.0f} steps/s) "
+        f"-> {args.out / 'result.json'}"
+    )
+    return EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace, console: Console) -> int:
+    from lero.training import ALGOS
+    from lero.training.bench import bench_env, bench_train, format_table
+
+    if args.algo not in ALGOS:
+        raise UsageError(f"unknown algo {args.algo!r}; choose one of {', '.join(ALGOS)}")
+    env_kwargs = dict(args.env_args)
+    console.print(f"measuring env throughput ({args.n_envs} envs, {args.seconds:g} s) ...")
+    rows = [
+        bench_env(args.n_envs, args.seconds, env_kwargs, threads=args.threads, env_name=args.env)
+    ]
+    if not args.skip_train:
+        console.print(f"measuring {args.algo} training ({args.train_steps} steps) ...")
+        rows.append(
+            bench_train(
+                args.algo, args.train_steps, env_kwargs, threads=args.threads, env_name=args.env
+            )
+        )
+    for row in rows:  # one table per row: the env and train rows have different columns
+        console.out(format_table([row]) + "\n", highlight=False)
+    return EXIT_OK
+
+
+def cmd_sandbox(args: argparse.Namespace, console: Console) -> int:
+    from lero.sandbox.check import check
+    from lero.sandbox.image import build_image
+
+    def log(message: str) -> None:
+        console.print(message, markup=False, highlight=False)
+
+    if args.action == "build":
+        console.print(f"built image {build_image(args.mode, log=log)}")
+        return EXIT_OK
+    report = check()
+    for name, (ok, detail) in report.items():
+        console.print(f"{'[green]ok[/]  ' if ok else '[red]FAIL[/]'} {name}: {escape(detail)}")
+    return EXIT_OK if all(ok for ok, _ in report.values()) else EXIT_FAILED
+
+
+def cmd_ui(args: argparse.Namespace, console: Console) -> int:
+    from lero.agents import LLMConfig
+    from lero.app.ui import serve
+
+    fields = llm_fields(args.llm, args.model, args.base_url)
+    serve(str(args.runs_dir), args.host, args.port, LLMConfig.from_spec(fields["llm"], base_url=fields["base_url"]))
+    return EXIT_OK
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "resume": cmd_resume,
+    "chat": cmd_chat,
+    "runs": cmd_runs,
+    "report": cmd_report,
+    "train": cmd_train,
+    "bench": cmd_bench,
+    "study": cmd_study,
+    "sandbox": cmd_sandbox,
+    "ui": cmd_ui,
+}
+
+
+OPERATIONAL_ERRORS = (
+    ("lero.sandbox", "SandboxUnavailable"),
+    ("lero.agents", "LLMError"),
+    ("lero.agents", "BudgetExceeded"),
+)
+
+
+def _is_operational(exc: RuntimeError) -> bool:
+    """No Docker daemon / image, an LLM server that fails for good: the message says how
+    to fix it, so no traceback. Only packages already imported are asked (a package that
+    was never imported cannot have raised)."""
+    for module, name in OPERATIONAL_ERRORS:
+        kind = getattr(sys.modules.get(module), name, None)
+        if kind is not None and isinstance(exc, kind):
+            return True
+    return False
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"lero: error: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: list[str] | None = None, console: Console | None = None) -> int:
+    """Entry point of the `lero` console script; returns the exit status."""
+    console = console or Console()
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args, console)
+    except (UsageError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        return _fail(one_line(exc), EXIT_USAGE)
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_INTERRUPTED)
+    except RuntimeError as exc:
+        if not _is_operational(exc):
+            raise
+        return _fail(one_line(exc), EXIT_FAILED)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

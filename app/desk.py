@@ -1,0 +1,487 @@
+"""The experiment desk: design an experiment in a conversation, confirm it, run it.
+
+Shared by the two chat front-ends (`lero chat` in the terminal, the web UI's chat page).
+`ExperimentDesk` holds the draft RunSpec and does the actual work (list and describe
+environments, estimate the cost from a measured throughput, set fields, start a run,
+inspect runs). The same desk methods are reached three ways:
+- as LangChain tools the experiment assistant calls (servers with tool calling),
+- as `/commands` typed by the user (any server, and the offline backend),
+- from the offline guided dialogue, which asks for each setting with a default.
+Input and output streams are injected, so every path is testable end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
+
+from lero.app.console import Asker
+from lero.graph.configuration import APPROVE_MODES, CANDIDATE_ID, RunError, RunSpec, check_run_id
+from lero.graph.rundir import CODE_FILE, REPORT_MD, RESULT_FILE, REVIEW_FILE, RunDir
+from lero.graph.trust import confirm_env, confirm_hint, job_env
+
+if TYPE_CHECKING:
+    from lero.agents import LLMConfig
+    from lero.training.envs.registry import ConfirmedEnv
+
+DEFAULT_CHAT_SPEC: dict[str, Any] = {"approve": "spec"}
+FIXED_FIELDS = ("runs_dir",)  # where runs go is the person's command line, not the chat's
+STEP_ALIASES = {"k": 1_000, "m": 1_000_000}
+
+
+def measure_throughput(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> tuple[float, int]:
+    """(steps/s, env steps per training iteration) here, from one real training iteration
+    of the spec's env and algorithm (budgets are rounded up to whole iterations)."""
+    from lero.training import TrainConfig, train
+
+    env = job_env(spec, confirmed)
+    cfg = TrainConfig(
+        env=env.pop("name"),
+        env_kwargs=env,
+        algo=spec.algo,
+        steps=1,
+        eval_episodes=1,
+        hparams=spec.hparams,
+    )
+    result = train(cfg)
+    return result.steps_per_s, result.steps
+
+
+class ExperimentDesk:
+    """The draft experiment and every action the chat can take on it."""
+
+    def __init__(self, io: Asker, base: dict[str, Any] | None = None) -> None:
+        self.io = io
+        self.fields = {**DEFAULT_CHAT_SPEC, **(base or {})}
+        self.spec = RunSpec.parse(self.fields)
+        self._measured: dict[str, tuple[float, int]] = {}  # throughput per env/algo/hparams
+        self.last_run_id: str | None = None
+        self.confirmed: ConfirmedEnv | None = None  # the spec env the user typed (graph.trust)
+
+    # -- the draft spec
+
+    def set_fields(self, updates: dict) -> str:
+        """Change fields of the experiment spec (RunSpec names: env, env_kwargs, algo, generations,
+        population, steps, seeds, llm, sandbox, approve, task, ...). env_kwargs entries are merged.
+
+        Args:
+            updates: the fields to change and their new values, e.g. {"generations": 2, "env_kwargs": {"N": 4}}
+        """
+        fixed = sorted(set(updates) & set(FIXED_FIELDS))
+        if fixed:
+            return f"not changed: {', '.join(fixed)} cannot be changed from the chat"
+        fields = {**self.fields, **updates}
+        if isinstance(updates.get("env_kwargs"), dict) and "env" not in updates:
+            fields["env_kwargs"] = {**self.spec.env_kwargs, **updates["env_kwargs"]}
+        if fields.get("approve") == "none":
+            fields["approve"] = "spec"  # a chat-designed run is always confirmed once more
+        try:
+            self.spec = RunSpec.parse(fields)
+        except RunError as error:
+            return f"not changed: {error}"
+        self.fields = fields
+        return "updated:\n" + self.show_spec()
+
+    def typed_fields(self, updates: dict[str, Any]) -> str:
+        """`set_fields` for what the user typed (`/set`, the guided dialogue): an env they name
+        is confirmed by that (graph.trust)."""
+        answer = self.set_fields(updates)
+        if not answer.startswith("not changed") and "env" in updates:
+            try:
+                self.confirmed = confirm_env(self.spec.env, self.spec.env)
+            except RunError as error:
+                return f"{answer}\nbut the env cannot be used: {error}"
+        return answer
+
+    def show_spec(self) -> str:
+        """Show the experiment spec as it stands (what `start_run` would run)."""
+        shown = self.spec.model_dump(mode="json", exclude={"task"})
+        return json.dumps(shown, indent=2)
+
+    # -- environments and cost
+
+    def list_environments(self) -> str:
+        """List the environments and training algorithms available."""
+        from lero.training import ALGOS
+        from lero.training.envs.registry import registered_envs
+
+        return (
+            f"environments: {', '.join(registered_envs())}, or any PettingZoo ParallelEnv as "
+            f"package.module:factory\nalgorithms: {', '.join(ALGOS)}"
+        )
+
+    def confirmed_env(self) -> ConfirmedEnv | None:
+        """The spec env's confirmation: None for an installed env; a `package.module:factory`
+        env is imported only once the user typed its name here (a tool call is no person)."""
+        env = self.spec.env
+        if self.confirmed is not None and self.confirmed.name == env:
+            return self.confirmed
+        try:
+            confirmed = confirm_env(env, None)
+        except RunError:
+            try:
+                typed = self.io.text(f"env {env} is not installed: importing it runs its code on this "
+                                     "machine. Type its name to allow that (Enter refuses)")
+            except EOFError:
+                raise RunError(confirm_hint(env)) from None
+            confirmed = confirm_env(env, typed.strip())
+        self.confirmed = confirmed
+        return confirmed
+
+    def describe_environment(self) -> str:
+        """Describe the spec's environment with its current arguments: observation layout,
+        actions, reward, world state."""
+        from lero.training import make_env
+
+        try:
+            env = job_env(self.spec, self.confirmed_env())
+            return make_env(env.pop("name"), 1, **env).describe()
+        except ValueError as error:
+            return f"cannot build {self.spec.env}: {error}"
+
+    def estimate_cost(self) -> str:
+        """Estimate env steps, training time (from a throughput measured on this machine) and
+        LLM requests for the current spec."""
+        spec = self.spec
+        key = json.dumps([spec.env, spec.env_kwargs, spec.algo, spec.hparams], sort_keys=True)
+        if key not in self._measured:
+            try:
+                self._measured[key] = measure_throughput(spec, self.confirmed_env())
+            except ValueError as error:
+                return f"cannot estimate: {error}"
+        steps_per_s, iteration = self._measured[key]
+        steps_per_job = -(-spec.steps // iteration) * iteration  # whole iterations
+        jobs = (spec.generations * spec.population + 1) * spec.seeds
+        env_steps = jobs * steps_per_job
+        train_min = env_steps / steps_per_s / 60
+        lines = [
+            f"{jobs} training jobs ({spec.generations} generations x {spec.population} candidates "
+            f"+ baseline, x {spec.seeds} seeds) x {steps_per_job:,} steps = {env_steps:,} env steps"
+            f" ({spec.steps:,} requested, rounded up to whole {iteration:,}-step iterations)",
+            f"training time ≈ {train_min:.1f} min at {steps_per_s:,.0f} steps/s measured here "
+            f"({spec.algo}), plus evaluation and sandbox start-up",
+        ]
+        if spec.llm == "offline":
+            lines.append("LLM: offline designer, no model requests")
+        else:
+            per_candidate = 2 + 2 * spec.critic_rounds + spec.debug_attempts
+            lines.append(
+                f"LLM: at most ≈ {spec.generations * spec.population * per_candidate} requests "
+                f"(design, critique, {spec.critic_rounds} revision rounds, {spec.debug_attempts} "
+                "repairs per candidate)"
+            )
+        return "\n".join(lines)
+
+    # -- running and inspecting
+
+    def start_run(self) -> str:
+        """Start the experiment with the current spec, after the user confirms it. Runs to the
+        end (or until an approval is declined) and returns how it ended."""
+        from lero.app.console import RichUI
+        from lero.app.hooks import app_front
+        from lero.graph.runner import start_run
+
+        self.io.say(self.show_spec(), markup=False)
+        if not self.io.confirm("Start this experiment?", default=True):
+            return "the user did not start the run; the spec is unchanged"
+        confirmed = self.confirmed_env()
+        ui = RichUI(
+            console=self.io.console,
+            stdin=self.io.stdin,
+            interactive=True,
+            generations=self.spec.generations,
+        )
+        with ui:
+            outcome = start_run(self.spec, ui, confirm=confirmed.name if confirmed else None, front=app_front())
+        self.last_run_id = outcome.run_id
+        return f"run {outcome.run_id} ended with status {outcome.status} ({outcome.run_dir})"
+
+    def _run_dir(self, run_id: str | None) -> tuple[str, Path] | str:
+        """(run id, its directory), or the text explaining why there is none."""
+        run_id = run_id or self.last_run_id
+        if not run_id:
+            return "no run id given and no run started in this chat"
+        check_run_id(run_id)  # no path parts: the tools stay inside the runs directory
+        path = Path(self.spec.runs_dir) / run_id
+        if not path.is_dir():
+            return f"no run {run_id!r} in {self.spec.runs_dir}/"
+        return run_id, path
+
+    def run_status(self, run_id: str | None = None) -> str:
+        """Status of a run: status, generations done, best and baseline fitness.
+
+        Args:
+            run_id: the run (default: the last run started in this chat)
+        """
+        from lero.app.report import run_row
+
+        found = self._run_dir(run_id)
+        if isinstance(found, str):
+            return found
+        return json.dumps(run_row(found[1]), indent=2)
+
+    def show_candidate(self, candidate_id: str, run_id: str | None = None) -> str:
+        """A candidate's code, the critic's review and its training result.
+
+        Args:
+            candidate_id: "<generation>-<index>", e.g. "0-1"
+            run_id: the run (default: the last run started in this chat)
+        """
+        if not isinstance(candidate_id, str) or not CANDIDATE_ID.match(candidate_id):
+            return f"candidate id {candidate_id!r} must look like 0-1"
+        found = self._run_dir(run_id)
+        if isinstance(found, str):
+            return found
+        rundir = RunDir(found[1])
+        try:
+            if candidate_id not in rundir.candidate_names():
+                return f"no candidate {candidate_id!r} in run {found[0]}"
+            result = rundir.read_result(candidate_id)
+            texts = {CODE_FILE: rundir.read_code(candidate_id), REVIEW_FILE: rundir.read_review(candidate_id),
+                     RESULT_FILE: None if result is None else json.dumps(
+                         {k: result.get(k) for k in ("status", "fitness", "fitness_std", "eval")}, indent=2)}
+        except ValueError as error:  # a file of the run is refused (a symlink, corrupt JSON)
+            return f"candidate {candidate_id!r} of run {found[0]} cannot be read: {error}"
+        return "\n".join(f"--- {name}\n{text.rstrip()}" for name, text in texts.items() if text is not None)
+
+    def show_report(self, run_id: str | None = None) -> str:
+        """Rebuild a run's report and return its summary (report.json).
+
+        Args:
+            run_id: the run (default: the last run started in this chat)
+        """
+        from lero.app.report import write_report
+
+        found = self._run_dir(run_id)
+        if isinstance(found, str):
+            return found
+        summary = write_report(found[1])
+        return json.dumps(summary, indent=2) + f"\nreport: {found[1] / REPORT_MD}"
+
+    # -- reaching the desk
+
+    TOOL_NAMES = (
+        "list_environments", "describe_environment", "estimate_cost", "set_fields", "show_spec",
+        "start_run", "run_status", "show_candidate", "show_report",
+    )  # fmt: skip
+
+    def tools(self) -> list:
+        """The desk as LangChain tools for a tool-calling assistant."""
+        from langchain_core.tools import StructuredTool
+
+        return [
+            StructuredTool.from_function(getattr(self, name), parse_docstring=True)
+            for name in self.TOOL_NAMES
+        ]
+
+    def call(self, name: str, args: dict) -> str:
+        """Run one tool call; mistakes become text for the assistant, never a crash."""
+        if name not in self.TOOL_NAMES:
+            return f"unknown tool {name!r}; tools: {', '.join(self.TOOL_NAMES)}"
+        try:
+            return getattr(self, name)(**args)
+        except (TypeError, ValueError) as error:
+            return f"error: {error}"
+
+    def command(self, line: str) -> str:
+        """A `/command` typed by the user: /spec, /set KEY=VALUE ..., /envs, /describe,
+        /estimate, /run, /status [RUN], /candidate ID [RUN], /report [RUN]."""
+        from lero.app.args import parse_value
+
+        try:
+            name, *words = shlex.split(line[1:]) or ["help"]
+        except ValueError as error:  # unbalanced quotes
+            return f"cannot parse {line!r}: {error}"
+        if name == "set":
+            updates: dict[str, Any] = {}
+            for word in words:
+                key, sep, value = word.partition("=")
+                if not sep:
+                    return f"expected KEY=VALUE, got {word!r}"
+                if key.startswith("env."):
+                    updates.setdefault("env_kwargs", {})[key[4:]] = parse_value(value)
+                else:
+                    updates[key] = parse_value(value)
+            return self.typed_fields(updates)
+        commands: dict[str, Callable[..., str]] = {
+            "spec": self.show_spec,
+            "envs": self.list_environments,
+            "describe": self.describe_environment,
+            "estimate": self.estimate_cost,
+            "run": self.start_run,
+            "status": self.run_status,
+            "candidate": self.show_candidate,
+            "report": self.show_report,
+        }
+        if name not in commands:
+            return COMMAND_HELP
+        try:
+            return commands[name](*words)
+        except TypeError:  # wrong number of words for the command
+            return COMMAND_HELP
+        except ValueError as error:  # e.g. RunError from /run: the chat goes on
+            return f"error: {error}"
+
+
+COMMAND_HELP = (
+    "commands: /spec, /set KEY=VALUE ... (env.N=4 sets an env argument), /envs, /describe, "
+    "/estimate, /run, /status [RUN], /candidate ID [RUN], /report [RUN], /quit"
+)
+
+
+# ---------------------------------------------------------------- offline guided dialogue
+
+
+def _parse_steps(text: str) -> int | None:
+    text = text.strip().lower().replace("_", "").replace(",", "")
+    scale = STEP_ALIASES.get(text[-1:], 1)
+    digits = text[:-1] if scale > 1 else text
+    try:
+        value = int(float(digits) * scale)
+    except (ValueError, OverflowError):
+        return None
+    return value if value > 0 else None
+
+
+def _ask_steps(io: Asker, default: int) -> int:
+    while (steps := _parse_steps(io.text("env steps per candidate", str(default)))) is None:
+        io.say("[red]a positive number of steps, e.g. 300000 or 300k[/]")
+    return steps
+
+
+OTHER_ENV = "other"  # the guided dialogue's choice for a PettingZoo package.module:factory
+
+
+def _ask_env(io: Asker, spec: RunSpec) -> tuple[str, dict[str, Any]]:
+    """The environment and its arguments: every LERO default the env states, asked in turn,
+    then any other KEY=VALUE; the env is built once to check them (else: why, and again)."""
+    from lero.app.args import parse_value
+    from lero.training import make_env
+    from lero.training.envs.registry import registered_envs
+
+    names = list(registered_envs())
+    env = spec.env
+    kwargs = dict(spec.env_kwargs or {})
+    while True:
+        chosen = io.choice("environment", [*names, OTHER_ENV], env if env in names else OTHER_ENV)
+        if chosen == OTHER_ENV:
+            chosen = io.text("PettingZoo env as package.module:factory", "" if env in names else env)
+        if chosen != env:
+            env, kwargs = chosen, RunSpec.default_env_kwargs(chosen)
+        asked = {key: parse_value(io.text(f"env argument {key}", str(value))) for key, value in kwargs.items()}
+        for word in io.text("other env arguments, KEY=VALUE separated by spaces").split():
+            key, _, value = word.partition("=")
+            asked[key] = parse_value(value)
+        kwargs = asked
+        try:
+            make_env(env, 1, **kwargs)
+        except (ValueError, TypeError) as error:
+            io.say(f"[red]{escape(str(error).splitlines()[0])}[/]")
+            continue
+        return env, kwargs
+
+
+def guided_dialogue(desk: ExperimentDesk) -> bool:
+    """Ask for each setting (Enter keeps the default) and show the cost estimate;
+    False when the settings do not make a valid spec (the reason is shown)."""
+    from lero.training import ALGOS
+
+    io, spec = desk.io, desk.spec
+    io.say("[bold]Experiment design[/] (Enter keeps the default)")
+    env, env_kwargs = _ask_env(io, spec)
+    updates: dict[str, Any] = {"env": env, "env_kwargs": env_kwargs}
+    updates["algo"] = io.choice("algorithm", list(ALGOS), spec.algo)
+    updates["generations"] = io.number("generations", spec.generations)
+    updates["population"] = io.number("candidates per generation", spec.population)
+    updates["steps"] = _ask_steps(io, spec.steps)
+    updates["seeds"] = io.number("seeds per candidate", spec.seeds)
+    updates["approve"] = io.choice(
+        "ask for approval of", [m for m in APPROVE_MODES if m != "none"], spec.approve
+    )
+    result = desk.typed_fields(updates)
+    if result.startswith("not changed"):
+        io.say(f"[red]{escape(result)}[/]")
+        return False
+    io.say(desk.estimate_cost(), markup=False)
+    return True
+
+
+def offline_chat(desk: ExperimentDesk) -> int:
+    """The offline backend: guided dialogue, confirm, run; again until started or declined."""
+    try:
+        while True:
+            if guided_dialogue(desk):
+                desk.io.say(desk.start_run(), markup=False)  # shows the spec, asks to confirm
+                if desk.last_run_id is not None:
+                    return 0
+            if not desk.io.confirm("Design it again?", default=True):
+                desk.io.say("no experiment started")
+                return 0
+    except EOFError:
+        desk.io.say("\ninput ended; no experiment started")
+        return 0
+
+
+# ---------------------------------------------------------------- the LLM assistant
+
+MAX_TOOL_ROUNDS = 8  # tool calls answered per user message before the assistant must reply
+QUIT_WORDS = ("/quit", "/exit", "quit", "exit")
+ASSISTANT_CONTEXT = """
+In this chat you edit one experiment spec and launch it. Use the tools: list_environments,
+describe_environment, estimate_cost, set_fields, show_spec, start_run (the user confirms
+first; the run then asks for the approvals in the spec), run_status, show_candidate,
+show_report. Without tools, tell the user which /command to type: {commands}
+The spec now:
+{spec}"""
+
+
+def _next_message(io: Asker) -> str | None:
+    try:
+        return io.line("[bold cyan]you>[/] ")
+    except EOFError:
+        return None
+
+
+def assistant_chat(desk: ExperimentDesk, cfg: LLMConfig) -> int:
+    """Conversation with the experiment assistant; its tool calls act on the desk."""
+    from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+
+    from lero.agents import BudgetExceeded, LLMError, make_team
+    from lero.agents.templates import render
+
+    io = desk.io
+    assistant = make_team(cfg).assistant
+    tools = desk.tools()
+    context = ASSISTANT_CONTEXT.format(commands=COMMAND_HELP, spec=desk.show_spec())
+    messages: list = [SystemMessage(render("assistant_system") + "\n" + context)]
+    io.say(f"[bold]lero experiment assistant[/] ({escape(cfg.model)}); {escape(COMMAND_HELP)}")
+    while (text := _next_message(io)) is not None and text not in QUIT_WORDS:
+        if text.startswith("/"):
+            answer = desk.command(text)
+            io.say(answer, markup=False)
+            messages.append(HumanMessage(f"(I typed {text}; it answered:)\n{answer}"))
+            continue
+        if not text:
+            continue
+        messages.append(HumanMessage(text))
+        try:
+            for _ in range(MAX_TOOL_ROUNDS):
+                reply = assistant.chat(messages, tools)
+                messages.append(reply)
+                for call in reply.tool_calls:
+                    io.say(
+                        f"[dim]tool {escape(call['name'])} {escape(json.dumps(call['args']))}[/]"
+                    )
+                    result = desk.call(call["name"], call["args"])
+                    messages.append(ToolMessage(result, tool_call_id=call["id"]))
+                if not reply.tool_calls:
+                    break
+            io.say(f"[bold green]assistant>[/] {escape(reply.text)}")
+        except (LLMError, BudgetExceeded) as error:  # the chat goes on; the user may retry
+            io.say(f"[red]assistant unavailable:[/] {escape(str(error))}")
+    return 0

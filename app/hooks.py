@@ -1,0 +1,26 @@
+"""The app's part of every run it drives: TensorBoard files per job, report.md and plots at
+the end (the engine calls these through `graph.context.RunHooks`, never imports them)."""
+
+from __future__ import annotations
+
+from lero.app.report import write_report
+from lero.app.tensorboard import write_job_scalars
+from lero.graph.context import CancelScope, RunHooks
+from lero.graph.rundir import RunDir
+from lero.graph.runner import Front
+from lero.sandbox import JobResult
+
+
+def export_job(rundir: RunDir, candidate_id: str, seed: int, result: JobResult) -> None:
+    """One train job's curves and evaluation as TensorBoard scalars."""
+    write_job_scalars(rundir.tensorboard_dir(candidate_id, seed), result.curves, result.metrics)
+
+
+def report_files(rundir: RunDir) -> None:
+    """report.md and plots/ beside the engine's report.json."""
+    write_report(rundir.path)
+
+
+def app_front(cancels: CancelScope | None = None) -> Front:
+    """What every front-end of the app hands the runner."""
+    return Front(hooks=RunHooks(on_job_result=export_job, on_run_end=report_files), cancels=cancels)

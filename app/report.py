@@ -1,0 +1,181 @@
+"""Run report for people: report.md and plots/ beside the engine's report.json, and the
+run listing shared by `lero runs` and the web UI."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+from lero.graph.configuration import RUN_ID
+from lero.graph.lineage import lineage_markdown
+from lero.graph.rundir import SPEC_FILE, STATE_FILE, RunDir, UnsafeFile
+from lero.graph.summary import (
+    RunFiles,
+    best_candidate,
+    eval_of,
+    is_number,
+    load_run,
+    metric_names,
+    summarize,
+    write_summary,
+)
+
+UNREADABLE = "unreadable"  # the status of a listed run whose files cannot be read
+
+
+def fmt_number(value: object, digits: int = 3) -> str:
+    """Fixed digits, or an em dash for a missing / non-finite value."""
+    return f"{value:.{digits}f}" if is_number(value) else "—"
+
+
+def _seed_fitnesses(result: dict | None) -> list[float]:
+    per_seed = (result or {}).get("per_seed") or []
+    return [float(r["fitness"]) for r in per_seed if is_number(r.get("fitness"))]
+
+
+def _spread(result: dict | None) -> str:
+    """'mean ± std (n seeds: a, b, c)' for a baseline/candidate result."""
+    if not result or not is_number(result.get("fitness")):
+        return "—"
+    seeds = _seed_fitnesses(result)
+    std = result.get("fitness_std")
+    if not is_number(std):
+        std = statistics.pstdev(seeds) if len(seeds) > 1 else 0.0
+    listed = ", ".join(fmt_number(s) for s in seeds)
+    plural = "seed" if len(seeds) == 1 else "seeds"
+    return f"{fmt_number(result['fitness'])} ± {fmt_number(std)} ({len(seeds)} {plural}: {listed})"
+
+
+def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str:
+    """Human-readable report: comparison, generations, candidates, the best code."""
+    spec, best = run.spec, best_candidate(run)
+    lines = [f"# lero run `{summary['run_id']}`", ""]
+    status = f"- status: **{summary['status']}**"
+    if summary["stop_reason"]:
+        status += f" ({summary['stop_reason']})"
+    if summary["status"] == "stopped":
+        status += f"; continue with `lero resume {summary['run_id']}`"
+    lines += [
+        status,
+        f"- env: `{spec.get('env', '?')}` {json.dumps(spec.get('env_kwargs', {}))}",
+        f"- algo: `{spec.get('algo', '?')}`, steps per candidate: {spec.get('steps', '?')}, "
+        f"seeds: {spec.get('seeds', '?')}",
+        f"- generations: {spec.get('generations', '?')} x population {spec.get('population', '?')}"
+        f", llm: `{spec.get('llm', '?')}`",
+        f"- env steps: {summary['env_steps'] if summary['env_steps'] is not None else '—'}, "
+        f"wall clock: {fmt_number(summary['wall_s'], 1)} s",
+        f"- LLM: {summary['llm']['requests']} requests, {summary['llm']['prompt_tokens']} prompt + "
+        f"{summary['llm']['completion_tokens']} completion tokens",
+        "",
+        "## Best candidate vs baseline",
+        "",
+    ]
+    rows = [("baseline (native reward, raw obs)", run.baseline)]
+    if best:
+        rows.append((f"best: `{best.candidate_id}`", best.result))
+    names = metric_names(*(eval_of(result) for _, result in rows))
+    lines += [
+        "| | fitness (mean ± std over seeds) | " + " | ".join(names) + " |",
+        "|---|---|" + "---|" * len(names),
+    ]
+    for label, result in rows:
+        metrics = eval_of(result)
+        cells = " | ".join(fmt_number(metrics.get(m)) for m in names)
+        lines.append(f"| {label} | {_spread(result)} | {cells} |")
+    base_fit, best_fit = summary["baseline"]["fitness"], summary["best"]["fitness"]
+    if is_number(base_fit) and is_number(best_fit):
+        lines += ["", f"Improvement over the baseline: {best_fit - base_fit:+.3f} return."]
+    lines += [
+        "",
+        "## Generations",
+        "",
+        "| generation | candidates | valid | best fitness | mean fitness |",
+        "|---|---|---|---|---|",
+    ]
+    for g in summary["generations"]:
+        lines.append(
+            f"| {g['generation']} | {g['candidates']} | {g['valid']} | "
+            f"{fmt_number(g['best_fitness'])} | {fmt_number(g['mean_fitness'])} |"
+        )
+    lines += ["", "## Candidates", "", "| candidate | status | fitness |", "|---|---|---|"]
+    for c in run.candidates:
+        lines.append(f"| `{c.candidate_id}` | {c.status} | {_spread(c.result)} |")
+    lines += lineage_markdown(summary.get("lineage") or [])
+    if plots:
+        lines += ["", "## Plots", ""]
+        lines += [f"![{name}]({path.relative_to(run.run_dir)})" for name, path in plots.items()]
+    if best and best.code_path:
+        lines += [
+            "",
+            f"## Best candidate code (`{summary['best']['code_path']}`)",
+            "",
+            "```python",
+            (run.rundir.read_code(best.folder) or "").rstrip(),
+            "```",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(run_dir: str | Path) -> dict:
+    """Build report.json, report.md and plots/*.png in run_dir; returns the report.json dict."""
+    from lero.app.plots import (  # matplotlib: only when plotting
+        plot_fitness,
+        plot_learning_curves,
+    )
+
+    summary = write_summary(run_dir)
+    run = load_run(run_dir)
+    plots = {"fitness": run.rundir.write_plot(
+        "fitness.png", plot_fitness(summary["generations"], summary["baseline"]["fitness"]))}
+    best = best_candidate(run)
+    curves = {}
+    if run.baseline and run.baseline.get("curves"):
+        curves["baseline"] = run.baseline["curves"]
+    if best and best.result.get("curves"):
+        curves[f"best ({best.candidate_id})"] = best.result["curves"]
+    if curves:
+        plots["learning_curves"] = run.rundir.write_plot("learning_curves.png", plot_learning_curves(curves))
+    run.rundir.write_report_md(render_markdown(run, summary, plots))
+    return summary
+
+
+def _reason(error: Exception) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if isinstance(error, ValueError) else f"{type(error).__name__}: {text}"
+
+
+def run_rows(runs_dir: str | Path, row: Callable[[RunFiles], dict]) -> list[dict]:
+    """`row(run)` for every run under runs_dir (by name). A run that cannot be read is one
+    `{"run_id", "status": "unreadable", "error"}` row: one bad directory (a symlink, a FIFO,
+    torn JSON, odd types) is neither hidden nor fatal to the listing."""
+    root = Path(runs_dir)
+    rows = []
+    for path in sorted(root.iterdir()) if root.is_dir() else []:
+        if not RUN_ID.match(path.name) or not (path.is_dir() or path.is_symlink()):
+            continue
+        rundir = RunDir(path)
+        try:
+            if path.is_symlink():
+                raise UnsafeFile(f"refusing {path}: the run directory is a symlink")
+            if rundir.files.kind(SPEC_FILE) is None and rundir.files.kind(STATE_FILE) is None:
+                continue  # not a run (a study scratch folder, a stray directory)
+            rows.append(row(load_run(path)))
+        except Exception as error:  # whatever a hostile directory triggers: that row only
+            rows.append({"run_id": path.name, "status": UNREADABLE, "error": _reason(error)[:300]})
+    return rows
+
+
+def run_row(run_dir: str | Path | RunFiles) -> dict:
+    """One line of `lero runs`: cheap (no plots, nothing written)."""
+    run = run_dir if isinstance(run_dir, RunFiles) else load_run(run_dir)
+    summary = summarize(run)
+    return {
+        "run_id": summary["run_id"],
+        "status": summary["status"],
+        "generations_done": len({c.generation for c in run.candidates if c.result}),
+        "best_fitness": summary["best"]["fitness"],
+        "baseline_fitness": summary["baseline"]["fitness"],
+        "started_ts": run.state.get("started_ts"),
+    }

@@ -1,0 +1,207 @@
+"""Running a study: resolve the candidate and settings, train every missing cell, report.
+
+Layout under `runs/<run_id>/studies/<study_id>/` (or `<runs_dir>/studies/<study_id>/` for
+a candidate file): `study.json`, `study.md`, `plots/`, `candidate.py` (the module studied)
+and `cells/<algo>/<variant>/seed-<n>.json`, one per finished job, written as each job
+ends. A second call with the same settings skips every cell that has its file, and the
+sandbox's result cache (the run's own `cache/`) answers jobs that finished before the file
+was written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from lero.app.study.plan import Plan
+from lero.app.study.report import write_study
+from lero.app.study.spec import StudySpec
+from lero.app.study.variants import variant_code
+from lero.graph.configuration import RunError, RunSpec
+from lero.graph.rundir import STUDIES_DIR, RunDir
+from lero.graph.safefs import write_atomic
+from lero.graph.summary import best_candidate, load_run, summarize
+from lero.training.defaults import DEFAULT_ALGO
+
+Progress = Callable[[str], None]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+-]", "-", text)
+
+
+def generation_gains(run_dir: Path) -> dict[str, Any] | None:
+    """Best fitness per generation from the run's report, and what generations added over 0."""
+    run = load_run(run_dir)
+    summary = summarize(run)
+    rows = [g for g in summary["generations"] if g["best_fitness"] is not None]
+    if not rows:
+        return None
+    first, best = rows[0]["best_fitness"], max(g["best_fitness"] for g in rows)
+    return {
+        "offline_prior": run.spec.get("offline_prior", True),
+        "llm": run.spec.get("llm"),
+        "baseline_fitness": summary["baseline"]["fitness"],
+        "best_per_generation": {str(g["generation"]): g["best_fitness"] for g in rows},
+        "generation0_best": first,
+        "overall_best": best,
+        "gain_over_generation0": best - first,
+        "note": "selection fitness on the run's own seeds and selection episodes (not held out)",
+    }
+
+
+def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
+    """Resolve the candidate, environment, algorithms and budget; RunError when impossible.
+
+    `confirm`: the `package.module:factory` env a person typed (`--env`, graph.trust); a
+    run's stored spec env is imported only when it equals that.
+    """
+    from lero.graph.trust import confirm_env, job_env
+
+    runs_dir = Path(spec.runs_dir)
+    if spec.run_id is not None:
+        try:
+            rundir = RunDir.open(runs_dir, spec.run_id)
+        except RunError:
+            raise RunError(f"unknown run id {spec.run_id!r} in {runs_dir}/ (see `lero runs`)") from None
+        run_spec = rundir.read_spec()
+        run = load_run(rundir.path)
+        if spec.candidate_id is not None:
+            record = next((c for c in run.candidates if c.candidate_id == spec.candidate_id), None)
+        else:
+            record = best_candidate(run)
+        if record is None or record.code_path is None:
+            wanted = spec.candidate_id or "a best candidate (no candidate has a fitness yet)"
+            raise RunError(f"run {spec.run_id!r} has no {wanted}")
+        code = rundir.read_code(record.folder) or ""
+        source = {"run_id": spec.run_id, "candidate_id": record.candidate_id,
+                  "fitness": record.fitness}  # fmt: skip
+        env_name = spec.env or run_spec.env
+        env_kwargs = spec.env_kwargs if spec.env_kwargs is not None else (
+            run_spec.env_kwargs if env_name == run_spec.env else RunSpec(env=env_name).env_kwargs
+        )  # fmt: skip
+        algos = spec.algos or (run_spec.algo,)
+        steps = spec.steps or run_spec.steps
+        sandbox = spec.sandbox or run_spec.sandbox
+        executor = {"executor": spec.executor or run_spec.executor,
+                    "ray_address": spec.ray_address or run_spec.ray_address}
+        hparams = {run_spec.algo: dict(run_spec.hparams)} if run_spec.hparams else {}
+        parent, cache_dir = rundir.studies_dir, rundir.cache_dir
+        generations = generation_gains(rundir.path)
+    else:
+        path = Path(str(spec.candidate))
+        if not path.is_file():
+            raise RunError(f"candidate file not found: {path}")
+        code = path.read_text()
+        source = {"candidate_file": str(path.resolve())}
+        env_name = spec.env or RunSpec().env
+        env_kwargs = spec.env_kwargs if spec.env_kwargs is not None else RunSpec(env=env_name).env_kwargs
+        algos = spec.algos or (DEFAULT_ALGO,)
+        steps = spec.steps or RunSpec().steps
+        sandbox = spec.sandbox or "auto"
+        executor = {"executor": spec.executor or "local", "ray_address": spec.ray_address}
+        hparams = {}
+        parent = runs_dir / STUDIES_DIR  # a study of a module file belongs to no run
+        cache_dir = parent / "cache"
+        generations = None
+    for variant in spec.variants:
+        variant_code(code, variant)  # the candidate must split into its variants
+    from lero.training import ALGOS
+
+    unknown = [a for a in algos if a not in ALGOS]
+    if unknown:
+        raise RunError(f"unknown algorithm {unknown[0]!r}; choose from {', '.join(ALGOS)}")
+    hparams = {a: {**hparams.get(a, {}), **spec.hparams.get(a, {})} for a in algos}
+    env_spec = RunSpec(env=env_name, env_kwargs=env_kwargs or {})  # names, bounds: the run's rules
+    env = job_env(env_spec, confirm_env(env_name, confirm))
+    study_id = spec.study_id or _slug(
+        f"{source.get('candidate_id', Path(str(spec.candidate)).stem)}-{'+'.join(algos)}-{steps}steps-{spec.seeds}seeds"
+    )
+    return Plan(spec=spec, study_dir=parent / study_id, cache_dir=cache_dir, code=code,
+                source=source, env=env, algos=tuple(algos),
+                steps=steps, sandbox=sandbox, hparams=hparams, generations=generations,
+                executor=executor)  # fmt: skip
+
+
+def _check_env(plan: Plan) -> list[str]:
+    """Build one env slot: bad env kwargs fail before any job; returns the task's metric names."""
+    from lero.training import make_env
+
+    kwargs = {k: v for k, v in plan.env.items() if k != "name"}
+    try:
+        env = make_env(plan.env["name"], 1, **kwargs)
+    except (ValueError, TypeError) as error:
+        raise RunError(f"cannot build environment {plan.env['name']!r}: {error}") from None
+    return list(env.task.metric_names)
+
+
+def _start_dir(plan: Plan) -> None:
+    """Create the study directory, or check that an existing one has the same settings."""
+    path = plan.study_dir / "study.json"
+    if path.is_file():
+        recorded = json.loads(path.read_text()).get("config")
+        if recorded != json.loads(json.dumps(plan.config())):
+            raise RunError(
+                f"study {plan.study_dir.name!r} exists with other settings; pass another --study-id"
+            )
+        return
+    plan.study_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(plan.study_dir / "candidate.py", plan.code)
+    write_atomic(path, json.dumps({"study_id": plan.study_dir.name, "status": "running",
+                                   "config": plan.config()}, indent=2) + "\n")  # fmt: skip
+
+
+def _run_cell(plan: Plan, sandbox: Any, algo: str, variant: str, index: int) -> dict[str, Any]:
+    """One (algorithm, variant, seed) job in the sandbox; its file is written when it ends."""
+    seed, eval_seed = plan.spec.train_seeds[index], plan.spec.eval_seeds[index]
+    result = sandbox.train_and_evaluate(
+        variant_code(plan.code, variant), plan.env, algo, plan.steps, seed,
+        eval_seed=eval_seed, eval_episodes=plan.spec.eval_episodes, hparams=plan.hparams[algo],
+        candidate_id=f"study:{algo}:{variant}",
+    )  # fmt: skip
+    record = {"algo": algo, "variant": variant, "seed": seed, "eval_seed": eval_seed,
+              **result.to_dict()}  # fmt: skip
+    record.pop("policy_dir", None)
+    path = plan.cell_path(algo, variant, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(record) + "\n")
+    return record
+
+
+def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | None = None) -> dict[str, Any]:
+    """Train what is missing, then write study.json / study.md / plots; returns study.json.
+
+    `confirm`: the env a person typed to confirm a `package.module:factory` env (plan_study).
+    """
+    from lero.graph.context import open_sandbox, warn_weaker_sandbox
+
+    say = progress or (lambda line: None)
+    plan = plan_study(spec, confirm)
+    warn_weaker_sandbox(plan.sandbox_spec())
+    metrics = _check_env(plan)
+    _start_dir(plan)
+    todo = [(algo, variant, i) for algo in plan.algos for variant in spec.variants
+            for i, seed in enumerate(spec.train_seeds)
+            if (plan.read_cell(algo, variant, seed) or {}).get("status") != "ok"]  # fmt: skip
+    total = len(plan.algos) * len(spec.variants) * spec.seeds
+    say(f"study {plan.study_dir.name}: {total - len(todo)} of {total} cells done, {len(todo)} to train")
+    started = time.monotonic()
+    if todo:
+        sandbox = open_sandbox(plan.sandbox_spec(), plan.cache_dir)
+        try:
+            with ThreadPoolExecutor(max_workers=spec.max_parallel) as pool:
+                futures = [pool.submit(_run_cell, plan, sandbox, *cell) for cell in todo]
+                for done, future in enumerate(futures, start=1):
+                    record = future.result()
+                    value = record.get("fitness")
+                    shown = f"return {value:.3f}" if value is not None else record["status"]
+                    say(f"[{done}/{len(todo)}] {record['algo']} {record['variant']} "
+                        f"seed {record['seed']}: {shown}{' (cached)' if record['cached'] else ''}")  # fmt: skip
+        finally:
+            sandbox.close()
+    return write_study(plan, metrics, time.monotonic() - started)

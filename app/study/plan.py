@@ -1,0 +1,58 @@
+"""A study's resolved settings (`Plan`): what `study.json` records under `config`, and where
+each cell's result lives. Shared by the study's executor and its report."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lero.app.study.spec import SELECTION_EVAL_SEED, StudySpec
+from lero.graph.configuration import RunSpec
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A study's resolved settings: what `study.json` records under `config`."""
+
+    spec: StudySpec
+    study_dir: Path
+    cache_dir: Path
+    code: str
+    source: dict[str, Any]  # where the candidate came from
+    env: dict[str, Any]  # {"name", **kwargs}, as a sandbox job takes it
+    algos: tuple[str, ...]
+    steps: int
+    sandbox: str
+    hparams: dict[str, dict[str, Any]]
+    generations: dict[str, Any] | None  # what the run's generations added over generation 0
+    executor: dict[str, Any]  # {"executor", "ray_address"}: where jobs run, not what they give
+
+    def sandbox_spec(self) -> RunSpec:
+        """The settings `open_sandbox` reads, as a run with this env would have them."""
+        return RunSpec(env=self.env["name"], env_kwargs={}, sandbox=self.sandbox,
+                       max_parallel=self.spec.max_parallel, **self.executor)
+
+    def config(self) -> dict[str, Any]:
+        """Everything a cell's value depends on: a resumed study must match it."""
+        return {
+            "source": self.source,
+            "env": self.env,
+            "algos": list(self.algos),
+            "variants": list(self.spec.variants),
+            "steps": self.steps,
+            "train_seeds": self.spec.train_seeds,
+            "eval_seeds": self.spec.eval_seeds,
+            "selection_eval_seed": SELECTION_EVAL_SEED,
+            "eval_episodes": self.spec.eval_episodes,
+            "hparams": self.hparams,
+        }
+
+    def cell_path(self, algo: str, variant: str, seed: int) -> Path:
+        return self.study_dir / "cells" / algo / variant / f"seed-{seed}.json"
+
+    def read_cell(self, algo: str, variant: str, seed: int) -> dict[str, Any] | None:
+        """The finished job's record, or None when it has not finished yet."""
+        path = self.cell_path(algo, variant, seed)
+        return json.loads(path.read_text()) if path.is_file() else None

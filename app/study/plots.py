@@ -1,0 +1,47 @@
+"""Study plots: learning curves with 95% bands per algorithm, and per-metric CI charts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lero.app.plots import plt, save_figure  # the Agg backend is set there
+
+
+def plot_curves(algo: str, cells: list[dict[str, Any]], target: float | None, path: Path) -> Path:
+    """Training-time native return (mean over seeds, 95% band) of every variant of ALGO."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for cell in cells:
+        band = cell["curve"]
+        if band["steps"]:
+            line = ax.plot(band["steps"], band["mean"], label=cell["variant"])[0]
+            ax.fill_between(band["steps"], band["low"], band["high"], color=line.get_color(), alpha=0.2)
+    if target is not None:
+        ax.axhline(target, color="black", linestyle=":", label=f"target {target:.2f}")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("episode return (native, per agent)")
+    ax.set_title(f"{algo}: learning curves (mean, 95% band over seeds)")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    return save_figure(fig, path)
+
+
+def plot_metric(metric: str, cells: list[dict[str, Any]], path: Path) -> Path:
+    """Held-out METRIC per (algorithm, variant): mean with its 95% bootstrap CI, seeds as dots."""
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * len(cells) + 1.5), 4))
+    labels = []
+    for x, cell in enumerate(cells):
+        labels.append(f"{cell['algo']}\n{cell['variant']}")
+        summary = cell["summary"].get(metric)
+        if summary is None:
+            continue
+        ax.errorbar([x], [summary["mean"]], yerr=[[summary["mean"] - summary["ci_low"]],
+                    [summary["ci_high"] - summary["mean"]]], fmt="o", capsize=4, color="C0")  # fmt: skip
+        values = cell["per_seed"][metric]
+        ax.scatter([x + 0.15] * len(values), values, s=10, color="C1", alpha=0.7)
+    ax.set_xticks(range(len(cells)), labels, fontsize=8)
+    ax.set_ylabel(f"{metric} (held-out episodes)")
+    ax.set_title(f"{metric}: mean and 95% CI over seeds")
+    ax.grid(alpha=0.3, axis="y")
+    return save_figure(fig, path)

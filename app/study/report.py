@@ -1,0 +1,159 @@
+"""study.json, study.md and plots/ from a study's cell files alone (so they can be rebuilt).
+
+Per cell (algorithm x variant): per-seed values of every task metric, their mean and 95%
+bootstrap CI, the comparison with native (difference, Hedges' g, Welch t, Mann-Whitney U),
+the steps each seed's training curve took to reach the target return, and the learning
+curve's mean with a 95% band over seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from lero.app.report import fmt_number
+from lero.app.study import stats
+from lero.app.study.plan import Plan
+from lero.app.study.plots import plot_curves, plot_metric
+from lero.graph.safefs import write_atomic
+
+CURVE = "return"  # training-time native return per agent (training curves' key)
+
+
+def _cell(plan: Plan, metrics: list[str], algo: str, variant: str) -> dict[str, Any]:
+    records = [plan.read_cell(algo, variant, seed) for seed in plan.spec.train_seeds]
+    ok = [r for r in records if r is not None and r["status"] == "ok"]
+    failed = {str(r["seed"]): r["status"] for r in records if r is not None and r["status"] != "ok"}
+    per_seed = {m: [float(r["metrics"][m]) for r in ok] for m in metrics if all(m in r["metrics"] for r in ok)}
+    return {
+        "algo": algo,
+        "variant": variant,
+        "status": "complete" if len(ok) == len(records) else "incomplete",
+        "seeds": [r["seed"] for r in ok],
+        "eval_seeds": [r["eval_seed"] for r in ok],
+        "failed": failed,
+        "per_seed": per_seed,
+        "summary": {m: stats.summary(v) for m, v in per_seed.items() if v},
+        "curves": [(r["curves"].get("steps", []), r["curves"].get(CURVE, [])) for r in ok],
+    }
+
+
+def _target(plan: Plan, cells: list[dict[str, Any]]) -> tuple[float | None, str]:
+    if plan.spec.target_return is not None:
+        return plan.spec.target_return, "stated (--target-return)"
+    natives = [c["summary"]["return"]["mean"] for c in cells
+               if c["variant"] == "native" and "return" in c["summary"]]  # fmt: skip
+    if not natives:
+        return None, "none (no native result yet)"
+    return min(natives), "the lowest native mean held-out return over the algorithms"
+
+
+def _finish_cell(cell: dict[str, Any], native: dict[str, Any] | None, target: float | None) -> dict[str, Any]:
+    curves = cell.pop("curves")
+    reach = [stats.steps_to_reach(s, v, target) if target is not None and s else None for s, v in curves]
+    reached = [x for x in reach if x is not None]
+    cell["steps_to_target"] = {
+        "per_seed": reach,
+        "reached": len(reached),
+        "mean_of_reached": sum(reached) / len(reached) if reached else None,
+    }
+    cell["curve"] = stats.curve_band(curves)
+    cell["vs_native"] = (
+        {m: stats.compare(v, native["per_seed"][m]) for m, v in cell["per_seed"].items()
+         if native["per_seed"].get(m)}
+        if native is not None and cell["variant"] != "native"
+        else {}
+    )
+    return cell
+
+
+def build_study(plan: Plan, metrics: list[str], wall_s: float) -> dict[str, Any]:
+    """The study.json document."""
+    raw = [_cell(plan, metrics, a, v) for a in plan.algos for v in plan.spec.variants]
+    target, target_source = _target(plan, raw)
+    natives = {c["algo"]: c for c in raw if c["variant"] == "native"}
+    cells = [_finish_cell(c, natives.get(c["algo"]), target) for c in raw]
+    complete = all(c["status"] == "complete" for c in cells)
+    return {
+        "study_id": plan.study_dir.name,
+        "status": "completed" if complete else "incomplete",
+        "config": plan.config(),
+        "metrics": metrics,
+        "variants": list(plan.spec.variants),
+        "algos": list(plan.algos),
+        "train_seeds": plan.spec.train_seeds,
+        "eval_seeds": plan.spec.eval_seeds,
+        "selection_eval_seed": plan.config()["selection_eval_seed"],
+        "target_return": target,
+        "target_source": target_source,
+        "ci": {"level": stats.CONFIDENCE, "method": "percentile bootstrap of the mean over seeds",
+               "samples": stats.BOOTSTRAP_SAMPLES, "seed": stats.BOOTSTRAP_SEED},
+        "tests": "Welch t-test and two-sided Mann-Whitney U against native; effect size Hedges' g",
+        "generations": plan.generations,
+        "cells": cells,
+        "wall_s": wall_s,
+        "written_ts": time.time(),
+    }
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
+    """study.md: one table per algorithm, then the generation gains and the plots."""
+    cfg = study["config"]
+    lines = [
+        f"# Study {study['study_id']} ({study['status']})", "",
+        f"Candidate: `{json.dumps(cfg['source'])}`  ",
+        f"Environment: `{json.dumps(cfg['env'])}`, {cfg['steps']} steps per training, "
+        f"training seeds {study['train_seeds']}, held-out evaluation seeds {study['eval_seeds']} "
+        f"x {cfg['eval_episodes']} episodes (selection used seed {study['selection_eval_seed']}).  ",
+        f"Cells: mean [95% bootstrap CI] over seeds; vs native: Hedges' g, Welch p, Mann-Whitney p "
+        f"on `return`. Steps to reach return {fmt_number(study['target_return'])} "
+        f"({study['target_source']}): seeds that reached it, mean step.", "",
+    ]  # fmt: skip
+    metrics = study["metrics"]
+    for algo in study["algos"]:
+        lines += [f"## {algo}", "",
+                  "| variant | " + " | ".join(metrics) + " | g | Welch p | MWU p | reached target |",
+                  "|---" * (len(metrics) + 5) + "|"]  # fmt: skip
+        for cell in (c for c in study["cells"] if c["algo"] == algo):
+            values = [
+                f"{fmt_number(s['mean'])} [{fmt_number(s['ci_low'])}, {fmt_number(s['ci_high'])}]"
+                if (s := cell["summary"].get(m)) else "-"
+                for m in metrics
+            ]  # fmt: skip
+            test = cell["vs_native"].get("return", {})
+            reach = cell["steps_to_target"]
+            reached = f"{reach['reached']}/{len(reach['per_seed'])}"
+            if reach["mean_of_reached"] is not None:
+                reached += f" @ {reach['mean_of_reached']:.3g}"
+            lines.append(f"| {cell['variant']} | " + " | ".join(values) + f" | {_p(test.get('hedges_g'))} | "
+                         f"{_p(test.get('welch_p'))} | {_p(test.get('mannwhitney_p'))} | {reached} |")  # fmt: skip
+        lines.append("")
+    gens = study["generations"]
+    if gens:
+        per_gen = ", ".join(f"gen {g}: {fmt_number(v)}" for g, v in gens["best_per_generation"].items())
+        lines += ["## What the generations added", "",
+                  f"Best fitness per generation ({gens['note']}): {per_gen}; baseline "
+                  f"{fmt_number(gens['baseline_fitness'])}. Gain over generation 0: "
+                  f"{fmt_number(gens['gain_over_generation0'])} (offline prior: {gens['offline_prior']}).", ""]  # fmt: skip
+    lines += [f"![{name}](plots/{name})" for name in plots]
+    return "\n".join(lines) + "\n"
+
+
+def write_study(plan: Plan, metrics: list[str], wall_s: float) -> dict[str, Any]:
+    """Write study.json, study.md and plots/ for PLAN from its cell files; returns study.json."""
+    study = build_study(plan, metrics, wall_s)
+    plots_dir = plan.study_dir / "plots"
+    plots = []
+    for algo in study["algos"]:
+        cells = [c for c in study["cells"] if c["algo"] == algo]
+        plots.append(plot_curves(algo, cells, study["target_return"], plots_dir / f"curves-{algo}.png").name)
+    for metric in metrics:
+        plots.append(plot_metric(metric, study["cells"], plots_dir / f"{metric}.png").name)
+    write_atomic(plan.study_dir / "study.json", json.dumps(study, indent=2) + "\n")
+    write_atomic(plan.study_dir / "study.md", render_markdown(study, plots))
+    return study

@@ -1,0 +1,200 @@
+"""What the pages show, read from run directories through graph.report's reader.
+
+Pure functions from files to plain dicts and strings; the templates escape every
+string they are given (LLM-written code and text included), and the few HTML fragments
+built here (highlighted code, rendered markdown) come from libraries that escape their
+input (Pygments, markdown-it with raw HTML off).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
+from lero.app.report import run_rows
+from lero.graph.rundir import BASELINE_ID, REPORT_MD, RunDir
+from lero.graph.summary import CandidateRecord, RunFiles, best_candidate, metric_names, summarize
+
+PLOT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}\.png$")
+CHART_W, CHART_H, CHART_PAD = 520, 180, 28
+
+_markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
+_formatter = HtmlFormatter(nowrap=False, cssclass="code", linenos="inline")
+
+
+def render_markdown(text: str, image_base: str = "") -> Markup:
+    """Markdown to HTML; raw HTML in the text is escaped, relative images point at image_base."""
+    html = _markdown.render(text)
+    if image_base:
+        html = html.replace('<img src="plots/', f'<img src="{image_base}plots/')
+    return Markup(html)
+
+
+def highlight_python(code: str) -> Markup:
+    """Python source as escaped, highlighted HTML with line numbers."""
+    return Markup(highlight(code, PythonLexer(), _formatter))
+
+
+def highlight_css() -> str:
+    return _formatter.get_style_defs(".code")
+
+
+def _row(run: RunFiles) -> dict[str, Any]:
+    summary = summarize(run)
+    return {
+        "run_id": run.run_dir.name, "status": summary["status"],
+        "generation": run.state.get("generation", 0),
+        "generations": run.spec.get("generations"),
+        "best": summary["best"]["fitness"], "baseline": summary["baseline"]["fitness"],
+        "wall_s": summary["wall_s"], "approve": run.spec.get("approve"),
+    }
+
+
+def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
+    """One row per run directory, newest name first: status, generation, best, baseline,
+    wall-clock; a run that cannot be read is a row with its `error`."""
+    return list(reversed(run_rows(runs_dir, _row)))
+
+
+def pending_question(run: RunFiles) -> dict[str, Any] | None:
+    """The approval the run waits for: the last `interrupt` event not yet answered."""
+    if run.state.get("status") != "interrupted":
+        return None
+    asked = answered = -1
+    for index, event in enumerate(run.events):
+        if event.get("event") == "interrupt":
+            asked = index
+        elif event.get("event") == "interrupt_answered":
+            answered = index
+    if asked < 0 or answered > asked:
+        return None
+    event = run.events[asked]
+    return {"ts": str(event.get("ts")), **(event.get("payload") or {})}
+
+
+def run_view(run: RunFiles) -> dict[str, Any]:
+    """Everything the run page shows besides the live stream."""
+    summary = summarize(run)
+    best = best_candidate(run)
+    return {
+        "run_id": run.run_id, "summary": summary, "spec": run.spec, "state": run.state,
+        "status": summary["status"], "best": best,
+        "candidates": [{"id": c.candidate_id, "generation": c.generation, "status": c.status,
+                        "fitness": c.fitness} for c in run.candidates],
+        "pending": pending_question(run),
+        "has_report": run.rundir.is_file(REPORT_MD),
+        "plots": [name for name in run.rundir.plot_names() if PLOT_NAME.match(name)],
+        "metrics": metric_names(summary["baseline"]["eval"], summary["best"]["eval"]),
+    }
+
+
+def find_candidate(run: RunFiles, candidate_id: str) -> tuple[dict[str, Any], CandidateRecord | None]:
+    """(result.json, record) of a candidate or the baseline; ValueError when absent."""
+    if candidate_id == BASELINE_ID:
+        if run.baseline is None:
+            raise ValueError(f"run {run.run_id} has no baseline result yet")
+        return run.baseline, None
+    for record in run.candidates:
+        if record.candidate_id == candidate_id:
+            return record.result, record
+    raise ValueError(f"no candidate {candidate_id!r} in run {run.run_id}")
+
+
+def parent_of(run: RunFiles, candidate_id: str) -> tuple[str, str] | None:
+    """(candidate id, code) of the elite this candidate refines, as its `candidate` event
+    records it (`parents[0]`); None for an explore draft, which refines nothing."""
+    parents = next((e.get("parents") or [] for e in reversed(run.events)
+                    if e.get("event") == "candidate" and e.get("candidate_id") == candidate_id and e.get("parents")), [])
+    sources = {c.candidate_id: c.folder for c in run.candidates if c.code_path}
+    if not parents or parents[0] not in sources:
+        return None
+    return parents[0], run.rundir.read_code(sources[parents[0]]) or ""
+
+
+def diff_lines(parent: str, code: str, parent_id: str, candidate_id: str) -> list[tuple[str, str]]:
+    """Unified diff as (css class, line) pairs."""
+    lines = []
+    for line in difflib.unified_diff(parent.splitlines(), code.splitlines(), parent_id, candidate_id, lineterm=""):
+        kind = "hunk" if line.startswith("@@") else "add" if line.startswith("+") else \
+            "del" if line.startswith("-") else "ctx"
+        lines.append((kind, line))
+    return lines
+
+
+def chart(curves: dict[str, list[float]], names: list[str]) -> dict[str, Any] | None:
+    """A small SVG line chart (polyline points per curve) against `steps`."""
+    steps = curves.get("steps") or []
+    series = {n: curves[n] for n in names if curves.get(n)}
+    if len(steps) < 2 or not series:
+        return None
+    values = [v for vs in series.values() for v in vs if isinstance(v, int | float)]
+    low, high = min(values), max(values)
+    span = (high - low) or 1.0
+    x0, x1 = steps[0], steps[-1] if steps[-1] != steps[0] else steps[0] + 1
+    palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+    lines = []
+    for index, (name, vs) in enumerate(series.items()):
+        points = " ".join(
+            f"{CHART_PAD + (s - x0) / (x1 - x0) * (CHART_W - 2 * CHART_PAD):.1f},"
+            f"{CHART_H - CHART_PAD - (v - low) / span * (CHART_H - 2 * CHART_PAD):.1f}"
+            for s, v in zip(steps, vs, strict=False) if isinstance(v, int | float)
+        )
+        lines.append({"name": name, "points": points, "color": palette[index % len(palette)], "last": vs[-1]})
+    return {"width": CHART_W, "height": CHART_H, "pad": CHART_PAD, "lines": lines,
+            "low": low, "high": high, "x0": x0, "x1": steps[-1]}
+
+
+def candidate_view(run: RunFiles, candidate_id: str) -> dict[str, Any]:
+    """Code, diff to the parent, reviews, validation, per-seed results, curves, traceback."""
+    result, record = find_candidate(run, candidate_id)
+    folder = BASELINE_ID if record is None else record.folder
+    code = run.rundir.read_code(folder) if record and record.code_path else result.get("code")
+    parent = parent_of(run, candidate_id) if record and code else None
+    review = run.rundir.read_review(folder)
+    curves = result.get("curves") or {}
+    per_seed = result.get("per_seed") or []
+    metrics = metric_names(*(s.get("metrics") or {} for s in per_seed), result.get("eval") or {})
+    components = [k for k in curves if k not in ("steps", "train_reward", *metrics)]
+    validations = [e for e in run.events if e.get("candidate_id") == candidate_id and e.get("kind") == "validate"
+                   and e.get("event") == "job_finished"]
+    history = [e for e in run.events if e.get("event") == "candidate" and e.get("candidate_id") == candidate_id]
+    tracebacks = [(s.get("seed"), (s.get("error") or {}).get("traceback") or (s.get("error") or {}).get("message"))
+                  for s in result.get("per_seed") or [] if s.get("error")]
+    return {
+        "run_id": run.run_id, "candidate_id": candidate_id, "result": result,
+        "code": highlight_python(code) if code else None,
+        "parent_id": parent[0] if parent else None,
+        "diff": diff_lines(parent[1], code, parent[0], candidate_id) if parent else [],
+        "review": render_markdown(review) if review is not None else None,
+        "validations": validations, "history": history,
+        "error": result.get("error"), "tracebacks": [t for t in tracebacks if t[1]],
+        "per_seed": per_seed, "metrics": metrics,
+        "component_chart": chart(curves, components), "task_chart": chart(curves, ["return", "train_reward"]),
+        "components": components,
+    }
+
+
+def report_html(run: RunFiles) -> Markup | None:
+    text = run.rundir.read_report_md()
+    return None if text is None else render_markdown(text, image_base=f"/runs/{run.run_dir.name}/")
+
+
+def stream_snapshot(rundir: RunDir) -> dict[str, Any]:
+    """The cheap part of the live state (state.json), for the SSE stream; a state that
+    cannot be read (yet, or at all) shows as `starting` with its `error`."""
+    error = None
+    try:
+        state = rundir.read_state()
+    except ValueError as exc:  # torn, hostile or not a regular file: refused, never waited on
+        state, error = {}, str(exc)
+    return {"status": state.get("status", "starting"), "generation": state.get("generation", 0),
+            "wall_s": state.get("wall_s"), "llm": state.get("llm") or {}, "best": state.get("best"),
+            "report": rundir.is_file(REPORT_MD), "error": error}

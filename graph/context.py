@@ -1,0 +1,224 @@
+"""What the nodes need besides the state: LangGraph's runtime context of one run invocation.
+
+The run directory, the sandbox, the LLM team and the app's callbacks are not JSON and
+must not enter checkpoints. Whoever drives the graph opens a `RunContext` once per
+invocation (the runner for `lero run` / `resume`, `graph.server` for `langgraph dev`),
+passes it as `context=` and closes it afterwards; each node reads it from
+`runtime.context`. The spec is parsed once, here.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langgraph.config import get_stream_writer
+
+from lero.agents import LLMConfig, Problem, Team, make_team
+from lero.graph.configuration import RunError, RunSpec
+from lero.graph.rundir import RunDir
+from lero.graph.trust import job_env
+from lero.sandbox import JobResult, Sandbox, SandboxUnavailable, get_sandbox
+from lero.training import make_env
+from lero.training.envs.registry import ENV_NAMES, ConfirmedEnv
+
+log = logging.getLogger(__name__)
+
+_EVENT_TYPES = {  # events.jsonl name -> stream event type the CLI renders
+    "llm_call": "llm",
+    "job_started": "job",
+    "job_finished": "job",
+    "train_started": "job",
+    "train_finished": "job",
+    "train_progress": "train_progress",
+    "generation_started": "generation",
+    "generation_finished": "generation",
+    "candidate": "candidate",
+}
+TRANSIENT_EVENTS = frozenset({"train_progress"})  # display only: streamed, not recorded
+LLM_RECORD_ONLY = frozenset({"prompt", "replies"})  # kept in llm/, too long for events.jsonl
+
+
+def stream(payload: dict[str, Any]) -> None:
+    """Send a custom stream event when called inside a graph node (no-op elsewhere)."""
+    try:
+        writer = get_stream_writer()
+    except RuntimeError:
+        return
+    writer(payload)
+
+
+def problem(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> Problem:
+    """What the agents are asked to solve, from a one-slot instance of the environment: its
+    own TaskSpec plus this instance's shape. A spec env is imported only when `confirmed`
+    names it (graph.trust)."""
+    kwargs = job_env(spec, confirmed)
+    kwargs.pop("name")
+    try:
+        env = make_env(spec.env, 1, **kwargs)
+    except (ValueError, TypeError) as error:
+        raise RunError(f"cannot build environment {spec.env!r}: {error}") from None
+    return Problem(
+        task_spec=env.task, env_name=spec.env, env_description=env.describe(),
+        task=spec.task or env.task.text, algo=spec.algo, n_agents=env.n_agents, obs_dim=env.obs_dim,
+        obs_layout=env.obs_layout(),
+    )
+
+
+def llm_config(spec: RunSpec) -> LLMConfig:
+    """The agents' LLM settings, with the run's request and token budgets (and the request
+    timeout and context window where the spec sets them)."""
+    optional = {"timeout_s": spec.llm_timeout_s, "context_tokens": spec.context_tokens}
+    try:
+        return LLMConfig.from_spec(
+            spec.llm, base_url=spec.base_url, max_requests=spec.max_llm_requests, max_tokens=spec.max_llm_tokens,
+            offline_prior=spec.offline_prior, **{key: value for key, value in optional.items() if value is not None},
+        )
+    except ValueError as error:
+        raise RunError(str(error).splitlines()[0]) from None
+
+
+def sandbox_kind(spec: RunSpec) -> str:
+    """The backend to ask for: an env lero does not ship (a PettingZoo env through the adapter)
+    needs the host's packages, and the Docker image holds only lero and torch."""
+    if spec.env in ENV_NAMES or spec.sandbox == "process":
+        return spec.sandbox
+    if spec.sandbox == "docker":
+        raise RunError(f"env {spec.env!r} is not built into the Docker image; use --sandbox process")
+    return "process"
+
+
+def warn_weaker_sandbox(spec: RunSpec) -> None:
+    """Say it loudly when `--sandbox auto` gives a custom env the process sandbox."""
+    if spec.sandbox == "auto" and sandbox_kind(spec) == "process":
+        warning = (f"WARNING: env {spec.env!r} is not in the Docker image: LLM-written code runs in "
+                   "the much weaker PROCESS sandbox")
+        log.warning(warning)
+        print(warning, file=sys.stderr)
+
+
+def open_sandbox(spec: RunSpec, cache_dir: Path | None, events: Any = None) -> Sandbox:
+    try:
+        return get_sandbox(sandbox_kind(spec), cache_dir=cache_dir, max_parallel=spec.max_parallel,
+                           events=events, executor=spec.executor, ray_address=spec.ray_address)
+    except SandboxUnavailable as error:
+        raise RunError(str(error).splitlines()[0]) from None
+
+
+def earlier_llm_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Successful LLM calls recorded in events.jsonl (they survive a crash; counters do not)."""
+    return [e for e in events if e["event"] == "llm_call" and e.get("status") == "ok"]
+
+
+@dataclass(frozen=True)
+class RunHooks:
+    """App code the engine calls at fixed points; the engine itself never imports the app.
+
+    `on_job_result(rundir, candidate_id, seed, result)` after each train job (for example
+    a TensorBoard export); `on_run_end(rundir)` after report.json is written (for example
+    report.md and plots). A hook's failure is logged, never the run's.
+    """
+
+    on_job_result: Callable[[RunDir, str, int, JobResult], None] | None = None
+    on_run_end: Callable[[RunDir], None] | None = None
+
+    def job_result(self, rundir: RunDir, candidate_id: str, seed: int, result: JobResult) -> None:
+        self._call(self.on_job_result, rundir, candidate_id, seed, result)
+
+    def run_end(self, rundir: RunDir) -> None:
+        self._call(self.on_run_end, rundir)
+
+    @staticmethod
+    def _call(hook: Callable[..., None] | None, *args: Any) -> None:
+        if hook is None:
+            return
+        try:
+            hook(*args)
+        except Exception:
+            log.exception("hook %s failed", getattr(hook, "__name__", hook))
+
+
+@dataclass
+class RunContext:
+    """The live objects of one run invocation; `emit` is the single way events leave a node."""
+
+    spec: RunSpec
+    rundir: RunDir
+    task: Problem
+    earlier_calls: list[dict[str, Any]]  # llm_call events of earlier processes of this run
+    job_env: dict[str, Any]  # the env as sandbox jobs name it (graph.trust.job_env)
+    hooks: RunHooks = field(default_factory=RunHooks)
+    sandbox: Sandbox = field(init=False)
+    team: Team = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sandbox = open_sandbox(self.spec, self.rundir.cache_dir, events=self.emit)
+        self.team = make_team(llm_config(self.spec), on_call=self._on_llm_call)
+        for call in self.earlier_calls:  # a resumed run keeps spending the same budget
+            self.team.ledger.record(call["role"], int(call.get("prompt_tokens", 0)),
+                                    int(call.get("completion_tokens", 0)))
+
+    def emit(self, event: str, **fields: Any) -> None:
+        """Record an event in events.jsonl and stream it to whoever drives the graph."""
+        if event in TRANSIENT_EVENTS:
+            record = {"ts": time.time(), "event": event, **fields}
+        else:
+            record = self.rundir.append_event(event, **fields)
+        stream({"type": _EVENT_TYPES.get(event, "log"), **record})
+
+    def _on_llm_call(self, role: str, info: dict[str, Any]) -> None:
+        """The whole request goes to `llm/` (RunDir); events.jsonl gets its counts and name."""
+        record = {**info, "role": role}
+        name = self.rundir.write_llm_record(record)
+        compact = {key: value for key, value in record.items() if key not in LLM_RECORD_ONLY}
+        self.emit("llm_call", **compact, record=name)
+
+    def llm_usage(self) -> dict[str, int]:
+        """Requests and tokens of the whole run so far (earlier processes included)."""
+        usage = self.team.usage()
+        return {key: int(usage[key]) for key in ("requests", "prompt_tokens", "completion_tokens")}
+
+    def close(self) -> None:
+        """Stop the sandbox's warm containers."""
+        self.sandbox.close()
+
+
+def open_context(spec: RunSpec, rundir: RunDir, confirmed: ConfirmedEnv | None = None,
+                 hooks: RunHooks | None = None) -> RunContext:
+    """Build the live objects for a run whose directory exists (start, resume, server)."""
+    return RunContext(spec=spec, rundir=rundir, task=problem(spec, confirmed),
+                      earlier_calls=earlier_llm_calls(rundir.read_events()), job_env=job_env(spec, confirmed),
+                      hooks=hooks or RunHooks())
+
+
+class CancelScope:
+    """The runs one front-end drives: its first Ctrl-C kills all their sandbox jobs.
+
+    The runner adds each context it opens and removes it when the invocation ends; a
+    front-end passes one scope to every run it starts, so nothing is global.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._contexts: list[RunContext] = []
+
+    def add(self, context: RunContext) -> None:
+        with self._lock:
+            self._contexts.append(context)
+
+    def discard(self, context: RunContext) -> None:
+        with self._lock:
+            if context in self._contexts:
+                self._contexts.remove(context)
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            running = list(self._contexts)
+        for context in running:
+            context.sandbox.cancel_all()

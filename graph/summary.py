@@ -1,0 +1,251 @@
+"""Run summary: report.json (a run-directory contract) rebuilt from a run directory alone.
+
+The engine writes it when a run ends; the app's report (report.md, plots) builds on it.
+Only the files the engine leaves on disk are read (spec.json, state.json, events.jsonl,
+baseline/result.json, candidates/<gen>-<idx>/...), so a report can be rebuilt for any
+run, finished or not, without the checkpoint database or a live graph.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lero.graph.lineage import lineage
+from lero.graph.rundir import BASELINE_ID, SPEC_FILE, STATE_FILE, RunDir
+
+RUN_STATUSES = ("completed", "running", "interrupted", "stopped", "failed")
+# stop reasons after which the designer could not go on; `lero resume` continues the run
+RESUMABLE_STOPS = ("llm_budget", "llm_error", "wall_clock")
+# job statuses that say the sandbox or the engine failed, not the candidate's code
+INFRASTRUCTURE_STATUSES = frozenset({"crashed"})
+
+
+@dataclass
+class CandidateRecord:
+    """One candidate directory: its result (if trained/judged) and where its code is."""
+
+    candidate_id: str
+    generation: int
+    index: int
+    result: dict
+    code_path: Path | None
+    folder: str = ""  # its directory under candidates/ (where its files are read)
+
+    @property
+    def fitness(self) -> float | None:
+        value = self.result.get("fitness")
+        return float(value) if is_number(value) else None
+
+    @property
+    def status(self) -> str:
+        return str(self.result.get("status", "pending"))
+
+
+@dataclass
+class RunFiles:
+    """Everything read from one run directory."""
+
+    run_dir: Path
+    spec: dict
+    state: dict
+    events: list[dict]
+    baseline: dict | None
+    candidates: list[CandidateRecord] = field(default_factory=list)
+    rundir: RunDir | None = None
+
+    def __post_init__(self) -> None:
+        self.rundir = self.rundir or RunDir(self.run_dir)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.spec.get("run_id") or self.run_dir.name)
+
+
+def is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _parse_candidate_dir(name: str) -> tuple[int, int] | None:
+    gen, sep, idx = name.partition("-")
+    if not sep or not gen.isdigit() or not idx.isdigit():
+        return None
+    return int(gen), int(idx)
+
+
+def load_run(run_dir: str | Path) -> RunFiles:
+    """Read a run directory through RunDir; ValueError (one line) if it is not one or
+    cannot be read (a planted symlink, a FIFO, a corrupt or oversized file)."""
+    rundir = RunDir(Path(run_dir))
+    spec = rundir.read_json(SPEC_FILE)
+    state = rundir.read_json(STATE_FILE)
+    if spec is None and state is None:
+        raise ValueError(f"not a lero run directory (no spec.json or state.json): {run_dir}")
+    candidates = []
+    for name in rundir.candidate_names():
+        parsed = _parse_candidate_dir(name)
+        if parsed is None:
+            continue
+        result = rundir.read_result(name) or {}
+        candidates.append(
+            CandidateRecord(
+                candidate_id=str(result.get("candidate_id", name)),
+                generation=int(result.get("generation", parsed[0])),
+                index=parsed[1],
+                result=result,
+                code_path=rundir.code_path(name) if rundir.has_code(name) else None,
+                folder=name,
+            )
+        )
+    candidates.sort(key=lambda c: (c.generation, c.index))
+    return RunFiles(
+        run_dir=rundir.path,
+        spec=spec or {},
+        state=state or {},
+        events=rundir.read_events(),
+        baseline=rundir.read_result(BASELINE_ID),
+        candidates=candidates,
+        rundir=rundir,
+    )
+
+
+def eval_of(result: dict | None) -> dict[str, float]:
+    if not result:
+        return {}
+    metrics = result.get("eval") or {}
+    return {k: float(v) for k, v in metrics.items() if is_number(v)}
+
+
+def metric_names(*evaluations: dict) -> list[str]:
+    """The task metrics a run measured (its env's own), `return` first, then as first seen."""
+    return list(dict.fromkeys(["return", *(key for e in evaluations for key in e)]))
+
+
+def best_candidate(run: RunFiles) -> CandidateRecord | None:
+    """Highest fitness among candidates that were trained and evaluated."""
+    scored = [c for c in run.candidates if c.fitness is not None]
+    return max(scored, key=lambda c: c.fitness) if scored else None
+
+
+def _generation_rows(run: RunFiles) -> list[dict]:
+    rows = []
+    for gen in sorted({c.generation for c in run.candidates}):
+        members = [c for c in run.candidates if c.generation == gen]
+        scores = [c.fitness for c in members if c.fitness is not None]
+        rows.append(
+            {
+                "generation": gen,
+                "candidates": len(members),
+                "valid": len(scores),
+                "best_fitness": max(scores) if scores else None,
+                "mean_fitness": statistics.fmean(scores) if scores else None,
+            }
+        )
+    return rows
+
+
+def _llm_usage(run: RunFiles) -> dict[str, int]:
+    """state.json's counters; the llm_call events are the fallback for older/crashed runs."""
+    usage = run.state.get("llm")
+    if isinstance(usage, dict):
+        return {
+            k: int(usage.get(k) or 0) for k in ("requests", "prompt_tokens", "completion_tokens")
+        }
+    calls = [e for e in run.events if e.get("event") == "llm_call"]
+    return {
+        "requests": len(calls),
+        "prompt_tokens": sum(int(e.get("prompt_tokens") or 0) for e in calls),
+        "completion_tokens": sum(int(e.get("completion_tokens") or 0) for e in calls),
+    }
+
+
+def _wall_s(run: RunFiles) -> float | None:
+    if is_number(run.state.get("wall_s")):
+        return float(run.state["wall_s"])
+    stamps = [e["ts"] for e in run.events if is_number(e.get("ts"))]
+    return float(max(stamps) - min(stamps)) if stamps else None
+
+
+def _status(run: RunFiles) -> str:
+    status = run.state.get("status")
+    return status if status in RUN_STATUSES else "running"
+
+
+def is_resumable_stop(stop_reason: str | None) -> bool:
+    """The designer stopped for a reason more budget or a working server fixes."""
+    return bool(stop_reason) and stop_reason.split(":", 1)[0] in RESUMABLE_STOPS
+
+
+def _failure_text(result: dict) -> str:
+    """The first error message of a result.json (aggregated or one seed's)."""
+    errors = [result.get("error"), *((r or {}).get("error") for r in result.get("per_seed") or [])]
+    for error in errors:
+        if isinstance(error, dict) and error.get("message"):
+            return f"{error.get('type', 'error')}: {' '.join(str(error['message']).split())}"[:300]
+        if isinstance(error, str) and error.strip():
+            return " ".join(error.split())[:300]
+    return f"status {result.get('status', '?')}"
+
+
+def run_ending(run: RunFiles, stop_reason: str | None) -> tuple[str, str | None]:
+    """(status, stop_reason) of a run whose graph reached its end.
+
+    `failed` when the baseline did not train or every candidate failed in the sandbox
+    rather than in its code (nothing the run shows can be trusted); `stopped` when the
+    designer could not go on (resumable); else `completed` (a human stop included).
+    """
+    if run.baseline is not None and run.baseline.get("status") != "ok":
+        return "failed", f"the baseline did not train ({_failure_text(run.baseline)})"
+    broken = [c for c in run.candidates if c.status in INFRASTRUCTURE_STATUSES]
+    if broken and len(broken) == len(run.candidates):
+        return "failed", (
+            f"all {len(broken)} candidates failed in the sandbox, not in their code "
+            f"({_failure_text(broken[0].result)})"
+        )
+    if is_resumable_stop(stop_reason):
+        return "stopped", stop_reason
+    return "completed", stop_reason
+
+
+def summarize(run: RunFiles) -> dict:
+    """The report.json document (DESIGN.md keys)."""
+    best = best_candidate(run)
+    env_steps = run.state.get("env_steps")
+    return {
+        "run_id": run.run_id,
+        "status": _status(run),
+        "stop_reason": run.state.get("stop_reason"),
+        "baseline": {
+            "fitness": (run.baseline or {}).get("fitness"),
+            "eval": eval_of(run.baseline),
+        },
+        "best": {
+            "candidate_id": best.candidate_id if best else None,
+            "generation": best.generation if best else None,
+            "fitness": best.fitness if best else None,
+            "eval": eval_of(best.result) if best else {},
+            "code_path": str(best.code_path.relative_to(run.run_dir))
+            if best and best.code_path
+            else None,
+        },
+        "generations": _generation_rows(run),
+        "lineage": _elite_lineage(run),
+        "llm": _llm_usage(run),
+        "env_steps": int(env_steps) if is_number(env_steps) else None,
+        "wall_s": _wall_s(run),
+    }
+
+
+def _elite_lineage(run: RunFiles) -> list[dict]:
+    fitness = {c.candidate_id: c.fitness for c in run.candidates}
+    return lineage(run.events, fitness, int(run.spec.get("n_elites") or 2))
+
+
+def write_summary(run_dir: str | Path) -> dict:
+    """Rebuild report.json from the run directory; returns it."""
+    run = load_run(run_dir)
+    summary = summarize(run)
+    run.rundir.write_summary(summary)
+    return summary

@@ -1,0 +1,257 @@
+"""`lero chat`: the offline guided dialogue, the desk's tools and /commands, and the
+tool-calling assistant against a real local OpenAI-compatible HTTP server."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from rich.console import Console
+
+from lero.app.chat import run_chat
+from lero.app.console import Asker
+from lero.app.desk import ExperimentDesk, guided_dialogue, offline_chat
+from tests.app.test_report import make_run_dir
+from tests.support.openai_server import OpenAIServer, Reply
+
+REPO = Path(__file__).resolve().parents[2]
+
+# environment, its LERO arguments (N, agents seen, landmarks seen), other env arguments,
+# algo, generations, population, steps, seeds, approvals (then the desk asks "start it?")
+DIALOGUE = "\n4\n2\n3\n\nippo\n2\n3\n50k\n2\n\n"
+
+
+@pytest.fixture(autouse=True)
+def _few_threads() -> None:
+    torch.set_num_threads(1)
+
+
+def make_desk(answers: str, tmp_path: Path, **base: object) -> tuple[ExperimentDesk, io.StringIO]:
+    out = io.StringIO()
+    chat_io = Asker(Console(file=out, width=200), io.StringIO(answers))
+    return ExperimentDesk(chat_io, base={"runs_dir": str(tmp_path), **base}), out
+
+
+def test_offline_dialogue_builds_the_confirmed_spec(tmp_path: Path) -> None:
+    desk, out = make_desk(DIALOGUE + "n\nn\n", tmp_path)  # do not start, do not redo
+    assert offline_chat(desk) == 0
+    spec = desk.spec
+    assert spec.env_kwargs == {"N": 4, "num_agent_neighbors": 2, "num_landmark_neighbors": 3}
+    assert (spec.algo, spec.generations, spec.population) == ("ippo", 2, 3)
+    assert (spec.steps, spec.seeds, spec.approve) == (50_000, 2, "spec")
+    text = out.getvalue()
+    # (2 x 3 + 1 baseline) x 2 seeds = 14 jobs of 50k steps rounded up to 2 x 25,600 (ippo's
+    # 1024 envs x 25 steps); the throughput was measured by a real train()
+    assert "14 training jobs" in text and "= 716,800 env steps (50,000 requested" in text
+    assert "steps/s measured here (ippo)" in text
+    assert "the user did not start the run" in text and "no experiment started" in text
+    assert not any(tmp_path.iterdir())  # nothing was started
+
+
+def test_offline_dialogue_rejects_bad_numbers_and_full_observability(tmp_path: Path) -> None:
+    # N=0 is refused by the env (asked again); then full observability, local_ratio 0.3
+    answers = "\n0\n\n\n\n\n3\nNone\nNone\nlocal_ratio=0.3\n\n1\n1\nlots\ninf\n2k\n1\nall\n"
+    desk, out = make_desk(answers, tmp_path)
+    assert guided_dialogue(desk)
+    assert desk.spec.env_kwargs == {  # mpe2's full observability
+        "N": 3, "num_agent_neighbors": None, "num_landmark_neighbors": None, "local_ratio": 0.3
+    }
+    assert (desk.spec.steps, desk.spec.approve) == (2000, "all")
+    assert "must be >= 1" in out.getvalue() and "a positive number of steps" in out.getvalue()
+
+
+def test_offline_chat_runs_the_confirmed_experiment(tmp_path: Path) -> None:
+    """Dialogue -> confirm -> the graph's own spec approval -> a real (tiny) run -> report."""
+    tiny = {"sandbox": "process", "hparams": {"n_envs": 8, "rollout_len": 25}, "eval_episodes": 8}
+    answers = "\n2\nNone\nNone\n\n\n1\n1\n400\n\n\n" + "y\n" + "y\n"  # start it; approve the spec
+    desk, out = make_desk(answers, tmp_path, **tiny)
+    assert offline_chat(desk) == 0
+    run_id = desk.last_run_id
+    assert run_id is not None
+    assert f"run {run_id} ended with status completed" in out.getvalue()
+    report = json.loads((tmp_path / run_id / "report.json").read_text())
+    assert report["status"] == "completed" and report["generations"][0]["candidates"] == 1
+    spec = json.loads((tmp_path / run_id / "spec.json").read_text())
+    assert spec["env_kwargs"] == {"N": 2, "num_agent_neighbors": None, "num_landmark_neighbors": None}
+    assert spec["approve"] == "spec"
+
+
+def test_input_ending_mid_dialogue_starts_nothing(tmp_path: Path) -> None:
+    desk, out = make_desk("\n5\n", tmp_path)
+    assert offline_chat(desk) == 0
+    assert "input ended; no experiment started" in out.getvalue()
+    assert not any(tmp_path.iterdir())
+
+
+def test_desk_set_fields_validates_and_merges(tmp_path: Path) -> None:
+    desk, _ = make_desk("", tmp_path)
+    assert desk.set_fields({"generations": 0}).startswith(
+        "not changed: invalid run setting generations"
+    )
+    assert desk.spec.generations == 3
+    desk.set_fields({"env_kwargs": {"N": 5}, "approve": "none"})
+    assert desk.spec.env_kwargs == {"N": 5, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
+    assert desk.spec.approve == "spec"  # chat runs are always confirmed by the human
+    assert json.loads(desk.show_spec())["env_kwargs"]["N"] == 5
+
+
+def test_desk_commands(tmp_path: Path) -> None:
+    make_run_dir(tmp_path, "run-a")
+    desk, _ = make_desk("", tmp_path)
+    assert '"N": 6' in desk.command("/set env.N=6 generations=2 llm=offline")
+    assert desk.spec.generations == 2 and desk.spec.env_kwargs["N"] == 6
+    assert "simple_spread" in desk.command("/envs") and "qmix" in desk.command("/envs")
+    assert "N=6 agents" in desk.command("/describe")
+    assert "expected KEY=VALUE" in desk.command("/set generations")
+    assert desk.command("/frobnicate").startswith("commands:")
+    assert desk.command("/status a b c").startswith("commands:")
+    assert desk.command("/set task='unbalanced").startswith("cannot parse")
+    assert json.loads(desk.command("/status run-a"))["best_fitness"] == pytest.approx(-24.0)
+    shown = desk.command("/candidate 1-0 run-a")
+    assert (
+        "def hybrid_reward" in shown and "VERDICT: accept" in shown and '"fitness": -24.0' in shown
+    )
+    assert "no candidate '9-9'" in desk.command("/candidate 9-9 run-a")
+    assert (
+        json.loads(desk.command("/report run-a").split("\nreport:")[0])["best"]["candidate_id"]
+        == "1-0"
+    )
+    assert (tmp_path / "run-a" / "report.md").is_file()
+    assert desk.command("/status") == "no run id given and no run started in this chat"
+    assert desk.command("/status ghost") == f"no run 'ghost' in {tmp_path}/"
+
+
+def test_desk_tool_calls_never_crash(tmp_path: Path) -> None:
+    desk, _ = make_desk("", tmp_path)
+    assert {t.name for t in desk.tools()} == set(ExperimentDesk.TOOL_NAMES)
+    assert desk.call("rm_rf", {}).startswith("unknown tool 'rm_rf'")
+    assert desk.call("set_fields", {"wrong": 1}).startswith("error: ")
+    assert "not changed" in desk.call("set_fields", {"updates": {"algo": 3}})
+
+
+def _tool_call(call_id: str, name: str, args: dict) -> dict:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
+
+
+def test_assistant_calls_tools_over_http(tmp_path: Path) -> None:
+    out = io.StringIO()
+    with OpenAIServer() as server:
+        server.push(
+            Reply(
+                tool_calls=[
+                    _tool_call(
+                        "c1", "set_fields", {"updates": {"generations": 2, "env_kwargs": {"N": 4}}}
+                    )
+                ]
+            ),
+            Reply(tool_calls=[_tool_call("c2", "start_run", {})]),
+            Reply(content="Set 2 generations with 4 agents; you chose not to start it."),
+        )
+        code = run_chat(
+            llm="openai:test-model",
+            base_url=server.base_url,
+            runs_dir=str(tmp_path),
+            console=Console(file=out, width=200),
+            stdin=io.StringIO("use 4 agents, 2 generations, then start\nn\n/spec\n/quit\n"),
+        )
+        requests = server.requests
+    assert code == 0
+    assert len(requests) == 3
+    first = requests[0]
+    assert {t["function"]["name"] for t in first["tools"]} >= {
+        "set_fields",
+        "start_run",
+        "estimate_cost",
+    }
+    assert first["messages"][0]["role"] == "system"
+    assert first["messages"][0]["content"].startswith("You are the experiment assistant")
+    tool_results = [m for m in requests[2]["messages"] if m["role"] == "tool"]
+    assert '"generations": 2' in tool_results[0]["content"]
+    assert tool_results[1]["content"] == "the user did not start the run; the spec is unchanged"
+    text = out.getvalue()
+    assert "Set 2 generations with 4 agents" in text
+    assert '"N": 4' in text  # the /spec command after the conversation
+    assert '"llm": "openai:test-model"' in text
+
+
+def test_assistant_without_tool_calling_falls_back_to_text_and_commands(tmp_path: Path) -> None:
+    out = io.StringIO()
+    with OpenAIServer() as server:
+
+        def script(request: dict) -> Reply:
+            if "tools" in request:
+                return Reply(status=400, error_message="tools are not supported")
+            return Reply(content="Type /set generations=1 to use one generation.")
+
+        server.script = script
+        run_chat(
+            llm="openai:test-model",
+            base_url=server.base_url,
+            runs_dir=str(tmp_path),
+            console=Console(file=out, width=200),
+            stdin=io.StringIO("one generation please\n/set generations=1\n"),
+        )
+        assert [("tools" in r) for r in server.requests] == [True, False]
+    assert "Type /set generations=1" in out.getvalue()
+    assert '"generations": 1' in out.getvalue()
+
+
+def test_assistant_server_down_is_reported_and_chat_continues(tmp_path: Path) -> None:
+    out = io.StringIO()
+    with OpenAIServer() as server:
+        server.script = lambda request: Reply(status=401, error_message="bad key")
+        run_chat(
+            llm="openai:test-model",
+            base_url=server.base_url,
+            runs_dir=str(tmp_path),
+            console=Console(file=out, width=200),
+            stdin=io.StringIO("hello\n/set seeds=3\n"),
+        )
+    text = out.getvalue()
+    assert "assistant unavailable" in text and "HTTP 401" in text
+    assert '"seeds": 3' in text
+
+
+def test_lero_chat_subprocess_offline_stops_when_input_ends(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lero.app.cli",
+            "chat",
+            "--llm",
+            "offline",
+            "--runs-dir",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        input="\n4\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Experiment design" in done.stdout
+    assert "input ended; no experiment started" in done.stdout
+    assert not any(tmp_path.iterdir())
+
+
+def test_offline_dialogue_offers_registered_envs_and_your_own(tmp_path: Path) -> None:
+    """A PettingZoo env as package.module:factory; a bad spec is explained and asked again."""
+    own = "tests.graph.test_custom_env_loop:make_rendezvous"
+    answers = f"other\nnope.nope:make\n\nother\n{own}\nn_agents=2\n\n1\n1\n400\n\n\n"
+    desk, out = make_desk(answers, tmp_path)
+    assert guided_dialogue(desk)
+    assert (desk.spec.env, desk.spec.env_kwargs) == (own, {"n_agents": 2})
+    assert "cannot import nope.nope" in out.getvalue()
+    assert "package.module:factory" in desk.list_environments()
+    assert "simple_speaker_listener" in desk.list_environments()

@@ -1,0 +1,200 @@
+"""CLI parsing, bad input (one line, exit 2) and the file-only commands (runs, report)."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from lero.app.args import build_parser, parse_value, spec_fields
+from lero.app.cli import main
+from tests.app.test_report import make_run_dir
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    out = io.StringIO()
+    code = main(argv, console=Console(file=out, width=200))
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+def assert_usage_error(code: int, err: str, fragment: str) -> None:
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("lero: error: ")
+    assert fragment in lines[0]
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("5", 5), ("-2", -2), ("0.5", 0.5), ("1e-3", 1e-3), ("true", True), ("False", False),
+     ("None", None), ("null", None), ("abc", "abc"), ("", "")],
+)  # fmt: skip
+def test_parse_value(text: str, value: object) -> None:
+    assert parse_value(text) == value
+    assert type(parse_value(text)) is type(value)
+
+
+def test_run_flags_override_config_and_env_args_update_lero_default(tmp_path: Path) -> None:
+    config = tmp_path / "exp.toml"
+    config.write_text('generations = 5\npopulation = 3\nllm = "offline"\nsteps = 999\n')
+    args = build_parser().parse_args(
+        ["run", "--config", str(config), "--steps", "2000", "--env-arg", "N=5"]
+    )
+    fields = spec_fields(args)
+    assert fields["generations"] == 5 and fields["population"] == 3
+    assert fields["steps"] == 2000  # flag beats the file
+    assert fields["env_kwargs"] == {"N": 5, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
+
+
+def test_json_config_env_kwargs_are_the_base_for_env_args(tmp_path: Path) -> None:
+    config = tmp_path / "exp.json"
+    config.write_text(json.dumps({"env_kwargs": {"N": 4}, "seeds": 2}))
+    args = build_parser().parse_args(
+        ["run", "--config", str(config), "--env-arg", "local_ratio=0.25"]
+    )
+    assert spec_fields(args) == {"env_kwargs": {"N": 4, "local_ratio": 0.25}, "seeds": 2}
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["run", "--generations", "0"], "--generations"),
+        (["run", "--steps", "lots"], "positive integer"),
+        (["run", "--approve", "maybe"], "--approve"),
+        (["run", "--env-arg", "N5"], "KEY=VALUE"),
+        (["run", "--config", "/nonexistent/exp.toml"], "config file not found"),
+        (["train", "--env", "simple_spread", "--algo", "mappo", "--steps", "0", "--seed", "0",
+          "--out", "x"], "must be > 0"),
+        (["train", "--env", "simple_spread", "--algo", "mappo", "--steps", "1e9x", "--seed", "0",
+          "--out", "x"], "positive integer"),
+        (["train", "--env", "simple_spread"], "required"),
+        (["frobnicate"], "invalid choice"),
+        (["sandbox", "frob"], "invalid choice"),
+        (["bench", "--seconds", "0"], "must be > 0"),
+        (["bench", "--env-arg", "N=0", "--skip-train"], "N must be >= 1"),
+        ([], "required"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_exit_2(
+    argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_main(argv, capsys)
+    assert_usage_error(code, err, fragment)
+
+
+def test_bad_config_syntax(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "exp.toml"
+    config.write_text("generations = = 3\n")
+    code, _, err = run_main(["run", "--config", str(config)], capsys)
+    assert_usage_error(code, err, "cannot parse config")
+
+
+def test_chat_with_openai_but_no_server_or_key(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    code, _, err = run_main(["chat", "--llm", "openai:gpt-x"], capsys)
+    assert_usage_error(code, err, "needs OPENAI_API_KEY or --base-url")
+
+
+def test_report_of_a_directory_that_is_not_a_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "junk").mkdir()
+    code, _, err = run_main(["report", "junk", "--runs-dir", str(tmp_path)], capsys)
+    assert_usage_error(code, err, "not a lero run directory")
+
+
+def test_runs_lists_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_run_dir(tmp_path, "run-a")
+    make_run_dir(tmp_path, "run-b", status="interrupted")
+    (tmp_path / "not-a-run").mkdir()
+    code, out, _ = run_main(["runs", "--runs-dir", str(tmp_path)], capsys)
+    assert code == 0
+    lines = [line for line in out.splitlines() if "run-" in line]
+    assert len(lines) == 2
+    assert lines[0].replace("│", " ").split()[:3] == ["run-a", "completed", "2"]  # 2 gens done
+    assert "-24.000" in lines[0] and "-31.000" in lines[0]
+    assert "interrupted" in lines[1]
+    assert "not-a-run" not in out
+
+
+def test_runs_on_empty_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(["runs", "--runs-dir", str(tmp_path / "none")], capsys)
+    assert code == 0 and "no runs" in out
+
+
+def test_report_rebuilds_and_summarises(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = make_run_dir(tmp_path, "run-a")
+    code, out, _ = run_main(["report", "run-a", "--runs-dir", str(tmp_path)], capsys)
+    assert code == 0
+    assert (run / "report.json").is_file() and (run / "plots" / "fitness.png").is_file()
+    assert str(run / "report.md") in out
+    assert "-24.000" in out and "1-0" in out
+
+
+def test_unknown_run_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("report", "resume"):
+        code, _, err = run_main([command, "nope", "--runs-dir", str(tmp_path)], capsys)
+        assert_usage_error(code, err, "unknown run id 'nope'")
+
+
+def test_subprocess_bad_input_has_no_traceback(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "lero.app.cli", "report", "ghost", "--runs-dir", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip()
+        == f"lero: error: unknown run id 'ghost' in {tmp_path}/ (see `lero runs`)"
+    )
+
+
+def test_subprocess_help() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "lero.app.cli", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0
+    for command in ("run", "resume", "chat", "runs", "report", "train", "bench", "sandbox"):
+        assert command in done.stdout
+
+
+def test_bench_env_throughput_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(
+        ["bench", "--n-envs", "16", "--seconds", "0.3", "--threads", "1", "--skip-train"], capsys
+    )
+    assert code == 0
+    header, _, row = out.strip().splitlines()[-3:]
+    assert header.split()[-3:] == ["lero_steps_per_s", "mpe2_steps_per_s", "ratio"]
+    assert float(row.split()[-1]) > 0
+
+
+def test_bench_bad_algo(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_main(["bench", "--algo", "dqn"], capsys)
+    assert_usage_error(code, err, "unknown algo 'dqn'")
+
+
+@pytest.mark.docker
+def test_sandbox_check_reports_every_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(["sandbox", "check"], capsys)
+    lines = [line for line in out.splitlines() if line.split()[:1] in (["ok"], ["FAIL"])]
+    assert lines and lines[0].split()[1] == "daemon:"
+    assert code == (0 if all(line.startswith("ok") for line in lines) else 1)

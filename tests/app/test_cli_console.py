@@ -1,0 +1,204 @@
+"""RichUI: stream events render, interrupts are answered from an injected input stream."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from lero.app.console import RichUI, describe_answer, train_progress
+
+CODE = "import torch\n\ndef hybrid_reward(ctx):\n    return ctx.env_reward, {}\n"
+
+
+def make_ui(answers: str, **kwargs: object) -> tuple[RichUI, io.StringIO]:
+    out = io.StringIO()
+    ui = RichUI(
+        console=Console(file=out, width=160),
+        stdin=io.StringIO(answers),
+        interactive=True,
+        **kwargs,
+    )
+    return ui, out
+
+
+SPEC_PAYLOAD = {
+    "kind": "spec",
+    "run_id": "r1",
+    "spec": {"env": "simple_spread", "env_kwargs": {"N": 3}, "generations": 2},
+    "question": "Start this run?",
+    "answers": ["approve", "reject"],
+}
+CANDIDATES_PAYLOAD = {
+    "kind": "candidates",
+    "generation": 0,
+    "question": "Train these candidates?",
+    "candidates": [
+        {"candidate_id": f"0-{i}", "code": CODE, "origin": "offline",
+         "review": {"verdict": "accept", "points": [f"point {i}"], "text": ""}}
+        for i in range(4)
+    ],
+}  # fmt: skip
+GENERATION_PAYLOAD = {
+    "kind": "generation",
+    "generation": 0,
+    "best": {"candidate_id": "0-1", "fitness": -20.5},
+    "baseline_fitness": -25.0,
+    "candidates": [{"candidate_id": "0-1", "status": "ok", "fitness": -20.5}],
+    "reflection": "dist term dominated the reward",
+    "question": "Run the next generation?",
+}
+
+
+def test_no_terminal_returns_none() -> None:
+    ui = RichUI(console=Console(file=io.StringIO()), stdin=io.StringIO(""), interactive=False)
+    for payload in (SPEC_PAYLOAD, CANDIDATES_PAYLOAD, GENERATION_PAYLOAD):
+        assert ui.ask(payload) is None
+
+
+@pytest.mark.parametrize(
+    ("typed", "action"), [("y\n", "approve"), ("n\n", "reject"), ("\n", "approve")]
+)
+def test_spec_confirm(typed: str, action: str) -> None:
+    ui, out = make_ui(typed)
+    with ui:
+        assert ui.ask(SPEC_PAYLOAD) == {"action": action}
+    assert "simple_spread" in out.getvalue() and '{"N": 3}' in out.getvalue()
+
+
+def test_candidates_approve_reject_comment_edit(tmp_path: Path) -> None:
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import sys, pathlib\n"
+        "p = pathlib.Path(sys.argv[1])\n"
+        "p.write_text(p.read_text() + '# edited by a human\\n')\n"
+    )
+    ui, out = make_ui(
+        "approve\nreject\ncomment\n\ncomment\npenalise collisions harder\nedit\n",
+        editor=f"{sys.executable} {editor}",
+    )
+    with ui:
+        answer = ui.ask(CANDIDATES_PAYLOAD)
+    assert answer == {
+        "decisions": {
+            "0-0": {"action": "approve"},
+            "0-1": {"action": "reject"},
+            "0-2": {"action": "comment", "comment": "penalise collisions harder"},
+            "0-3": {"action": "edit", "code": CODE + "# edited by a human\n"},
+        },
+        "default": "approve",
+    }
+    text = out.getvalue()
+    assert "def hybrid_reward" in text and "point 3" in text and "critic: accept" in text
+
+
+def test_failing_editor_is_reported_and_the_decision_asked_again(tmp_path: Path) -> None:
+    ui, out = make_ui("edit\nreject\n", editor=f"{sys.executable} -c 'raise SystemExit(3)'")
+    with ui:
+        answer = ui.ask({**CANDIDATES_PAYLOAD, "candidates": CANDIDATES_PAYLOAD["candidates"][:1]})
+    assert answer == {"decisions": {"0-0": {"action": "reject"}}, "default": "approve"}
+    assert "edit failed" in out.getvalue() and "exited with status 3" in out.getvalue()
+
+
+def test_generation_continue_with_feedback_and_stop() -> None:
+    ui, out = make_ui("continue\nfocus on collisions\nstop\n")
+    with ui:
+        assert ui.ask(GENERATION_PAYLOAD) == {
+            "action": "continue",
+            "feedback": "focus on collisions",
+        }
+        assert ui.ask(GENERATION_PAYLOAD) == {"action": "stop", "feedback": None}
+    assert "dist term dominated" in out.getvalue() and "-25.000" in out.getvalue()
+
+
+def test_input_ending_at_a_prompt_leaves_the_question_pending() -> None:
+    ui, _ = make_ui("approve\n")  # one answer for four candidates
+    with ui:
+        assert ui.ask(CANDIDATES_PAYLOAD) is None
+
+
+def test_bad_choice_is_asked_again() -> None:
+    ui, out = make_ui("maybe\nst\n")
+    with ui:
+        assert ui.ask(GENERATION_PAYLOAD) == {"action": "stop", "feedback": None}
+    assert "choose one of continue, stop" in out.getvalue()
+
+
+def test_unknown_interrupt_kind() -> None:
+    ui, _ = make_ui("")
+    with pytest.raises(ValueError, match="unknown interrupt kind 'quiz'"):
+        ui.ask({"kind": "quiz"})
+
+
+def test_events_render() -> None:
+    """Events as graph.context streams them: `type` plus the events.jsonl record."""
+    ui, out = make_ui("", generations=2)
+    events = [
+        {"type": "log", "event": "run_started", "ts": 1.0, "run_id": "r1"},
+        {"type": "generation", "event": "generation_started", "ts": 1.0, "generation": 0},
+        {"type": "llm", "event": "llm_call", "ts": 1.0, "role": "designer", "status": "ok",
+         "prompt_tokens": 100, "completion_tokens": 50},
+        {"type": "llm", "event": "llm_call", "ts": 1.0, "role": "critic", "status": "error",
+         "error": "HTTP 500: boom"},
+        {"type": "candidate", "event": "candidate", "ts": 1.0, "candidate_id": "0-0",
+         "generation": 0, "stage": "validate", "status": None, "origin": "designer"},
+        {"type": "job", "event": "job_started", "ts": 1.0, "job_id": "j1", "kind": "validate",
+         "candidate_id": "0-0"},
+        {"type": "job", "event": "job_finished", "ts": 1.0, "job_id": "j1", "kind": "validate",
+         "candidate_id": "0-0", "status": "code_error", "cached": False},
+        {"type": "job", "event": "train_started", "ts": 1.0, "kind": "train",
+         "candidate_id": "0-0", "generation": 0, "seed": 1},
+        {"type": "train_progress", "event": "train_progress", "ts": 1.0, "candidate_id": "0-0",
+         "seed": 1, "done": 500, "total": 1000, "return": -30.0},
+        {"type": "job", "event": "train_finished", "ts": 1.0, "kind": "train",
+         "candidate_id": "0-0", "generation": 0, "seed": 1, "status": "ok", "cached": True,
+         "fitness": -21.25},
+        {"type": "generation", "event": "generation_finished", "ts": 1.0, "generation": 0,
+         "best_fitness": -21.25, "valid": 1},
+        {"type": "interrupt", "kind": "generation", "payload": {}},
+        {"type": "log", "event": "reflection", "ts": 1.0, "generation": 0, "chars": 812},
+        {"type": "log", "event": "log", "ts": 1.0, "message": "designer stopped: budget"},
+        {"type": "something_new"},
+    ]  # fmt: skip
+    with ui:
+        for event in events:
+            ui.on_event(event)
+        assert set(ui.bars) == {"generations", "llm"}  # finished jobs' bars are gone
+        generations_bar = ui.progress.tasks[ui.bars["generations"]]
+        assert (generations_bar.completed, generations_bar.total) == (1, 2)
+        assert ui.llm_tokens == 150
+    text = out.getvalue()
+    assert "generation 0 done: 1 valid, best fitness -21.250" in text
+    assert "candidate 0-0 (designer): validate" in text
+    assert "sandbox validate 0-0: code_error" in text
+    assert "train 0-0 seed 1: ok (cached) fitness -21.250" in text
+    assert "LLM critic request failed: HTTP 500: boom" in text
+    assert "waiting for approval: generation" in text
+    assert "reflection generation=0 chars=812" in text
+    assert "designer stopped: budget" in text
+
+
+@pytest.mark.parametrize("payload", [SPEC_PAYLOAD, CANDIDATES_PAYLOAD, GENERATION_PAYLOAD])
+def test_describe_answer_shows_valid_json_shapes(payload: dict) -> None:
+    text = describe_answer(payload)
+    assert payload["question"] in text
+    assert '"action"' in text or '"decisions"' in text
+    if payload["kind"] == "candidates":
+        assert "0-0, 0-1, 0-2, 0-3" in text
+
+
+def test_progress_before_the_first_finished_episode_has_no_return() -> None:
+    """The progress contract allows `return: None` (no episode has finished yet)."""
+    ui, _ = make_ui("")
+    with ui:
+        ui.on_event({"type": "train_progress", "event": "train_progress", "ts": 1.0,
+                     "candidate_id": "0-0", "seed": 0, "done": 64, "total": 1000, "return": None})
+        bar = ui.progress.tasks[ui.bars["task:0-0:0"]]
+        assert (bar.completed, bar.total, bar.fields["note"]) == (64, 1000, "return —")
+    console = Console(file=io.StringIO(), width=120)
+    with train_progress(console, "qmix on simple_spread") as update:
+        update(0, 1000, {"return": None})
+        update(500, 1000, {"return": -30.0})

@@ -1,0 +1,220 @@
+"""`lero study` on a real tiny study: process sandbox, tiny budgets, 2 seeds (the CLI default
+is 5), checked for the study.json structure, held-out evaluation seeds, statistics that
+follow from the stored per-seed values, and a resume that trains nothing again."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from lero.app.study import VARIANTS, StudySpec, variant_code
+from lero.app.study import stats as study_stats
+from lero.app.study.spec import DEFAULT_SEEDS, SELECTION_EVAL_SEED
+from lero.training import load_candidate, make_env
+from tests.support.cli import lero
+
+CANDIDATE = '''import torch
+
+# a hand-written candidate: team reward plus a proximity bonus, and one extra feature
+
+
+def _nearest(obs):
+    rel = obs[:, 4:8].reshape(-1, 2, 2)  # [M, 2, 2] two nearest landmarks
+    return rel.norm(dim=-1).min(dim=-1).values  # [M]
+
+
+def hybrid_reward(ctx):
+    close = -_nearest(ctx.next_obs.reshape(-1, ctx.next_obs.shape[-1])).reshape(ctx.env_reward.shape)
+    return ctx.env_reward + 0.1 * close, {"close": close}
+
+
+def enhance_observation(obs):
+    return torch.cat([obs, _nearest(obs)[:, None]], dim=1)
+'''
+TINY = ["--steps", "400", "--seeds", "2", "--eval-episodes", "8", "--sandbox", "process"]
+TINY_HPARAMS = {"mappo": {"n_envs": 8, "rollout_len": 25}}
+
+
+@pytest.fixture(autouse=True)
+def _few_threads() -> None:
+    torch.set_num_threads(1)
+
+
+def test_variants_keep_one_function_and_stay_valid_modules() -> None:
+    env = make_env("simple_spread", 4, N=3, num_agent_neighbors=1, num_landmark_neighbors=2)
+    obs = env.reset(seed=0).reshape(-1, env.obs_dim)  # [M, D]
+    assert variant_code(CANDIDATE, "native") is None
+    assert variant_code(CANDIDATE, "hrf+oef") == CANDIDATE
+    hrf, oef = variant_code(CANDIDATE, "hrf"), variant_code(CANDIDATE, "oef")
+    assert "# a hand-written candidate" in hrf  # source text kept, comments included
+    assert load_candidate(hrf).enhance_observation(obs).shape == obs.shape  # raw obs
+    assert load_candidate(oef).enhance_observation(obs).shape[1] == obs.shape[1] + 1
+    for code in (hrf, oef):
+        names = [n.name for n in ast.parse(code).body if isinstance(n, ast.FunctionDef)]
+        assert sorted(names) == ["_nearest", "enhance_observation", "hybrid_reward"]
+    with pytest.raises(ValueError, match="enhance_observation"):
+        variant_code("def hybrid_reward(ctx):\n    return 1\n", "hrf")
+
+
+def test_statistics_follow_from_values() -> None:
+    treated, control = [-10.0, -11.0, -9.5, -10.5, -10.2], [-12.0, -12.5, -11.0, -13.0, -12.1]
+    low, high = study_stats.bootstrap_ci(treated)
+    assert low < np.mean(treated) < high and study_stats.bootstrap_ci(treated) == (low, high)
+    result = study_stats.compare(treated, control)
+    assert result["welch_p"] == pytest.approx(stats.ttest_ind(treated, control, equal_var=False).pvalue)
+    assert result["welch_p"] < 0.05 and result["hedges_g"] > 1.0
+    assert study_stats.steps_to_reach([10, 20, 30], [-15, -11, -9], -11) == 20.0
+    assert study_stats.steps_to_reach([10, 20], [-15, -14], -11) is None
+
+
+def test_study_of_a_candidate_file_then_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)  # default relative runs/, as the README gives it
+    Path("cand.py").write_text(CANDIDATE)
+    assert DEFAULT_SEEDS >= 5 and StudySpec(candidate="x").seeds == DEFAULT_SEEDS  # test: 2
+    Path("tiny.json").write_text(json.dumps({"hparams": TINY_HPARAMS}))
+    argv = ["study", "--candidate", "cand.py", *TINY, "--study-id", "tiny", "--config", "tiny.json"]
+    code, out, err = lero(argv, capsys)
+    assert code == 0, err + out
+    folder = Path("runs/studies/tiny")
+    study = json.loads((folder / "study.json").read_text())
+    assert study["status"] == "completed"
+    assert study["variants"] == list(VARIANTS) and study["algos"] == ["mappo"]
+    assert study["metrics"] == list(make_env("simple_spread", 1).task.metric_names)
+    assert len(study["train_seeds"]) == 2 and len(study["eval_seeds"]) == 2
+    assert SELECTION_EVAL_SEED not in study["eval_seeds"]
+    assert not set(study["eval_seeds"]) & set(study["train_seeds"])
+    assert len(study["cells"]) == 4
+    native = next(c for c in study["cells"] if c["variant"] == "native")
+    for cell in study["cells"]:
+        assert cell["status"] == "complete" and cell["eval_seeds"] == study["eval_seeds"]
+        for metric in study["metrics"]:
+            values = cell["per_seed"][metric]
+            assert len(values) == 2
+            summary = cell["summary"][metric]
+            assert summary["mean"] == pytest.approx(np.mean(values))
+            assert (summary["ci_low"], summary["ci_high"]) == pytest.approx(study_stats.bootstrap_ci(values))
+        if cell["variant"] == "native":
+            assert cell["vs_native"] == {}
+            continue
+        test = cell["vs_native"]["return"]
+        assert test["diff"] == pytest.approx(np.mean(cell["per_seed"]["return"]) - np.mean(native["per_seed"]["return"]))
+        expected = stats.mannwhitneyu(cell["per_seed"]["return"], native["per_seed"]["return"]).pvalue
+        assert test["mannwhitney_p"] == pytest.approx(expected)
+        assert len(cell["steps_to_target"]["per_seed"]) == 2
+        assert cell["curve"]["steps"] and len(cell["curve"]["low"]) == len(cell["curve"]["steps"])
+    # the variants really differ: OEF variants train on wider obs than native / hrf
+    records = {p.parent.name: json.loads(p.read_text()) for p in folder.glob("cells/mappo/*/seed-1000.json")}
+    assert set(records) == set(VARIANTS)
+    assert "close" in records["hrf"]["curves"] and "close" not in records["oef"]["curves"]
+    assert (folder / "study.md").read_text().startswith("# Study tiny (completed)")
+    assert {p.name for p in (folder / "plots").iterdir()} >= {"curves-mappo.png", "return.png"}
+
+    # resume: the cell files say everything is done, nothing trains again
+    (folder / "study.json").unlink()
+    before = {p: p.stat().st_mtime_ns for p in folder.glob("cells/**/*.json")}
+    code, out, err = lero(argv, capsys)
+    assert code == 0, err
+    assert "8 of 8 cells done, 0 to train" in out
+    assert {p: p.stat().st_mtime_ns for p in folder.glob("cells/**/*.json")} == before
+    assert json.loads((folder / "study.json").read_text())["cells"] == study["cells"]
+
+    # a lost cell file is trained again, served from the result cache
+    lost = folder / "cells/mappo/hrf/seed-1001.json"
+    lost.unlink()
+    code, out, err = lero(argv, capsys)
+    assert code == 0, err
+    assert "7 of 8 cells done, 1 to train" in out and "(cached)" in out
+    assert json.loads(lost.read_text())["cached"] is True
+
+
+def test_study_bad_input_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = lero(["study", "nosuchrun"], capsys)
+    assert code == 2 and err.startswith("lero: error: unknown run id 'nosuchrun'")
+    code, _, err = lero(["study"], capsys)
+    assert code == 2 and "run id or a candidate file" in err
+    Path("cand.py").write_text(CANDIDATE)
+    code, _, err = lero(["study", "--candidate", "cand.py", "--algos", "dqn"], capsys)
+    assert code == 2 and "unknown algorithm 'dqn'" in err
+    assert not Path("runs").exists()
+
+
+@pytest.mark.slow
+def test_study_of_a_run_without_the_prior_reports_generation_gains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("run.json").write_text(json.dumps({"hparams": TINY_HPARAMS["mappo"], "eval_episodes": 8}))
+    code, _, err = lero(
+        ["run", "--config", "run.json", "--generations", "2", "--population", "1", "--steps", "400",
+         "--seeds", "1", "--llm", "offline", "--sandbox", "process", "--run-id", "r", "--no-prior"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(Path("runs/r/spec.json").read_text())["offline_prior"] is False
+    report = json.loads(Path("runs/r/report.json").read_text())
+    Path("study.json").write_text(json.dumps({"variants": ["native", "hrf+oef"]}))
+    code, out, err = lero(["study", "r", *TINY, "--config", "study.json"], capsys)
+    assert code == 0, err + out
+    (folder,) = Path("runs/r/studies").iterdir()
+    study = json.loads((folder / "study.json").read_text())
+    assert study["config"]["source"]["candidate_id"] == report["best"]["candidate_id"]
+    assert study["config"]["hparams"] == {"mappo": TINY_HPARAMS["mappo"]}  # the run's settings
+    assert [c["variant"] for c in study["cells"]] == ["native", "hrf+oef"]
+    gens = study["generations"]
+    best = {str(g["generation"]): g["best_fitness"] for g in report["generations"]}
+    assert gens["best_per_generation"] == best and gens["offline_prior"] is False
+    assert gens["gain_over_generation0"] == pytest.approx(max(best.values()) - best["0"])
+    assert "What the generations added" in (folder / "study.md").read_text()
+    # other settings under the same study id are refused, the study is kept
+    code, _, err = lero(["study", "r", *TINY, "--config", "study.json", "--study-id", folder.name,
+                         "--eval-episodes", "16"], capsys)  # fmt: skip
+    assert code == 2 and "exists with other settings" in err
+    assert json.loads((folder / "study.json").read_text()) == study
+
+
+def test_evaluate_job_measures_the_held_out_episodes_it_is_given(tmp_path: Path) -> None:
+    """`Job.eval_seed` reaches the trusted evaluation; None keeps the selection episodes."""
+    from lero.sandbox import Job, get_sandbox
+    from lero.training import evaluate, load_policy
+
+    env = {"name": "simple_spread", "N": 2}
+    sandbox = get_sandbox("process", cache_dir=tmp_path / "cache")
+    common = {"code": None, "env": env, "algo": "mappo", "steps": 400, "seed": 0,
+              "hparams": TINY_HPARAMS["mappo"], "eval_episodes": 16}  # fmt: skip
+    trained = sandbox.run_job(Job(kind="train", **common))
+    assert trained.status == "ok"
+    policy = load_policy(trained.policy_dir)
+    for eval_seed, episodes_seed in ((None, SELECTION_EVAL_SEED), (100_000, 100_000)):
+        job = Job(kind="evaluate", policy_dir=trained.policy_dir, eval_seed=eval_seed, **common)
+        assert ("eval_seed" in job.config()) == (eval_seed is not None)
+        result = sandbox.run_job(job)
+        expected = evaluate(policy, "simple_spread", {"N": 2}, episodes=16, seed=episodes_seed)
+        assert result.metrics == pytest.approx(expected)
+    assert "eval_seed" not in Job(kind="train", eval_seed=5, **common).config()
+
+
+def test_study_executor_flags_reach_the_sandbox_settings(tmp_path: Path) -> None:
+    """`lero study --executor/--ray-address` (like run and resume): the plan opens its
+    sandbox with them; a file's study defaults to the local executor."""
+    from lero.app.args import build_parser, study_fields
+    from lero.app.study.execute import plan_study
+
+    module = tmp_path / "cand.py"
+    module.write_text(CANDIDATE)
+    args = build_parser().parse_args(["study", "--candidate", str(module), "--ray-address", "auto",
+                                      "--runs-dir", str(tmp_path / "runs")])
+    plan = plan_study(StudySpec.parse(study_fields(args)))
+    sandbox = plan.sandbox_spec()
+    assert (sandbox.executor, sandbox.ray_address) == ("ray", "auto")
+    assert sandbox.env == plan.env["name"] and sandbox.max_parallel == plan.spec.max_parallel
+    local = plan_study(StudySpec.parse({"candidate": str(module), "runs_dir": str(tmp_path / "runs")}))
+    assert (local.sandbox_spec().executor, local.sandbox_spec().ray_address) == ("local", None)

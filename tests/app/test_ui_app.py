@@ -1,0 +1,111 @@
+"""`lero ui` without a browser (fast): the ASGI app over run directories written by RunDir.
+
+Starlette's TestClient speaks HTTP to the real application in-process; the run
+directories are written by the engine's own writer (graph.rundir.RunDir).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from starlette.datastructures import FormData
+from starlette.testclient import TestClient
+
+from lero.agents import LLMConfig
+from lero.app.ui.app import answer_from_form, create_app
+from lero.app.ui.auth import cookie_name
+from lero.app.ui.views import pending_question
+from lero.graph.configuration import RunSpec
+from lero.graph.rundir import RunDir
+from lero.graph.summary import load_run
+
+TOKEN = "test-token-123"
+SCRIPT = "<script>alert('x')</script>"
+CODE = f'"""{SCRIPT}"""\nimport torch\n\ndef hybrid_reward(ctx):\n    return ctx.env_reward, {{}}\n\ndef enhance_observation(obs):\n    return obs\n'
+
+
+def waiting_run(runs_dir) -> RunDir:
+    """A run stopped at a candidates approval, as the runner leaves it."""
+    rundir = RunDir.create(RunSpec(run_id="r1", runs_dir=str(runs_dir), approve="candidates", sandbox="process"))
+    rundir.write_candidate("0-0", CODE, f"# Reviews of candidate 0-0\n\n## Round 1 (human): revise\n\n{SCRIPT}\n")
+    payload = {"kind": "candidates", "generation": 0, "question": "Train these?", "answers": [],
+               "candidates": [{"candidate_id": "0-0", "code": CODE, "origin": "offline",
+                               "review": {"verdict": "accept", "points": [], "text": SCRIPT}}]}
+    rundir.append_event("candidate", candidate_id="0-0", generation=0, stage="ready", status="ok", origin=SCRIPT)
+    rundir.append_event("interrupt", kind="candidates", payload=payload)
+    rundir.update_state(status="interrupted")
+    return rundir
+
+
+@pytest.fixture
+def client(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    waiting_run("runs")
+    app = create_app("runs", TOKEN, 8765, LLMConfig.from_spec("offline"), cwd=tmp_path)
+    with TestClient(app, base_url="http://127.0.0.1:8765") as test_client:
+        yield test_client
+    app.state.workers.close()
+
+
+def test_token_once_in_the_url_then_a_strict_httponly_cookie(client):
+    assert client.get("/").status_code == 401
+    assert client.get("/?token=nope").status_code == 401
+    first = client.get(f"/runs/r1?token={TOKEN}&x=1", follow_redirects=False)
+    assert first.status_code == 303 and first.headers["location"] == "/runs/r1?x=1"
+    cookie = first.headers["set-cookie"]
+    assert cookie.startswith(f"{cookie_name(8765)}={TOKEN}") and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert client.get("/runs/r1").status_code == 200
+    assert "script-src 'self'" in client.get("/").headers["content-security-policy"]
+
+
+def test_pages_escape_llm_written_code_and_text(client):
+    client.get(f"/?token={TOKEN}")
+    for path in ("/runs/r1", "/runs/r1/candidates/0-0"):
+        page = client.get(path)
+        assert page.status_code == 200
+        assert SCRIPT not in page.text
+        assert "&lt;script&gt;alert(" in page.text  # shown as text (quotes in text need no escape)
+        assert re.findall(r"<script[^>]*>", page.text) in ([], ['<script src="/static/run.js" defer>'])
+
+
+def test_answer_form_checks_csrf_then_staleness_then_the_answer(client):
+    home = client.get(f"/?token={TOKEN}")
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', home.text).group(1)
+    assert client.post("/runs/r1/answer", data={"ts": "0"}).status_code == 403
+    stale = client.post("/runs/r1/answer", data={"csrf": csrf, "ts": "0"})
+    assert stale.status_code == 409 and "already answered" in stale.text
+    ts = re.search(r'name="ts" value="([^"]+)"', client.get("/runs/r1").text).group(1)
+    bad = client.post("/runs/r1/answer", data={"csrf": csrf, "ts": ts, "action:0-0": "comment", "comment:0-0": " "})
+    assert bad.status_code == 400
+    assert "lero: error: comment decision for 0-0 needs text in &#39;comment&#39;" in bad.text
+
+
+def test_unknown_runs_candidates_and_paths_are_404(client):
+    client.get(f"/?token={TOKEN}")
+    for path in ("/runs/nope", "/runs/r1/candidates/9-9", "/runs/r1/candidates/..%2Fspec.json", "/runs/r1/plots/x.png",
+                 "/runs/r1/plots/..%2Fspec.json", "/runs/..%2F..%2Fetc/report"):
+        assert client.get(path).status_code == 404, path
+
+
+def test_a_candidate_approved_with_changed_code_is_an_edit():
+    pending = {"kind": "candidates", "candidates": [{"candidate_id": "0-0", "code": "a = 1\n"},
+                                                    {"candidate_id": "0-1", "code": "b = 2\n"}]}
+    form = FormData([("action:0-0", "approve"), ("code:0-0", "a = 1\r\n# mine\r\n"),
+                     ("action:0-1", "approve"), ("code:0-1", "b = 2\r\n")])
+    assert answer_from_form(form, pending) == {
+        "decisions": {"0-0": {"action": "edit", "code": "a = 1\n# mine\n"}, "0-1": {"action": "approve"}},
+        "default": "approve"}
+    generation = answer_from_form(FormData([("action", "stop"), ("feedback", "  ")]), {"kind": "generation"})
+    assert generation == {"action": "stop", "feedback": None}
+
+
+def test_pending_question_is_the_last_unanswered_interrupt(tmp_path):
+    rundir = waiting_run(tmp_path)
+    assert pending_question(load_run(rundir.path))["kind"] == "candidates"
+    rundir.append_event("interrupt_answered", kind="candidates", answer={})
+    assert pending_question(load_run(rundir.path)) is None
+    rundir.append_event("interrupt", kind="generation", payload={"kind": "generation", "question": "more?"})
+    assert pending_question(load_run(rundir.path))["question"] == "more?"
+    rundir.update_state(status="running")
+    assert pending_question(load_run(rundir.path)) is None

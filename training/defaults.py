@@ -1,0 +1,9 @@
+"""The defaults a person sees in every front-end, in one torch-free module.
+
+CLI help strings import these without loading torch; ``TrainConfig``, ``evaluate`` and the
+sandbox's ``Job`` import them too, so each default has this one home.
+"""
+
+DEFAULT_ENV = "simple_spread"  # the experiment LERO targets (DESIGN.md)
+DEFAULT_ALGO = "mappo"
+EVAL_EPISODES = 512  # greedy evaluation episodes of a trained policy (one per parallel env)
