@@ -8,8 +8,11 @@ Extra rules (each `Violation.rule`), on top of `training.contract.static_check`:
   would fake the "first D columns equal obs" check and corrupt the caller's tensor.
 - `module-state`: a mutable module constant (list/dict/set) or a `nonlocal` statement:
   state that survives between calls makes rewards depend on call history.
-- `reward-hacking`: reading something other than the documented `ctx` fields
-  (the evaluator, metrics, fitness, the policy), or writing into `ctx` tensors in place.
+- `reward-hacking`: reading the evaluator, metrics, fitness or the policy, or writing into
+  `ctx` tensors in place.
+- `ctx-field`: a `ctx` attribute, or a constant `ctx.state[...]` key, that does not exist
+  (a small model's usual slip, `ctx.agent_pos`): an honest mistake sent back for revision,
+  with the fields that do exist named in the message.
 - `reward-scale`: a literal of magnitude >= 1e3 or an infinity in `hybrid_reward`;
   rewards that large swamp the native reward and destabilise value learning.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 import ast
 import builtins
 
+from lero.agents.types import Problem
 from lero.training.contract import Violation, parse_python, static_check
 
 CTX_FIELDS = frozenset({"obs", "next_obs", "actions", "env_reward", "state", "step", "progress"})
@@ -35,13 +39,27 @@ MAX_LITERAL = 1e3
 MUTABLE_NODES = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp, ast.Call)
 
 
-def check_candidate(source: str) -> list[Violation]:
-    """All violations of `source`: the contract's static check, then the critic's rules."""
+def state_names(problem: Problem) -> tuple[str, ...]:
+    """The env's `ctx.state` keys."""
+    return tuple(f.name for f in problem.task_spec.state_fields)
+
+
+def ctx_fields_text(state_fields: tuple[str, ...] = ()) -> str:
+    """The fields a candidate may read, in one line (static-check messages, debugger prompt)."""
+    line = "ctx has " + ", ".join(f"ctx.{name}" for name in sorted(CTX_FIELDS))
+    if state_fields:
+        line += "; ctx.state has " + ", ".join(f"ctx.state[{name!r}]" for name in state_fields)
+    return line
+
+
+def check_candidate(source: str, state_fields: tuple[str, ...] = ()) -> list[Violation]:
+    """All violations of `source`: the contract's static check, then the critic's rules.
+    `state_fields` names the env's `ctx.state` keys (unchecked when empty)."""
     violations = static_check(source)
     if any(v.rule in ("syntax", "size") for v in violations):
         return violations
     tree = parse_python(source)
-    extra = [*_module_state(tree), *_reward_rules(tree), *_oef_rules(tree)]
+    extra = [*_module_state(tree), *_reward_rules(tree, state_fields), *_oef_rules(tree)]
     unique = dict.fromkeys([*violations, *extra])
     return sorted(unique, key=lambda v: v.line)
 
@@ -69,7 +87,7 @@ def _mutable(value: ast.expr | None) -> bool:
     return value is not None and any(isinstance(node, MUTABLE_NODES) for node in ast.walk(value))
 
 
-def _reward_rules(tree: ast.Module) -> list[Violation]:
+def _reward_rules(tree: ast.Module, state_fields: tuple[str, ...]) -> list[Violation]:
     found = []
     hrf = _function(tree, "hybrid_reward")
     ctx_names = {"ctx"} | ({hrf.args.args[0].arg} if hrf and hrf.args.args else set())
@@ -80,10 +98,21 @@ def _reward_rules(tree: ast.Module) -> list[Violation]:
             and isinstance(node.value, ast.Name)
             and node.value.id in ctx_names
         )
-        if reads_ctx and node.attr not in CTX_FIELDS:
+        if reads_ctx and node.attr not in CTX_FIELDS and node.attr not in EVALUATOR_NAMES:
             found.append(
                 Violation(
-                    "reward-hacking", node.lineno, f"ctx.{node.attr} is not a documented ctx field"
+                    "ctx-field",
+                    node.lineno,
+                    f"ctx.{node.attr} does not exist; {ctx_fields_text(state_fields)}",
+                )
+            )
+        key = _state_key(node, ctx_names)
+        if state_fields and key is not None and key not in state_fields:
+            found.append(
+                Violation(
+                    "ctx-field",
+                    node.lineno,
+                    f"ctx.state[{key!r}] does not exist; {ctx_fields_text(state_fields)}",
                 )
             )
         free_name = isinstance(node, ast.Name) and node.id not in module_bound
@@ -116,6 +145,17 @@ def _reward_rules(tree: ast.Module) -> list[Violation]:
         if infinite:
             found.append(Violation("reward-scale", node.lineno, "infinite value in hybrid_reward"))
     return found
+
+
+def _state_key(node: ast.AST, ctx_names: set[str]) -> str | None:
+    """`"x"` of `ctx.state["x"]` (a constant key), else None."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)):
+        return None
+    owner = node.value
+    if not (owner.attr == "state" and isinstance(owner.value, ast.Name) and owner.value.id in ctx_names):
+        return None
+    key = node.slice
+    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
 
 
 def _oef_rules(tree: ast.Module) -> list[Violation]:

@@ -16,6 +16,10 @@ log = logging.getLogger(__name__)
 DUMMY_API_KEY = "sk-no-key-needed"  # local OpenAI-compatible servers ignore the key
 OPENAI_URL = "https://api.openai.com/v1"
 MODEL_ENV = "LERO_MODEL"  # the model when no --model is given (else the server's first)
+# A CPU-served model answers a designer prompt in 10-120 s on 2 busy cores (issue 18); a
+# slow request is not retried (the server would still be computing it), so the one wait is long.
+DEFAULT_TIMEOUT_S = 600.0
+REPLY_TOKENS = 1024  # max_tokens asked per reply; a whole module is 200-700 tokens
 
 
 class LLMSetupError(ValueError):
@@ -118,7 +122,11 @@ class LLMConfig(BaseModel):
     model: str | None = None
     base_url: str | None = None
     api_key: SecretStr | None = Field(default=None, repr=False)
-    timeout_s: float = Field(default=60.0, gt=0)
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)  # one request (`--llm-timeout`)
+    # the model's context window when the server does not say (`--context-tokens`;
+    # None = agents.window.DEFAULT_CONTEXT_TOKENS)
+    context_tokens: int | None = Field(default=None, ge=256)
+    reply_tokens: int = Field(default=REPLY_TOKENS, ge=16)  # max_tokens per reply (capped by the window)
     max_retries: int = Field(default=4, ge=0, le=20)
     retry_base_s: float = Field(default=1.0, gt=0)  # first backoff step; doubles with jitter
     retry_max_s: float = Field(default=60.0, gt=0)  # cap on one wait, Retry-After included

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from langchain_core.messages import HumanMessage, SystemMessage
-
-from lero.agents.checks import check_candidate
+from lero.agents.checks import check_candidate, state_names
+from lero.agents.extract import without_thinking
+from lero.agents.fit import PromptTooLarge
 from lero.agents.llm import ChatModel
 from lero.agents.templates import render
 from lero.agents.types import VERDICTS, Problem, Review, Verdict, code_digest
@@ -43,30 +43,29 @@ class Critic:
 
     def review(self, task: Problem, code: str, use_llm: bool = True) -> Review:
         """The gate's verdict, then (with a model and `use_llm`) the LLM critic's on `code`."""
-        violations = check_candidate(code)
+        violations = check_candidate(code, state_names(task))
         if violations:
             return replace(static_review(violations), code_sha=code_digest(code))
         if self.model is None or not use_llm:
-            return Review(
-                verdict="accept",
-                points=["static checks passed"],
-                text="VERDICT: accept\n- static checks passed",
-                code_sha=code_digest(code),
-                by="gate",
+            return gate_accept(code)
+        try:
+            prompt = self.model.fit(
+                "critic",
+                render("critic_system", contract=CONTRACT_TEXT),
+                "critic_user",
+                {"task": task.task, "env_description": task.env_description, "code": code.strip()},
             )
-        messages = [
-            SystemMessage(render("critic_system", contract=CONTRACT_TEXT)),
-            HumanMessage(
-                render(
-                    "critic_user",
-                    task=task.task,
-                    env_description=task.env_description,
-                    code=code.strip(),
-                )
-            ),
-        ]
-        reply = self.model.complete("critic", messages, n=1, temperature=0.0)[0]
-        return replace(parse_review(reply), code_sha=code_digest(code))
+        except PromptTooLarge as error:  # the code is too long for the window: the gate decides
+            return gate_accept(code, f"no LLM review: {error}")
+        reply = self.model.replies("critic", prompt.messages, n=1, temperature=0.0, shortened=prompt.shortened)[0]
+        return replace(parse_review(reply.text), code_sha=code_digest(code))
+
+
+def gate_accept(code: str, *notes: str) -> Review:
+    """The gate's pass: the static checks found nothing (and why no LLM read it, if asked)."""
+    points = ["static checks passed", *notes]
+    return Review(verdict="accept", points=points, text="VERDICT: accept\n" + "\n".join(f"- {p}" for p in points),
+                  code_sha=code_digest(code), by="gate")
 
 
 def static_review(violations: list[Violation]) -> Review:
@@ -93,7 +92,8 @@ def parse_review(reply: str) -> Review:
     A reply without a verdict line is treated as `revise`: the graph bounds revise rounds,
     and accepting unread code would defeat the critic.
     """
-    lines = [line.strip() for line in reply.replace("\r\n", "\n").split("\n") if line.strip()]
+    text = without_thinking(reply).replace("\r\n", "\n")
+    lines = [line.strip() for line in text.split("\n") if line.strip()]
     verdict: Verdict = "revise"
     body = lines
     for index, line in enumerate(lines[:3]):

@@ -6,15 +6,19 @@ does not propose the same fix twice; the graph bounds the number of attempts.
 
 from __future__ import annotations
 
-from langchain_core.messages import HumanMessage, SystemMessage
+from dataclasses import replace
 
+from lero.agents.checks import ctx_fields_text, state_names
 from lero.agents.extract import draft_from_reply
+from lero.agents.fit import Fitted, PromptTooLarge
 from lero.agents.llm import ChatModel
+from lero.agents.similarity import is_duplicate
 from lero.agents.templates import format_history, render, trim_error
 from lero.agents.types import Draft, Problem
 from lero.training.contract import CONTRACT_TEXT
 
 HISTORY_SHOWN = 2
+UNCHANGED = "the debugger returned the failing code unchanged"
 
 
 class Debugger:
@@ -26,18 +30,29 @@ class Debugger:
         self, task: Problem, code: str, error: str, history: list[tuple[str, str]]
     ) -> Draft:
         """A repaired module; `history` holds earlier (code, error) attempts, oldest first."""
-        user = render(
-            "debugger_user",
-            env_description=task.env_description,
-            code=code.strip(),
-            error=trim_error(error),
-            history=format_history(history, HISTORY_SHOWN),
-        )
-        messages = [
-            SystemMessage(render("debugger_system", contract=CONTRACT_TEXT)),
-            HumanMessage(user),
-        ]
+        try:
+            prompt = self._prompt(task, code, error, history)
+        except PromptTooLarge as too_large:  # this candidate's code is too long for the window
+            return Draft(code=None, reply="", error=str(too_large), origin="debugger")
         temperature = min(self.temperature, 0.2 + 0.2 * len(history))  # warmer when stuck
-        return draft_from_reply(
-            self.model.complete("debugger", messages, n=1, temperature=temperature)[0], "debugger"
+        reply = self.model.replies(
+            "debugger", prompt.messages, n=1, temperature=temperature, shortened=prompt.shortened
+        )[0]
+        draft = draft_from_reply(reply.text, "debugger", reply.cut_off)
+        if draft.code is not None and is_duplicate(draft.code, [code]):  # small models echo their input
+            return replace(draft, code=None, error=UNCHANGED)
+        return draft
+
+    def _prompt(self, task: Problem, code: str, error: str, history: list[tuple[str, str]]) -> Fitted:
+        return self.model.fit(
+            "debugger",
+            render("debugger_system", contract=CONTRACT_TEXT),
+            "debugger_user",
+            {
+                "env_description": task.env_description,
+                "ctx_fields": ctx_fields_text(state_names(task)),
+                "code": code.strip(),
+                "error": trim_error(error),
+                "history": format_history(history, HISTORY_SHOWN),
+            },
         )

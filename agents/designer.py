@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from langchain_core.messages import HumanMessage, SystemMessage
-
 from lero.agents.extract import draft_from_reply
-from lero.agents.llm import BudgetExceeded, ChatModel
+from lero.agents.fit import Fitted, PromptTooLarge, fit
+from lero.agents.llm import BudgetExceeded, ChatModel, LLMError
 from lero.agents.similarity import is_duplicate
 from lero.agents.templates import format_evolution, format_feedback, render
 from lero.agents.types import Draft, Elite, Problem, Review, exploit_parents
@@ -57,16 +56,19 @@ class Designer:
         known = [e.code for e in elites]
         drafts: list[Draft] = []
         for refine, wanted in slots:
-            messages = self.design_messages(task, elites, reflection, feedback, refine, wanted)
             try:
-                drafts += self._sample(messages, wanted, known, refine)
+                prompt = self.design_prompt(task, elites, reflection, feedback, refine, wanted)
+            except PromptTooLarge as error:  # only the contract and the task are left: no design fits
+                raise LLMError(str(error)) from None
+            try:
+                drafts += self._sample(prompt, wanted, known, refine)
             except BudgetExceeded:
                 if drafts:
                     break
                 raise
         return drafts
 
-    def _sample(self, messages: list, wanted: int, known: list[str], refine: Elite | None) -> list[Draft]:
+    def _sample(self, prompt: Fitted, wanted: int, known: list[str], refine: Elite | None) -> list[Draft]:
         """`wanted` non-duplicate drafts from one prompt (fewer when the retries run out)."""
         kind, parents = ("exploit", (refine.candidate_id,)) if refine else ("explore", ())
         drafts: list[Draft] = []
@@ -75,13 +77,15 @@ class Designer:
             if missing == 0:
                 break
             try:
-                replies = self.model.complete("designer", messages, n=missing, temperature=self.temperature)
+                replies = self.model.replies(
+                    "designer", prompt.messages, n=missing, temperature=self.temperature, shortened=prompt.shortened
+                )
             except BudgetExceeded:
                 if drafts:
                     break
                 raise
             for reply in replies:
-                draft = replace(draft_from_reply(reply, "designer"), kind=kind, parents=parents)
+                draft = replace(draft_from_reply(reply.text, "designer", reply.cut_off), kind=kind, parents=parents)
                 if draft.code is not None:
                     if is_duplicate(draft.code, known):
                         continue
@@ -91,19 +95,24 @@ class Designer:
 
     def revise(self, task: Problem, code: str, review: Review) -> Draft:
         """The candidate rewritten to address the critic's points."""
-        user = render(
-            "designer_revise",
-            task=task.task,
-            env_description=task.env_description,
-            code=code.strip(),
-            review=review.text.strip() or "\n".join(f"- {p}" for p in review.points),
-        )
-        messages = [
-            SystemMessage(render("designer_system", contract=CONTRACT_TEXT)),
-            HumanMessage(user),
-        ]
-        reply = self.model.complete("designer", messages, n=1, temperature=self.temperature)[0]
-        return draft_from_reply(reply, "designer:revise")
+        try:
+            prompt = self.model.fit(
+                "designer",
+                render("designer_system", contract=CONTRACT_TEXT),
+                "designer_revise",
+                {
+                    "task": task.task,
+                    "env_description": task.env_description,
+                    "code": code.strip(),
+                    "review": review.text.strip() or "\n".join(f"- {p}" for p in review.points),
+                },
+            )
+        except PromptTooLarge as error:  # this candidate's code is too long for the window
+            return Draft(code=None, reply="", error=str(error), origin="designer:revise")
+        reply = self.model.replies(
+            "designer", prompt.messages, n=1, temperature=self.temperature, shortened=prompt.shortened
+        )[0]
+        return draft_from_reply(reply.text, "designer:revise", reply.cut_off)
 
     def design_messages(
         self,
@@ -114,7 +123,20 @@ class Designer:
         refine: Elite | None,
         k: int,
     ) -> list:
-        """The prompt of one exploit (`refine` set) or explore request for `k` drafts."""
+        """The messages of `design_prompt`."""
+        return self.design_prompt(task, elites, reflection, feedback, refine, k).messages
+
+    def design_prompt(
+        self,
+        task: Problem,
+        elites: list[Elite],
+        reflection: str,
+        feedback: str | None,
+        refine: Elite | None,
+        k: int,
+    ) -> Fitted:
+        """The prompt of one exploit (`refine` set) or explore request for `k` drafts, fitted
+        to the model's window (unfitted without a model: a designer that only renders)."""
         if refine is not None:
             instruction = render("designer_exploit", elite_id=refine.candidate_id)
         else:
@@ -122,18 +144,17 @@ class Designer:
             if k > 1:
                 distinct += f" ({k} candidates are sampled from this prompt; make yours a distinct idea)"
             instruction = render("designer_explore", distinct=distinct)
-        user = render(
-            "designer_user",
-            task=task.task,
-            algo=task.algo,
-            n_agents=task.n_agents,
-            obs_dim=task.obs_dim,
-            env_description=task.env_description,
-            evolution=format_evolution(elites, reflection, refine, MAX_ELITES_IN_PROMPT),
-            feedback=format_feedback(feedback),
-            instruction=instruction,
-        )
-        return [
-            SystemMessage(render("designer_system", contract=CONTRACT_TEXT)),
-            HumanMessage(user),
-        ]
+        values = {
+            "task": task.task,
+            "algo": task.algo,
+            "n_agents": task.n_agents,
+            "obs_dim": task.obs_dim,
+            "env_description": task.env_description,
+            **format_evolution(elites, reflection, refine, MAX_ELITES_IN_PROMPT),
+            "feedback": format_feedback(feedback),
+            "instruction": instruction,
+        }
+        system = render("designer_system", contract=CONTRACT_TEXT)
+        if self.model is None:
+            return fit("designer", system, "designer_user", values, None)
+        return self.model.fit("designer", system, "designer_user", values)

@@ -3,7 +3,9 @@
 Handles ```python / ```py / bare ``` / ~~~ fences, prose around them, several blocks
 (the one defining the contract functions wins; split definitions are merged),
 Windows line endings, tab indentation, an unterminated final fence, and replies
-that are bare code. A reply with no code gives None.
+that are bare code. A reply with no code gives None. A reasoning model's `<think>`
+sections (closed, or left open by a cut-off reply) are dropped first: the code sketched
+while thinking is not the answer.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from lero.agents.types import Draft
 from lero.training.contract import REQUIRED_FUNCTIONS, parse_python
 
 PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3", "pycon"})
+THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
 FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[\w+.-]*)[^\n`]*$")
 
 
@@ -26,9 +29,14 @@ class Block:
     code: str
 
 
+def without_thinking(reply: str) -> str:
+    """`reply` without its `<think>...</think>` sections."""
+    return THINK.sub("", reply)
+
+
 def extract_code(reply: str) -> str | None:
     """The candidate module in `reply`, or None when the reply holds no code."""
-    text = reply.replace("\r\n", "\n").replace("\r", "\n")
+    text = without_thinking(reply).replace("\r\n", "\n").replace("\r", "\n")
     blocks = [b for b in _fenced_blocks(text) if b.code.strip()]
     python_blocks = [b for b in blocks if b.tag.lower() in PYTHON_TAGS] or blocks
     if not python_blocks:
@@ -147,9 +155,15 @@ def _parses(code: str) -> bool:
     return True
 
 
-def draft_from_reply(reply: str, origin: str) -> Draft:
-    """A Draft of the reply's module, or one with `error` set when the reply has no code."""
+CUT_OFF = "the reply was cut off at the token limit (finish_reason 'length') before its code was complete"
+
+
+def draft_from_reply(reply: str, origin: str, cut_off: bool = False) -> Draft:
+    """A Draft of the reply's module, or one with `error` set when the reply has no code, or
+    was cut off (`cut_off`: the server stopped at max_tokens) before the code parsed."""
     code = extract_code(reply)
+    if cut_off and (code is None or not _parses(code)):
+        return Draft(code=None, reply=reply, error=CUT_OFF, origin=origin)
     if code is None:
         return Draft(
             code=None, reply=reply, error="the reply contains no Python code block", origin=origin

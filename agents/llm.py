@@ -1,28 +1,53 @@
 """The model layer: one ChatOpenAI client, one retry policy, per-role accounting, one budget.
 
 Retries live only here (tenacity); the openai client's own retries are off so a
-request is never retried by two layers. Transient failures (429, 5xx, timeouts,
-dropped connections) back off exponentially with jitter, honouring `Retry-After`;
-permanent ones (400, 401, 403, 404, ...) raise `LLMError` at once.
+request is never retried by two layers. Transient failures (429, 5xx, dropped
+connections) back off exponentially with jitter, honouring `Retry-After`; permanent
+ones (400, 401, 403, 404, ...) raise `LLMError` at once.
+
+A timed-out request is different: a single-slot local server (llama.cpp on a CPU) goes on
+computing the abandoned reply, so sending it again only queues a second copy behind the
+first. It is sent again only when the server can say it is idle again (llama-server's
+`/slots`), after waiting for that; a server that cannot say gets no second copy, and the
+run stops with a line naming `--llm-timeout`.
+
+Real servers differ, and each difference is handled here once: `n` ignored or refused,
+no `usage` (tokens estimated and marked so), a chat template that refuses a system role
+(the system text goes into the first user turn), a reply cut off at `max_tokens` (asked
+once to continue). Every request is reported through `on_call` with its prompt, replies,
+tokens, seconds and finish reasons, and the candidate it was about (`about`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import email.utils
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import openai
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_random_exponential
 
 from lero.agents.config import LLMConfig
+from lero.agents.fit import (
+    CHARS_PER_TOKEN,
+    MESSAGE_OVERHEAD_TOKENS,
+    MIN_REPLY_TOKENS,
+    Fitted,
+    estimate_tokens,
+    fit,
+    messages_tokens,
+    reply_room,
+)
+from lero.agents.probe import Window, context_window, server_busy
 
 log = logging.getLogger(__name__)
 
@@ -130,17 +155,69 @@ def describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+@dataclass(frozen=True)
+class Reply:
+    """One reply's text and why the server stopped writing it (`stop`, `length`, ...)."""
+
+    text: str
+    finish_reason: str | None = None
+    used_tokens: int | None = None  # the request's prompt plus this reply, as the server counted them
+
+    @property
+    def cut_off(self) -> bool:
+        return self.finish_reason == "length"
+
+
+CALIBRATION_MARGIN = 0.9
+CONTINUE = "Your reply was cut off. Continue it exactly where it stopped, without repeating anything."
+_subject: contextvars.ContextVar[str | None] = contextvars.ContextVar("lero_llm_subject", default=None)
+
+
+@contextlib.contextmanager
+def about(candidate_id: str | None) -> Iterator[None]:
+    """Requests made inside this block are recorded as being about `candidate_id`."""
+    token = _subject.set(candidate_id)
+    try:
+        yield
+    finally:
+        _subject.reset(token)
+
+
+def rejects_system_role(error: BaseException) -> bool:
+    """A chat template that has no system role (Gemma-style templates raise on one)."""
+    if not isinstance(error, openai.APIStatusError) or error.status_code not in (400, 422, 500):
+        return False
+    message = str(error.message).lower()
+    return "system" in message and any(w in message for w in ("role", "template", "support"))
+
+
+def is_timeout(error: BaseException) -> bool:
+    return isinstance(error, openai.APITimeoutError | TimeoutError)
+
+
 class ChatModel:
     """Sends chat requests for every role through one client, one retry policy and one ledger."""
 
-    def __init__(self, cfg: LLMConfig, ledger: UsageLedger, on_call: OnCall | None = None):
+    def __init__(
+        self,
+        cfg: LLMConfig,
+        ledger: UsageLedger,
+        on_call: OnCall | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         if cfg.backend != "openai":
             raise ValueError("ChatModel needs backend='openai'")
         self.cfg = cfg
         self.ledger = ledger
         self.on_call = on_call
+        self.sleep = sleep  # waits for an idle server; tests pass their own clock
         self.supports_n = True
         self.supports_tools = True
+        self.system_role = True
+        self._window: Window | None = None
+        self.chars_per_token = CHARS_PER_TOKEN  # measured from the server's usage once it counts
+        self._measured: float | None = None
+        self._api_key = cfg.api_key.get_secret_value() if cfg.api_key else None
         self.client = ChatOpenAI(
             model=cfg.model,
             base_url=cfg.base_url,
@@ -150,6 +227,57 @@ class ChatModel:
             temperature=cfg.temperature,
         )
 
+    # -- the context window and the prompts that fit it
+
+    def window(self) -> Window:
+        """The model's context window, asked of the server once."""
+        if self._window is None:
+            self._window = context_window(self.cfg.base_url, self.cfg.model, self.cfg.context_tokens, self._api_key)
+            log.info("context window %d tokens (%s)", self._window.tokens, self._window.source)
+        return self._window
+
+    def reply_tokens(self) -> int:
+        """`max_tokens` of each reply: the setting, at most a quarter of the window."""
+        return reply_room(self.window().tokens, self.cfg.reply_tokens)
+
+    def fit(self, role: str, system: str, template: str, values: dict[str, object]) -> Fitted:
+        """The role's messages, shortened in the stated priority to leave the reply its room.
+        PromptTooLarge when even the parts that cannot be shortened (the contract, the code
+        under review) do not fit: a failure of this one request, not of the run."""
+        budget = self.window().tokens - self.reply_tokens()
+        return fit(role, system, template, values, budget, self.chars_per_token)
+
+    # -- requests
+
+    def replies(
+        self,
+        role: str,
+        messages: Sequence[BaseMessage],
+        n: int = 1,
+        temperature: float | None = None,
+        shortened: Sequence[str] = (),
+    ) -> list[Reply]:
+        """`n` replies; asks for `n` choices at once, else one request per reply. A reply cut
+        off at `max_tokens` is asked once to continue; still cut off, it stays `cut_off`."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        params: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
+        replies: list[Reply] = []
+        while len(replies) < n:
+            want = n - len(replies) if self.supports_n else 1
+            try:
+                generated = self._request(role, messages, n=want, shortened=shortened, **params)
+            except LLMError as error:
+                if want > 1 and isinstance(error.__cause__, openai.BadRequestError):
+                    log.info("server refused n=%d choices; asking one reply per request", want)
+                    self.supports_n = False
+                    continue
+                raise
+            if want > 1 and len(generated) < want:
+                self.supports_n = False
+            replies.extend(generated[: n - len(replies)])
+        return [self._continued(role, messages, reply, params) if reply.cut_off else reply for reply in replies]
+
     def complete(
         self,
         role: str,
@@ -157,25 +285,22 @@ class ChatModel:
         n: int = 1,
         temperature: float | None = None,
     ) -> list[str]:
-        """`n` reply texts; asks for `n` choices at once, else one request per reply."""
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
-        params: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
-        replies: list[str] = []
-        while len(replies) < n:
-            want = n - len(replies) if self.supports_n else 1
-            try:
-                generations = self._request(role, messages, n=want, **params)
-            except LLMError as error:
-                if want > 1 and isinstance(error.__cause__, openai.BadRequestError):
-                    log.info("server refused n=%d choices; asking one reply per request", want)
-                    self.supports_n = False
-                    continue
-                raise
-            if want > 1 and len(generations) < want:
-                self.supports_n = False
-            replies.extend(_text(message) for message in generations[: n - len(replies)])
-        return replies
+        """The texts of `replies`."""
+        return [reply.text for reply in self.replies(role, messages, n, temperature)]
+
+    def _continued(self, role: str, messages: Sequence[BaseMessage], cut: Reply, params: dict) -> Reply:
+        """`cut` and one continuation of it, when the window has room for more reply."""
+        follow_up = [*messages, AIMessage(cut.text), HumanMessage(CONTINUE)]
+        if cut.used_tokens:  # the server counted prompt and reply: only the request to continue is new
+            needed = cut.used_tokens + messages_tokens([HumanMessage(CONTINUE)], self.chars_per_token) + MESSAGE_OVERHEAD_TOKENS
+        else:
+            needed = messages_tokens(follow_up, self.chars_per_token)
+        room = self.window().tokens - needed
+        if room < MIN_REPLY_TOKENS:
+            log.info("%s reply cut off at max_tokens; no room in the window to continue it", role)
+            return cut
+        more = self._request(role, follow_up, n=1, max_tokens=min(room, self.reply_tokens()), **params)[0]
+        return Reply(cut.text + more.text, more.finish_reason)
 
     def chat(
         self, role: str, messages: Sequence[BaseMessage], tools: Sequence[Any] = ()
@@ -183,56 +308,106 @@ class ChatModel:
         """One reply, with tool calls where the server supports them, else plain text."""
         if tools and self.supports_tools:
             try:
-                return self._request(role, messages, n=1, tools=tools)[0]
+                return self._send_and_record(role, messages, n=1, tools=tools)[0]
             except LLMError as error:
                 if not isinstance(error.__cause__, openai.BadRequestError):
                     raise
                 log.info("server refused tool calling; the assistant answers in plain text")
                 self.supports_tools = False
-        return self._request(role, messages, n=1)[0]
+        return self._send_and_record(role, messages, n=1)[0]
 
-    def _request(
+    def _request(self, role: str, messages: Sequence[BaseMessage], n: int, **params: Any) -> list[Reply]:
+        generated = self._send_and_record(role, messages, n, **params)
+        usage = generated[0].usage_metadata or {}
+        counted = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)  # all choices: an upper bound
+        return [
+            Reply(_text(message), (message.response_metadata or {}).get("finish_reason"), counted or None)
+            for message in generated
+        ]
+
+    def _send_and_record(
         self,
         role: str,
         messages: Sequence[BaseMessage],
         n: int,
         tools: Sequence[Any] = (),
+        shortened: Sequence[str] = (),
         **params: Any,
     ) -> list[AIMessage]:
+        """One logical request (retried as the policy says), recorded whatever its outcome."""
         self.ledger.check_budget()
+        params.setdefault("max_tokens", self.reply_tokens())
+        try:
+            return self._send_once_per_template(role, messages, n, tools, shortened, params)
+        except LLMError as error:
+            if self.system_role and isinstance(error.__cause__, Exception) and rejects_system_role(error.__cause__):
+                log.info("the server's chat template refuses a system role; sending it as a user turn")
+                self.system_role = False
+                return self._send_once_per_template(role, messages, n, tools, shortened, params)
+            raise
+
+    def _send_once_per_template(
+        self,
+        role: str,
+        messages: Sequence[BaseMessage],
+        n: int,
+        tools: Sequence[Any],
+        shortened: Sequence[str],
+        params: dict[str, Any],
+    ) -> list[AIMessage]:
+        sent = list(messages) if self.system_role else without_system_role(messages)
         client = self.client.bind_tools(list(tools)) if tools else self.client
         retrying = Retrying(
             stop=stop_after_attempt(self.cfg.max_retries + 1),
             wait=self._wait,
-            retry=retry_if_exception(is_transient),
+            retry=retry_if_exception(self._worth_retrying),
             reraise=True,
         )
 
+        sent_params = self._with_reply_limit(params)
+
         def send() -> list[AIMessage]:
             if tools:
-                return [client.invoke(list(messages), **params)]
-            result = client.generate([list(messages)], n=n, **params)
+                return [client.invoke(sent, **sent_params)]
+            result = client.generate([sent], n=n, **sent_params)
             return [generation.message for generation in result.generations[0]]
 
         started = time.monotonic()
         attempts = 0
-        size = {"prompt_chars": sum(len(_text(m)) for m in messages)}  # logged per request
+        record: dict[str, Any] = {
+            "candidate_id": _subject.get(),
+            "prompt": [{"role": _role_name(m), "content": _text(m)} for m in sent],
+            "prompt_chars": sum(len(_text(m)) for m in sent),
+            "prompt_estimate": messages_tokens(sent, self.chars_per_token),
+            "max_tokens": params["max_tokens"],
+            "window": self.window().tokens,
+            "window_source": self.window().source,
+            "shortened": list(shortened),
+        }
         try:
             for attempt in retrying:
                 with attempt:
                     attempts += 1
                     generated = send()
         except Exception as error:
-            self._report(role, n, attempts, started, status="error", error=describe_error(error), **size)
+            self._report(role, n, attempts, started, status="error", error=describe_error(error), **record)
+            hint = f" after {self.cfg.timeout_s:g} s (raise --llm-timeout for a slow model)" if is_timeout(error) else ""
             raise LLMError(
-                f"{role} LLM request failed after {attempts} attempt(s): {describe_error(error)}"
+                f"{role} LLM request failed after {attempts} attempt(s): {describe_error(error)}{hint}"
             ) from error
         if not generated:
-            self._report(role, n, attempts, started, status="error", error="no choices", **size)
+            self._report(role, n, attempts, started, status="error", error="no choices", **record)
             raise LLMError(f"{role} LLM request returned no choices")
+        texts = [_text(message) for message in generated]
         usage = generated[0].usage_metadata or {}
         prompt_tokens = int(usage.get("input_tokens", 0))
         completion_tokens = int(usage.get("output_tokens", 0))
+        estimated = not usage or (prompt_tokens == 0 and completion_tokens == 0)
+        if estimated:  # the server sent no usage: count what we sent and got, and say so
+            prompt_tokens = record["prompt_estimate"]
+            completion_tokens = sum(estimate_tokens(text, self.chars_per_token) for text in texts)
+        else:
+            self._measure(record["prompt_chars"], prompt_tokens)
         self.ledger.record(role, prompt_tokens, completion_tokens)
         self._report(
             role,
@@ -242,14 +417,46 @@ class ChatModel:
             status="ok",
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
+            tokens_estimated=estimated,
             choices=len(generated),
-            **size,
+            finish_reasons=[(m.response_metadata or {}).get("finish_reason") for m in generated],
+            replies=texts,
+            **record,
         )
         return generated
 
+    def _measure(self, prompt_chars: int, prompt_tokens: int) -> None:
+        """Learn the tokenizer's characters per token from a prompt the server counted: the
+        smallest ratio seen, less 10% (chat-template tokens count too, and code is denser)."""
+        if prompt_tokens > 0 and prompt_chars > 0:
+            measured = CALIBRATION_MARGIN * prompt_chars / prompt_tokens
+            self.chars_per_token = measured if self._measured is None else min(measured, self._measured)
+            self._measured = self.chars_per_token
+
+    def _with_reply_limit(self, params: dict[str, Any]) -> dict[str, Any]:
+        """`max_tokens` as the server reads it: OpenAI's own API takes it as
+        `max_completion_tokens` (langchain's spelling); OpenAI-compatible servers (llama.cpp,
+        llama-cpp-python, Ollama, LM Studio) read only `max_tokens`, so it goes in the body."""
+        if not self.cfg.base_url:
+            return params
+        rest = {key: value for key, value in params.items() if key != "max_tokens"}
+        return {**rest, "extra_body": {"max_tokens": params["max_tokens"]}}
+
+    def _worth_retrying(self, error: BaseException) -> bool:
+        """Transient errors; a timeout only when the server can tell us when it is idle again."""
+        if rejects_system_role(error):
+            return False
+        if is_timeout(error):
+            return server_busy(self.cfg.base_url, self._api_key) is not None
+        return is_transient(error)
+
     def _wait(self, state: RetryCallState) -> float:
-        """The server's Retry-After when given (capped), else exponential backoff with jitter."""
+        """After a timeout: until the server's slots are idle. Else the server's Retry-After
+        when given (capped), else exponential backoff with jitter."""
         error = state.outcome.exception() if state.outcome else None
+        if error is not None and is_timeout(error):
+            self._wait_until_idle()
+            return 0.0
         asked = retry_after_s(error)
         if asked is not None:
             return min(asked, self.cfg.retry_max_s)
@@ -257,6 +464,18 @@ class ChatModel:
             multiplier=self.cfg.retry_base_s, max=self.cfg.retry_max_s
         )
         return backoff(state)
+
+    def _wait_until_idle(self) -> None:
+        """Poll `/slots` until the abandoned request is done (at most one more timeout)."""
+        waited = 0.0
+        while server_busy(self.cfg.base_url, self._api_key):
+            if waited >= self.cfg.timeout_s:
+                raise LLMError(
+                    f"the LLM server is still busy {waited:.0f} s after a request timed out; "
+                    "raise --llm-timeout for a slow model"
+                )
+            self.sleep(self.cfg.retry_base_s)
+            waited += self.cfg.retry_base_s
 
     def _report(self, role: str, n: int, attempts: int, started: float, **fields: Any) -> None:
         if self.on_call is not None:
@@ -269,6 +488,21 @@ class ChatModel:
                 **fields,
             }
             self.on_call(role, info)
+
+
+def without_system_role(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The conversation for a template with no system role: system text opens the first user turn."""
+    system = "\n\n".join(_text(m) for m in messages if isinstance(m, SystemMessage))
+    rest = [m for m in messages if not isinstance(m, SystemMessage)]
+    if not system:
+        return rest
+    if rest and isinstance(rest[0], HumanMessage):
+        return [HumanMessage(f"{system}\n\n{_text(rest[0])}"), *rest[1:]]
+    return [HumanMessage(system), *rest]
+
+
+def _role_name(message: BaseMessage) -> str:
+    return {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}.get(message.type, message.type)
 
 
 def _text(message: BaseMessage) -> str:

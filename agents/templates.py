@@ -31,19 +31,21 @@ def render(name: str, **values: object) -> str:
     return _template(name).substitute({k: str(v) for k, v in values.items()}).strip() + "\n"
 
 
-def format_evolution(elites: list[Elite], reflection: str, refine: Elite | None, limit: int) -> str:
-    """What the designer knows from earlier generations, each piece once.
+def format_evolution(elites: list[Elite], reflection: str, refine: Elite | None, limit: int) -> dict[str, str]:
+    """What the designer knows from earlier generations, each piece once, as two prompt parts
+    (shortened separately when the prompt must fit a small window).
 
-    The reflection (baseline, other candidates, failures), then either the elite to refine
-    (code and statistics: an exploit draft) or a one-line summary of the best `limit`
-    elites (an explore draft), then the general tips.
+    `reflection`: the reflection text (baseline, other candidates, failures). `elites`: either
+    the elite to refine (code and statistics: an exploit draft) or a one-line summary of the
+    best `limit` elites (an explore draft), then the general tips.
     """
     if not elites and not reflection.strip():
-        return (
+        first = (
             "# Evolution so far\n\nThis is the first generation: no candidate has been trained "
             "yet. Start from the task and the environment description.\n"
         )
-    parts = [reflection.strip()] if reflection.strip() else []
+        return {"reflection": "", "elites": first}
+    parts = []
     if refine is not None:
         parts.append(
             f"# Elite to refine: {refine.candidate_id} (fitness {refine.fitness:.4g})\n\n"
@@ -58,7 +60,10 @@ def format_evolution(elites: list[Elite], reflection: str, refine: Elite | None,
             for e in best
         ))
     parts.append(render("designer_tips").strip())
-    return "\n\n".join(parts) + "\n"
+    return {
+        "reflection": f"{reflection.strip()}\n\n" if reflection.strip() else "",
+        "elites": "\n\n".join(parts) + "\n",
+    }
 
 
 def format_feedback(feedback: str | None) -> str:

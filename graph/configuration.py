@@ -101,6 +101,8 @@ class RunSpec(BaseModel):
     task: str | None = None  # None = the env's own task text (its TaskSpec)
     max_llm_requests: int | None = Field(default=None, ge=1)
     max_llm_tokens: int | None = Field(default=None, ge=1)
+    llm_timeout_s: float | None = Field(default=None, gt=0)  # one LLM request; None = LLMConfig's default
+    context_tokens: int | None = Field(default=None, ge=256)  # the model's window when the server does not say
     wall_clock_s: float | None = Field(default=None, gt=0)
     critic_rounds: int = Field(default=1, ge=0, le=10)
     debug_attempts: int = Field(default=2, ge=0, le=10)

@@ -42,6 +42,7 @@ _EVENT_TYPES = {  # events.jsonl name -> stream event type the CLI renders
     "candidate": "candidate",
 }
 TRANSIENT_EVENTS = frozenset({"train_progress"})  # display only: streamed, not recorded
+LLM_RECORD_ONLY = frozenset({"prompt", "replies"})  # kept in llm/, too long for events.jsonl
 
 
 def stream(payload: dict[str, Any]) -> None:
@@ -71,11 +72,13 @@ def problem(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> Problem:
 
 
 def llm_config(spec: RunSpec) -> LLMConfig:
-    """The agents' LLM settings, with the run's request and token budgets."""
+    """The agents' LLM settings, with the run's request and token budgets (and the request
+    timeout and context window where the spec sets them)."""
+    optional = {"timeout_s": spec.llm_timeout_s, "context_tokens": spec.context_tokens}
     try:
         return LLMConfig.from_spec(
             spec.llm, base_url=spec.base_url, max_requests=spec.max_llm_requests, max_tokens=spec.max_llm_tokens,
-            offline_prior=spec.offline_prior,
+            offline_prior=spec.offline_prior, **{key: value for key, value in optional.items() if value is not None},
         )
     except ValueError as error:
         raise RunError(str(error).splitlines()[0]) from None
@@ -170,7 +173,11 @@ class RunContext:
         stream({"type": _EVENT_TYPES.get(event, "log"), **record})
 
     def _on_llm_call(self, role: str, info: dict[str, Any]) -> None:
-        self.emit("llm_call", **{**info, "role": role})
+        """The whole request goes to `llm/` (RunDir); events.jsonl gets its counts and name."""
+        record = {**info, "role": role}
+        name = self.rundir.write_llm_record(record)
+        compact = {key: value for key, value in record.items() if key not in LLM_RECORD_ONLY}
+        self.emit("llm_call", **compact, record=name)
 
     def llm_usage(self) -> dict[str, int]:
         """Requests and tokens of the whole run so far (earlier processes included)."""

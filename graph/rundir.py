@@ -4,7 +4,8 @@ Layout (DESIGN.md, docs/internals.md): `spec.json`, `state.json`, `events.jsonl`
 (append-only, one JSON object per line), `checkpoints.sqlite`, `cache/` (sandbox result
 cache), `tensorboard/<candidate_id>/seed-<n>/` (event files), `baseline/result.json`,
 `candidates/<gen>-<idx>/{candidate.py, review.md, result.json, seed-<n>.json}`,
-`report.json`, `report.md`, `plots/*.png` (a driver holds an flock on the run directory itself). The report builder and the web UI
+`llm/<nnnnn>-<role>.json` (one per LLM request: prompt, replies, tokens, seconds, finish
+reasons, the candidate it was about), `report.json`, `report.md`, `plots/*.png` (a driver holds an flock on the run directory itself). The report builder and the web UI
 read only these files, so they must be complete and consistent even after a crash: files
 are replaced atomically, events are appended and flushed line by line.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -36,6 +38,8 @@ STUDIES_DIR = "studies"
 REPORT_JSON, REPORT_MD, PLOTS_DIR = "report.json", "report.md", "plots"
 CANDIDATES_DIR, CODE_FILE, REVIEW_FILE, RESULT_FILE = "candidates", "candidate.py", "review.md", "result.json"
 
+LLM_DIR = "llm"
+LLM_RECORD = re.compile(r"^(\d{5,})-([a-z]+)\.json$")  # `00007-designer.json`, numbered in request order
 JSON_LIMIT = 32 << 20  # bytes; a result.json with long curves is well under 1 MiB
 TEXT_LIMIT = 4 << 20  # candidate.py, review.md, report.md
 EVENTS_LIMIT = 256 << 20
@@ -71,6 +75,7 @@ class RunDir:
         self._session_start = time.monotonic()
         self._prior_wall_s: float | None = None
         self._drive_fd: int | None = None
+        self._llm_records: int | None = None  # records in llm/, counted on the first write
 
     @classmethod
     def create(cls, spec: RunSpec) -> RunDir:
@@ -257,6 +262,34 @@ class RunDir:
     def read_events_from(self, offset: int, limit: int = 1 << 20) -> bytes:
         """Up to `limit` bytes of events.jsonl from `offset` (the live stream's next chunk)."""
         return self.files.read(EVENTS_FILE, limit, offset=offset, whole=False) or b""
+
+    # -- LLM requests and replies
+
+    def write_llm_record(self, record: dict[str, Any]) -> str:
+        """Keep one LLM request (`record["role"]`, prompt, replies, ...) as the next numbered
+        file under llm/; returns its name (events.jsonl's `llm_call` names it)."""
+        role = re.sub(r"[^a-z]", "", str(record.get("role", "")).lower()) or "llm"
+        with self._lock:
+            if self._llm_records is None:
+                self._llm_records = len(self.llm_record_names())
+            self._llm_records += 1
+            name = f"{self._llm_records:05d}-{role}.json"
+        self.write_json(f"{LLM_DIR}/{name}", record)
+        return name
+
+    def llm_record_names(self) -> list[str]:
+        """The record files under llm/, in request order."""
+        return sorted(n for n in self.files.names(LLM_DIR, "file") if LLM_RECORD.match(n))
+
+    def read_llm_records(self, candidate_id: str | None = None) -> list[dict[str, Any]]:
+        """Every LLM record in request order (only those about `candidate_id` when given),
+        each with its file name as `record`."""
+        records = []
+        for name in self.llm_record_names():
+            record = self.read_json(f"{LLM_DIR}/{name}") or {}
+            if candidate_id is None or record.get("candidate_id") == candidate_id:
+                records.append({**record, "record": name})
+        return records
 
     # -- candidates and the baseline
 

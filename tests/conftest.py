@@ -1,8 +1,11 @@
-"""Session-wide: the test command builds the Docker sandbox image itself.
+"""Session-wide: the test command builds the Docker sandbox image itself, and starts the
+real model server for the `real_llm` tests.
 
 `python -m pytest` on a fresh machine with a Docker daemon builds (or rebuilds, when
 stale) `lero-sandbox:1` once and runs the Docker tests, the attack suite included.
 Without a daemon they skip with one reason, repeated in one line at the end of the run.
+The `real_llm` tests share one llama.cpp server (SmolLM2-135M, n_ctx 2048) for the
+session; without the `llm-test` extra they skip with one line (under CI=true they fail).
 """
 
 from __future__ import annotations
@@ -45,12 +48,31 @@ def sandbox_image(request) -> str:
     return IMAGE
 
 
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """The real model server, started once per session and stopped at its end."""
+    from tests.support.llama_server import LlamaServer, missing_extra
+
+    reason = missing_extra()
+    if reason is not None:
+        if in_ci():
+            pytest.fail(f"CI=true but the real-model tests cannot run: {reason}")
+        pytest.skip(reason)
+    with LlamaServer(tmp_path_factory.mktemp("llama") / "server.log", n_ctx=2048) as server:
+        yield server
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config) -> None:
     """The run's last line: why the Docker tests did not run, and how to run them."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:
         return
+    from tests.support.llama_server import INSTALL_HINT
+
+    no_model = [r for r in reporter.stats.get("skipped", []) if INSTALL_HINT in str(r.longrepr)]
+    if no_model:
+        reporter.write_line(f"{len(no_model)} real-model tests (real_llm) skipped: {INSTALL_HINT}", yellow=True)
     skipped = [r for r in reporter.stats.get("skipped", []) if NO_DAEMON in str(r.longrepr)]
     if skipped:
         reporter.write_line(

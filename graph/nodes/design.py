@@ -14,6 +14,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from lero.agents import BudgetExceeded, LLMError, Review
+from lero.agents.llm import about
 from lero.graph.context import RunContext
 from lero.graph.nodes.candidates import (
     as_elite,
@@ -82,7 +83,8 @@ def llm_pass(
         result = None
         if not stop:
             try:
-                result = step(res, candidate)
+                with about(candidate["candidate_id"]):  # its LLM records name the candidate
+                    result = step(res, candidate)
             except LLM_STOPS as error:
                 stop = stop_reason_for(error)
         updated.append(fallback(res, candidate) if result is None else result)

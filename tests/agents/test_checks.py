@@ -3,6 +3,7 @@
 import pytest
 
 from lero.agents import check_candidate
+from lero.agents.critic import Critic
 from tests.agents.samples import GOOD_MODULE
 
 OEF = "\n\ndef enhance_observation(obs):\n    return torch.cat([obs, obs[:, :1]], dim=-1)\n"
@@ -130,3 +131,27 @@ def test_a_local_named_like_the_evaluator_is_fine():
             "ctx.env_reward, metrics", "ctx.env_reward + ctx.state['x'].fitness, metrics"
         )
     )
+
+
+def test_a_hallucinated_ctx_field_is_named_with_the_fields_that_exist():
+    source = GOOD_MODULE.replace('ctx.state["agent_pos"]', "ctx.agent_positions")
+    [violation] = check_candidate(source)
+    assert violation.rule == "ctx-field"
+    assert "ctx.agent_positions does not exist" in violation.message
+    assert "ctx.env_reward" in violation.message and "ctx.state" in violation.message
+
+
+def test_a_state_key_the_env_does_not_have_is_named_with_its_keys():
+    source = GOOD_MODULE.replace('ctx.state["landmark_pos"]', 'ctx.state["landmarks"]')
+    assert check_candidate(source) == []  # without the env's fields, keys are not checked
+    [violation] = check_candidate(source, ("agent_pos", "agent_vel", "landmark_pos"))
+    assert violation.rule == "ctx-field"
+    assert "ctx.state['landmarks'] does not exist" in violation.message
+    assert "ctx.state['landmark_pos']" in violation.message
+
+
+def test_the_critic_sends_a_hallucinated_field_back_for_revision_not_rejection(task):
+    source = GOOD_MODULE.replace('ctx.state["agent_pos"]', "ctx.agent_pos")
+    review = Critic(None).review(task, source)
+    assert review.verdict == "revise" and review.rules == ("ctx-field",)
+    assert "ctx.next_obs" in review.text  # the designer's revise prompt gets the valid fields

@@ -74,13 +74,25 @@ def test_transient_failures_exhaust_retries(openai_server):
         make_model(openai_server, max_retries=2).complete("critic", QUESTION)
 
 
-def test_stalled_response_hits_the_timeout(openai_server):
-    openai_server.push(Reply(content="late", delay_s=3.0), "in time")
+def test_a_timed_out_request_is_not_sent_again_to_a_server_that_cannot_say_it_is_idle(openai_server):
+    openai_server.push(Reply(content="late", delay_s=3.0), "would be a second copy")
     calls: list = []
-    assert make_model(openai_server, calls, timeout_s=0.5).complete("designer", QUESTION) == [
-        "in time"
-    ]
-    assert calls[-1]["attempts"] == 2
+    with pytest.raises(LLMError, match=r"timed out after 0.5 s \(raise --llm-timeout"):
+        make_model(openai_server, calls, timeout_s=0.5).complete("designer", QUESTION)
+    assert len(openai_server.requests) == 1  # the busy server got no second copy
+    assert calls[-1]["status"] == "error" and calls[-1]["attempts"] == 1
+
+
+def test_after_a_timeout_the_request_waits_until_the_slots_are_idle(openai_server):
+    polls = iter([True, True, True, False])  # llama-server still computing the abandoned reply
+    openai_server.slots = lambda: [{"id": 0, "is_processing": next(polls, False)}]
+    openai_server.push(Reply(content="late", delay_s=3.0), "in time")
+    waits: list[float] = []
+    cfg = llm_config(openai_server, timeout_s=0.5)
+    model = ChatModel(cfg, UsageLedger(), sleep=waits.append)
+    assert model.complete("designer", QUESTION) == ["in time"]
+    assert len(openai_server.requests) == 2
+    assert openai_server.slot_polls == 4 and len(waits) == 2  # resent only once a poll said idle
 
 
 def test_stalled_every_time_fails_with_one_line(openai_server):

@@ -20,6 +20,7 @@ from lero.agents.types import code_digest
 from lero.app.cli import main
 from lero.app.hooks import app_front
 from lero.graph.configuration import RunSpec
+from lero.graph.rundir import RunDir
 from lero.graph.runner import resume_run, start_run
 from tests.graph.test_graph_e2e import TINY, RecordingUI, events, read
 from tests.support.openai_server import OpenAIServer, Reply
@@ -36,7 +37,10 @@ def hybrid_reward(ctx):
 def enhance_observation(obs):
     return torch.cat([obs, obs[:, 4:6].norm(dim=1, keepdim=True)], dim=1)
 '''
-BROKEN = MODULE.replace('ctx.state["landmark_pos"]', 'ctx.state["landmark_positions"]')
+# a key the env lacks, through a constant: the gate checks literal keys only (`ctx-field`), so
+# this one reaches validation as a KeyError
+BROKEN = MODULE.replace('ctx.state["landmark_pos"]', "ctx.state[LANDMARKS]").replace(
+    "\n\ndef hybrid_reward", '\nLANDMARKS = "landmark_positions"\n\n\ndef hybrid_reward', 1)
 
 
 def module(weight: float) -> str:
@@ -141,6 +145,15 @@ def test_a_keyerror_in_validation_is_repaired_by_the_debugger_and_the_fix_is_rev
     stages = [e["stage"] for e in log if e["event"] == "candidate" and e["candidate_id"] == "0-0"]
     assert stages == ["review", "validate", "debug", "review", "validate", "ready"]
     assert read(outcome.run_dir / "candidates" / "0-0" / "result.json")["status"] == "ok"
+    records = RunDir(outcome.run_dir).read_llm_records()  # every request kept under llm/
+    assert len(records) == len(requests) == read(outcome.run_dir / "report.json")["llm"]["requests"]
+    assert [(r["role"], r["candidate_id"]) for r in records] == [
+        ("designer", None), ("critic", "0-0"), ("debugger", "0-0"), ("critic", "0-0")]
+    assert records[2]["prompt"][1]["content"] == prompt and "ctx.state['landmark_pos']" in prompt
+    assert records[2]["replies"] == [fenced(fix)] and records[2]["finish_reasons"] == ["stop"]
+    assert all(r["prompt_tokens"] > 0 and r["elapsed_s"] >= 0 for r in records)
+    calls = [e for e in log if e["event"] == "llm_call"]
+    assert [c["record"] for c in calls] == [r["record"] for r in records] and "prompt" not in calls[0]
 
 
 @pytest.mark.slow

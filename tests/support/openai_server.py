@@ -11,7 +11,13 @@ replies: a queue of `Reply` objects and/or a function `request_json -> Reply`.
         server.requests  # the JSON bodies received, in order
 
 Usage counts are deterministic: prompt tokens = whitespace-separated words of all
-message contents, completion tokens = words of all returned choices.
+message contents, completion tokens = words of all returned choices (`usage=False`: a
+server that sends none).
+
+What real servers say about themselves can be scripted too: `props` (llama-server's
+`GET /props`), `slots` (its `GET /slots`, a list or a function called per request),
+`model_fields` (extra fields of each `/v1/models` entry, e.g. vLLM's `max_model_len`),
+and `reject_system` (a chat template without a system role: HTTP 400 or 500).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ class Reply:
     delay_s: float = 0.0  # sleep before answering: a stalled server
     error_message: str = "scripted error"
     tool_calls: list[dict] | None = None  # OpenAI-format tool calls on the first choice
+    finish_reason: str = "stop"  # "length": cut off at max_tokens
     body: dict | None = None  # raw JSON body, overriding everything above
 
 
@@ -49,6 +56,12 @@ class OpenAIServer:
     def __init__(self, honour_n: bool = True, model_ids: tuple[str, ...] = ("test-model",)):
         self.honour_n = honour_n
         self.model_ids = model_ids
+        self.usage = True
+        self.props: dict | None = None
+        self.slots: list | Callable[[], list] | None = None
+        self.slot_polls = 0  # GET /slots requests seen
+        self.model_fields: dict[str, Any] = {}
+        self.reject_system: int | None = None  # the status a system message gets (400 or 500)
         self.models_status = 200  # GET /v1/models answers this status (401: a refused key)
         self.models_auth: list[str | None] = []  # Authorization headers seen at /v1/models
         self.script: Script | None = None
@@ -97,22 +110,39 @@ class OpenAIServer:
             message: dict[str, Any] = {"role": "assistant", "content": text}
             if reply.tool_calls and index == 0:
                 message["tool_calls"] = reply.tool_calls
-            finish = "tool_calls" if reply.tool_calls and index == 0 else "stop"
+            finish = "tool_calls" if reply.tool_calls and index == 0 else reply.finish_reason
             choices.append({"index": index, "message": message, "finish_reason": finish})
         prompt_tokens = sum(_words(m.get("content")) for m in request.get("messages", []))
         completion_tokens = sum(_words(text) for text in contents)
-        return {
+        body = {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": request.get("model", self.model_ids[0]),
             "choices": choices,
-            "usage": {
+        }
+        if self.usage:
+            body["usage"] = {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
+            }
+        return body
+
+    def get(self, path: str) -> tuple[int, Any]:
+        """The answer to a GET of `path`: the models list and whatever else is scripted."""
+        if path == "/props" and self.props is not None:
+            return 200, self.props
+        if path == "/slots" and self.slots is not None:
+            with self._lock:
+                self.slot_polls += 1
+            return 200, self.slots() if callable(self.slots) else self.slots
+        if path != "/v1/models":
+            return 404, {"error": {"message": f"no route {path}", "type": "not_found"}}
+        if self.models_status != 200:
+            return self.models_status, {"error": {"message": "scripted /models error", "type": "scripted"}}
+        models = [{"id": m, "object": "model", "owned_by": "test", **self.model_fields} for m in self.model_ids]
+        return 200, {"object": "list", "data": models}
 
 
 def _words(content: object) -> int:
@@ -131,18 +161,10 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             return
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/") != "/v1/models":
-                self._send(
-                    404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
-                )
-                return
-            server.models_auth.append(self.headers.get("Authorization"))
-            if server.models_status != 200:
-                error = {"message": "scripted /models error", "type": "scripted"}
-                self._send(server.models_status, {"error": error})
-                return
-            models = [{"id": m, "object": "model", "owned_by": "test"} for m in server.model_ids]
-            self._send(200, {"object": "list", "data": models})
+            path = self.path.rstrip("/")
+            if path == "/v1/models":
+                server.models_auth.append(self.headers.get("Authorization"))
+            self._send(*server.get(path))
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -151,6 +173,13 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send(
                     404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
                 )
+                return
+            has_system = any(m.get("role") == "system" for m in request.get("messages", []))
+            if server.reject_system and has_system:
+                with server._lock:
+                    server.requests.append(request)
+                error = {"message": "System role not supported", "type": "invalid_request_error"}
+                self._send(server.reject_system, {"error": error})
                 return
             reply = server.next_reply(request)
             if reply.delay_s:
@@ -163,7 +192,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(200, server.completion_body(request, reply), reply.headers)
 
-        def _send(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
+        def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
             payload = json.dumps(body).encode()
             try:
                 self.send_response(status)

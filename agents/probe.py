@@ -1,0 +1,88 @@
+"""What an OpenAI-compatible server says about itself: its context window, and whether it is busy.
+
+Only some servers say. llama.cpp's own `llama-server` answers `GET /props` with
+`default_generation_settings.n_ctx` and `GET /slots` with each slot's `is_processing`;
+vLLM lists `max_model_len` for each model at `GET /v1/models`. llama-cpp-python's server,
+Ollama, LM Studio and OpenAI say neither, so the `context_tokens` setting (`--context-tokens`)
+or DEFAULT_CONTEXT_TOKENS stands in for the window, and a busy server cannot be told apart
+from a slow one (see `ChatModel`: a timed-out request is then not sent again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+DEFAULT_CONTEXT_TOKENS = 4096  # the smallest window common local servers run with by default
+PROBE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Window:
+    """A context window in tokens and where that number came from (logged and recorded)."""
+
+    tokens: int
+    source: str  # "llama-server /props", "vLLM /v1/models", "context_tokens setting", "default"
+
+
+def server_root(base_url: str) -> str:
+    """`http://host:port` of `http://host:port/v1` (llama-server serves /props and /slots there)."""
+    root = base_url.rstrip("/")
+    return root.removesuffix("/v1")
+
+
+def _get_json(url: str, api_key: str | None) -> Any:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        response = httpx.get(url, headers=headers, timeout=PROBE_TIMEOUT_S)
+    except httpx.HTTPError:
+        return None
+    if not response.is_success:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _positive_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def context_window(
+    base_url: str | None, model: str | None, setting: int | None, api_key: str | None = None
+) -> Window:
+    """The window the server states, else the `context_tokens` setting, else the default."""
+    if base_url:
+        props = _get_json(server_root(base_url) + "/props", api_key)
+        if isinstance(props, dict):
+            settings = props.get("default_generation_settings")
+            n_ctx = _positive_int(settings.get("n_ctx")) if isinstance(settings, dict) else None
+            if n_ctx:
+                return Window(n_ctx, "llama-server /props")
+        listed = _get_json(base_url.rstrip("/") + "/models", api_key)
+        entries = listed.get("data") if isinstance(listed, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and (model is None or entry.get("id") == model):
+                length = _positive_int(entry.get("max_model_len"))
+                if length:
+                    return Window(length, "vLLM /v1/models")
+    if setting:
+        return Window(setting, "context_tokens setting")
+    return Window(DEFAULT_CONTEXT_TOKENS, "default")
+
+
+def server_busy(base_url: str | None, api_key: str | None = None) -> bool | None:
+    """True while a llama-server slot is still processing, False when all are idle, None when
+    the server does not say (no `/slots`)."""
+    if not base_url:
+        return None
+    slots = _get_json(server_root(base_url) + "/slots", api_key)
+    if not isinstance(slots, list) or not slots:
+        return None
+    flags = [slot.get("is_processing") for slot in slots if isinstance(slot, dict)]
+    if not flags or not all(isinstance(flag, bool) for flag in flags):
+        return None
+    return any(flags)

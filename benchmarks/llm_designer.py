@@ -1,0 +1,183 @@
+"""How often does a model's candidate get through each stage of lero's pipeline?
+
+Per task and round: the designer writes one candidate from lero's real first-generation
+prompt; then, each measured on its own:
+- extracted: the reply holds a Python module (`agents.extract`);
+- static: the gate's checks pass (`agents.check_candidate`, with the env's state fields);
+- critic: the LLM critic answers `VERDICT: accept`;
+- valid first: the sandbox's validation job is `ok` on the designer's code;
+- valid after debugger: `ok` after at most `--debug-attempts` LLM debugger repairs (each fed
+  the gate's points or the sandbox's error, as a run does).
+It also reports the LLM tokens and seconds spent per valid candidate (all requests of the
+task, critic and debugger included) and the failure kinds seen.
+
+    python -m benchmarks.llm_designer --base-url http://127.0.0.1:8091/v1 --model smollm2-135m \
+        [--tasks simple_spread,simple_reference,simple_speaker_listener] [--rounds 4] \
+        [--context-tokens 2048] [--record tests/agents/fixtures/smollm2]
+
+`--record DIR` keeps every request's role, prompt, reply and finish reason as JSON files
+(the test data of tests/agents/test_recorded_replies.py). Validation runs in the process
+sandbox (real validation, weaker isolation than Docker): use `--sandbox docker` elsewhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lero.agents import LLMConfig, LLMError, check_candidate, make_team
+from lero.agents.checks import state_names
+from lero.agents.extract import CUT_OFF
+from lero.graph.configuration import RunSpec
+from lero.graph.context import problem
+from lero.graph.nodes.validate import error_text
+from lero.graph.trust import job_env
+from lero.sandbox import Job, get_sandbox
+
+TASKS = ("simple_spread", "simple_reference", "simple_speaker_listener")
+STAGES = ("extracted", "static", "critic", "valid_first", "valid_after_debugger")
+
+
+@dataclass
+class TaskTally:
+    rounds: int = 0
+    passed: Counter = field(default_factory=Counter)  # stage -> rounds that passed it
+    failures: Counter = field(default_factory=Counter)  # failure kind -> count
+    requests: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+
+
+def failure_kind(status: str, error: str) -> str:
+    """`code_error: KeyError` style: the sandbox status and the error type."""
+    head = error.split("\n", 1)[0]
+    parts = [p.strip() for p in head.split(":")]
+    return f"{status}: {parts[1]}" if len(parts) > 2 and parts[1] else status
+
+
+def run_task(name: str, args: argparse.Namespace, cfg: LLMConfig, sandbox, record_dir: Path | None) -> TaskTally:
+    spec = RunSpec(env=name, llm=f"openai:{cfg.model}", base_url=cfg.base_url)
+    task = problem(spec)
+    fields = state_names(task)
+    calls: list[dict] = []
+
+    def on_call(role: str, info: dict) -> None:
+        calls.append(info)
+        if record_dir is not None and info.get("status") == "ok":
+            path = record_dir / f"{name}-{len(calls):03d}-{role}.json"
+            keep = {k: info[k] for k in ("role", "prompt", "replies", "finish_reasons", "prompt_tokens",
+                                         "completion_tokens", "tokens_estimated", "elapsed_s", "window")}
+            path.write_text(json.dumps({"task": name, "model": cfg.model, **keep}, indent=1) + "\n")
+
+    team = make_team(cfg, on_call=on_call)
+    tally = TaskTally()
+
+    def validate(code: str) -> tuple[bool, str]:
+        violations = check_candidate(code, fields)
+        if violations:
+            tally.failures.update(f"static: {v.rule}" for v in violations)
+            return False, "static check failed:\n" + "\n".join(f"- {v}" for v in violations)
+        result = sandbox.run_job(Job(kind="validate", code=code, env=job_env(spec), algo=spec.algo, seed=0))
+        if result.status == "ok":
+            return True, ""
+        text = error_text(result)
+        tally.failures[failure_kind(result.status, text)] += 1
+        return False, text
+
+    for _ in range(args.rounds):
+        tally.rounds += 1
+        try:
+            [draft] = team.designer.design(task, 1, [], "")
+        except (LLMError, ValueError) as error:
+            tally.failures[f"designer request: {str(error)[:60]}"] += 1
+            continue
+        if draft.code is None:
+            tally.failures["cut off at max_tokens" if draft.error == CUT_OFF else "no code in the reply"] += 1
+            continue
+        tally.passed["extracted"] += 1
+        static_ok = not check_candidate(draft.code, fields)
+        tally.passed["static"] += static_ok
+        review = team.critic.review(task, draft.code)
+        tally.passed["critic"] += review.verdict == "accept"
+        ok, error = validate(draft.code)
+        tally.passed["valid_first"] += ok
+        code, history = draft.code, []
+        for _attempt in range(args.debug_attempts):
+            if ok:
+                break
+            fix = team.debugger.repair(task, code, error, history)
+            if fix.code is None:
+                tally.failures[f"debugger: {fix.error}"] += 1
+                break
+            history.append((code, error))
+            code = fix.code
+            ok, error = validate(code)
+        tally.passed["valid_after_debugger"] += ok
+    ok_calls = [c for c in calls if c.get("status") == "ok"]
+    tally.requests = len(calls)
+    tally.tokens = sum(c["prompt_tokens"] + c["completion_tokens"] for c in ok_calls)
+    tally.seconds = sum(c["elapsed_s"] for c in calls)
+    return tally
+
+
+def table(tallies: dict[str, TaskTally], model: str) -> str:
+    lines = [
+        f"Model: `{model}`. Rates are of {next(iter(tallies.values())).rounds} rounds per task.",
+        "",
+        "| task | extracted | static check | critic accepted | valid first try | valid after debugger "
+        "| requests | s / request | tokens / valid | s / valid |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, t in tallies.items():
+        rates = " | ".join(f"{t.passed[s] / t.rounds:.0%}" for s in STAGES)
+        valid = t.passed["valid_after_debugger"]
+        per_valid = (f"{t.tokens / valid:,.0f} | {t.seconds / valid:,.0f}") if valid else "n/a (none valid) | n/a"
+        per_request = t.seconds / t.requests if t.requests else 0.0
+        lines.append(f"| {name} | {rates} | {t.requests} | {per_request:.1f} | {per_valid} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--debug-attempts", type=int, default=1)
+    parser.add_argument("--context-tokens", type=int, default=None)
+    parser.add_argument("--reply-tokens", type=int, default=None)
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per LLM request")
+    parser.add_argument("--sandbox", default="process", choices=("process", "docker"))
+    parser.add_argument("--record", type=Path, default=None, help="keep every request and reply here")
+    parser.add_argument("--out", type=Path, default=None, help="the results as JSON")
+    args = parser.parse_args()
+    optional = {"context_tokens": args.context_tokens, "reply_tokens": args.reply_tokens, "timeout_s": args.timeout}
+    cfg = LLMConfig.from_spec(f"openai:{args.model}", base_url=args.base_url,
+                              **{k: v for k, v in optional.items() if v is not None})
+    if args.record is not None:
+        args.record.mkdir(parents=True, exist_ok=True)
+    sandbox = get_sandbox(args.sandbox)
+    started = time.monotonic()
+    tallies = {}
+    try:
+        for name in args.tasks.split(","):
+            tallies[name] = run_task(name, args, cfg, sandbox, args.record)
+            print(f"{name}: {dict(tallies[name].passed)}; failures {dict(tallies[name].failures)}", flush=True)
+    finally:
+        sandbox.close()
+    print()
+    print(table(tallies, args.model))
+    print(f"\nwall {time.monotonic() - started:.0f} s")
+    if args.out is not None:
+        payload = {name: {"rounds": t.rounds, "passed": dict(t.passed), "failures": dict(t.failures),
+                          "requests": t.requests, "tokens": t.tokens, "seconds": round(t.seconds, 1)}
+                   for name, t in tallies.items()}
+        args.out.write_text(json.dumps({"model": args.model, "tasks": payload}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""What real servers do that a plain OpenAI reply does not, against the scripted HTTP server:
+context windows they state, no `usage`, chat templates without a system role, replies cut
+off at `max_tokens`, `<think>` sections, and the record kept of every request."""
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from lero.agents import LLMError, make_team
+from lero.agents.debugger import UNCHANGED
+from lero.agents.designer import Designer
+from lero.agents.extract import CUT_OFF, extract_code
+from lero.agents.fit import LEFT_OUT, SHORTENED, messages_tokens
+from lero.agents.llm import CONTINUE, ChatModel, UsageLedger, about
+from lero.agents.probe import DEFAULT_CONTEXT_TOKENS, context_window
+from tests.agents.conftest import llm_config
+from tests.agents.samples import GOOD_MODULE, markdown_reply
+from tests.support.openai_server import OpenAIServer, Reply
+
+QUESTION = [SystemMessage("You are the designer"), HumanMessage("write the module")]
+
+
+def recorded(server: OpenAIServer, **overrides: object) -> tuple[ChatModel, list[dict]]:
+    calls: list[dict] = []
+    cfg = llm_config(server, **overrides)
+    return ChatModel(cfg, UsageLedger(), lambda role, info: calls.append(info)), calls
+
+
+def test_the_window_comes_from_llama_server_props(openai_server):
+    openai_server.props = {"default_generation_settings": {"n_ctx": 2048}, "total_slots": 1}
+    window = context_window(openai_server.base_url, "test-model", setting=8192)
+    assert (window.tokens, window.source) == (2048, "llama-server /props")
+
+
+def test_the_window_comes_from_vllm_max_model_len(openai_server):
+    openai_server.model_fields = {"max_model_len": 4000}
+    window = context_window(openai_server.base_url, "test-model", setting=None)
+    assert (window.tokens, window.source) == (4000, "vLLM /v1/models")
+    assert context_window(openai_server.base_url, "other-model", setting=None).source == "default"
+
+
+def test_without_a_stated_window_the_setting_then_the_default_is_used(openai_server):
+    assert context_window(openai_server.base_url, "test-model", setting=3000).tokens == 3000
+    window = context_window(openai_server.base_url, "test-model", setting=None)
+    assert (window.tokens, window.source) == (DEFAULT_CONTEXT_TOKENS, "default")
+
+
+def test_max_tokens_leaves_the_window_room_and_is_recorded(openai_server):
+    openai_server.props = {"default_generation_settings": {"n_ctx": 2048}}
+    openai_server.push("ok")
+    model, calls = recorded(openai_server, reply_tokens=1024)
+    model.complete("critic", QUESTION)
+    assert openai_server.requests[0]["max_tokens"] == 512  # a quarter of 2048
+    assert calls[0]["window"] == 2048 and calls[0]["window_source"] == "llama-server /props"
+
+
+def test_tokens_are_estimated_and_marked_when_the_server_sends_no_usage(openai_server):
+    openai_server.usage = False
+    openai_server.push("a reply of some length")
+    model, calls = recorded(openai_server)
+    model.complete("designer", QUESTION)
+    assert calls[0]["tokens_estimated"] is True
+    assert calls[0]["prompt_tokens"] == messages_tokens(QUESTION) > 0
+    assert calls[0]["completion_tokens"] > 0
+    assert model.ledger.summary()["prompt_tokens"] == calls[0]["prompt_tokens"]
+
+
+@pytest.mark.parametrize("status", [400, 500])
+def test_a_template_without_a_system_role_gets_it_as_the_first_user_turn(openai_server, status):
+    openai_server.reject_system = status
+    openai_server.push("first", "second")
+    model, calls = recorded(openai_server)
+    assert model.complete("designer", QUESTION) == ["first"]
+    assert model.complete("critic", QUESTION) == ["second"]
+    refused, resent, direct = openai_server.requests
+    assert refused["messages"][0]["role"] == "system"
+    for request in (resent, direct):  # once learnt, no system message is sent again
+        assert [m["role"] for m in request["messages"]] == ["user"]
+        assert request["messages"][0]["content"] == "You are the designer\n\nwrite the module"
+    assert [c["status"] for c in calls] == ["error", "ok", "ok"]  # every attempt on record
+
+
+def test_a_cut_off_reply_is_asked_once_to_continue(openai_server):
+    head, tail = markdown_reply()[:120], markdown_reply()[120:]
+    openai_server.push(Reply(content=head, finish_reason="length"), tail)
+    model, calls = recorded(openai_server)
+    [reply] = model.replies("designer", QUESTION)
+    assert reply.text == head + tail and not reply.cut_off
+    follow_up = openai_server.requests[1]["messages"]
+    assert follow_up[-2] == {"role": "assistant", "content": head}
+    assert follow_up[-1] == {"role": "user", "content": CONTINUE}
+    assert [c["finish_reasons"] for c in calls] == [["length"], ["stop"]]
+
+
+def test_a_reply_cut_off_twice_is_a_draft_that_says_so(openai_server, task):
+    cut = Reply(content="```python\nimport torch\n\ndef hybrid_reward(ctx):\n    d = (", finish_reason="length")
+    openai_server.push(cut, Reply(content="ctx.obs", finish_reason="length"))
+    [draft] = make_team(llm_config(openai_server)).designer.design(task, 1, [], "")
+    assert draft.code is None and draft.error == CUT_OFF
+    assert len(openai_server.requests) == 2  # one continuation, no more
+
+
+def test_think_sections_are_not_the_answer(openai_server, task):
+    thinking = "<think>maybe\n```python\ndef hybrid_reward(ctx):\n    return 0\n```\n</think>\n"
+    assert extract_code(thinking + markdown_reply()) == GOOD_MODULE
+    assert extract_code("<think>cut off while thinking ```python\ndef hybrid_reward(ctx):") is None
+    openai_server.push("<think>VERDICT: reject it?</think>\nVERDICT: accept\n- fine")
+    review = make_team(llm_config(openai_server)).critic.review(task, GOOD_MODULE)
+    assert review.verdict == "accept" and review.points == ["fine"]
+
+
+def test_every_request_is_recorded_with_prompt_reply_tokens_and_candidate(openai_server):
+    openai_server.push(Reply(content=["a b", "c"]))
+    model, calls = recorded(openai_server)
+    with about("0-1"):
+        model.complete("designer", QUESTION, n=2)
+    [call] = calls
+    assert call["candidate_id"] == "0-1" and call["role"] == "designer" and call["status"] == "ok"
+    assert call["prompt"] == [{"role": "system", "content": "You are the designer"},
+                              {"role": "user", "content": "write the module"}]
+    assert call["replies"] == ["a b", "c"] and call["finish_reasons"] == ["stop", "stop"]
+    assert (call["prompt_tokens"], call["completion_tokens"], call["tokens_estimated"]) == (7, 3, False)  # words, as the scripted server counts
+    assert call["elapsed_s"] >= 0 and call["max_tokens"] > 0
+
+
+def test_designer_prompt_is_shortened_env_first_and_keeps_the_contract(openai_server, task):
+    long_task = task.__class__(**{**vars(task), "env_description": "env line\n" * 2000})
+    openai_server.props = {"default_generation_settings": {"n_ctx": 2048}}
+    openai_server.push(markdown_reply())
+    team = make_team(llm_config(openai_server))
+    [draft] = team.designer.design(long_task, 1, [], "")
+    assert draft.code == GOOD_MODULE
+    system, user = openai_server.requests[0]["messages"]
+    assert "Only `math`, `numpy` and" in system["content"]  # the contract, whole
+    assert SHORTENED.strip() in user["content"] and task.task in user["content"]
+    sent = [SystemMessage(system["content"]), HumanMessage(user["content"])]
+    assert messages_tokens(sent) <= 2048 - openai_server.requests[0]["max_tokens"]
+
+
+def test_code_too_long_for_the_window_fails_that_candidate_not_the_run(openai_server, task):
+    openai_server.props = {"default_generation_settings": {"n_ctx": 1024}}
+    team = make_team(llm_config(openai_server))
+    huge = GOOD_MODULE + "\n\nTABLE = (" + "0.5, " * 1500 + ")\n"  # the code itself cannot be shortened
+    review = team.critic.review(task, huge)
+    assert review.verdict == "accept" and review.by == "gate"  # the static checks decide, and say why
+    assert any("no LLM review" in p and "--context-tokens" in p for p in review.points)
+    revised = team.designer.revise(task, huge, review)
+    repaired = team.debugger.repair(task, huge, "RuntimeError: x", [])
+    for draft in (revised, repaired):
+        assert draft.code is None and "--context-tokens" in draft.error
+    assert openai_server.requests == []  # nothing the server would refuse was sent
+    openai_server.props = None
+    tiny = make_team(llm_config(openai_server, context_tokens=256))
+    with pytest.raises(LLMError, match="larger window"):  # not even the contract fits: the run stops
+        tiny.designer.design(task, 1, [], "")
+
+
+def test_a_continuation_is_sized_from_the_servers_own_counts(openai_server):
+    openai_server.props = {"default_generation_settings": {"n_ctx": 2048}}
+    # the scripted server counts words: 7 prompt + 1500 reply words leave 2048 - 1507 - the request to continue
+    openai_server.push(Reply(content="x " * 1500, finish_reason="length"), "done")
+    model, _ = recorded(openai_server)
+    [reply] = model.replies("designer", QUESTION)
+    assert reply.text.endswith("done")
+    ratio = 0.9 * len("You are the designer" "write the module") / 7  # learnt from the first request
+    continue_tokens = messages_tokens([HumanMessage(CONTINUE)], ratio)
+    assert openai_server.requests[1]["max_tokens"] == 2048 - 1507 - continue_tokens - 8
+
+
+def test_the_debugger_prompt_names_the_ctx_fields_even_when_the_env_is_left_out(openai_server, task):
+    spread = task.__class__(**{**vars(task), "env_description": "x\n" * 4000})
+    openai_server.props = {"default_generation_settings": {"n_ctx": 2048}}
+    openai_server.push(markdown_reply())
+    make_team(llm_config(openai_server)).debugger.repair(spread, GOOD_MODULE, "KeyError: 'landmarks'", [])
+    user = openai_server.requests[0]["messages"][1]["content"]
+    assert LEFT_OUT in user or SHORTENED.strip() in user
+    assert "ctx.state['agent_pos']" in user and "ctx.state['landmark_pos']" in user and "ctx.env_reward" in user
+
+
+def test_the_characters_per_token_are_learnt_from_the_servers_count(openai_server, task):
+    openai_server.props = {"default_generation_settings": {"n_ctx": 4096}}
+    openai_server.push("VERDICT: accept", markdown_reply())
+    team = make_team(llm_config(openai_server))
+    long_task = task.__class__(**{**vars(task), "env_description": "landmark distances " * 800})
+    team.critic.review(task, GOOD_MODULE)  # the scripted server counts words: ~6 characters each
+    model = team.designer.model
+    sent = openai_server.requests[0]["messages"]
+    chars = sum(len(m["content"]) for m in sent)
+    words = sum(len(m["content"].split()) for m in sent)
+    assert model.chars_per_token == pytest.approx(0.9 * chars / words)
+    uncalibrated = Designer(model=None, temperature=0.0).design_messages(long_task, [], "", None, None, 1)
+    budget = 4096 - model.reply_tokens()
+    assert messages_tokens(uncalibrated) > budget >= messages_tokens(uncalibrated, model.chars_per_token)
+    team.designer.design(long_task, 1, [], "")
+    assert SHORTENED.strip() not in openai_server.requests[1]["messages"][1]["content"]
+
+
+def test_a_debugger_that_echoes_the_failing_code_is_a_stated_failure(openai_server, task):
+    openai_server.push(markdown_reply(GOOD_MODULE.replace("0.5 * team", "0.5  *  team")))  # layout only
+    draft = make_team(llm_config(openai_server)).debugger.repair(task, GOOD_MODULE, "RuntimeError: x", [])
+    assert draft.code is None and draft.error == UNCHANGED

@@ -1,0 +1,55 @@
+"""`lero run` against a real model, as a new user types it (temp working dir, default runs/).
+
+SmolLM2-135M behind llama-cpp-python's server: the run must end with an honest status and
+keep every request under runs/<id>/llm/, as many as report.json counts and as the server
+itself logged. The request timeout and the window (llama-cpp-python does not state its
+n_ctx) come from a config file until the CLI has `--llm-timeout` / `--context-tokens`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lero.graph.rundir import RunDir
+from tests.graph.test_graph_e2e import TINY
+from tests.support.cli import lero
+from tests.support.llama_server import MODEL_ID
+
+pytestmark = [pytest.mark.real_llm, pytest.mark.slow]
+MAX_REQUESTS = 10  # designer 2, critic 2, revisions 2, critic 2, debugger 2 at most
+
+
+def test_lero_run_with_a_real_model_ends_honestly_and_keeps_every_request(llama_server, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "slow-model.json"
+    config.write_text(json.dumps({**TINY, "sandbox": "process", "llm_timeout_s": 600,
+                                  "context_tokens": llama_server.n_ctx, "max_llm_requests": MAX_REQUESTS}))
+    before = llama_server.requests()
+    code, out, err = lero(["run", "--llm", f"openai:{MODEL_ID}", "--base-url", llama_server.base_url,
+                           "--generations", "1", "--population", "2", "--config", str(config), "--run-id", "real"],
+                          capsys)
+    run = RunDir.open("runs", "real")
+    report = json.loads((run.path / "report.json").read_text())
+    status = report["status"]
+    assert status in ("completed", "stopped", "failed"), out + err
+    assert code == (0 if status == "completed" else 1)
+    assert f"run real: {status}" in out
+    if status != "completed":
+        assert report["stop_reason"], report  # a reason, never a silent end
+    generation = report["generations"][0]
+    valid = [c for c in run.candidate_names() if (run.read_result(c) or {}).get("status") == "ok"]
+    assert generation["valid"] == len(valid) <= generation["candidates"] <= 2  # no invented work
+    records = run.read_llm_records()
+    answered = [r for r in records if r["status"] == "ok"]
+    assert len(answered) == report["llm"]["requests"] == llama_server.requests() - before <= MAX_REQUESTS
+    for record in answered:
+        assert record["role"] in ("designer", "critic", "debugger")
+        assert record["prompt"] and record["replies"] and record["finish_reasons"]
+        assert record["tokens_estimated"] is False and 0 < record["prompt_tokens"] < llama_server.n_ctx
+    first = answered[0]  # lero's own prompt, fitted before the server had counted anything
+    assert first["role"] == "designer" and first["prompt_tokens"] + first["max_tokens"] <= llama_server.n_ctx
+    assert sum(r["prompt_tokens"] for r in answered) == report["llm"]["prompt_tokens"]
+    reviewed = {r["candidate_id"] for r in answered if r["role"] != "designer"}
+    assert reviewed <= {"0-0", "0-1"}  # critic and debugger records name their candidate
