@@ -16,6 +16,8 @@ from typing import NoReturn
 from lero.graph.configuration import (
     APPROVE_MODES,
     DEFAULT_RUNS_DIR,
+    LLM_SETTINGS,
+    MIN_CONTEXT_TOKENS,
     RunSpec,
     absolute_runs_dir,
     load_json,
@@ -26,10 +28,12 @@ RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
     "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
     "wall_clock_s", "exploit_fraction", "task", "offline_prior", "executor", "ray_address",
+    "llm_timeout_s", "context_tokens",
 )  # fmt: skip
 
 
 BUDGET_FLAGS = ("max_llm_requests", "max_llm_tokens", "wall_clock_s")
+LLM_SETTING_FLAGS = tuple(LLM_SETTINGS)  # the model's timeout and window (run, resume, chat, ui)
 
 
 class UsageError(Exception):
@@ -87,6 +91,9 @@ _non_negative_int = _bounded(int, 0, inclusive=True, expected="an integer >= 0")
 _positive_float = _bounded(float, 0, inclusive=False, expected="a positive number")
 
 
+_context_tokens = _bounded(int, MIN_CONTEXT_TOKENS, inclusive=True, expected="an integer")
+
+
 def one_line(exc: BaseException) -> str:
     """A single line for any validation error (pydantic's are multi-line)."""
     errors = getattr(exc, "errors", None)
@@ -120,6 +127,10 @@ def _add_llm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm", help="offline | openai | openai:MODEL (default: by environment)")
     p.add_argument("--model", help="model name for openai (else LERO_MODEL, else the server's first)")
     p.add_argument("--base-url", help="OpenAI-compatible server URL (else OPENAI_BASE_URL)")
+    p.add_argument("--llm-timeout", dest="llm_timeout_s", type=_positive_float, metavar="SECONDS",
+                   help="seconds one LLM request may take (default 600; a CPU-served model is slow)")
+    p.add_argument("--context-tokens", type=_context_tokens, metavar="N",
+                   help="the model's context window when the server does not say (docs/llm.md)")
 
 
 def _add_budget_args(p: argparse.ArgumentParser) -> None:
@@ -266,6 +277,11 @@ def spec_fields(args: argparse.Namespace) -> dict:
     return fields
 
 
+def llm_setting_fields(args: argparse.Namespace) -> dict[str, float | int]:
+    """`--llm-timeout` / `--context-tokens` as RunSpec fields, only those given."""
+    return {k: getattr(args, k) for k in LLM_SETTING_FLAGS if getattr(args, k) is not None}
+
+
 def llm_fields(llm: str | None, model: str | None, base_url: str | None) -> dict[str, str | None]:
     """RunSpec's `llm` and `base_url` by the one rule of `agents.config.choose_llm`."""
     from lero.agents.config import choose_llm
@@ -285,8 +301,10 @@ def executor_fields(args: argparse.Namespace) -> dict:
 
 
 def resume_overrides(args: argparse.Namespace) -> dict[str, object]:
-    """Spec fields `lero resume` changes: budgets, the executor, and the LLM when one is named."""
+    """Spec fields `lero resume` changes: budgets, the LLM's timeout and window, the executor,
+    and the LLM when one is named."""
     overrides = {k: getattr(args, k) for k in BUDGET_FLAGS if getattr(args, k) is not None}
+    overrides.update(llm_setting_fields(args))
     if args.llm is not None or args.model is not None or args.base_url is not None:
         overrides.update(llm_fields(args.llm, args.model, args.base_url))
     return {**overrides, **executor_fields(args)}

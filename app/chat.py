@@ -3,13 +3,13 @@ with approvals (the desk and its dialogues: `app.desk`)."""
 
 from __future__ import annotations
 
-from typing import IO
+from typing import IO, Any
 
 from rich.console import Console
 
 from lero.app.console import Asker
 from lero.app.desk import ExperimentDesk, assistant_chat, offline_chat
-from lero.graph.configuration import DEFAULT_RUNS_DIR
+from lero.graph.configuration import DEFAULT_RUNS_DIR, llm_settings
 
 
 def run_chat(
@@ -18,15 +18,20 @@ def run_chat(
     runs_dir: str = DEFAULT_RUNS_DIR,
     console: Console | None = None,
     stdin: IO[str] | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> int:
-    """`lero chat`: the experiment assistant with the given LLM, or the offline dialogue."""
+    """`lero chat`: the experiment assistant with the given LLM, or the offline dialogue.
+
+    `settings`: RunSpec's LLM_SETTINGS the command line gave (`llm_timeout_s`,
+    `context_tokens`); the assistant asks its model with them, and the run it starts keeps them."""
     from lero.agents import LLMConfig
 
-    cfg = LLMConfig.from_spec(llm, base_url=base_url)
+    settings = settings or {}
+    cfg = LLMConfig.from_spec(llm, base_url=base_url, **llm_settings(settings))
     io = Asker(console, stdin)
     spec_llm = "offline" if cfg.backend == "offline" else f"openai:{cfg.model}"
     desk = ExperimentDesk(
-        io, base={"llm": spec_llm, "base_url": cfg.base_url, "runs_dir": runs_dir}
+        io, base={"llm": spec_llm, "base_url": cfg.base_url, "runs_dir": runs_dir, **settings}
     )
     if cfg.backend == "offline":
         return offline_chat(desk)

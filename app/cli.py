@@ -27,12 +27,19 @@ from lero.app.args import (
     UsageError,
     build_parser,
     llm_fields,
+    llm_setting_fields,
     one_line,
     resume_overrides,
     spec_fields,
     study_fields,
 )
-from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec, absolute_runs_dir, load_json
+from lero.graph.configuration import (
+    DEFAULT_RUNS_DIR,
+    RunSpec,
+    absolute_runs_dir,
+    llm_settings,
+    load_json,
+)
 from lero.graph.context import CancelScope
 
 if TYPE_CHECKING:
@@ -181,7 +188,7 @@ def cmd_chat(args: argparse.Namespace, console: Console) -> int:
 
     fields = llm_fields(args.llm, args.model, args.base_url)
     return run_chat(llm=fields["llm"], base_url=fields["base_url"], runs_dir=str(args.runs_dir),
-                    console=console)
+                    console=console, settings=llm_setting_fields(args))
 
 
 # ---------------------------------------------------------------- runs / report
@@ -344,7 +351,9 @@ def cmd_ui(args: argparse.Namespace, console: Console) -> int:
     from lero.app.ui import serve
 
     fields = llm_fields(args.llm, args.model, args.base_url)
-    serve(str(args.runs_dir), args.host, args.port, LLMConfig.from_spec(fields["llm"], base_url=fields["base_url"]))
+    settings = llm_settings(llm_setting_fields(args))
+    serve(str(args.runs_dir), args.host, args.port,
+          LLMConfig.from_spec(fields["llm"], base_url=fields["base_url"], **settings))
     return EXIT_OK
 
 

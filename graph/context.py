@@ -21,7 +21,7 @@ from typing import Any
 from langgraph.config import get_stream_writer
 
 from lero.agents import LLMConfig, Problem, Team, make_team
-from lero.graph.configuration import RunError, RunSpec
+from lero.graph.configuration import RunError, RunSpec, llm_settings
 from lero.graph.rundir import RunDir
 from lero.graph.trust import job_env
 from lero.sandbox import JobResult, Sandbox, SandboxUnavailable, get_sandbox
@@ -74,11 +74,10 @@ def problem(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> Problem:
 def llm_config(spec: RunSpec) -> LLMConfig:
     """The agents' LLM settings, with the run's request and token budgets (and the request
     timeout and context window where the spec sets them)."""
-    optional = {"timeout_s": spec.llm_timeout_s, "context_tokens": spec.context_tokens}
     try:
         return LLMConfig.from_spec(
             spec.llm, base_url=spec.base_url, max_requests=spec.max_llm_requests, max_tokens=spec.max_llm_tokens,
-            offline_prior=spec.offline_prior, **{key: value for key, value in optional.items() if value is not None},
+            offline_prior=spec.offline_prior, **llm_settings(spec.model_dump()),
         )
     except ValueError as error:
         raise RunError(str(error).splitlines()[0]) from None

@@ -23,7 +23,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from lero.agents.config import LLMSetupError, server_models
-from lero.graph.configuration import RunError, RunSpec
+from lero.graph.configuration import LLM_SETTINGS, RunError, RunSpec
 from lero.graph.context import (
     CancelScope,
     RunHooks,
@@ -132,10 +132,10 @@ def start_run(spec: RunSpec, ui: RunUI, confirm: str | None = None,
     return _drive(rundir, spec, ui, {"spec": spec.model_dump(mode="json")}, confirmed, front or Front())
 
 
-# what `lero resume` may change: more LLM budget or wall clock, another server, another
-# executor (moving the remaining jobs changes no result)
+# what `lero resume` may change: more LLM budget or wall clock, another server, a longer LLM
+# timeout or another context window, another executor (moving the remaining jobs changes no result)
 RESUME_OVERRIDES = ("llm", "base_url", "max_llm_requests", "max_llm_tokens", "wall_clock_s",
-                    "executor", "ray_address")
+                    *LLM_SETTINGS, "executor", "ray_address")
 
 
 def resume_run(

@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from lero.app.args import build_parser, parse_value, spec_fields
+from lero.app.args import build_parser, parse_value, resume_overrides, spec_fields
 from lero.app.cli import main
+from lero.graph.configuration import RunSpec
+from lero.graph.context import llm_config
+from lero.graph.runner import RESUME_OVERRIDES
 from tests.app.test_report import make_run_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,9 +67,35 @@ def test_json_config_env_kwargs_are_the_base_for_env_args(tmp_path: Path) -> Non
     assert spec_fields(args) == {"env_kwargs": {"N": 4, "local_ratio": 0.25}, "seeds": 2}
 
 
+def test_llm_timeout_and_context_tokens_reach_the_spec_and_the_resume_overrides(tmp_path: Path) -> None:
+    config = tmp_path / "exp.toml"
+    config.write_text("llm_timeout_s = 30\ncontext_tokens = 8192\n")
+    args = build_parser().parse_args(["run", "--config", str(config), "--llm-timeout", "900"])
+    assert {k: spec_fields(args)[k] for k in ("llm_timeout_s", "context_tokens")} == {
+        "llm_timeout_s": 900.0, "context_tokens": 8192}  # the flag beats the file
+    spec = RunSpec.parse(spec_fields(build_parser().parse_args(
+        ["run", "--llm-timeout", "1.5", "--context-tokens", "2048"])))
+    assert (spec.llm_timeout_s, spec.context_tokens) == (1.5, 2048)
+    assert llm_config(spec).timeout_s == 1.5 and llm_config(spec).context_tokens == 2048
+    overrides = resume_overrides(build_parser().parse_args(
+        ["resume", "r", "--llm-timeout", "1200", "--context-tokens", "4096"]))
+    assert overrides == {"llm_timeout_s": 1200.0, "context_tokens": 4096}
+    assert set(overrides) <= set(RESUME_OVERRIDES)  # resume_run accepts them
+    assert resume_overrides(build_parser().parse_args(["resume", "r"])) == {}
+    for command in ("chat", "ui"):
+        args = build_parser().parse_args([command, "--llm-timeout", "60", "--context-tokens", "256"])
+        assert (args.llm_timeout_s, args.context_tokens) == (60.0, 256)
+
+
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
+        (["run", "--llm-timeout", "0"], "--llm-timeout: must be > 0"),
+        (["run", "--llm-timeout", "soon"], "a positive number"),
+        (["resume", "r", "--llm-timeout", "-5"], "must be > 0"),
+        (["run", "--context-tokens", "255"], "--context-tokens: must be >= 256"),
+        (["chat", "--context-tokens", "2k"], "expected an integer"),
+        (["ui", "--context-tokens", "100"], "must be >= 256"),
         (["run", "--generations", "0"], "--generations"),
         (["run", "--steps", "lots"], "positive integer"),
         (["run", "--approve", "maybe"], "--approve"),

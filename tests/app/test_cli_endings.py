@@ -187,11 +187,12 @@ def test_spent_request_budget_stops_and_resume_needs_more(
 
         code, _, err = lero(["resume", "r"], capsys)  # the same budget: refused, nothing changes
         assert code == 2 and "--max-llm-requests" in err and err.count("\n") == 1
-        code, out, err = lero(["resume", "r", "--max-llm-requests", "10"], capsys)
+        code, out, err = lero(["resume", "r", "--max-llm-requests", "10", "--llm-timeout", "120",
+                               "--context-tokens", "4096"], capsys)  # fmt: skip
     assert code == 0, err + out
     assert last_line(out) == "run r: completed"
     spec = json.loads((tmp_path / "runs" / "r" / "spec.json").read_text())
-    assert spec["max_llm_requests"] == 10
+    assert (spec["max_llm_requests"], spec["llm_timeout_s"], spec["context_tokens"]) == (10, 120, 4096)
     report = json.loads((tmp_path / "runs" / "r" / "report.json").read_text())
     assert [g["generation"] for g in report["generations"]] == [0, 1]
     assert report["llm"]["requests"] == len(server.requests) == 4
