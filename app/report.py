@@ -7,6 +7,7 @@ import json
 import statistics
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lero.graph.configuration import RUN_ID
 from lero.graph.lineage import lineage_markdown
@@ -46,6 +47,71 @@ def _spread(result: dict | None) -> str:
     listed = ", ".join(fmt_number(s) for s in seeds)
     plural = "seed" if len(seeds) == 1 else "seeds"
     return f"{fmt_number(result['fitness'])} ± {fmt_number(std)} ({len(seeds)} {plural}: {listed})"
+
+
+DESIGNER_GROUP = "designer"  # requests about no candidate and no generation (a generation's designs)
+
+
+def llm_request_row(record: dict[str, Any]) -> dict[str, str]:
+    """One LLM record (RunDir.read_llm_records) as the cells people read, in the report and
+    the web UI alike: tokens the server did not count are marked "(est.)"."""
+    mark = " (est.)" if record.get("tokens_estimated") else ""
+
+    def tokens(key: str) -> str:
+        value = record.get(key)
+        return f"{value}{mark}" if is_number(value) else "—"
+
+    status = str(record.get("status") or "?")
+    if record.get("error"):
+        status += f": {record['error']}"
+    return {
+        "role": str(record.get("role") or "?"),
+        "status": status,
+        "prompt_tokens": tokens("prompt_tokens"),
+        "completion_tokens": tokens("completion_tokens"),
+        "seconds": fmt_number(record.get("elapsed_s"), 1),
+        "finish_reasons": ", ".join(str(r) for r in record.get("finish_reasons") or []) or "—",
+        "shortened": ", ".join(str(part) for part in record.get("shortened") or []) or "—",
+        "record": str(record.get("record") or ""),
+    }
+
+
+def llm_request_groups(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Records by what they were about, in request order: a candidate id; else the
+    generation the record names (`generation N`); else DESIGNER_GROUP."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        if record.get("candidate_id"):
+            key = str(record["candidate_id"])
+        elif isinstance(record.get("generation"), int):
+            key = f"generation {record['generation']}"
+        else:
+            key = DESIGNER_GROUP
+        groups.setdefault(key, []).append(record)
+    return groups
+
+
+def _cell(text: str) -> str:
+    """Text from a server inside a Markdown table cell: one line, no column breaks."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def llm_requests_markdown(records: list[dict[str, Any]]) -> list[str]:
+    """The "LLM requests" section: one table per candidate (nothing for an offline run)."""
+    if not records:
+        return []
+    lines = ["", "## LLM requests", "", "Every request is kept whole (prompt, replies) in `llm/<record>`."]
+    columns = ("role", "status", "prompt_tokens", "completion_tokens", "seconds", "finish_reasons",
+               "shortened", "record")  # fmt: skip
+    header = "| role | status | prompt tokens | completion tokens | seconds | finish reasons | shortened | record |"
+    for group, members in llm_request_groups(records).items():
+        title = f"`{group}`" if group != DESIGNER_GROUP and not group.startswith("generation") else group
+        lines += ["", f"### {title}", "", header, "|" + "---|" * len(columns)]
+        for record in members:
+            row = llm_request_row(record)
+            row["record"] = f"`llm/{row['record']}`"
+            lines.append("| " + " | ".join(_cell(row[c]) for c in columns) + " |")
+    return lines
 
 
 def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str:
@@ -103,6 +169,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
     for c in run.candidates:
         lines.append(f"| `{c.candidate_id}` | {c.status} | {_spread(c.result)} |")
     lines += lineage_markdown(summary.get("lineage") or [])
+    lines += llm_requests_markdown(run.rundir.read_llm_records())
     if plots:
         lines += ["", "## Plots", ""]
         lines += [f"![{name}]({path.relative_to(run.run_dir)})" for name, path in plots.items()]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from lero.app.report import write_report
+from lero.graph.rundir import RunDir
 from lero.graph.summary import load_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -95,6 +96,54 @@ def make_run_dir(root: Path, run_id: str = "run-test", status: str = "completed"
         (cdir / "review.md").write_text("VERDICT: accept\n- fine\n")
         (cdir / "result.json").write_text(json.dumps(result))
     return run
+
+
+HOSTILE_REPLY = "VERDICT: accept <script>alert('lero')</script> | not a column"
+
+
+def write_llm_records(run: Path) -> list[str]:
+    """Requests as a real run keeps them (through RunDir): the designer's (about no
+    candidate), a critic's counted by the server, one estimated, a failed one."""
+    base = {"model": "smollm2-135m", "n": 1, "attempts": 1, "max_tokens": 512, "window": 2048,
+            "window_source": "context_tokens setting"}  # fmt: skip
+    records = [
+        {**base, "role": "designer", "candidate_id": None, "status": "ok", "prompt_tokens": 1404,
+         "completion_tokens": 206, "tokens_estimated": False, "elapsed_s": 21.25,
+         "finish_reasons": ["stop", "length"], "shortened": ["env_description"],
+         "prompt": [{"role": "system", "content": "You are the designer"}], "replies": ["```python\n```"] * 2},
+        {**base, "role": "critic", "candidate_id": "0-0", "status": "ok", "prompt_tokens": 700,
+         "completion_tokens": 40, "tokens_estimated": True, "elapsed_s": 3.0, "finish_reasons": ["stop"],
+         "shortened": [], "prompt": [{"role": "user", "content": "review <b>this</b>"}],
+         "replies": [HOSTILE_REPLY]},
+        {**base, "role": "debugger", "candidate_id": "0-1", "status": "error", "attempts": 5,
+         "error": "APITimeoutError: Request timed out.", "elapsed_s": 600.0, "shortened": [],
+         "prompt": [{"role": "user", "content": "fix it"}]},
+    ]  # fmt: skip
+    rundir = RunDir(run)
+    return [rundir.write_llm_record(record) for record in records]
+
+
+def test_report_lists_llm_requests_per_candidate(tmp_path: Path) -> None:
+    run = make_run_dir(tmp_path)
+    names = write_llm_records(run)
+    assert names == ["00001-designer.json", "00002-critic.json", "00003-debugger.json"]
+    write_report(run)
+    md = (run / "report.md").read_text()
+    section = md[md.index("## LLM requests"):]
+    assert "### designer\n" in section and "### `0-0`\n" in section and "### `0-1`\n" in section
+    assert ("| designer | ok | 1404 | 206 | 21.2 | stop, length | env_description "
+            "| `llm/00001-designer.json` |") in section
+    assert "| critic | ok | 700 (est.) | 40 (est.) | 3.0 | stop | — | `llm/00002-critic.json` |" in section
+    assert ("| debugger | error: APITimeoutError: Request timed out. | — | — | 600.0 | — | — "
+            "| `llm/00003-debugger.json` |") in section
+    assert section.index("### `0-0`") < section.index("00002-critic") < section.index("### `0-1`")
+    assert "alert" not in md  # replies stay in llm/, the report holds no model text
+
+
+def test_report_of_an_offline_run_has_no_llm_requests_section(tmp_path: Path) -> None:
+    run = make_run_dir(tmp_path)
+    write_report(run)
+    assert "LLM requests" not in (run / "report.md").read_text()
 
 
 def test_report_json_keys_and_values(tmp_path: Path) -> None:
