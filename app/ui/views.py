@@ -19,7 +19,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from lero.app.report import run_rows
+from lero.app.report import llm_request_row, run_rows
 from lero.graph.rundir import BASELINE_ID, REPORT_MD, RunDir
 from lero.graph.summary import CandidateRecord, RunFiles, best_candidate, metric_names, summarize
 
@@ -178,8 +178,17 @@ def candidate_view(run: RunFiles, candidate_id: str) -> dict[str, Any]:
         "error": result.get("error"), "tracebacks": [t for t in tracebacks if t[1]],
         "per_seed": per_seed, "metrics": metrics,
         "component_chart": chart(curves, components), "task_chart": chart(curves, ["return", "train_reward"]),
-        "components": components,
+        "components": components, "llm_requests": llm_requests(run.rundir, candidate_id),
     }
+
+
+def llm_requests(rundir: RunDir, candidate_id: str) -> list[dict[str, Any]]:
+    """The LLM requests about a candidate: the report's cells, and the prompt and replies
+    (model text: the template escapes it like everything else)."""
+    return [
+        {**llm_request_row(record), "prompt": record.get("prompt") or [], "replies": record.get("replies") or []}
+        for record in rundir.read_llm_records(candidate_id)
+    ]
 
 
 def report_html(run: RunFiles) -> Markup | None:

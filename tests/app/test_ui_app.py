@@ -69,6 +69,30 @@ def test_pages_escape_llm_written_code_and_text(client):
         assert re.findall(r"<script[^>]*>", page.text) in ([], ['<script src="/static/run.js" defer>'])
 
 
+def test_candidate_page_lists_its_llm_requests_with_prompt_and_reply_escaped(client, tmp_path):
+    rundir = RunDir(tmp_path / "runs" / "r1")
+    common = {"model": "smollm2-135m", "n": 1, "attempts": 1, "elapsed_s": 12.5, "shortened": []}
+    rundir.write_llm_record({**common, "role": "designer", "candidate_id": None, "status": "ok",
+                             "prompt": [{"role": "user", "content": "design"}], "replies": ["other"]})
+    rundir.write_llm_record({**common, "role": "critic", "candidate_id": "0-0", "status": "ok", "prompt_tokens": 812,
+                             "completion_tokens": 57, "tokens_estimated": True, "finish_reasons": ["length"],
+                             "shortened": ["env_description"],
+                             "prompt": [{"role": "system", "content": "You are the critic <b>bold</b>"}],
+                             "replies": [f"VERDICT: accept {SCRIPT}"]})
+    client.get(f"/?token={TOKEN}")
+    page = client.get("/runs/r1/candidates/0-0")
+    assert page.status_code == 200
+    rows = re.findall(r"<tr><td>(\w+)</td><td>(\w+)</td><td class=\"num\">([^<]*)</td><td class=\"num\">([^<]*)</td>"
+                      r"\s*<td class=\"num\">([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td></tr>", page.text)
+    assert rows == [("critic", "ok", "812 (est.)", "57 (est.)", "12.5", "length", "env_description",
+                     "llm/00002-critic.json")]  # the designer's request is about no candidate
+    assert '<details class="llm-request" id="llm-00002-critic.json">' in page.text
+    assert "<pre>You are the critic &lt;b&gt;bold&lt;/b&gt;</pre>" in page.text
+    assert '<pre class="reply">VERDICT: accept &lt;script&gt;alert(' in page.text
+    assert SCRIPT not in page.text and "<b>bold" not in page.text
+    assert re.findall(r"<script[^>]*>", page.text) in ([], ['<script src="/static/run.js" defer>'])
+
+
 def test_answer_form_checks_csrf_then_staleness_then_the_answer(client):
     home = client.get(f"/?token={TOKEN}")
     csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', home.text).group(1)
