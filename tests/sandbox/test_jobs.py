@@ -330,10 +330,14 @@ def test_train_and_evaluate_end_to_end_then_cached(sandbox, tmp_path) -> None:
 
 
 def test_warm_container_deadline_starts_with_the_job(docker_sandbox) -> None:
-    limits = Limits(wall_s=8, mem_mb=1024, cpus=1, pids=64, output_bytes=8192, disk_mb=64)
+    limits = Limits(wall_s=60, mem_mb=1024, cpus=1, pids=64, output_bytes=8192, disk_mb=64)
     assert docker_sandbox.run_job(job("validate", VALID, limits=limits)).status == "ok"
+    waited = time.monotonic() + 120  # the replenisher starts a spare after the job (no timing bound)
+    while not docker_sandbox.idle_spares() and time.monotonic() < waited:
+        time.sleep(0.2)
     spares = docker_sandbox.idle_spares()
-    assert spares  # replenished while the first job ran
-    time.sleep(limits.wall_s + 1)  # the spare has now existed for longer than the deadline
+    assert spares
+    for warm in docker_sandbox._spares[limits]:  # an injected clock: each spare older than the deadline
+        warm.clock -= limits.wall_s + 1
     assert spares.keys() <= docker_sandbox.idle_spares().keys()
     assert docker_sandbox.run_job(job("validate", VALID, limits=limits)).status == "ok"
