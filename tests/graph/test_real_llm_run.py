@@ -2,8 +2,8 @@
 
 SmolLM2-135M behind llama-cpp-python's server: the run must end with an honest status and
 keep every request under runs/<id>/llm/, as many as report.json counts and as the server
-itself logged. The request timeout and the window (llama-cpp-python does not state its
-n_ctx) come from a config file until the CLI has `--llm-timeout` / `--context-tokens`.
+itself logged, and listed in report.md. The request timeout and the window
+(llama-cpp-python does not state its n_ctx) come from `--llm-timeout` / `--context-tokens`.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ MAX_REQUESTS = 10  # designer 2, critic 2, revisions 2, critic 2, debugger 2 at 
 def test_lero_run_with_a_real_model_ends_honestly_and_keeps_every_request(llama_server, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     config = tmp_path / "slow-model.json"
-    config.write_text(json.dumps({**TINY, "sandbox": "process", "llm_timeout_s": 600,
-                                  "context_tokens": llama_server.n_ctx, "max_llm_requests": MAX_REQUESTS}))
+    config.write_text(json.dumps({**TINY, "sandbox": "process"}))
     before = llama_server.requests()
     code, out, err = lero(["run", "--llm", f"openai:{MODEL_ID}", "--base-url", llama_server.base_url,
-                           "--generations", "1", "--population", "2", "--config", str(config), "--run-id", "real"],
-                          capsys)
+                           "--llm-timeout", "600", "--context-tokens", str(llama_server.n_ctx),
+                           "--max-llm-requests", str(MAX_REQUESTS), "--generations", "1", "--population", "2",
+                           "--config", str(config), "--run-id", "real"], capsys)  # fmt: skip
     run = RunDir.open("runs", "real")
     report = json.loads((run.path / "report.json").read_text())
     status = report["status"]
@@ -53,3 +53,9 @@ def test_lero_run_with_a_real_model_ends_honestly_and_keeps_every_request(llama_
     assert sum(r["prompt_tokens"] for r in answered) == report["llm"]["prompt_tokens"]
     reviewed = {r["candidate_id"] for r in answered if r["role"] != "designer"}
     assert reviewed <= {"0-0", "0-1"}  # critic and debugger records name their candidate
+    spec = run.read_spec()
+    assert (spec.llm_timeout_s, spec.context_tokens) == (600, llama_server.n_ctx)
+    report_md = (run.path / "report.md").read_text()
+    assert "## LLM requests" in report_md
+    for record in records:
+        assert f"`llm/{record['record']}`" in report_md  # every request is listed, failed ones too
