@@ -109,3 +109,28 @@ def fit(
             f"leaves {budget} for it (use a model with a larger window or raise --context-tokens)"
         )
     return Fitted(messages, tuple(shortened), needed)
+
+
+def fit_conversation(
+    role: str, messages: Sequence[BaseMessage], budget: int, chars_per_token: float = CHARS_PER_TOKEN
+) -> Fitted:
+    """A conversation (the experiment assistant's) with its oldest turns left out until it
+    fits `budget` tokens. The system prompt (the contract) and the latest turn stay; a turn
+    (a user message and the replies and tool results after it) goes whole, so no tool
+    result loses the call it answers. `shortened` is `("history",)` when turns were left out."""
+    head = list(messages[:1]) if messages and isinstance(messages[0], SystemMessage) else []
+    rest = list(messages[len(head) :])
+    turn_starts = [i for i, message in enumerate(rest) if isinstance(message, HumanMessage)]
+    first = 0
+    for start in turn_starts[1:]:
+        if messages_tokens(head + rest[first:], chars_per_token) <= budget:
+            break
+        first = start
+    kept = head + rest[first:]
+    needed = messages_tokens(kept, chars_per_token)
+    if needed > budget:
+        raise PromptTooLarge(
+            f"the {role} conversation needs about {needed} tokens even with only its last turn, but the "
+            f"context window leaves {budget} for it (start a new chat, or raise --context-tokens)"
+        )
+    return Fitted(kept, ("history",) if first else (), needed)

@@ -42,8 +42,10 @@ from lero.agents.fit import (
     MESSAGE_OVERHEAD_TOKENS,
     MIN_REPLY_TOKENS,
     Fitted,
+    PromptTooLarge,
     estimate_tokens,
     fit,
+    fit_conversation,
     messages_tokens,
     reply_room,
 )
@@ -305,16 +307,22 @@ class ChatModel:
     def chat(
         self, role: str, messages: Sequence[BaseMessage], tools: Sequence[Any] = ()
     ) -> AIMessage:
-        """One reply, with tool calls where the server supports them, else plain text."""
+        """One reply, with tool calls where the server supports them, else plain text. The
+        conversation's oldest turns are left out to fit the window (`fit_conversation`; the
+        tool list is not counted: servers without tool calling leave it out of the prompt)."""
+        try:
+            fitted = fit_conversation(role, messages, self.window().tokens - self.reply_tokens(), self.chars_per_token)
+        except PromptTooLarge as error:
+            raise LLMError(str(error)) from None
         if tools and self.supports_tools:
             try:
-                return self._send_and_record(role, messages, n=1, tools=tools)[0]
+                return self._send_and_record(role, fitted.messages, n=1, tools=tools, shortened=fitted.shortened)[0]
             except LLMError as error:
                 if not isinstance(error.__cause__, openai.BadRequestError):
                     raise
                 log.info("server refused tool calling; the assistant answers in plain text")
                 self.supports_tools = False
-        return self._send_and_record(role, messages, n=1)[0]
+        return self._send_and_record(role, fitted.messages, n=1, shortened=fitted.shortened)[0]
 
     def _request(self, role: str, messages: Sequence[BaseMessage], n: int, **params: Any) -> list[Reply]:
         generated = self._send_and_record(role, messages, n, **params)

@@ -3,7 +3,7 @@ context windows they state, no `usage`, chat templates without a system role, re
 off at `max_tokens`, `<think>` sections, and the record kept of every request."""
 
 import pytest
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from lero.agents import LLMError, make_team
 from lero.agents.debugger import UNCHANGED
@@ -198,3 +198,34 @@ def test_a_debugger_that_echoes_the_failing_code_is_a_stated_failure(openai_serv
     openai_server.push(markdown_reply(GOOD_MODULE.replace("0.5 * team", "0.5  *  team")))  # layout only
     draft = make_team(llm_config(openai_server)).debugger.repair(task, GOOD_MODULE, "RuntimeError: x", [])
     assert draft.code is None and draft.error == UNCHANGED
+
+
+def test_the_assistants_conversation_drops_its_oldest_turns_to_fit_the_window(openai_server):
+    """Ten long turns overflow a 1024-token window: the oldest go whole (a tool result never
+    loses its call), the system prompt and the latest turn stay; the record says `history`."""
+    openai_server.props = {"default_generation_settings": {"n_ctx": 1024}}
+    records = []
+    team = make_team(llm_config(openai_server), on_call=lambda role, info: records.append(info))
+    call = {"name": "show_spec", "args": {}, "id": "call_0"}
+    history = []
+    for turn in range(10):
+        history += [HumanMessage(f"turn {turn}: " + "tell me more " * 60),
+                    AIMessage("", tool_calls=[{**call, "id": f"call_{turn}"}]),
+                    ToolMessage("spec " * 40, tool_call_id=f"call_{turn}"), AIMessage(f"answer {turn}")]
+    history.append(HumanMessage("the last question"))
+    openai_server.push("fine")
+    assert team.assistant.chat(history).content == "fine"
+    sent = openai_server.requests[0]["messages"]
+    assert sent[0]["role"] == "system" and sent[0]["content"].startswith("You are the experiment assistant")
+    assert sent[-1] == {"role": "user", "content": "the last question"}
+    assert sent[1]["role"] == "user" and "turn 0" not in str(sent)  # whole turns, oldest first
+    assert len(sent) < 1 + len(history)
+    assert records[-1]["shortened"] == ["history"] and records[-1]["prompt_estimate"] <= 1024 - 256
+    short = [HumanMessage("hello")]
+    openai_server.push("hi")
+    team.assistant.chat(short)
+    assert len(openai_server.requests[1]["messages"]) == 2 and records[-1]["shortened"] == []
+    openai_server.push("never sent")
+    with pytest.raises(LLMError, match="--context-tokens"):  # one turn larger than the window
+        team.assistant.chat([HumanMessage("x " * 5000)])
+    assert len(openai_server.requests) == 2

@@ -1,10 +1,11 @@
 """`lero chat` against a real model, as a new user types it: SmolLM2-135M behind
 llama-cpp-python's server answers one turn of the experiment assistant.
 
-llama-cpp-python's server does not state its window, so `--context-tokens` gives it; the
+llama-cpp-python's server does not state its window, so `--context-tokens` gives it. The
 assistant's first request (system prompt, the spec, one question; the server leaves the
-tool list out of SmolLM2's template) is about 600 tokens, well inside the 2048 of the test
-server. A window of 1024 also caps each reply at a quarter of it (256 tokens): one short turn.
+tool list out of SmolLM2's template) is about 600 tokens, and the conversation is fitted to
+the window (agents.fit.fit_conversation), so a stated window of 1024 holds it; that window
+also caps each reply at a quarter of it (256 tokens): one short turn on a 2048-token server.
 """
 
 from __future__ import annotations
