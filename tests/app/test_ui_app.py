@@ -133,3 +133,26 @@ def test_pending_question_is_the_last_unanswered_interrupt(tmp_path):
     assert pending_question(load_run(rundir.path))["question"] == "more?"
     rundir.update_state(status="running")
     assert pending_question(load_run(rundir.path)) is None
+
+
+def test_lero_ui_gives_its_assistant_the_llm_timeout_and_window(tmp_path):
+    """`lero ui --context-tokens 2048`: the chat page's assistant asks for a quarter of that
+    window per reply (512 tokens; the default window, 4096, would give 1024)."""
+    import httpx
+
+    from tests.support.openai_server import OpenAIServer
+    from tests.support.ui_server import UIServer
+
+    with OpenAIServer() as llm:
+        llm.push("a plan")
+        server = UIServer(tmp_path, "--llm", "openai:test-model", "--base-url", llm.base_url,
+                          "--context-tokens", "2048", "--llm-timeout", "30", env={"OPENAI_API_KEY": "x"})
+        try:
+            with httpx.Client(base_url=server.base, follow_redirects=True, timeout=60) as client:
+                home = client.get(f"/?token={server.token}")
+                csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', home.text).group(1)
+                chat = client.post("/chat", data={"csrf": csrf, "line": "plan an experiment"})
+                assert chat.status_code == 200 and "a plan" in chat.text
+        finally:
+            server.close()
+    assert [request["max_tokens"] for request in llm.requests] == [512]
