@@ -114,18 +114,6 @@ class Designer:
         )[0]
         return draft_from_reply(reply.text, "designer:revise", reply.cut_off)
 
-    def design_messages(
-        self,
-        task: Problem,
-        elites: list[Elite],
-        reflection: str,
-        feedback: str | None,
-        refine: Elite | None,
-        k: int,
-    ) -> list:
-        """The messages of `design_prompt`."""
-        return self.design_prompt(task, elites, reflection, feedback, refine, k).messages
-
     def design_prompt(
         self,
         task: Problem,

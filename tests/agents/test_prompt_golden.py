@@ -52,7 +52,7 @@ def prompts() -> dict[str, str]:
     designer = Designer(model=None, temperature=0.7)  # type: ignore[arg-type]  # only renders
     texts = {}
     for kind, refine in (("exploit", elites[0]), ("explore", None)):
-        messages = designer.design_messages(task, elites, reflection, feedback, refine, 1)
+        messages = designer.design_prompt(task, elites, reflection, feedback, refine, 1).messages
         texts[kind] = "\n".join(m.content for m in messages)
         texts[f"{kind}_user"] = messages[1].content
     return texts

@@ -56,7 +56,7 @@ def long_generation_two(task_text_repeats: int = 3):
 def test_a_prompt_the_real_server_refuses_is_shortened_until_it_fits(llama_server):
     task, elites, reflection = long_generation_two()
     renderer = Designer(model=None, temperature=0.2)  # type: ignore[arg-type]  # renders, unfitted
-    unfitted = renderer.design_messages(task, elites, reflection, None, None, 1)
+    unfitted = renderer.design_prompt(task, elites, reflection, None, None, 1).messages
     body = {"model": MODEL_ID, "max_tokens": 8,
             "messages": [{"role": "system" if m.type == "system" else "user", "content": m.content}
                          for m in unfitted]}

@@ -187,7 +187,7 @@ def test_the_characters_per_token_are_learnt_from_the_servers_count(openai_serve
     chars = sum(len(m["content"]) for m in sent)
     words = sum(len(m["content"].split()) for m in sent)
     assert model.chars_per_token == pytest.approx(0.9 * chars / words)
-    uncalibrated = Designer(model=None, temperature=0.0).design_messages(long_task, [], "", None, None, 1)
+    uncalibrated = Designer(model=None, temperature=0.0).design_prompt(long_task, [], "", None, None, 1).messages
     budget = 4096 - model.reply_tokens()
     assert messages_tokens(uncalibrated) > budget >= messages_tokens(uncalibrated, model.chars_per_token)
     team.designer.design(long_task, 1, [], "")
