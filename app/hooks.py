@@ -3,11 +3,12 @@ the end (the engine calls these through `graph.context.RunHooks`, never imports 
 
 from __future__ import annotations
 
-from lero.app.report import write_report
+from lero.app.report import write_report_files
 from lero.app.tensorboard import write_job_scalars
 from lero.graph.context import CancelScope, RunHooks
 from lero.graph.rundir import RunDir
 from lero.graph.runner import Front
+from lero.graph.summary import load_run, summarize
 from lero.sandbox import JobResult
 
 
@@ -17,8 +18,9 @@ def export_job(rundir: RunDir, candidate_id: str, seed: int, result: JobResult) 
 
 
 def report_files(rundir: RunDir) -> None:
-    """report.md and plots/ beside the engine's report.json."""
-    write_report(rundir.path)
+    """report.md and plots/ beside the report.json the engine has just written."""
+    run = load_run(rundir.path)
+    write_report_files(run, summarize(run))
 
 
 def app_front(cancels: CancelScope | None = None) -> Front:

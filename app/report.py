@@ -20,7 +20,6 @@ from lero.graph.summary import (
     load_run,
     metric_names,
     summarize,
-    write_summary,
 )
 
 UNREADABLE = "unreadable"  # the status of a listed run whose files cannot be read
@@ -186,14 +185,23 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
 
 
 def write_report(run_dir: str | Path) -> dict:
-    """Build report.json, report.md and plots/*.png in run_dir; returns the report.json dict."""
+    """Rebuild report.json, report.md and plots/*.png in run_dir (`lero report`); returns the
+    report.json dict."""
+    run = load_run(run_dir)
+    summary = summarize(run)
+    run.rundir.write_summary(summary)
+    write_report_files(run, summary)
+    return summary
+
+
+def write_report_files(run: RunFiles, summary: dict) -> None:
+    """report.md and plots/*.png for a run whose report.json is `summary` (the engine writes
+    report.json itself at the end of a run; this adds what people read)."""
     from lero.app.plots import (  # matplotlib: only when plotting
         plot_fitness,
         plot_learning_curves,
     )
 
-    summary = write_summary(run_dir)
-    run = load_run(run_dir)
     plots = {"fitness": run.rundir.write_plot(
         "fitness.png", plot_fitness(summary["generations"], summary["baseline"]["fitness"]))}
     best = best_candidate(run)
@@ -205,7 +213,6 @@ def write_report(run_dir: str | Path) -> dict:
     if curves:
         plots["learning_curves"] = run.rundir.write_plot("learning_curves.png", plot_learning_curves(curves))
     run.rundir.write_report_md(render_markdown(run, summary, plots))
-    return summary
 
 
 def _reason(error: Exception) -> str:
