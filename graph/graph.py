@@ -15,7 +15,6 @@ supply one (the `langgraph dev` host, `graph.server`).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -79,20 +78,14 @@ def recursion_limit(spec: RunSpec) -> int:
     return 10 + spec.generations * per_generation
 
 
-def _with_context(step: Callable[..., Any], context_for: ContextFor) -> Callable[..., Any]:
-    """`step` run with the runtime context `context_for` supplies (hosts that pass none)."""
-    wants_runtime = "runtime" in inspect.signature(step).parameters
-    wants_config = "config" in inspect.signature(step).parameters
+def _with_context(node: Callable[..., Any], context_for: ContextFor) -> Callable[..., Any]:
+    """`node(state, runtime)` run with the runtime context `context_for` supplies (hosts that
+    pass none)."""
 
     def run(state: dict[str, Any], runtime: Runtime, config: RunnableConfig) -> Any:
-        kwargs: dict[str, Any] = {}
-        if wants_runtime:
-            kwargs["runtime"] = runtime.override(context=context_for(state, config))
-        if wants_config:
-            kwargs["config"] = config
-        return step(state, **kwargs)
+        return node(state, runtime.override(context=context_for(state, config)))
 
-    run.__name__ = step.__name__
+    run.__name__ = node.__name__
     return run
 
 
@@ -100,8 +93,8 @@ def build_graph(context_for: ContextFor | None = None) -> StateGraph:
     """The uncompiled graph (compile with a checkpointer for durable runs). Nodes read
     `runtime.context`; `context_for` supplies it where the caller passes none."""
 
-    def bound(step: Callable[..., Any]) -> Callable[..., Any]:
-        return step if context_for is None else _with_context(step, context_for)
+    def bound(node: Callable[..., Any]) -> Callable[..., Any]:
+        return node if context_for is None else _with_context(node, context_for)
 
     # a host's own context (a server passes `configurable` as one) is replaced, not parsed
     builder = StateGraph(RunState, context_schema=RunContext if context_for is None else None)
