@@ -22,7 +22,7 @@ from rich.markup import escape
 
 from lero.app.console import Asker
 from lero.graph.configuration import APPROVE_MODES, CANDIDATE_ID, RunError, RunSpec, check_run_id
-from lero.graph.rundir import CODE_FILE, REPORT_MD, RESULT_FILE, REVIEW_FILE, RunDir
+from lero.graph.rundir import CODE_FILE, RESULT_FILE, REVIEW_FILE, RunDir
 from lero.graph.trust import confirm_env, confirm_hint, job_env
 
 if TYPE_CHECKING:
@@ -261,7 +261,7 @@ class ExperimentDesk:
         if isinstance(found, str):
             return found
         summary = write_report(found[1])
-        return json.dumps(summary, indent=2) + f"\nreport: {found[1] / REPORT_MD}"
+        return json.dumps(summary, indent=2) + f"\nreport: {RunDir(found[1]).report_md_path}"
 
     # -- reaching the desk
 
