@@ -280,16 +280,6 @@ class ChatModel:
             replies.extend(generated[: n - len(replies)])
         return [self._continued(role, messages, reply, params) if reply.cut_off else reply for reply in replies]
 
-    def complete(
-        self,
-        role: str,
-        messages: Sequence[BaseMessage],
-        n: int = 1,
-        temperature: float | None = None,
-    ) -> list[str]:
-        """The texts of `replies`."""
-        return [reply.text for reply in self.replies(role, messages, n, temperature)]
-
     def _continued(self, role: str, messages: Sequence[BaseMessage], cut: Reply, params: dict) -> Reply:
         """`cut` and one continuation of it, when the window has room for more reply."""
         follow_up = [*messages, AIMessage(cut.text), HumanMessage(CONTINUE)]

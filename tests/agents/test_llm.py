@@ -15,6 +15,11 @@ from tests.support.openai_server import OpenAIServer, Reply
 QUESTION = [SystemMessage("You are the designer"), HumanMessage("write the module")]
 
 
+def texts(model: ChatModel, role: str, messages: list, n: int = 1) -> list[str]:
+    """The reply texts of one `replies` call."""
+    return [reply.text for reply in model.replies(role, messages, n)]
+
+
 def make_model(server: OpenAIServer, calls: list | None = None, **overrides: object) -> ChatModel:
     cfg = llm_config(server, **overrides)
     on_call = None if calls is None else (lambda role, info: calls.append(info))
@@ -24,7 +29,7 @@ def make_model(server: OpenAIServer, calls: list | None = None, **overrides: obj
 def test_reply_text_and_request_shape(openai_server):
     openai_server.push(markdown_reply())
     model = make_model(openai_server)
-    assert model.complete("designer", QUESTION) == [markdown_reply()]
+    assert texts(model, "designer", QUESTION) == [markdown_reply()]
     request = openai_server.requests[0]
     assert request["model"] == "test-model"
     assert request["messages"][0] == {"role": "system", "content": "You are the designer"}
@@ -33,7 +38,7 @@ def test_reply_text_and_request_shape(openai_server):
 
 def test_n_choices_in_one_request(openai_server):
     openai_server.push(Reply(content=["a", "b", "c"]))
-    assert make_model(openai_server).complete("designer", QUESTION, n=3) == ["a", "b", "c"]
+    assert texts(make_model(openai_server), "designer", QUESTION, n=3) == ["a", "b", "c"]
     assert len(openai_server.requests) == 1
     assert openai_server.requests[0]["n"] == 3
 
@@ -42,13 +47,13 @@ def test_server_ignoring_n_gets_one_request_per_reply():
     with OpenAIServer(honour_n=False) as server:
         server.push("one", "two", "three")
         model = make_model(server)
-        assert model.complete("designer", QUESTION, n=3) == ["one", "two", "three"]
+        assert texts(model, "designer", QUESTION, n=3) == ["one", "two", "three"]
         assert [r.get("n") for r in server.requests] == [3, 1, 1]
 
 
 def test_server_refusing_n_falls_back_to_single_requests(openai_server):
     openai_server.push(Reply(status=400, error_message="n > 1 is not supported"), "x", "y")
-    assert make_model(openai_server).complete("designer", QUESTION, n=2) == ["x", "y"]
+    assert texts(make_model(openai_server), "designer", QUESTION, n=2) == ["x", "y"]
     assert [r.get("n") for r in openai_server.requests] == [2, 1, 1]
 
 
@@ -56,7 +61,7 @@ def test_429_honours_retry_after(openai_server):
     openai_server.push(Reply(status=429, headers={"Retry-After": "1"}), "done")
     calls: list = []
     model = make_model(openai_server, calls, retry_base_s=0.001)
-    assert model.complete("critic", QUESTION) == ["done"]
+    assert texts(model, "critic", QUESTION) == ["done"]
     assert len(openai_server.requests) == 2
     assert calls[-1]["attempts"] == 2
     assert calls[-1]["elapsed_s"] >= 0.9  # waited what the server asked, not the 1 ms backoff
@@ -64,21 +69,21 @@ def test_429_honours_retry_after(openai_server):
 
 def test_500_then_success(openai_server):
     openai_server.push(Reply(status=500), Reply(status=503), "recovered")
-    assert make_model(openai_server).complete("critic", QUESTION) == ["recovered"]
+    assert texts(make_model(openai_server), "critic", QUESTION) == ["recovered"]
     assert len(openai_server.requests) == 3
 
 
 def test_transient_failures_exhaust_retries(openai_server):
     openai_server.push(*[Reply(status=502) for _ in range(3)])
     with pytest.raises(LLMError, match=r"after 3 attempt\(s\): HTTP 502"):
-        make_model(openai_server, max_retries=2).complete("critic", QUESTION)
+        texts(make_model(openai_server, max_retries=2), "critic", QUESTION)
 
 
 def test_a_timed_out_request_is_not_sent_again_to_a_server_that_cannot_say_it_is_idle(openai_server):
     openai_server.push(Reply(content="late", delay_s=3.0), "would be a second copy")
     calls: list = []
     with pytest.raises(LLMError, match=r"timed out after 0.5 s \(raise --llm-timeout"):
-        make_model(openai_server, calls, timeout_s=0.5).complete("designer", QUESTION)
+        texts(make_model(openai_server, calls, timeout_s=0.5), "designer", QUESTION)
     assert len(openai_server.requests) == 1  # the busy server got no second copy
     assert calls[-1]["status"] == "error" and calls[-1]["attempts"] == 1
 
@@ -90,7 +95,7 @@ def test_after_a_timeout_the_request_waits_until_the_slots_are_idle(openai_serve
     waits: list[float] = []
     cfg = llm_config(openai_server, timeout_s=0.5)
     model = ChatModel(cfg, UsageLedger(), sleep=waits.append)
-    assert model.complete("designer", QUESTION) == ["in time"]
+    assert texts(model, "designer", QUESTION) == ["in time"]
     assert len(openai_server.requests) == 2
     assert openai_server.slot_polls == 4 and len(waits) == 2  # resent only once a poll said idle
 
@@ -98,14 +103,14 @@ def test_after_a_timeout_the_request_waits_until_the_slots_are_idle(openai_serve
 def test_stalled_every_time_fails_with_one_line(openai_server):
     openai_server.push(*[Reply(content="late", delay_s=2.0) for _ in range(2)])
     with pytest.raises(LLMError, match="timed out") as caught:
-        make_model(openai_server, timeout_s=0.5, max_retries=1).complete("designer", QUESTION)
+        texts(make_model(openai_server, timeout_s=0.5, max_retries=1), "designer", QUESTION)
     assert "\n" not in str(caught.value)
 
 
 def test_401_fails_at_once_without_retry(openai_server):
     openai_server.push(Reply(status=401, error_message="invalid api key"), "never sent")
     with pytest.raises(LLMError, match=r"HTTP 401.*OPENAI_API_KEY") as caught:
-        make_model(openai_server).complete("designer", QUESTION)
+        texts(make_model(openai_server), "designer", QUESTION)
     assert len(openai_server.requests) == 1
     assert "\n" not in str(caught.value)
 
@@ -113,7 +118,7 @@ def test_401_fails_at_once_without_retry(openai_server):
 def test_unknown_model_404_fails_at_once(openai_server):
     openai_server.push(Reply(status=404, error_message="model 'nope' does not exist"))
     with pytest.raises(LLMError, match="HTTP 404"):
-        make_model(openai_server).complete("designer", QUESTION)
+        texts(make_model(openai_server), "designer", QUESTION)
     assert len(openai_server.requests) == 1
 
 
@@ -124,9 +129,9 @@ def test_token_accounting_per_role(openai_server):
         llm_config(openai_server), on_call=lambda role, info: calls.append((role, info))
     )
     model = team.critic.model
-    model.complete("designer", [HumanMessage("four words of prompt")])
-    model.complete("designer", [HumanMessage("two words")], n=2)
-    model.complete("critic", [HumanMessage("x")])
+    texts(model, "designer", [HumanMessage("four words of prompt")])
+    texts(model, "designer", [HumanMessage("two words")], n=2)
+    texts(model, "critic", [HumanMessage("x")])
     usage = team.usage()
     assert usage["by_role"]["designer"] == {
         "requests": 2,
@@ -142,19 +147,19 @@ def test_token_accounting_per_role(openai_server):
 def test_request_budget_stops_generation(openai_server):
     openai_server.push("a", "b", "c")
     model = make_model(openai_server, max_requests=2)
-    model.complete("designer", QUESTION)
-    model.complete("designer", QUESTION)
+    texts(model, "designer", QUESTION)
+    texts(model, "designer", QUESTION)
     with pytest.raises(BudgetExceeded, match="request budget"):
-        model.complete("designer", QUESTION)
+        texts(model, "designer", QUESTION)
     assert len(openai_server.requests) == 2
 
 
 def test_token_budget_stops_generation(openai_server):
     openai_server.push("many words in this reply", "more")
     model = make_model(openai_server, max_tokens=5)
-    model.complete("designer", QUESTION)
+    texts(model, "designer", QUESTION)
     with pytest.raises(BudgetExceeded, match="token budget"):
-        model.complete("designer", QUESTION)
+        texts(model, "designer", QUESTION)
 
 
 def test_from_spec_reads_environment(monkeypatch):
@@ -199,10 +204,10 @@ def test_reply_without_choices_is_an_error(openai_server):
     }
     openai_server.push(Reply(body=empty))
     with pytest.raises(LLMError, match="no choices"):
-        make_model(openai_server).complete("designer", QUESTION)
+        texts(make_model(openai_server), "designer", QUESTION)
 
 
 def test_malformed_json_body_is_an_error(openai_server):
     openai_server.push(Reply(body={"unexpected": True}))
     with pytest.raises(LLMError, match="designer LLM request failed"):
-        make_model(openai_server).complete("designer", QUESTION)
+        texts(make_model(openai_server), "designer", QUESTION)
