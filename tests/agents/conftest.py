@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from lero.agents import LLMConfig, Problem
+from lero.agents.llm import ChatModel
 from lero.training.envs.registry import task_spec
 from tests.support.openai_server import OpenAIServer
 
@@ -53,3 +54,8 @@ def llm_config(server: OpenAIServer, **overrides: object) -> LLMConfig:
         api_key="test-key",
         **settings,
     )
+
+
+def texts(model: ChatModel, role: str, messages: list, n: int = 1) -> list[str]:
+    """The reply texts of one `replies` call."""
+    return [reply.text for reply in model.replies(role, messages, n)]

@@ -8,16 +8,11 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from lero.agents import BudgetExceeded, LLMConfig, LLMError, make_team
 from lero.agents.config import _announce_offline_default
 from lero.agents.llm import ChatModel, UsageLedger
-from tests.agents.conftest import llm_config
+from tests.agents.conftest import llm_config, texts
 from tests.agents.samples import markdown_reply
 from tests.support.openai_server import OpenAIServer, Reply
 
 QUESTION = [SystemMessage("You are the designer"), HumanMessage("write the module")]
-
-
-def texts(model: ChatModel, role: str, messages: list, n: int = 1) -> list[str]:
-    """The reply texts of one `replies` call."""
-    return [reply.text for reply in model.replies(role, messages, n)]
 
 
 def make_model(server: OpenAIServer, calls: list | None = None, **overrides: object) -> ChatModel:

@@ -12,7 +12,7 @@ from lero.agents.extract import CUT_OFF, extract_code
 from lero.agents.fit import LEFT_OUT, SHORTENED, messages_tokens
 from lero.agents.llm import CONTINUE, ChatModel, UsageLedger, about
 from lero.agents.probe import DEFAULT_CONTEXT_TOKENS, context_window
-from tests.agents.conftest import llm_config
+from tests.agents.conftest import llm_config, texts
 from tests.agents.samples import GOOD_MODULE, markdown_reply
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -48,7 +48,7 @@ def test_max_tokens_leaves_the_window_room_and_is_recorded(openai_server):
     openai_server.props = {"default_generation_settings": {"n_ctx": 2048}}
     openai_server.push("ok")
     model, calls = recorded(openai_server, reply_tokens=1024)
-    model.complete("critic", QUESTION)
+    texts(model, "critic", QUESTION)
     assert openai_server.requests[0]["max_tokens"] == 512  # a quarter of 2048
     assert calls[0]["window"] == 2048 and calls[0]["window_source"] == "llama-server /props"
 
@@ -57,7 +57,7 @@ def test_tokens_are_estimated_and_marked_when_the_server_sends_no_usage(openai_s
     openai_server.usage = False
     openai_server.push("a reply of some length")
     model, calls = recorded(openai_server)
-    model.complete("designer", QUESTION)
+    texts(model, "designer", QUESTION)
     assert calls[0]["tokens_estimated"] is True
     assert calls[0]["prompt_tokens"] == messages_tokens(QUESTION) > 0
     assert calls[0]["completion_tokens"] > 0
@@ -69,8 +69,8 @@ def test_a_template_without_a_system_role_gets_it_as_the_first_user_turn(openai_
     openai_server.reject_system = status
     openai_server.push("first", "second")
     model, calls = recorded(openai_server)
-    assert model.complete("designer", QUESTION) == ["first"]
-    assert model.complete("critic", QUESTION) == ["second"]
+    assert texts(model, "designer", QUESTION) == ["first"]
+    assert texts(model, "critic", QUESTION) == ["second"]
     refused, resent, direct = openai_server.requests
     assert refused["messages"][0]["role"] == "system"
     for request in (resent, direct):  # once learnt, no system message is sent again
@@ -112,7 +112,7 @@ def test_every_request_is_recorded_with_prompt_reply_tokens_and_candidate(openai
     openai_server.push(Reply(content=["a b", "c"]))
     model, calls = recorded(openai_server)
     with about("0-1"):
-        model.complete("designer", QUESTION, n=2)
+        texts(model, "designer", QUESTION, 2)
     [call] = calls
     assert call["candidate_id"] == "0-1" and call["role"] == "designer" and call["status"] == "ok"
     assert call["prompt"] == [{"role": "system", "content": "You are the designer"},
