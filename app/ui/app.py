@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from markupsafe import Markup
 from starlette.applications import Starlette
@@ -32,13 +32,15 @@ from lero.app.ui import views
 from lero.app.ui.auth import CSRF_FIELD, TokenGate, checked_form, cookie_name, csrf_token
 from lero.app.ui.chat import ChatSession
 from lero.app.ui.workers import Workers
-from lero.graph.configuration import CANDIDATE_ID, RUN_ID, RunError, RunSpec
+from lero.graph.configuration import APPROVE_MODES, CANDIDATE_ID, RUN_ID, RunError, RunSpec
 from lero.graph.rundir import SPEC_FILE, RunDir, parse_events
 from lero.graph.summary import load_run
 
 HERE = Path(__file__).parent
 STREAM_POLL_S = 0.25  # how often the SSE stream looks at the run directory
-START_FIELDS = ("env", "algo", "generations", "population", "steps", "seeds", "llm", "sandbox", "approve", "run_id")
+START_FIELDS = ("env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url", "llm_timeout_s",
+                "context_tokens", "sandbox", "approve", "run_id")
+FLAG = {"llm_timeout_s": "--llm-timeout"}  # the start fields whose flag is not the field's name
 DRIVEN_ELSEWHERE = "another process (lero resume or lero run) is driving this run now; wait for it to stop"
 TERMINAL_STATUSES = ("completed", "failed", "interrupted", "stopped")
 
@@ -82,8 +84,26 @@ async def runs_page(request: Request, error: str | None = None, form: dict | Non
     for row in rows:
         if request.app.state.workers.busy(row["run_id"]) and row["status"] == "interrupted":
             row["status"] = "resuming"
-    return page(request, "runs.html", {"rows": rows, "error": error, "form": form or {},
-                                        "runs_dir": request.app.state.runs_dir}, status_code)
+    return page(request, "runs.html", {"rows": rows, "error": error, "form": {**start_defaults(), **(form or {})},
+                                        "choices": start_choices(), "runs_dir": request.app.state.runs_dir},
+                status_code)
+
+
+def start_defaults() -> dict[str, str]:
+    """The start form's values before anyone types: RunSpec's own defaults, as `lero run` has them."""
+    fields = RunSpec.model_fields
+    return {name: "" if fields[name].default is None else str(fields[name].default)
+            for name in START_FIELDS if name in fields}
+
+
+def start_choices() -> dict[str, Any]:
+    """The start form's menus and hints, from their owners: the algorithm table, RunSpec's
+    choices, the LLM layer's request timeout."""
+    from lero.agents.config import DEFAULT_TIMEOUT_S
+    from lero.training import ALGOS
+
+    return {"algo": ALGOS, "sandbox": get_args(RunSpec.model_fields["sandbox"].annotation),
+            "approve": APPROVE_MODES, "llm_timeout_s": DEFAULT_TIMEOUT_S}
 
 
 def spec_from_form(form: FormData, runs_dir: str) -> RunSpec:
@@ -94,7 +114,7 @@ def spec_from_form(form: FormData, runs_dir: str) -> RunSpec:
     for name in START_FIELDS:
         value = str(form.get(name, "")).strip()
         if value:
-            argv += [f"--{name.replace('_', '-')}", value]
+            argv += [FLAG.get(name, f"--{name.replace('_', '-')}"), value]
     for pair in str(form.get("env_args", "")).replace(",", " ").split():
         argv += ["--env-arg", pair]
     args = build_parser().parse_args(argv)

@@ -156,3 +156,26 @@ def test_lero_ui_gives_its_assistant_the_llm_timeout_and_window(tmp_path):
         finally:
             server.close()
     assert [request["max_tokens"] for request in llm.requests] == [512]
+
+
+def test_the_start_form_shows_lero_runs_defaults_and_passes_the_llm_settings(client):
+    """The form's values and menus come from RunSpec and the algorithm table, so a run started
+    from the page untouched is the run `lero run` would start; the LLM fields reach its spec."""
+    from lero.app.ui.app import spec_from_form
+    from lero.training import ALGOS
+
+    html = client.get(f"/?token={TOKEN}").text
+    defaults = RunSpec()
+    for name in ("env", "generations", "population", "steps", "seeds"):
+        assert re.search(rf'name="{name}" value="{getattr(defaults, name)}"', html), name
+    menus = {name: re.findall(r"<option( selected)?>([\w-]+)</option>",
+                              re.search(rf'<select name="{name}">(.*?)</select>', html).group(1))
+             for name in ("algo", "sandbox", "approve")}
+    assert [choice for _, choice in menus["algo"]] == list(ALGOS)
+    assert {name: [c for s, c in options if s] for name, options in menus.items()} == {
+        "algo": [defaults.algo], "sandbox": [defaults.sandbox], "approve": [defaults.approve]}
+    form = FormData([("llm", "openai:m"), ("base_url", "http://127.0.0.1:9/v1"), ("llm_timeout_s", "1200"),
+                     ("context_tokens", "4096"), ("seeds", "")])
+    spec = spec_from_form(form, "runs")
+    assert (spec.llm_timeout_s, spec.context_tokens, spec.base_url) == (1200.0, 4096, "http://127.0.0.1:9/v1")
+    assert spec.seeds == defaults.seeds
