@@ -8,7 +8,7 @@ from typing import IO, Any
 from rich.console import Console
 
 from lero.app.console import Asker
-from lero.app.desk import ExperimentDesk, assistant_chat, offline_chat
+from lero.app.desk import ExperimentDesk, assistant_chat, chat_run_fields, offline_chat
 from lero.graph.configuration import DEFAULT_RUNS_DIR, llm_settings
 
 
@@ -29,10 +29,7 @@ def run_chat(
     settings = settings or {}
     cfg = LLMConfig.from_spec(llm, base_url=base_url, **llm_settings(settings))
     io = Asker(console, stdin)
-    spec_llm = "offline" if cfg.backend == "offline" else f"openai:{cfg.model}"
-    desk = ExperimentDesk(
-        io, base={"llm": spec_llm, "base_url": cfg.base_url, "runs_dir": runs_dir, **settings}
-    )
+    desk = ExperimentDesk(io, base=chat_run_fields(cfg, runs_dir, settings))
     if cfg.backend == "offline":
         return offline_chat(desk)
     return assistant_chat(desk, cfg)

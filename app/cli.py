@@ -351,9 +351,9 @@ def cmd_ui(args: argparse.Namespace, console: Console) -> int:
     from lero.app.ui import serve
 
     fields = llm_fields(args.llm, args.model, args.base_url)
-    settings = llm_settings(llm_setting_fields(args))
+    given = llm_setting_fields(args)
     serve(str(args.runs_dir), args.host, args.port,
-          LLMConfig.from_spec(fields["llm"], base_url=fields["base_url"], **settings))
+          LLMConfig.from_spec(fields["llm"], base_url=fields["base_url"], **llm_settings(given)), llm_settings=given)
     return EXIT_OK
 
 

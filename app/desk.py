@@ -30,6 +30,13 @@ if TYPE_CHECKING:
     from lero.training.envs.registry import ConfirmedEnv
 
 DEFAULT_CHAT_SPEC: dict[str, Any] = {"approve": "spec"}
+
+
+def chat_run_fields(cfg: LLMConfig, runs_dir: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """What the runs a chat starts take from its model: the same model and server, and the LLM
+    settings the command line gave (RunSpec-named: `llm_timeout_s`, `context_tokens`)."""
+    llm = "offline" if cfg.backend == "offline" else f"openai:{cfg.model}"
+    return {"llm": llm, "base_url": cfg.base_url, "runs_dir": runs_dir, **settings}
 FIXED_FIELDS = ("runs_dir",)  # where runs go is the person's command line, not the chat's
 STEP_ALIASES = {"k": 1_000, "m": 1_000_000}
 

@@ -32,9 +32,11 @@ def is_loopback(host: str) -> bool:
 
 
 def serve(runs_dir: str = DEFAULT_RUNS_DIR, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, llm_cfg: Any = None,
-          token: str | None = None, announce: Callable[[str], None] | None = None) -> None:
+          token: str | None = None, announce: Callable[[str], None] | None = None,
+          llm_settings: dict[str, Any] | None = None) -> None:
     """Run the server until Ctrl-C; workers it started are stopped on the way out
-    (their runs stay resumable)."""
+    (their runs stay resumable). `llm_settings`: RunSpec's LLM settings the command line gave,
+    kept by the runs the chat page starts."""
     import uvicorn
 
     from lero.agents import LLMConfig
@@ -45,7 +47,7 @@ def serve(runs_dir: str = DEFAULT_RUNS_DIR, host: str = DEFAULT_HOST, port: int 
     if not is_loopback(host):
         announce(f"lero ui: warning: binding {host} exposes the UI (and every run it can start) beyond "
                  "this machine; anyone who gets the URL with its token can drive runs")
-    app = create_app(runs_dir, token, port, llm_cfg or LLMConfig.from_spec(None))
+    app = create_app(runs_dir, token, port, llm_cfg or LLMConfig.from_spec(None), llm_settings=llm_settings)
 
     class Server(uvicorn.Server):
         async def startup(self, sockets=None) -> None:

@@ -27,6 +27,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from lero.app.desk import chat_run_fields
 from lero.app.report import fmt_number
 from lero.app.ui import views
 from lero.app.ui.auth import CSRF_FIELD, TokenGate, checked_form, cookie_name, csrf_token
@@ -330,8 +331,7 @@ def _chat(request: Request, fresh: bool = False) -> ChatSession:
         if state.chat is not None:
             state.chat.close()
         cfg = state.llm_cfg
-        base = {"llm": "offline" if cfg.backend == "offline" else f"openai:{cfg.model}",
-                "base_url": cfg.base_url, "runs_dir": state.runs_dir}
+        base = chat_run_fields(cfg, state.runs_dir, state.llm_settings)
 
         def launch(spec: RunSpec, confirm: str | None) -> str:
             state.workers.start(spec.model_copy(update={"runs_dir": state.runs_dir}), confirm=confirm)
@@ -369,7 +369,8 @@ async def http_error(request: Request, exc: Exception) -> Response:
                 status_code=exc.status_code)
 
 
-def create_app(runs_dir: str, token: str, port: int, llm_cfg: Any, cwd: Path | None = None) -> Starlette:
+def create_app(runs_dir: str, token: str, port: int, llm_cfg: Any, cwd: Path | None = None,
+               llm_settings: dict[str, Any] | None = None) -> Starlette:
     """The application; `runs_dir` is used as given (relative to `cwd`, like the CLI)."""
     routes = [
         Route("/", runs_page),
@@ -392,5 +393,6 @@ def create_app(runs_dir: str, token: str, port: int, llm_cfg: Any, cwd: Path | N
     app.state.csrf = csrf_token(token)
     app.state.workers = Workers(runs_dir, cwd)
     app.state.llm_cfg = llm_cfg
+    app.state.llm_settings = llm_settings or {}  # RunSpec-named, kept by the runs the chat page starts
     app.state.chat = None
     return app

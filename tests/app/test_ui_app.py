@@ -6,6 +6,7 @@ directories are written by the engine's own writer (graph.rundir.RunDir).
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -137,7 +138,8 @@ def test_pending_question_is_the_last_unanswered_interrupt(tmp_path):
 
 def test_lero_ui_gives_its_assistant_the_llm_timeout_and_window(tmp_path):
     """`lero ui --context-tokens 2048`: the chat page's assistant asks for a quarter of that
-    window per reply (512 tokens; the default window, 4096, would give 1024)."""
+    window per reply (512 tokens; the default window, 4096, would give 1024), and the experiment
+    it drafts keeps both settings for the run it starts."""
     import httpx
 
     from tests.support.openai_server import OpenAIServer
@@ -153,6 +155,8 @@ def test_lero_ui_gives_its_assistant_the_llm_timeout_and_window(tmp_path):
                 csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', home.text).group(1)
                 chat = client.post("/chat", data={"csrf": csrf, "line": "plan an experiment"})
                 assert chat.status_code == 200 and "a plan" in chat.text
+                shown = html.unescape(client.post("/chat", data={"csrf": csrf, "line": "/spec"}).text)
+                assert '"llm_timeout_s": 30.0' in shown and '"context_tokens": 2048' in shown
         finally:
             server.close()
     assert [request["max_tokens"] for request in llm.requests] == [512]
@@ -179,3 +183,17 @@ def test_the_start_form_shows_lero_runs_defaults_and_passes_the_llm_settings(cli
     spec = spec_from_form(form, "runs")
     assert (spec.llm_timeout_s, spec.context_tokens, spec.base_url) == (1200.0, 4096, "http://127.0.0.1:9/v1")
     assert spec.seeds == defaults.seeds
+
+
+def test_runs_from_the_chat_page_keep_the_llm_settings_lero_ui_was_given(tmp_path, monkeypatch):
+    """`lero ui --llm-timeout 30 --context-tokens 2048`: the chat page's draft experiment (the
+    spec its run is started from) keeps both, as `lero chat`'s does."""
+    monkeypatch.chdir(tmp_path)
+    settings = {"llm_timeout_s": 30.0, "context_tokens": 2048}
+    app = create_app("runs", TOKEN, 8765, LLMConfig.from_spec("offline"), cwd=tmp_path, llm_settings=settings)
+    with TestClient(app, base_url="http://127.0.0.1:8765") as test_client:
+        assert test_client.get(f"/chat?token={TOKEN}").status_code == 200
+        spec = app.state.chat.desk.spec
+    app.state.chat.close()
+    app.state.workers.close()
+    assert (spec.llm_timeout_s, spec.context_tokens, spec.runs_dir) == (30.0, 2048, str(tmp_path / "runs"))
