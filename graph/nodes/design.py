@@ -152,8 +152,9 @@ def _revise_one(res: RunContext, candidate: Candidate) -> Candidate:
     last = candidate["review"] or {}
     review = Review(verdict="revise", points=list(last.get("points", [])), text=last.get("text", ""))
     draft = res.team.designer.revise(res.task, candidate["code"], review)
-    if draft.code is None:  # a failed rewrite keeps the reviewed code
-        return _unrevised(res, candidate)
+    if draft.code is None:  # a failed rewrite keeps the reviewed code; review.md says why
+        failed = {"verdict": "revision failed", "text": draft.error or "", "by": "designer", "code_sha": ""}
+        return _unrevised(res, {**candidate, "reviews": [*candidate.get("reviews", []), failed]})
     by_human = candidate.get("human") == "comment"
     note = {"verdict": "revised", "text": prose(draft.reply), "by": "designer", "code_sha": ""}
     return {

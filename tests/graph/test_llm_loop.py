@@ -262,3 +262,21 @@ def test_exploit_fraction_flag_is_validated_at_the_edge(tmp_path, monkeypatch, c
     assert code == 2 and err.startswith("lero: error:") and "exploit_fraction" in err and "\n" not in err
     assert not (tmp_path / "runs").exists()
     assert RunSpec.parse({"exploit_fraction": 0.25}).exploit_fraction == 0.25
+
+
+@pytest.mark.slow
+def test_a_failed_revision_keeps_the_reviewed_code_and_review_md_says_why(tmp_path):
+    """The designer answers the critic's revise with prose only: the reviewed code goes on to
+    training, and review.md records the failed rewrite with the designer's error."""
+    script = Script(first_designs=[module(0.3)],
+                    verdicts=["VERDICT: revise\n- the near term is too strong: scale it to 0.1"])
+    designs = iter([script, lambda request: Reply("I would rather not change it.")])
+    with OpenAIServer() as server:
+        server.script = lambda request: (next(designs) if role(request) == "designer" else script)(request)
+        outcome = start_run(llm_spec(tmp_path, server), RecordingUI())
+    assert outcome.status == "completed"
+    folder = outcome.run_dir / "candidates" / "0-0"
+    review_md = (folder / "review.md").read_text()
+    assert "(designer): revision failed\n\nthe reply contains no Python code block" in review_md
+    assert "0.3 * near" in (folder / "candidate.py").read_text()
+    assert read(folder / "result.json")["status"] == "ok"
