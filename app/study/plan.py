@@ -28,6 +28,11 @@ class Plan:
     hparams: dict[str, dict[str, Any]]
     generations: dict[str, Any] | None  # what the run's generations added over generation 0
     executor: dict[str, Any]  # {"executor", "ray_address"}: where jobs run, not what they give
+    arm_steps: dict[str, int]  # equal-compute arms (native@<K>x, native@loop) -> their env steps
+
+    def steps_of(self, arm: str) -> int:
+        """Env steps one training of ARM takes."""
+        return self.arm_steps.get(arm, self.steps)
 
     def sandbox_spec(self) -> RunSpec:
         """The settings `open_sandbox` reads, as a run with this env would have them."""
@@ -47,6 +52,7 @@ class Plan:
             "selection_eval_seed": SELECTION_EVAL_SEED,
             "eval_episodes": self.spec.eval_episodes,
             "hparams": self.hparams,
+            **({"arm_steps": self.arm_steps} if self.arm_steps else {}),  # a study without arms resumes as before
         }
 
     def cell_path(self, algo: str, variant: str, seed: int) -> Path:

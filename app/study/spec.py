@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from lero.app.study.variants import VARIANTS
+from lero.app.study.variants import LOOP_ARM, VARIANTS, check_arm
 from lero.graph.configuration import DEFAULT_RUNS_DIR, MAX_EVAL_EPISODES, MAX_STEPS, validated
 from lero.sandbox.runner import EVAL_SEED
 from lero.training.defaults import EVAL_EPISODES
@@ -22,6 +22,7 @@ FIRST_TRAIN_SEED = 1000  # the loop trains with seeds 0..seeds-1: studies use fr
 FIRST_EVAL_SEED = 100_000  # held-out episodes: seed FIRST_EVAL_SEED + i for training seed i
 DEFAULT_SEEDS = 5
 PAPER_ALGOS = ("mappo", "ippo", "vdn", "qmix")
+PAPER_SEEDS = 10  # Gorsane et al. (2022): 10 independent runs
 _STUDY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,95}$")
 
 
@@ -38,7 +39,7 @@ class StudySpec(BaseModel):
     env: str | None = None  # None = the run's (or simple_spread)
     env_kwargs: dict[str, Any] | None = None  # None = the run's (or the LERO default)
     algos: tuple[str, ...] = ()  # () = the run's algorithm (or mappo)
-    variants: tuple[str, ...] = VARIANTS
+    variants: tuple[str, ...] = VARIANTS  # and equal-compute arms: native@<K>x, native@loop
     seeds: int = Field(default=DEFAULT_SEEDS, ge=1, le=64)
     steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # None = the run's budget
     eval_episodes: int = Field(default=EVAL_EPISODES, ge=1, le=MAX_EVAL_EPISODES)
@@ -55,9 +56,14 @@ class StudySpec(BaseModel):
             raise ValueError("give a run id or a candidate file (one of them)")
         if self.candidate_id is not None and self.run_id is None:
             raise ValueError("candidate_id needs a run id")
-        unknown = [v for v in self.variants if v not in VARIANTS]
-        if unknown or not self.variants:
-            raise ValueError(f"variants must be among {', '.join(VARIANTS)}, got {list(self.variants)}")
+        if not self.variants:
+            raise ValueError(f"variants must be among {', '.join(VARIANTS)}, got none")
+        for arm in self.variants:
+            check_arm(arm)
+        if len(set(self.variants)) != len(self.variants):
+            raise ValueError(f"variants must not repeat, got {list(self.variants)}")
+        if LOOP_ARM in self.variants and self.run_id is None:
+            raise ValueError(f"{LOOP_ARM} needs a run id (the run's env steps are its budget)")
         if "native" not in self.variants:
             raise ValueError("variants must include native (every test is against it)")
         if self.study_id is not None and not _STUDY_ID.match(self.study_id):

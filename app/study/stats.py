@@ -160,6 +160,22 @@ def summary(values: Sequence[float]) -> dict[str, float | int | None]:
     }
 
 
+def poi_verdict(poi: dict[str, float]) -> str:
+    """"better" / "worse" when the probability of improvement's CI excludes 1/2, else "no difference"."""
+    if poi["ci_low"] > 0.5:
+        return "better"
+    if poi["ci_high"] < 0.5:
+        return "worse"
+    return "no difference"
+
+
+def value_at(steps: Sequence[float], values: Sequence[float], step: float) -> float | None:
+    """A logged curve's value at STEP (linear between log points; None past its end)."""
+    if not len(steps) or step > steps[-1]:
+        return None
+    return float(np.interp(step, steps, values))
+
+
 def hedges_g(treated: Sequence[float], control: Sequence[float]) -> float | None:
     """Standardised mean difference (treated - control) with Hedges' small-sample correction."""
     a, b = np.asarray(treated, np.float64), np.asarray(control, np.float64)
