@@ -138,7 +138,7 @@ def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
     hparams = {a: {**hparams.get(a, {}), **spec.hparams.get(a, {})} for a in algos}
     env_spec = RunSpec(env=env_name, env_kwargs=env_kwargs or {})  # names, bounds: the run's rules
     env = job_env(env_spec, confirm_env(env_name, confirm))
-    arms = "" if spec.variants == VARIANTS else "-" + "+".join(spec.variants)
+    arms = "" if spec.variants == VARIANTS else "-" + "_".join(spec.variants)
     study_id = spec.study_id or _slug(
         f"{source.get('candidate_id', Path(str(spec.candidate)).stem)}-{'+'.join(algos)}-{steps}steps-{spec.seeds}seeds{arms}"
     )

@@ -76,18 +76,23 @@ def _equal_compute(variant: dict[str, Any], longer: dict[str, Any]) -> dict[str,
     """A candidate variant against native trained longer, on held-out episodes (each at its own
     steps) and on the training curves at the variant's steps (equal steps)."""
     held_out = stats.compare(variant["per_seed"][CURVE], longer["per_seed"][CURVE])
-    at_steps = [stats.value_at(s, v, variant["steps"]) for s, v in longer["curves"]]
-    finals = [v[-1] for s, v in variant["curves"] if s]
+    seeds = min(len(variant["seeds"]), len(longer["seeds"]))
     row: dict[str, Any] = {
         "algo": variant["algo"], "arm": variant["variant"], "arm_steps": variant["steps"],
         "versus": longer["variant"], "versus_steps": longer["steps"],
-        "held_out": held_out, "held_out_verdict": stats.poi_verdict(held_out["poi"]),
+        "held_out": held_out, "held_out_verdict": stats.poi_verdict(held_out["poi"], seeds),
         "equal_steps": None, "equal_steps_verdict": None,
     }  # fmt: skip
-    if finals and at_steps and None not in at_steps:
-        poi = stats.probability_of_improvement([finals], [at_steps])
-        row["equal_steps"] = {"steps": variant["steps"], "arm_curve": finals, "versus_curve": at_steps, "poi": poi}
-        row["equal_steps_verdict"] = stats.poi_verdict(poi)
+    logged = [(s[-1], v[-1]) for s, v in variant["curves"] if s]  # the variant's last log point per seed
+    if not logged:
+        return row
+    step = min(s for s, _ in logged)  # the steps it trained (a rollout can overshoot the budget)
+    at_step = [stats.value_at(s, v, step) for s, v in longer["curves"]]
+    if at_step and None not in at_step:
+        finals = [v for _, v in logged]
+        poi = stats.probability_of_improvement([finals], [at_step])
+        row["equal_steps"] = {"steps": step, "arm_curve": finals, "versus_curve": at_step, "poi": poi}
+        row["equal_steps_verdict"] = stats.poi_verdict(poi, seeds)
     return row
 
 
@@ -156,13 +161,15 @@ def _interval(summary: dict[str, float] | None, key: str, ci: str) -> str:
 
 def equal_compute_sentences(rows: list[dict[str, Any]]) -> list[str]:
     """One plain sentence per comparison: which arm beats which, at what steps."""
-    said = {"better": "beats", "worse": "loses to", "no difference": "does not differ from"}
+    said = {"better": "beats", "worse": "loses to", "no difference": "does not differ from",
+            "too few seeds": "has too few seeds to be compared with"}
     lines = []
     for row in rows:
         text = (f"{row['algo']}: {row['arm']} at {row['arm_steps']} steps {said[row['held_out_verdict']]} "
                 f"{row['versus']} at {row['versus_steps']} steps on held-out episodes")  # fmt: skip
         if row["equal_steps_verdict"] is not None:
-            text += f", and {said[row['equal_steps_verdict']]} it at equal steps ({row['arm_steps']}, training curves)"
+            text += (f", and {said[row['equal_steps_verdict']]} it at equal steps "
+                     f"({row['equal_steps']['steps']:.0f}, training curves)")
         lines.append(f"- {text}.")
     return lines
 

@@ -23,6 +23,7 @@ BOOTSTRAP_SAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 CURVE_POINTS = 50
 PROFILE_POINTS = 101
+MIN_VERDICT_SEEDS = 3  # fewer seeds per arm: no "better" / "worse" verdict
 
 
 def _finite(value: float) -> float | None:
@@ -160,8 +161,11 @@ def summary(values: Sequence[float]) -> dict[str, float | int | None]:
     }
 
 
-def poi_verdict(poi: dict[str, float]) -> str:
-    """"better" / "worse" when the probability of improvement's CI excludes 1/2, else "no difference"."""
+def poi_verdict(poi: dict[str, float], seeds: int) -> str:
+    """"better" / "worse" when the probability of improvement's CI excludes 1/2, else "no
+    difference"; below MIN_VERDICT_SEEDS per arm the bootstrap CI is too coarse to say."""
+    if seeds < MIN_VERDICT_SEEDS:
+        return "too few seeds"
     if poi["ci_low"] > 0.5:
         return "better"
     if poi["ci_high"] < 0.5:
@@ -170,8 +174,8 @@ def poi_verdict(poi: dict[str, float]) -> str:
 
 
 def value_at(steps: Sequence[float], values: Sequence[float], step: float) -> float | None:
-    """A logged curve's value at STEP (linear between log points; None past its end)."""
-    if not len(steps) or step > steps[-1]:
+    """A logged curve's value at STEP (linear between log points; None outside them)."""
+    if not len(steps) or not steps[0] <= step <= steps[-1]:
         return None
     return float(np.interp(step, steps, values))
 

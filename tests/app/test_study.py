@@ -269,8 +269,11 @@ def test_equal_compute_arm_export_and_combine(
     x, y = cells["hrf+oef"]["per_seed"]["return"], cells["native@2x"]["per_seed"]["return"]
     pairs = [1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y]
     assert row["held_out"]["poi"]["value"] == pytest.approx(np.mean(pairs))
-    assert row["held_out_verdict"] in ("better", "worse", "no difference")
-    assert row["equal_steps"]["steps"] == 400 and len(row["equal_steps"]["versus_curve"]) == 2
+    assert row["held_out_verdict"] == "too few seeds"  # 2 seeds: no verdict
+    step = row["equal_steps"]["steps"]  # where the variant's curves end; native@2x's read there
+    assert step == min(r["curves"]["steps"][-1] for r in cells_of(Path("runs/studies/arms"), "hrf+oef")) >= 400
+    expected = [np.interp(step, r["curves"]["steps"], r["curves"]["return"]) for r in records]
+    assert sorted(row["equal_steps"]["versus_curve"]) == pytest.approx(sorted(expected))
     for cell in study["cells"]:
         assert cell["summary"]["return"]["iqm"] == pytest.approx(stats.trim_mean(cell["per_seed"]["return"], 0.25))
     assert set(study["profiles"]["mappo"]) == {"native", "hrf+oef", "native@2x"}
