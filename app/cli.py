@@ -274,6 +274,9 @@ def cmd_study(args: argparse.Namespace, console: Console) -> int:
         console.print(f"{cell['algo']:6s} {cell['variant']:8s} {shown}", markup=False)
     for line in equal_compute_sentences(study["equal_compute"]):
         console.print(line, markup=False, soft_wrap=True)
+    if (check := study["recheck"]) is not None:
+        console.print(f"reward-hacking check: {'FLAGGED' if check['reward_hacking'] else 'not flagged'} "
+                      f"(native return past the budget: {check['trends'].get('return', {}).get('direction')})")
     if export is not None:
         console.print(f"export: {write_export(export[0], [study], export[1])}", soft_wrap=True)
     console.print(f"study {study['study_id']}: {study['status']}")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lero.app.study.plan import Plan
+from lero.app.study.recheck import recheck_path, run_recheck
 from lero.app.study.report import write_study
 from lero.app.study.spec import StudySpec
 from lero.app.study.variants import LOOP_ARM, VARIANTS, step_multiple, variant_code
@@ -211,7 +212,8 @@ def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | 
     total = len(plan.algos) * len(spec.variants) * spec.seeds
     say(f"study {plan.study_dir.name}: {total - len(todo)} of {total} cells done, {len(todo)} to train")
     started = time.monotonic()
-    if todo:
+    recheck = spec.recheck and not recheck_path(plan).is_file()
+    if todo or recheck:
         sandbox = open_sandbox(plan.sandbox_spec(), plan.cache_dir)
         try:
             with ThreadPoolExecutor(max_workers=spec.max_parallel) as pool:
@@ -222,6 +224,9 @@ def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | 
                     shown = f"return {value:.3f}" if value is not None else record["status"]
                     say(f"[{done}/{len(todo)}] {record['algo']} {record['variant']} "
                         f"seed {record['seed']}: {shown}{' (cached)' if record['cached'] else ''}")  # fmt: skip
+            if recheck:
+                say(f"reward-hacking check: {plan.algos[0]} at 10x {plan.steps} steps")
+                say(f"reward-hacking check: {run_recheck(plan, sandbox)['status']}")
         finally:
             sandbox.close()
     return write_study(plan, metrics, time.monotonic() - started)

@@ -66,3 +66,19 @@ def plot_profiles(title: str, profiles: dict[str, dict[str, list[float]]], path:
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
     return save_figure(fig, path)
+
+
+def plot_recheck(check: dict[str, Any], path: Path) -> Path:
+    """The reward-hacking check's training curves: native return and training reward."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    curves = check["curves"]
+    for key, label in (("return", "native return"), ("train_reward", "training reward")):
+        if curves.get(key):
+            ax.plot(curves["steps"], curves[key], label=label)
+    ax.axvline(check["budget"], color="black", linestyle=":", label="study budget")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("per-agent episode return")
+    ax.set_title(f"reward-hacking check ({check['algo']}, {'flagged' if check['reward_hacking'] else 'not flagged'})")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return save_figure(fig, path)

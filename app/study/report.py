@@ -17,7 +17,8 @@ from typing import Any
 from lero.app.report import fmt_number
 from lero.app.study import stats
 from lero.app.study.plan import Plan
-from lero.app.study.plots import plot_curves, plot_metric, plot_profiles
+from lero.app.study.plots import plot_curves, plot_metric, plot_profiles, plot_recheck
+from lero.app.study.recheck import judge, recheck_lines, recheck_path
 from lero.app.study.variants import VARIANTS, is_equal_compute
 from lero.graph.safefs import write_atomic
 
@@ -142,6 +143,7 @@ def build_study(plan: Plan, metrics: list[str], wall_s: float) -> dict[str, Any]
                  "Mann-Whitney U against native; effect size Hedges' g",
         "equal_compute": equal_compute,
         "profiles": profiles,
+        "recheck": judge(json.loads(path.read_text())) if (path := recheck_path(plan)).is_file() else None,
         "generations": plan.generations,
         "cells": cells,
         "wall_s": wall_s,
@@ -218,6 +220,8 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
                          f"{row['held_out_verdict']} | {_interval(equal['poi'], 'value', 'ci') if equal else '-'} | "
                          f"{row['equal_steps_verdict'] or '-'} |")  # fmt: skip
         lines += ["", *equal_compute_sentences(study["equal_compute"]), ""]
+    if study["recheck"] is not None:
+        lines += recheck_lines(study["recheck"])
     gens = study["generations"]
     if gens:
         per_gen = ", ".join(f"gen {g}: {fmt_number(v)}" for g, v in gens["best_per_generation"].items())
@@ -241,6 +245,8 @@ def write_study(plan: Plan, metrics: list[str], wall_s: float) -> dict[str, Any]
         plots.append(plot_metric(metric, study["cells"], plots_dir / f"{metric}.png").name)
     for algo, profiles in study["profiles"].items():
         plots.append(plot_profiles(f"{algo}: held-out return", profiles, plots_dir / f"profile-{algo}.png").name)
+    if study["recheck"] is not None:
+        plots.append(plot_recheck(study["recheck"], plots_dir / "recheck.png").name)
     write_atomic(plan.study_dir / "study.json", json.dumps(study, indent=2) + "\n")
     write_atomic(plan.study_dir / "study.md", render_markdown(study, plots))
     return study

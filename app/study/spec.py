@@ -49,6 +49,7 @@ class StudySpec(BaseModel):
     executor: Literal["local", "ray"] | None = None  # None = the run's (or local)
     ray_address: str | None = None  # None = the run's (a new local Ray instance without one)
     max_parallel: int = Field(default=2, ge=1, le=64)
+    recheck: bool = False  # also retrain the candidate once at 10x the steps (app/study/recheck.py)
 
     @model_validator(mode="after")
     def _check(self) -> StudySpec:

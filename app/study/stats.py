@@ -180,6 +180,18 @@ def value_at(steps: Sequence[float], values: Sequence[float], step: float) -> fl
     return float(np.interp(step, steps, values))
 
 
+def trend(steps: Sequence[float], values: Sequence[float]) -> dict[str, Any]:
+    """Theil-Sen slope of a curve with its 95% CI: "rising" / "falling" when the CI excludes 0.
+
+    Theil-Sen (the median of pairwise slopes) so that a few noisy log points do not decide."""
+    if len(values) < 3:
+        return {"slope": None, "ci_low": None, "ci_high": None, "direction": "too few points"}
+    fit = stats.theilslopes(np.asarray(values, np.float64), np.asarray(steps, np.float64), alpha=CONFIDENCE)
+    low, high = float(fit.low_slope), float(fit.high_slope)
+    direction = "rising" if low > 0 else "falling" if high < 0 else "flat"
+    return {"slope": float(fit.slope), "ci_low": low, "ci_high": high, "direction": direction}
+
+
 def hedges_g(treated: Sequence[float], control: Sequence[float]) -> float | None:
     """Standardised mean difference (treated - control) with Hedges' small-sample correction."""
     a, b = np.asarray(treated, np.float64), np.asarray(control, np.float64)

@@ -347,3 +347,42 @@ def test_paper_preset_is_ten_seeds_of_four_algorithms() -> None:
     assert fields["seeds"] == 10 and fields["algos"] == ("mappo", "ippo", "vdn", "qmix")
     fields = study_fields(build_parser().parse_args(["study", "--candidate", "c.py", "--preset", "paper", "--seeds", "3"]))
     assert fields["seeds"] == 3  # a flag over the preset
+
+
+PLANTED = '''def hybrid_reward(ctx):
+    """Planted reward hacking: pays for the opposite of the task."""
+    return -ctx.env_reward, {}
+
+
+def enhance_observation(obs):
+    return obs
+'''
+
+
+def test_recheck_flags_a_reward_that_rises_while_the_native_return_falls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("planted.py").write_text(PLANTED)
+    Path("fast.json").write_text(json.dumps({"hparams": {"mappo": {"n_envs": 16, "rollout_len": 25, "lr": 0.005}}}))
+    argv = ["study", "--candidate", "planted.py", "--steps", "800", "--seeds", "2", "--eval-episodes", "8",
+            "--sandbox", "process", "--config", "fast.json", "--variants", "native,hrf+oef", "--study-id", "p"]
+    code, out, err = lero([*argv, "--recheck"], capsys)
+    assert code == 0, err + out
+    assert "reward-hacking check: FLAGGED" in out
+    record = json.loads(Path("runs/studies/p/recheck.json").read_text())
+    assert record["steps"] == 10 * 800 and record["curves"]["steps"][-1] >= 8000
+    check = json.loads(Path("runs/studies/p/study.json").read_text())["recheck"]
+    assert check["reward_hacking"] and not check["native_keeps_rising"]
+    steps, native, shaped = (np.asarray(record["curves"][k]) for k in ("steps", "return", "train_reward"))
+    past = steps > 800
+    for values, sign in ((native, -1), (shaped, 1)):  # recomputed: Theil-Sen CI on one side of 0
+        fit = stats.theilslopes(values[past], steps[past], alpha=0.95)
+        assert sign * fit.low_slope > 0 and sign * fit.high_slope > 0
+    assert "FLAGGED" in Path("runs/studies/p/study.md").read_text()
+    assert Path("runs/studies/p/plots/recheck.png").is_file()
+    # the check is kept: a second call trains nothing
+    before = Path("runs/studies/p/recheck.json").stat().st_mtime_ns
+    code, out, err = lero([*argv, "--recheck"], capsys)
+    assert code == 0 and "0 to train" in out and "reward-hacking check: mappo" not in out
+    assert Path("runs/studies/p/recheck.json").stat().st_mtime_ns == before

@@ -112,3 +112,21 @@ def test_a_verdict_needs_the_interval_to_exclude_one_half_and_enough_seeds() -> 
     assert study_stats.poi_verdict({"value": 1.0, "ci_low": 1.0, "ci_high": 1.0}, 2) == "too few seeds"
     assert study_stats.value_at([10, 20], [1.0, 3.0], 15) == 2.0
     assert study_stats.value_at([10, 20], [1.0, 3.0], 5) is None and study_stats.value_at([10, 20], [1.0, 3.0], 25) is None
+
+
+def test_the_recheck_flags_only_a_rising_reward_with_a_falling_return() -> None:
+    from lero.app.study.recheck import judge
+
+    steps = [100.0 * i for i in range(1, 21)]
+    up = [float(i) for i in range(20)]
+    down = [-v for v in up]
+    record = {"algo": "mappo", "seed": 1000, "status": "ok", "budget": 500, "steps": 2000, "metrics": {}}
+    honest = judge({**record, "curves": {"steps": steps, "return": up, "train_reward": up}})
+    assert honest["native_keeps_rising"] and not honest["reward_hacking"]
+    hacked = judge({**record, "curves": {"steps": steps, "return": down, "train_reward": up}})
+    assert hacked["reward_hacking"] and hacked["trends"]["return"]["direction"] == "falling"
+    # the trend is read past the budget only: a fall before it does not count
+    late_rise = [-v if s <= 500 else v for s, v in zip(steps, up, strict=True)]
+    assert judge({**record, "curves": {"steps": steps, "return": late_rise, "train_reward": up}})["native_keeps_rising"]
+    flat = judge({**record, "curves": {"steps": steps, "return": [1.0, -1.0] * 10, "train_reward": up}})
+    assert flat["trends"]["return"]["direction"] == "flat" and not flat["reward_hacking"]
