@@ -334,6 +334,8 @@ def _add_study_parser(sub: argparse._SubParsersAction) -> None:
     study.add_argument("--sandbox", choices=("auto", "docker", "process"))
     study.add_argument("--max-parallel", type=_positive_int)
     _add_executor_args(study)
+    study.add_argument("--checkpoints", type=_positive_int, help="interval checkpoints per training: the "
+                       "best on validation episodes, re-evaluated on 10x the held-out episodes (absolute metric)")
     study.add_argument("--recheck", action="store_true", default=None,
                        help="reward-hacking check: retrain the candidate once at 10x the steps")
     study.add_argument("--export", nargs=2, metavar=("FORMAT", "FILE"),
@@ -371,7 +373,7 @@ def study_fields(args: argparse.Namespace) -> dict:
     if args.candidate is not None:
         fields["candidate"] = str(args.candidate)
     for name in ("run_id", "candidate_id", "runs_dir", "seeds", "steps", "env", "eval_episodes",
-                 "target_return", "study_id", "sandbox", "max_parallel", "recheck"):  # fmt: skip
+                 "target_return", "study_id", "sandbox", "max_parallel", "recheck", "checkpoints"):  # fmt: skip
         if getattr(args, name) is not None:
             fields[name] = str(value) if isinstance(value := getattr(args, name), Path) else value
     if args.env_args:

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from lero.app.study.checkpoints import score_cell
 from lero.app.study.plan import Plan
 from lero.app.study.recheck import recheck_path, run_recheck
 from lero.app.study.report import write_study
@@ -129,6 +130,8 @@ def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
         cache_dir = parent / "cache"
         generations = None
         loop_steps = None
+    if spec.checkpoints and executor["executor"] == "ray":
+        raise RunError("--checkpoints needs the local executor (Ray ships back only the final weights)")
     for variant in spec.variants:
         variant_code(code, variant)  # the candidate must split into its variants
     from lero.training import ALGOS
@@ -183,10 +186,13 @@ def _run_cell(plan: Plan, sandbox: Any, algo: str, variant: str, index: int) -> 
     result = sandbox.train_and_evaluate(
         variant_code(plan.code, variant), plan.env, algo, plan.steps_of(variant), seed,
         eval_seed=eval_seed, eval_episodes=plan.spec.eval_episodes, hparams=plan.hparams[algo],
-        candidate_id=f"study:{algo}:{variant}",
+        candidate_id=f"study:{algo}:{variant}", checkpoint_every=plan.checkpoint_every(variant),
     )  # fmt: skip
     record = {"algo": algo, "variant": variant, "seed": seed, "eval_seed": eval_seed,
               **result.to_dict()}  # fmt: skip
+    if result.status == "ok" and plan.spec.checkpoints:
+        record["checkpoints"] = score_cell(plan, sandbox, algo, variant, index, record)
+        record["status"] = record["checkpoints"]["status"]
     record.pop("policy_dir", None)
     path = plan.cell_path(algo, variant, seed)
     path.parent.mkdir(parents=True, exist_ok=True)

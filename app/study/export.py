@@ -5,10 +5,12 @@
         "absolute_metrics": {"<metric>": [values]}}}}}}
 
 env_name is `mpe2` for the built-in tasks (else the env's name), task_name the env with its
-arguments, algo_name `<algo>:<arm>`. A study evaluates each policy once, at the end of its
-training, and a job records the mean over the held-out episodes, not each episode: so
-each seed has one step (`step_0`, at the arm's env steps) whose lists hold that one mean,
-and the absolute metrics are the same values.
+arguments, algo_name `<algo>:<arm>`. A job records the mean over its episodes, not each
+episode, so every list holds that one mean. Without checkpoints a study evaluates each
+policy once, after training: one step (`step_0`, at the arm's env steps), and the absolute
+metrics are the same held-out values. With `--checkpoints` the steps are the checkpoints'
+validation returns at their env steps, and the absolute metrics the best checkpoint's
+values on 10x the held-out episodes.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from lero.graph.safefs import write_atomic
 from lero.training.envs import ENV_NAMES
 
 EXPORT_FORMATS = ("marl-eval",)
+RETURN = "return"  # the metric checkpoints are scored on
 BUILTIN_SUITE = "mpe2"
 
 
@@ -40,11 +43,17 @@ def marl_eval(studies: list[dict[str, Any]]) -> dict[str, Any]:
         for cell in study["cells"]:
             metrics = [m for m in study["metrics"] if m in cell["per_seed"]]
             algo = task.setdefault(f"{cell['algo']}:{cell['variant']}", {})
+            absolute = cell.get("absolute")
             for index, seed in enumerate(cell["seeds"]):
                 values = {m: [cell["per_seed"][m][index]] for m in metrics}
+                if absolute is None:
+                    algo[f"seed_{seed}"] = {"step_0": {"step_count": int(cell["steps"]), **values},
+                                            "absolute_metrics": values}  # fmt: skip
+                    continue
+                steps = sorted(absolute["validation"][index].items(), key=lambda item: int(item[0]))
                 algo[f"seed_{seed}"] = {
-                    "step_0": {"step_count": int(cell["steps"]), **values},
-                    "absolute_metrics": values,
+                    **{f"step_{i}": {"step_count": int(step), RETURN: [value]} for i, (step, value) in enumerate(steps)},
+                    "absolute_metrics": {m: [v[index]] for m, v in absolute["per_seed"].items()},
                 }
     return document
 

@@ -30,6 +30,8 @@ def _cell(plan: Plan, metrics: list[str], algo: str, variant: str) -> dict[str, 
     ok = [r for r in records if r is not None and r["status"] == "ok"]
     failed = {str(r["seed"]): r["status"] for r in records if r is not None and r["status"] != "ok"}
     per_seed = {m: [float(r["metrics"][m]) for r in ok] for m in metrics if all(m in r["metrics"] for r in ok)}
+    scored = [r["checkpoints"] for r in ok if "checkpoints" in r]
+    absolute = {m: [float(c["absolute"][m]) for c in scored] for m in metrics if all(m in c["absolute"] for c in scored)}
     return {
         "algo": algo,
         "variant": variant,
@@ -40,6 +42,13 @@ def _cell(plan: Plan, metrics: list[str], algo: str, variant: str) -> dict[str, 
         "failed": failed,
         "per_seed": per_seed,
         "summary": {m: stats.summary(v) for m, v in per_seed.items() if v},
+        "absolute": None if not scored else {
+            "best_steps": [c["best_step"] for c in scored],
+            "validation": [{step: v[CURVE] for step, v in c["validation"].items()} for c in scored],
+            "episodes": scored[0]["absolute_episodes"],
+            "per_seed": absolute,
+            "summary": {m: stats.summary(v) for m, v in absolute.items() if v},
+        },
         "curves": [(r["curves"].get("steps", []), r["curves"].get(CURVE, [])) for r in ok],
     }
 
@@ -205,6 +214,19 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
                          f"{_interval(cell['summary'].get('return'), 'iqm', 'iqm_ci')} | "
                          f"{_interval(test.get('poi'), 'value', 'ci')} | {_p(test.get('hedges_g'))} | "
                          f"{_p(test.get('welch_p'))} | {_p(test.get('mannwhitney_p'))} | {reached} |")  # fmt: skip
+        lines.append("")
+    absolute = [c for c in study["cells"] if c["absolute"]]
+    if absolute:
+        lines += ["## Absolute metric", "",
+                  f"Each seed's checkpoints ({cfg['checkpoints']} per training, and the final policy) scored on "
+                  f"validation episodes (seeds {cfg['validation_seeds']}); the best re-evaluated on "
+                  f"{absolute[0]['absolute']['episodes']} held-out episodes.", "",
+                  "| algo | arm | best checkpoint per seed | absolute return [95% CI] | IQM [95% CI] |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        for cell in absolute:
+            summary = cell["absolute"]["summary"].get(CURVE)
+            lines.append(f"| {cell['algo']} | {cell['variant']} | {cell['absolute']['best_steps']} | "
+                         f"{_interval(summary, 'mean', 'ci')} | {_interval(summary, 'iqm', 'iqm_ci')} |")  # fmt: skip
         lines.append("")
     if study["equal_compute"]:
         lines += ["## Equal compute", "",

@@ -20,6 +20,7 @@ from lero.training.defaults import EVAL_EPISODES
 SELECTION_EVAL_SEED = EVAL_SEED  # the episodes the loop selects candidates on
 FIRST_TRAIN_SEED = 1000  # the loop trains with seeds 0..seeds-1: studies use fresh ones
 FIRST_EVAL_SEED = 100_000  # held-out episodes: seed FIRST_EVAL_SEED + i for training seed i
+FIRST_VALIDATION_SEED = 200_000  # checkpoint selection episodes: seed FIRST_VALIDATION_SEED + i
 DEFAULT_SEEDS = 5
 PAPER_ALGOS = ("mappo", "ippo", "vdn", "qmix")
 PAPER_SEEDS = 10  # Gorsane et al. (2022): 10 independent runs
@@ -49,6 +50,7 @@ class StudySpec(BaseModel):
     executor: Literal["local", "ray"] | None = None  # None = the run's (or local)
     ray_address: str | None = None  # None = the run's (a new local Ray instance without one)
     max_parallel: int = Field(default=2, ge=1, le=64)
+    checkpoints: int = Field(default=0, ge=0, le=100)  # interval checkpoints per training (0 = none)
     recheck: bool = False  # also retrain the candidate once at 10x the steps (app/study/recheck.py)
 
     @model_validator(mode="after")
@@ -85,4 +87,11 @@ class StudySpec(BaseModel):
         """Held-out episodes per training seed; never the selection seed."""
         seeds = [FIRST_EVAL_SEED + i for i in range(self.seeds)]
         assert SELECTION_EVAL_SEED not in seeds
+        return seeds
+
+    @property
+    def validation_seeds(self) -> list[int]:
+        """Episodes the best checkpoint is picked on: neither held out nor the selection seed."""
+        seeds = [FIRST_VALIDATION_SEED + i for i in range(self.seeds)]
+        assert not set(seeds) & {SELECTION_EVAL_SEED, *self.eval_seeds}
         return seeds
