@@ -386,3 +386,53 @@ def test_recheck_flags_a_reward_that_rises_while_the_native_return_falls(
     code, out, err = lero([*argv, "--recheck"], capsys)
     assert code == 0 and "0 to train" in out and "reward-hacking check: mappo" not in out
     assert Path("runs/studies/p/recheck.json").stat().st_mtime_ns == before
+
+
+def test_checkpoints_are_scored_on_validation_episodes_and_the_best_on_ten_times_the_held_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lero.training import evaluate, load_policy
+
+    monkeypatch.chdir(tmp_path)
+    Path("cand.py").write_text(CANDIDATE)
+    Path("tiny.json").write_text(json.dumps({"hparams": TINY_HPARAMS}))
+    argv = ["study", "--candidate", "cand.py", "--steps", "800", "--seeds", "2", "--eval-episodes", "8",
+            "--sandbox", "process", "--config", "tiny.json", "--variants", "native", "--checkpoints", "4",
+            "--study-id", "ck", "--export", "marl-eval", "ck.json"]  # fmt: skip
+    code, out, err = lero(argv, capsys)
+    assert code == 0, err + out
+    study = json.loads(Path("runs/studies/ck/study.json").read_text())
+    assert study["config"]["validation_seeds"] == [200_000, 200_001]
+    assert not set(study["config"]["validation_seeds"]) & {*study["eval_seeds"], SELECTION_EVAL_SEED}
+    env = study["config"]["env"]
+    kwargs = {k: v for k, v in env.items() if k != "name"}
+    for index, seed in enumerate(study["train_seeds"]):
+        record = json.loads(Path(f"runs/studies/ck/cells/mappo/native/seed-{seed}.json").read_text())
+        scored = record["checkpoints"]
+        assert scored["every"] == 200 and set(scored["validation"]) == {"200", "400", "600", "800"}
+        # the weights the train job left, policy/step-<n>/ beside the final policy/: the folder
+        # whose final weights give this cell's held-out metrics
+        finals = [p.parent.parent for p in Path("runs/studies/cache").rglob("step-200/policy.pt")]
+        assert len(finals) == 2
+        (final,) = [f for f in finals if evaluate(load_policy(f), env["name"], kwargs, episodes=8,
+                                                  seed=100_000 + index) == pytest.approx(record["metrics"])]
+        policies = {step: final / f"step-{step}" for step in (200, 400, 600)} | {800: final}
+        for step, folder in policies.items():  # validation: seed 200000 + i, the study's episodes
+            expected = evaluate(load_policy(folder), env["name"], kwargs, episodes=8, seed=200_000 + index)
+            assert scored["validation"][str(step)] == pytest.approx(expected)
+        best = max((200, 400, 600, 800), key=lambda s: (scored["validation"][str(s)]["return"], -s))
+        assert scored["best_step"] == best and scored["absolute_episodes"] == 80
+        expected = evaluate(load_policy(policies[best]), env["name"], kwargs, episodes=80, seed=100_000 + index)
+        assert scored["absolute"] == pytest.approx(expected)
+    (cell,) = study["cells"]
+    assert cell["absolute"]["per_seed"]["return"] == [
+        json.loads(Path(f"runs/studies/ck/cells/mappo/native/seed-{s}.json").read_text())["checkpoints"]["absolute"]["return"]
+        for s in study["train_seeds"]
+    ]
+    assert "## Absolute metric" in Path("runs/studies/ck/study.md").read_text()
+    exported = json.loads(Path("ck.json").read_text())
+    assert len(_check_marl_eval_layout(json.loads(Path("ck.json").read_text()))) == 2
+    (task,) = exported["mpe2"].values()
+    seed_entry = task["mappo:native"]["seed_1000"]
+    assert [seed_entry[f"step_{i}"]["step_count"] for i in range(4)] == [200, 400, 600, 800]
+    assert seed_entry["absolute_metrics"]["return"] == [cell["absolute"]["per_seed"]["return"][0]]
