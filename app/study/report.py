@@ -10,6 +10,7 @@ equal-compute arm (native trained longer), on held-out episodes and at equal ste
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -124,6 +125,13 @@ def _profiles(raw: list[dict[str, Any]], algos: tuple[str, ...]) -> dict[str, An
     return result
 
 
+def all_hparams(plan: Plan) -> dict[str, dict[str, Any]]:
+    """Every hyper-parameter each algorithm trained with: its defaults with the study's overrides."""
+    from lero.training import TrainConfig
+
+    return {a: dataclasses.asdict(TrainConfig(algo=a, hparams=plan.hparams[a]).algo_hparams()) for a in plan.algos}
+
+
 def build_study(plan: Plan, metrics: list[str], wall_s: float) -> dict[str, Any]:
     """The study.json document."""
     raw = [_cell(plan, metrics, a, v) for a in plan.algos for v in plan.spec.variants]
@@ -146,6 +154,7 @@ def build_study(plan: Plan, metrics: list[str], wall_s: float) -> dict[str, Any]
         "target_return": target,
         "target_source": target_source,
         "arm_steps": {v: plan.steps_of(v) for v in plan.spec.variants},
+        "hparams_all": all_hparams(plan),
         "ci": {"level": stats.CONFIDENCE, "method": "percentile bootstrap over seeds (scipy.stats.bootstrap)",
                "samples": stats.BOOTSTRAP_SAMPLES, "seed": stats.BOOTSTRAP_SEED},
         "tests": "probability of improvement P(X > Y) + P(X = Y)/2, Welch t-test and two-sided "
@@ -251,6 +260,8 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
                   f"Best fitness per generation ({gens['note']}): {per_gen}; baseline "
                   f"{fmt_number(gens['baseline_fitness'])}. Gain over generation 0: "
                   f"{fmt_number(gens['gain_over_generation0'])} (offline prior: {gens['offline_prior']}).", ""]  # fmt: skip
+    lines += ["## Hyper-parameters", "", *(f"- {algo}: `{json.dumps(h, sort_keys=True)}`"
+                                           for algo, h in study["hparams_all"].items()), ""]
     lines += [f"![{name}](plots/{name})" for name in plots]
     return "\n".join(lines) + "\n"
 

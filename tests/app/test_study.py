@@ -279,6 +279,8 @@ def test_equal_compute_arm_export_and_combine(
     assert set(study["profiles"]["mappo"]) == {"native", "hrf+oef", "native@2x"}
     md = Path("runs/studies/arms/study.md").read_text()
     assert "## Equal compute" in md and "native@2x (800)" in md
+    assert study["hparams_all"]["mappo"]["rollout_len"] == 25 and "lr" in study["hparams_all"]["mappo"]
+    assert "## Hyper-parameters" in md
     assert "mappo: hrf+oef at 400 steps" in out and "native@2x at 800 steps" in out
     assert (Path("runs/studies/arms/plots") / "profile-mappo.png").is_file()
 
