@@ -10,7 +10,7 @@ native and performance profiles (`app.study.combine`, the code `lero study --com
 
     python -m benchmarks.lero_table                     # everything (hours on 2 cores)
     python -m benchmarks.lero_table --tasks simple_spread --loop-algos mappo --algos mappo
-    python -m benchmarks.lero_table --steps qmix=1000000,vdn=1000000 --seeds 10
+    python -m benchmarks.lero_table --steps qmix=1000000,vdn=1000000 --seeds 10 --checkpoints 10
 
 Resumable: run ids are fixed (`lero-table-<task>-<loop algo>`), an interrupted run is
 resumed, and every finished training is a cell file of its study, so the same command
@@ -107,6 +107,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--algos", default=",".join(PAPER_ALGOS), help="studied algorithms")
     parser.add_argument("--steps", type=budgets, default={}, help=f"ALGO=STEPS,... (default {RunSpec().steps} each)")
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
+    parser.add_argument("--checkpoints", type=int, default=0,
+                        help="interval checkpoints per training: the table then uses the absolute metric")
     parser.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
     parser.add_argument("--sandbox", default="auto", choices=["auto", "docker", "process"])
     parser.add_argument("--out", type=Path, default=OUT, help="the JSON result, rewritten after each study")
@@ -123,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
             for algo in split(args.algos):
                 study = run_study(
                     StudySpec(run_id=run_id, runs_dir=args.runs_dir, seeds=args.seeds, steps=steps_of(algo),
-                              algos=(algo,), variants=ARMS, sandbox=args.sandbox),
+                              algos=(algo,), variants=ARMS, sandbox=args.sandbox, checkpoints=args.checkpoints),
                     progress=lambda line: print(line, flush=True),
                 )  # fmt: skip
                 studies.setdefault(loop_algo, []).append(study)

@@ -22,6 +22,7 @@ from lero.graph.configuration import RunError
 from lero.graph.safefs import write_atomic
 
 METRIC = "return"
+SCORE_TEXT = {"absolute": "the best checkpoint on 10x the held-out episodes", "final": "the final policy"}
 STUDY_FILE = "study.json"
 
 
@@ -40,14 +41,21 @@ def load_studies(folders: list[Path]) -> list[dict[str, Any]]:
     return studies
 
 
-def _runs_by_task(studies: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
+def score_kind(studies: list[dict[str, Any]]) -> str:
+    """"absolute" (the best checkpoint on 10x the held-out episodes) when every cell has it,
+    else "final" (the final policy's held-out value): one kind for every arm compared."""
+    cells = [c for s in studies for c in s["cells"]]
+    return "absolute" if cells and all(c.get("absolute") for c in cells) else "final"
+
+
+def _runs_by_task(studies: list[dict[str, Any]], kind: str) -> dict[str, dict[str, list[float]]]:
     """task -> arm (`algo:variant`) -> held-out returns over seeds."""
     tasks: dict[str, dict[str, list[float]]] = {}
     for study in studies:
         task = "/".join(env_and_task(study["config"]["env"]))
         arms = tasks.setdefault(task, {})
         for cell in study["cells"]:
-            values = cell["per_seed"].get(METRIC)
+            values = (cell["absolute"] if kind == "absolute" else cell)["per_seed"].get(METRIC)
             if not values:
                 continue
             arm = f"{cell['algo']}:{cell['variant']}"
@@ -65,7 +73,8 @@ def _normalised(arms: dict[str, list[float]]) -> dict[str, np.ndarray]:
 
 def combine_studies(studies: list[dict[str, Any]]) -> dict[str, Any]:
     """combined.json: per arm, aggregates over the tasks that have it; PoI against native."""
-    tasks = {task: _normalised(arms) for task, arms in _runs_by_task(studies).items() if arms}
+    kind = score_kind(studies)
+    tasks = {task: _normalised(arms) for task, arms in _runs_by_task(studies, kind).items() if arms}
     if not tasks:
         raise RunError(f"the studies have no {METRIC} values yet")
     names = sorted({arm for arms in tasks.values() for arm in arms})
@@ -85,6 +94,7 @@ def combine_studies(studies: list[dict[str, Any]]) -> dict[str, Any]:
         "studies": [s["study_id"] for s in studies],
         "tasks": list(tasks),
         "metric": METRIC,
+        "score": kind,
         "normalisation": "per task, min-max over every run of every arm (0 = worst run, 1 = best)",
         "ci": {"level": stats.CONFIDENCE, "method": "stratified percentile bootstrap (seeds within tasks)",
                "samples": stats.BOOTSTRAP_SAMPLES, "seed": stats.BOOTSTRAP_SEED},
@@ -101,7 +111,8 @@ def _ci(row: dict[str, Any], key: str) -> str:
 def render_combined(combined: dict[str, Any], plots: list[str]) -> str:
     """combined.md: one row per arm."""
     lines = [f"# Combined studies: {', '.join(combined['studies'])}", "",
-             f"Tasks: {', '.join(combined['tasks'])}. Held-out `{combined['metric']}` normalised "
+             f"Tasks: {', '.join(combined['tasks'])}. Held-out `{combined['metric']}` ({combined['score']}: "
+             f"{SCORE_TEXT[combined['score']]}) normalised "
              f"{combined['normalisation']}; IQM and mean over tasks x seeds with 95% stratified "
              "bootstrap CIs; P(> native): probability of improvement over the same algorithm's native.", "",
              "| arm | tasks | runs | IQM [95% CI] | mean [95% CI] | P(> native) [95% CI] |",

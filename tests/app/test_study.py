@@ -313,6 +313,7 @@ def test_equal_compute_arm_export_and_combine(
     assert combined["improvement"]["mappo:hrf+oef"]["value"] == pytest.approx(np.mean(wins))
     assert len(_check_marl_eval_layout(json.loads(Path("both.json").read_text()))) == 3 * 2 + 2 * 2
     assert (Path("both/plots") / "profile-mappo.png").is_file() and Path("both/combined.md").is_file()
+    assert combined["score"] == "final"  # no study kept checkpoints
 
 
 def cells_of(folder: Path, arm: str) -> list[dict]:
@@ -438,3 +439,11 @@ def test_checkpoints_are_scored_on_validation_episodes_and_the_best_on_ten_times
     seed_entry = task["mappo:native"]["seed_1000"]
     assert [seed_entry[f"step_{i}"]["step_count"] for i in range(4)] == [200, 400, 600, 800]
     assert seed_entry["absolute_metrics"]["return"] == [cell["absolute"]["per_seed"]["return"][0]]
+    # combined, the study is scored by its absolute metric
+    code, out, err = lero(["study", "--combine", "runs/studies/ck", "--out", "c"], capsys)
+    assert code == 0, err + out
+    combined = json.loads(Path("c/combined.json").read_text())
+    assert combined["score"] == "absolute" and combined["arms"]["mappo:native"]["runs"] == 2
+    values = np.asarray(cell["absolute"]["per_seed"]["return"])
+    normalised = (values - values.min()) / (values.max() - values.min())
+    assert combined["arms"]["mappo:native"]["mean"] == pytest.approx(normalised.mean())
