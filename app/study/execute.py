@@ -20,7 +20,7 @@ from typing import Any
 
 from lero.app.study.checkpoints import score_cell
 from lero.app.study.plan import Plan
-from lero.app.study.recheck import recheck_path, run_recheck
+from lero.app.study.recheck import RECHECK_FACTOR, recheck_path, run_recheck
 from lero.app.study.report import write_study
 from lero.app.study.spec import StudySpec
 from lero.app.study.variants import LOOP_ARM, VARIANTS, step_multiple, variant_code
@@ -231,7 +231,7 @@ def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | 
                     say(f"[{done}/{len(todo)}] {record['algo']} {record['variant']} "
                         f"seed {record['seed']}: {shown}{' (cached)' if record['cached'] else ''}")  # fmt: skip
             if recheck:
-                say(f"reward-hacking check: {plan.algos[0]} at 10x {plan.steps} steps")
+                say(f"reward-hacking check: {plan.algos[0]} at {RECHECK_FACTOR}x {plan.steps} steps")
                 say(f"reward-hacking check: {run_recheck(plan, sandbox)['status']}")
         finally:
             sandbox.close()
