@@ -319,8 +319,10 @@ def _add_study_parser(sub: argparse._SubParsersAction) -> None:
     study.add_argument("--candidate-id", help="a candidate of the run other than the best")
     study.add_argument("--config", type=Path, help="TOML or JSON file with StudySpec fields")
     _add_runs_dir(study)
-    study.add_argument("--preset", choices=("paper",), help="paper: mappo,ippo,vdn,qmix x 5 seeds")
+    study.add_argument("--preset", choices=("paper",), help="paper: mappo,ippo,vdn,qmix x 10 seeds")
     study.add_argument("--algos", help="comma-separated, e.g. mappo,vdn (default: the run's)")
+    study.add_argument("--variants", help="comma-separated arms (default native,hrf,oef,hrf+oef); equal "
+                       "compute: native@<K>x (K x the steps), native@loop (the run's env steps)")
     study.add_argument("--seeds", type=_positive_int, help="fresh training seeds (default 5)")
     study.add_argument("--steps", type=_positive_int, help="env steps per training (default: the run's)")
     study.add_argument("--env", help=f"environment (default: the run's, or {DEFAULT_ENV}); names a "
@@ -332,21 +334,46 @@ def _add_study_parser(sub: argparse._SubParsersAction) -> None:
     study.add_argument("--sandbox", choices=("auto", "docker", "process"))
     study.add_argument("--max-parallel", type=_positive_int)
     _add_executor_args(study)
+    study.add_argument("--checkpoints", type=_positive_int, help="interval checkpoints per training: the "
+                       "best on validation episodes, re-evaluated on 10x the held-out episodes (absolute metric)")
+    study.add_argument("--recheck", action="store_true", default=None,
+                       help="reward-hacking check: retrain the candidate once at 10x the steps")
+    study.add_argument("--export", nargs=2, metavar=("FORMAT", "FILE"),
+                       help="also write the study (or the combined studies) as FORMAT: marl-eval")
+    study.add_argument("--combine", nargs="+", type=Path, metavar="STUDY_DIR",
+                       help="aggregate finished studies (IQM, probability of improvement, profiles) "
+                       "instead of running one")
+    study.add_argument("--out", type=Path, help="--combine's output folder (default RUNS_DIR/studies/combined)")
+
+
+def study_export(args: argparse.Namespace) -> tuple[str, Path] | None:
+    """`--export FORMAT FILE`, checked before anything trains."""
+    from lero.app.study.export import EXPORT_FORMATS
+
+    if args.export is None:
+        return None
+    fmt, file = args.export
+    if fmt not in EXPORT_FORMATS:
+        raise UsageError(f"--export: unknown format {fmt!r}; choose from {', '.join(EXPORT_FORMATS)}")
+    if Path(file).is_dir():
+        raise UsageError(f"--export: {file} is a directory; give a file")
+    return fmt, Path(file)
 
 
 def study_fields(args: argparse.Namespace) -> dict:
     """StudySpec fields from the flags (a preset first, flags over it)."""
-    from lero.app.study import PAPER_ALGOS
+    from lero.app.study.spec import PAPER_ALGOS, PAPER_SEEDS
 
     fields = load_config_file(args.config) if args.config else {}
     if args.preset == "paper":
-        fields["algos"] = PAPER_ALGOS
-    if args.algos:
-        fields["algos"] = tuple(a.strip() for a in args.algos.split(",") if a.strip())
+        fields |= {"algos": PAPER_ALGOS, "seeds": PAPER_SEEDS}
+    for name in ("algos", "variants"):
+        if getattr(args, name):
+            fields[name] = tuple(a.strip() for a in getattr(args, name).split(",") if a.strip())
     if args.candidate is not None:
         fields["candidate"] = str(args.candidate)
     for name in ("run_id", "candidate_id", "runs_dir", "seeds", "steps", "env", "eval_episodes",
-                 "target_return", "study_id", "sandbox", "max_parallel"):  # fmt: skip
+                 "target_return", "study_id", "sandbox", "max_parallel", "recheck", "checkpoints"):  # fmt: skip
         if getattr(args, name) is not None:
             fields[name] = str(value) if isinstance(value := getattr(args, name), Path) else value
     if args.env_args:

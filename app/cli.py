@@ -31,6 +31,7 @@ from lero.app.args import (
     one_line,
     resume_overrides,
     spec_fields,
+    study_export,
     study_fields,
 )
 from lero.graph.configuration import (
@@ -229,9 +230,37 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 # ---------------------------------------------------------------- study
 
 
+def _combine(args: argparse.Namespace, console: Console, export: tuple[str, Path] | None) -> int:
+    from lero.app.study.combine import load_studies, write_combined
+    from lero.app.study.export import write_export
+    from lero.graph.rundir import STUDIES_DIR
+
+    if args.run_id is not None or args.candidate is not None:
+        raise UsageError("--combine takes finished study folders, not a run id or --candidate")
+    studies = load_studies(args.combine)
+    out = args.out or Path(args.runs_dir) / STUDIES_DIR / "combined"
+    combined = write_combined(studies, out)
+    for arm, row in combined["arms"].items():
+        poi = combined["improvement"].get(arm)
+        shown = f", P(> native) {poi['value']:.2f} [{poi['ci_low']:.2f}, {poi['ci_high']:.2f}]" if poi else ""
+        console.print(f"{arm:20s} IQM {row['iqm']:.3f} [{row['iqm_ci_low']:.3f}, {row['iqm_ci_high']:.3f}] "
+                      f"over {row['tasks']} task(s){shown}", markup=False)  # fmt: skip
+    if export is not None:
+        console.print(f"export: {write_export(export[0], studies, export[1])}", soft_wrap=True)
+    console.print(f"combined: {out / 'combined.md'}", soft_wrap=True)
+    return EXIT_OK
+
+
 def cmd_study(args: argparse.Namespace, console: Console) -> int:
     from lero.app.study import StudySpec, run_study
+    from lero.app.study.export import write_export
+    from lero.app.study.report import equal_compute_sentences
 
+    export = study_export(args)
+    if args.combine:
+        return _combine(args, console, export)
+    if args.out is not None:
+        raise UsageError("--out goes with --combine")
     spec = StudySpec.parse(study_fields(args))
     study = run_study(spec, progress=lambda line: console.print(line, markup=False, soft_wrap=True),
                       confirm=args.env)
@@ -243,6 +272,13 @@ def cmd_study(args: argparse.Namespace, console: Console) -> int:
         if test.get("welch_p") is not None:
             shown += f", vs native p={test['welch_p']:.3g} g={test['hedges_g'] or 0:.2f}"
         console.print(f"{cell['algo']:6s} {cell['variant']:8s} {shown}", markup=False)
+    for line in equal_compute_sentences(study["equal_compute"]):
+        console.print(line, markup=False, soft_wrap=True)
+    if (check := study["recheck"]) is not None:
+        console.print(f"reward-hacking check: {'FLAGGED' if check['reward_hacking'] else 'not flagged'} "
+                      f"(native return past the budget: {check['trends'].get('return', {}).get('direction')})")
+    if export is not None:
+        console.print(f"export: {write_export(export[0], [study], export[1])}", soft_wrap=True)
     console.print(f"study {study['study_id']}: {study['status']}")
     return EXIT_OK if study["status"] == "completed" else EXIT_FAILED
 

@@ -1,17 +1,21 @@
-"""The README's LERO table in one command: an offline-designer run without the hand-written
-prior, then `lero study` on its best candidate (native / hrf / oef / hrf+oef x algorithms x
-fresh seeds, held-out evaluation episodes), printed as a markdown table.
+"""The README's LERO table in one resumable command: for each built-in task, an offline
+run (no hand-written prior) with each loop algorithm, then `lero study` of each run's best
+candidate for every algorithm, then the studies combined across tasks.
 
-Setting: simple_spread under partial observability (N=3, 1 agent neighbour, 2 landmark
-neighbours, LERO's setting), the default RunSpec budget for the loop (MAPPO), then the
-study at `--steps` per training. Every number comes with its 95% bootstrap CI over seeds
-and a Welch test against native.
+Arms: native, hrf, oef, hrf+oef and native@10x (native with ten times the candidate's
+steps: the equal-compute answer). Every study value is held out (fresh training seeds,
+evaluation seeds disjoint from the selection episodes); the combination gives IQM and mean
+over tasks x seeds with stratified bootstrap CIs, the probability of improvement over
+native and performance profiles (`app.study.combine`, the code `lero study --combine` runs).
 
-    python -m benchmarks.lero_table                       # paper: mappo,ippo,vdn,qmix x 5 seeds
-    python -m benchmarks.lero_table --algos mappo --steps 300000 --run-id ID   # what we ran
+    python -m benchmarks.lero_table                     # everything (hours on 2 cores)
+    python -m benchmarks.lero_table --tasks simple_spread --loop-algos mappo --algos mappo
+    python -m benchmarks.lero_table --steps qmix=1000000,vdn=1000000 --seeds 10 --checkpoints 10
 
-Re-running the same command resumes: the run is reused (`--run-id`), finished study
-cells are skipped.
+Resumable: run ids are fixed (`lero-table-<task>-<loop algo>`), an interrupted run is
+resumed, and every finished training is a cell file of its study, so the same command
+continues where the last sitting stopped. The JSON result (`--out`) is rewritten after
+each study.
 """
 
 from __future__ import annotations
@@ -23,10 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from lero.app.hooks import app_front
-from lero.app.study import PAPER_ALGOS, StudySpec, run_study
+from lero.app.study import PAPER_ALGOS, VARIANTS, StudySpec, run_study
+from lero.app.study.combine import combine_studies, render_combined
 from lero.app.study.spec import DEFAULT_SEEDS
 from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec
-from lero.graph.runner import start_run
+from lero.graph.rundir import STUDIES_DIR
+from lero.graph.runner import resume_run, start_run
+from lero.training.envs import ENV_NAMES
+
+LOOP_ALGOS = ("mappo", "qmix")
+ARMS = (*VARIANTS, "native@10x")
+OUT = Path("benchmarks/results/lero_table.json")
 
 
 class QuietUI:
@@ -40,59 +51,96 @@ class QuietUI:
         return None
 
 
-def cell_text(cell: dict[str, Any], metric: str) -> str:
-    summary = cell["summary"].get(metric)
-    if summary is None:
-        return "-"
-    return f"{summary['mean']:.2f} [{summary['ci_low']:.2f}, {summary['ci_high']:.2f}]"
+def budgets(text: str) -> dict[str, int]:
+    """`--steps mappo=300000,qmix=1000000`: env steps per training, per algorithm."""
+    result = {}
+    for item in (i for i in text.split(",") if i.strip()):
+        algo, sep, steps = item.partition("=")
+        if not sep or not steps.strip().isdigit() or int(steps) < 1:
+            raise argparse.ArgumentTypeError(f"expected ALGO=STEPS, got {item!r}")
+        result[algo.strip()] = int(steps)
+    return result
 
 
-def table(study: dict[str, Any]) -> str:
-    """Markdown: one row per (algorithm, variant); return and coverage with CIs, test vs native."""
-    rows = ["| algo | variant | return [95% CI] | coverage [95% CI] | diff vs native | Hedges' g | Welch p |",
-            "|---|---|---|---|---|---|---|"]  # fmt: skip
-    for cell in study["cells"]:
-        test = cell["vs_native"].get("return", {})
-        diff = f"{test['diff']:+.2f}" if test else ""
-        g = f"{test['hedges_g']:.2f}" if test.get("hedges_g") is not None else ""
-        p = f"{test['welch_p']:.3g}" if test.get("welch_p") is not None else ""
-        rows.append(f"| {cell['algo']} | {cell['variant']} | {cell_text(cell, 'return')} | "
-                    f"{cell_text(cell, 'coverage')} | {diff} | {g} | {p} |")  # fmt: skip
-    return "\n".join(rows)
+def ensure_run(task: str, algo: str, steps: int, args: argparse.Namespace) -> str:
+    """The task's offline run with ALGO: started, resumed, or (finished) reused."""
+    run_id = f"lero-table-{task}-{algo}"
+    started = time.perf_counter()
+    if (Path(args.runs_dir) / run_id).is_dir():
+        outcome = resume_run(run_id, args.runs_dir, QuietUI(), front=app_front())
+    else:
+        spec = RunSpec(llm="offline", env=task, algo=algo, steps=steps, sandbox=args.sandbox,
+                       runs_dir=args.runs_dir, offline_prior=False, run_id=run_id)  # fmt: skip
+        print(f"run {run_id}: offline designer, no prior, {algo} at {steps} steps", flush=True)
+        outcome = start_run(spec, QuietUI(), front=app_front())
+    print(f"run {run_id}: {outcome.status} ({time.perf_counter() - started:.0f} s)", flush=True)
+    return run_id
+
+
+def cell_row(cell: dict[str, Any]) -> dict[str, Any]:
+    """What the table shows of one study cell."""
+    summary = cell["summary"].get("return", {})
+    test = cell["vs_native"].get("return", {})
+    return {"algo": cell["algo"], "arm": cell["variant"], "steps": cell["steps"], "seeds": cell["seeds"],
+            "return": cell["per_seed"].get("return"),
+            **{k: summary.get(k) for k in ("iqm", "iqm_ci_low", "iqm_ci_high", "mean", "ci_low", "ci_high")},
+            "poi_vs_native": test.get("poi")}  # fmt: skip
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: one row per (task, loop algorithm, algorithm, arm)."""
+    lines = ["| task | evolved with | algo | arm | steps | IQM return [95% CI] | P(> native) [95% CI] |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for row in rows:
+        poi = row["poi_vs_native"]
+        shown = f"{poi['value']:.2f} [{poi['ci_low']:.2f}, {poi['ci_high']:.2f}]" if poi else ""
+        iqm = f"{row['iqm']:.2f} [{row['iqm_ci_low']:.2f}, {row['iqm_ci_high']:.2f}]" if row["iqm"] is not None else "-"
+        lines.append(f"| {row['task']} | {row['loop_algo']} | {row['algo']} | {row['arm']} | {row['steps']} | "
+                     f"{iqm} | {shown} |")  # fmt: skip
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algos", default=",".join(PAPER_ALGOS))
+    parser.add_argument("--tasks", default=",".join(ENV_NAMES))
+    parser.add_argument("--loop-algos", default=",".join(LOOP_ALGOS), help="one offline run per task each")
+    parser.add_argument("--algos", default=",".join(PAPER_ALGOS), help="studied algorithms")
+    parser.add_argument("--steps", type=budgets, default={}, help=f"ALGO=STEPS,... (default {RunSpec().steps} each)")
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
-    parser.add_argument("--steps", type=int, default=RunSpec().steps, help="per study training")
-    parser.add_argument("--run-id", help="reuse this run (default: start one)")
+    parser.add_argument("--checkpoints", type=int, default=0,
+                        help="interval checkpoints per training: the table then uses the absolute metric")
     parser.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
     parser.add_argument("--sandbox", default="auto", choices=["auto", "docker", "process"])
-    parser.add_argument("--with-prior", action="store_true", help="keep the offline designer's prior")
+    parser.add_argument("--out", type=Path, default=OUT, help="the JSON result, rewritten after each study")
     args = parser.parse_args(argv)
-    run_id = args.run_id
-    if run_id is None or not (Path(args.runs_dir) / run_id).is_dir():
-        spec = RunSpec(llm="offline", sandbox=args.sandbox, runs_dir=args.runs_dir,
-                       offline_prior=args.with_prior,
-                       run_id=run_id or time.strftime("lero-table-%Y%m%d-%H%M%S", time.gmtime()))  # fmt: skip
-        started = time.perf_counter()
-        print(f"run {spec.run_id}: offline designer, prior {spec.offline_prior}", flush=True)
-        outcome = start_run(spec, QuietUI(), front=app_front())
-        print(f"run {spec.run_id}: {outcome.status} in {time.perf_counter() - started:.0f} s", flush=True)
-        run_id = str(spec.run_id)
-    study = run_study(
-        StudySpec(run_id=run_id, runs_dir=args.runs_dir, seeds=args.seeds, steps=args.steps,
-                  algos=tuple(a for a in args.algos.split(",") if a)),
-        progress=lambda line: print(line, flush=True),
-    )  # fmt: skip
+    split = lambda text: [x.strip() for x in text.split(",") if x.strip()]  # noqa: E731
+    steps_of = lambda algo: args.steps.get(algo, RunSpec().steps)  # noqa: E731
+    rows: list[dict[str, Any]] = []
+    equal_compute: list[dict[str, Any]] = []
+    studies: dict[str, list[dict[str, Any]]] = {}  # loop algorithm -> its candidates' studies
+    result: dict[str, Any] = {"settings": {**vars(args), "out": str(args.out), "arms": list(ARMS)}}
+    for task in split(args.tasks):
+        for loop_algo in split(args.loop_algos):
+            run_id = ensure_run(task, loop_algo, steps_of(loop_algo), args)
+            for algo in split(args.algos):
+                study = run_study(
+                    StudySpec(run_id=run_id, runs_dir=args.runs_dir, seeds=args.seeds, steps=steps_of(algo),
+                              algos=(algo,), variants=ARMS, sandbox=args.sandbox, checkpoints=args.checkpoints),
+                    progress=lambda line: print(line, flush=True),
+                )  # fmt: skip
+                studies.setdefault(loop_algo, []).append(study)
+                rows += [{"task": task, "loop_algo": loop_algo, "run_id": run_id, **cell_row(c)} for c in study["cells"]]
+                equal_compute += [{"task": task, "loop_algo": loop_algo, **r} for r in study["equal_compute"]]
+                result |= {"rows": rows, "equal_compute": equal_compute,
+                           "combined": {a: combine_studies(s) for a, s in studies.items()}}  # fmt: skip
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_text(json.dumps(result, indent=2) + "\n")
     print()
-    print(table(study))
-    gens = study.get("generations")
-    if gens:
-        print(f"\ngenerations (selection fitness): {json.dumps(gens['best_per_generation'])}, "
-              f"gain over generation 0: {gens['gain_over_generation0']:+.3f}")  # fmt: skip
-    print(f"\nstudy: {Path(args.runs_dir) / run_id / 'studies' / study['study_id']}")
+    print(table(rows))
+    for loop_algo, combined in result.get("combined", {}).items():
+        print(f"\ncandidates evolved with {loop_algo}, all tasks:\n")
+        print(render_combined(combined, []))
+    print(f"\nresult: {args.out}; studies under {Path(args.runs_dir)}/<run>/{STUDIES_DIR}/")
 
 
 if __name__ == "__main__":

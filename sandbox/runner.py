@@ -46,6 +46,7 @@ from lero.sandbox.tracebacks import error_dict, raised_in_candidate, register_so
 JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
 POLICY_SUBDIR = "policy"
+CHECKPOINT_PREFIX = "step-"  # policy/step-<env steps>/: an interval checkpoint
 PROGRESS_FILE = "progress.json"  # train: {"done", "total", "return"}, polled by the host
 PROGRESS_INTERVAL_S = 0.5
 VALIDATE_ENVS = 1024  # the PPO batch: hooks are timed at the size training calls them with
@@ -316,7 +317,8 @@ class ProgressFile:
 
 
 def train(job: dict, job_dir: Path) -> dict[str, Any]:
-    """Train with the candidate's hooks; weights go to JOB_DIR/policy."""
+    """Train with the candidate's hooks; weights go to JOB_DIR/policy, interval checkpoints
+    (when the job asks for them) to JOB_DIR/policy/step-<env steps>."""
     from lero.training import Hooks, TrainConfig, load_candidate, save_policy
     from lero.training import train as train_policy
 
@@ -330,10 +332,17 @@ def train(job: dict, job_dir: Path) -> dict[str, Any]:
         eval_episodes=job["eval_episodes"],
         hparams=job["hparams"],
         threads=max(1, int(job["limits"]["cpus"])),
+        checkpoint_every=job.get("checkpoint_every"),
     )
     hooks = Hooks() if job["code"] is None else load_candidate(job["code"])
-    result = train_policy(cfg, hooks, progress=ProgressFile(job_dir))
     (job_dir / POLICY_SUBDIR).mkdir(exist_ok=True)
+
+    def checkpoint(step: int, policy: Any) -> None:
+        folder = job_dir / POLICY_SUBDIR / f"{CHECKPOINT_PREFIX}{step}"
+        folder.mkdir()
+        save_policy(policy, folder)
+
+    result = train_policy(cfg, hooks, progress=ProgressFile(job_dir), checkpoint=checkpoint)
     save_policy(result.policy, job_dir / POLICY_SUBDIR)
     summary = result.to_json()
     return {

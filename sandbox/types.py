@@ -87,6 +87,9 @@ class Job:
     # evaluate: the seed of the episodes measured; None = the selection episodes
     # (runner.EVAL_SEED). Studies set their own, disjoint, held-out range.
     eval_seed: int | None = None
+    # train: also save the learning policy every this many env steps, as
+    # `policy/step-<n>/` beside the final weights (scored only by evaluate jobs)
+    checkpoint_every: int | None = None
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     candidate_id: str | None = None
     # Only tests of the sandbox boundary turn this off, to run code the check would reject.
@@ -113,6 +116,10 @@ class Job:
             self.eval_seed is None or (isinstance(self.eval_seed, int) and self.eval_seed >= 0),
             f"Job.eval_seed must be None or an int >= 0, got {self.eval_seed!r}",
         )
+        require(
+            self.checkpoint_every is None or (isinstance(self.checkpoint_every, int) and self.checkpoint_every > 0),
+            f"Job.checkpoint_every must be None or an int > 0, got {self.checkpoint_every!r}",
+        )
 
     def config(self) -> dict[str, Any]:
         """What the job computes (the cache key): no ids, no limits, no paths.
@@ -122,6 +129,8 @@ class Job:
         """
         counts = self.kind == "evaluate" and self.eval_seed is not None
         held_out = {"eval_seed": self.eval_seed} if counts else {}
+        if self.kind == "train" and self.checkpoint_every is not None:
+            held_out["checkpoint_every"] = self.checkpoint_every
         return {
             "kind": self.kind,
             "env": self.env,

@@ -25,6 +25,7 @@ class TrainConfig:
     eval_episodes: int = EVAL_EPISODES
     hparams: dict = field(default_factory=dict)
     threads: int | None = None
+    checkpoint_every: int | None = None  # env steps between interval checkpoints (None = none)
 
     def __post_init__(self) -> None:
         check_env_name(self.env)
@@ -53,6 +54,10 @@ class TrainConfig:
         require(
             self.threads is None or (is_int(self.threads) and self.threads > 0),
             f"threads must be a positive int or None, got {self.threads!r}",
+        )
+        require(
+            self.checkpoint_every is None or (is_int(self.checkpoint_every) and self.checkpoint_every > 0),
+            f"checkpoint_every must be a positive int or None, got {self.checkpoint_every!r}",
         )
         require(
             isinstance(self.hparams, dict),

@@ -58,11 +58,14 @@ def train(
     cfg: TrainConfig,
     hooks: Hooks | None = None,
     progress: Callable[[int, int, dict], None] | None = None,
+    checkpoint: Callable[[int, Policy], None] | None = None,
 ) -> TrainResult:
     """Train `cfg.algo` with the candidate hooks (None = baseline) and evaluate it.
 
     Same config and hooks give the same curves and weights on CPU.
     `progress(done_steps, total_steps, {"return": latest})` is throttled to ~2 Hz.
+    `checkpoint(done_steps, policy)` gets the learning policy once every `cfg.checkpoint_every`
+    steps (at the end of the iteration that reaches it); it must copy, not keep, the policy.
     """
     if not isinstance(cfg, TrainConfig):
         raise ValueError(f"train expects a TrainConfig, got {type(cfg).__name__}")
@@ -81,6 +84,8 @@ def train(
             cfg.steps,
             cfg.seed,
             progress,
+            checkpoint=checkpoint,
+            checkpoint_every=cfg.checkpoint_every,
         )
         meta = policy_meta(cfg.algo, env, hparams.hidden, cfg.env, cfg.env_kwargs)
         policy = ALGORITHMS[cfg.algo].learner(meta, hparams, env)

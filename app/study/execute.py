@@ -18,11 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from lero.app.study.checkpoints import score_cell
 from lero.app.study.plan import Plan
+from lero.app.study.recheck import RECHECK_FACTOR, recheck_path, run_recheck
 from lero.app.study.report import write_study
 from lero.app.study.spec import StudySpec
-from lero.app.study.variants import variant_code
-from lero.graph.configuration import RunError, RunSpec
+from lero.app.study.variants import LOOP_ARM, VARIANTS, step_multiple, variant_code
+from lero.graph.configuration import MAX_STEPS, RunError, RunSpec
 from lero.graph.rundir import STUDIES_DIR, RunDir
 from lero.graph.safefs import write_atomic
 from lero.graph.summary import best_candidate, load_run, summarize
@@ -53,6 +55,23 @@ def generation_gains(run_dir: Path) -> dict[str, Any] | None:
         "gain_over_generation0": best - first,
         "note": "selection fitness on the run's own seeds and selection episodes (not held out)",
     }
+
+
+def equal_compute_steps(arms: tuple[str, ...], steps: int, loop_steps: int | None) -> dict[str, int]:
+    """Env steps of each equal-compute arm: K x STEPS, or the env steps the run spent."""
+    result = {}
+    for arm in arms:
+        if arm == LOOP_ARM:
+            if not loop_steps:
+                raise RunError(f"{LOOP_ARM}: the run has no env steps recorded yet (see `lero report`)")
+            result[arm] = loop_steps
+        elif (times := step_multiple(arm)) is not None:
+            result[arm] = times * steps
+        else:
+            continue
+        if result[arm] > MAX_STEPS:
+            raise RunError(f"{arm} would train {result[arm]} steps, over the limit of {MAX_STEPS}")
+    return result
 
 
 def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
@@ -93,6 +112,7 @@ def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
         hparams = {run_spec.algo: dict(run_spec.hparams)} if run_spec.hparams else {}
         parent, cache_dir = rundir.studies_dir, rundir.cache_dir
         generations = generation_gains(rundir.path)
+        loop_steps = summarize(run)["env_steps"]
     else:
         path = Path(str(spec.candidate))
         if not path.is_file():
@@ -109,6 +129,9 @@ def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
         parent = runs_dir / STUDIES_DIR  # a study of a module file belongs to no run
         cache_dir = parent / "cache"
         generations = None
+        loop_steps = None
+    if spec.checkpoints and executor["executor"] == "ray":
+        raise RunError("--checkpoints needs the local executor (Ray ships back only the final weights)")
     for variant in spec.variants:
         variant_code(code, variant)  # the candidate must split into its variants
     from lero.training import ALGOS
@@ -119,13 +142,14 @@ def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
     hparams = {a: {**hparams.get(a, {}), **spec.hparams.get(a, {})} for a in algos}
     env_spec = RunSpec(env=env_name, env_kwargs=env_kwargs or {})  # names, bounds: the run's rules
     env = job_env(env_spec, confirm_env(env_name, confirm))
+    arms = "" if spec.variants == VARIANTS else "-" + "_".join(spec.variants)
     study_id = spec.study_id or _slug(
-        f"{source.get('candidate_id', Path(str(spec.candidate)).stem)}-{'+'.join(algos)}-{steps}steps-{spec.seeds}seeds"
+        f"{source.get('candidate_id', Path(str(spec.candidate)).stem)}-{'+'.join(algos)}-{steps}steps-{spec.seeds}seeds{arms}"
     )
     return Plan(spec=spec, study_dir=parent / study_id, cache_dir=cache_dir, code=code,
                 source=source, env=env, algos=tuple(algos),
                 steps=steps, sandbox=sandbox, hparams=hparams, generations=generations,
-                executor=executor)  # fmt: skip
+                executor=executor, arm_steps=equal_compute_steps(spec.variants, steps, loop_steps))  # fmt: skip
 
 
 def _check_env(plan: Plan) -> list[str]:
@@ -160,12 +184,15 @@ def _run_cell(plan: Plan, sandbox: Any, algo: str, variant: str, index: int) -> 
     """One (algorithm, variant, seed) job in the sandbox; its file is written when it ends."""
     seed, eval_seed = plan.spec.train_seeds[index], plan.spec.eval_seeds[index]
     result = sandbox.train_and_evaluate(
-        variant_code(plan.code, variant), plan.env, algo, plan.steps, seed,
+        variant_code(plan.code, variant), plan.env, algo, plan.steps_of(variant), seed,
         eval_seed=eval_seed, eval_episodes=plan.spec.eval_episodes, hparams=plan.hparams[algo],
-        candidate_id=f"study:{algo}:{variant}",
+        candidate_id=f"study:{algo}:{variant}", checkpoint_every=plan.checkpoint_every(variant),
     )  # fmt: skip
     record = {"algo": algo, "variant": variant, "seed": seed, "eval_seed": eval_seed,
               **result.to_dict()}  # fmt: skip
+    if result.status == "ok" and plan.spec.checkpoints:
+        record["checkpoints"] = score_cell(plan, sandbox, algo, variant, index, record)
+        record["status"] = record["checkpoints"]["status"]
     record.pop("policy_dir", None)
     path = plan.cell_path(algo, variant, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -191,7 +218,8 @@ def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | 
     total = len(plan.algos) * len(spec.variants) * spec.seeds
     say(f"study {plan.study_dir.name}: {total - len(todo)} of {total} cells done, {len(todo)} to train")
     started = time.monotonic()
-    if todo:
+    recheck = spec.recheck and not recheck_path(plan).is_file()
+    if todo or recheck:
         sandbox = open_sandbox(plan.sandbox_spec(), plan.cache_dir)
         try:
             with ThreadPoolExecutor(max_workers=spec.max_parallel) as pool:
@@ -202,6 +230,9 @@ def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | 
                     shown = f"return {value:.3f}" if value is not None else record["status"]
                     say(f"[{done}/{len(todo)}] {record['algo']} {record['variant']} "
                         f"seed {record['seed']}: {shown}{' (cached)' if record['cached'] else ''}")  # fmt: skip
+            if recheck:
+                say(f"reward-hacking check: {plan.algos[0]} at {RECHECK_FACTOR}x {plan.steps} steps")
+                say(f"reward-hacking check: {run_recheck(plan, sandbox)['status']}")
         finally:
             sandbox.close()
     return write_study(plan, metrics, time.monotonic() - started)

@@ -28,6 +28,15 @@ class Plan:
     hparams: dict[str, dict[str, Any]]
     generations: dict[str, Any] | None  # what the run's generations added over generation 0
     executor: dict[str, Any]  # {"executor", "ray_address"}: where jobs run, not what they give
+    arm_steps: dict[str, int]  # equal-compute arms (native@<K>x, native@loop) -> their env steps
+
+    def steps_of(self, arm: str) -> int:
+        """Env steps one training of ARM takes."""
+        return self.arm_steps.get(arm, self.steps)
+
+    def checkpoint_every(self, arm: str) -> int | None:
+        """Env steps between ARM's interval checkpoints (None: the study keeps none)."""
+        return max(1, self.steps_of(arm) // self.spec.checkpoints) if self.spec.checkpoints else None
 
     def sandbox_spec(self) -> RunSpec:
         """The settings `open_sandbox` reads, as a run with this env would have them."""
@@ -47,6 +56,10 @@ class Plan:
             "selection_eval_seed": SELECTION_EVAL_SEED,
             "eval_episodes": self.spec.eval_episodes,
             "hparams": self.hparams,
+            # keys only when used: a study without them resumes as before
+            **({"arm_steps": self.arm_steps} if self.arm_steps else {}),
+            **({"checkpoints": self.spec.checkpoints, "validation_seeds": self.spec.validation_seeds}
+               if self.spec.checkpoints else {}),
         }
 
     def cell_path(self, algo: str, variant: str, seed: int) -> Path:

@@ -1,4 +1,5 @@
-"""Study plots: learning curves with 95% bands per algorithm, and per-metric CI charts."""
+"""Study plots: learning curves of every arm with 95% bands per algorithm (one plot, so
+sample efficiency compares at a glance), per-metric CI charts and performance profiles."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ from lero.app.plots import plt, save_figure  # the Agg backend is set there
 
 
 def plot_curves(algo: str, cells: list[dict[str, Any]], target: float | None, path: Path) -> Path:
-    """Training-time native return (mean over seeds, 95% band) of every variant of ALGO."""
+    """Training-time native return (mean over seeds, 95% band) of every arm of ALGO; a log step
+    axis when equal-compute arms train far longer than the variants."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for cell in cells:
         band = cell["curve"]
         if band["steps"]:
             line = ax.plot(band["steps"], band["mean"], label=cell["variant"])[0]
             ax.fill_between(band["steps"], band["low"], band["high"], color=line.get_color(), alpha=0.2)
+    ends = [c["curve"]["steps"][-1] for c in cells if c["curve"]["steps"]]
+    if ends and min(ends) > 0 and max(ends) > 5 * min(ends):
+        ax.set_xscale("log")
     if target is not None:
         ax.axhline(target, color="black", linestyle=":", label=f"target {target:.2f}")
     ax.set_xlabel("env steps")
@@ -44,4 +49,36 @@ def plot_metric(metric: str, cells: list[dict[str, Any]], path: Path) -> Path:
     ax.set_ylabel(f"{metric} (held-out episodes)")
     ax.set_title(f"{metric}: mean and 95% CI over seeds")
     ax.grid(alpha=0.3, axis="y")
+    return save_figure(fig, path)
+
+
+def plot_profiles(title: str, profiles: dict[str, dict[str, list[float]]], path: Path) -> Path:
+    """Performance profiles: fraction of runs above each score, one line (95% band) per arm."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for arm, profile in profiles.items():
+        line = ax.plot(profile["thresholds"], profile["fraction"], label=arm)[0]
+        ax.fill_between(profile["thresholds"], profile["low"], profile["high"], color=line.get_color(), alpha=0.2)
+    ax.set_xlabel("score threshold")
+    ax.set_ylabel("fraction of runs above")
+    ax.set_title(f"{title}: performance profiles (95% bands)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    return save_figure(fig, path)
+
+
+def plot_recheck(check: dict[str, Any], path: Path) -> Path:
+    """The reward-hacking check's training curves: native return and training reward."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    curves = check["curves"]
+    for key, label in (("return", "native return"), ("train_reward", "training reward")):
+        if curves.get(key):
+            ax.plot(curves["steps"], curves[key], label=label)
+    ax.axvline(check["budget"], color="black", linestyle=":", label="study budget")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("per-agent episode return")
+    ax.set_title(f"reward-hacking check ({check['algo']}, {'flagged' if check['reward_hacking'] else 'not flagged'})")
+    ax.grid(alpha=0.3)
+    ax.legend()
     return save_figure(fig, path)

@@ -1,13 +1,16 @@
 """study.json, study.md and plots/ from a study's cell files alone (so they can be rebuilt).
 
-Per cell (algorithm x variant): per-seed values of every task metric, their mean and 95%
-bootstrap CI, the comparison with native (difference, Hedges' g, Welch t, Mann-Whitney U),
-the steps each seed's training curve took to reach the target return, and the learning
-curve's mean with a 95% band over seeds.
+Per cell (algorithm x arm): per-seed values of every task metric, their mean and IQM with
+95% bootstrap CIs, the comparison with native (difference, probability of improvement,
+Hedges' g, Welch t, Mann-Whitney U), the steps each seed's training curve took to reach
+the target return, and the learning curve's mean with a 95% band over seeds. Per
+algorithm: performance profiles of `return`, and each candidate variant against each
+equal-compute arm (native trained longer), on held-out episodes and at equal steps.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -15,7 +18,9 @@ from typing import Any
 from lero.app.report import fmt_number
 from lero.app.study import stats
 from lero.app.study.plan import Plan
-from lero.app.study.plots import plot_curves, plot_metric
+from lero.app.study.plots import plot_curves, plot_metric, plot_profiles, plot_recheck
+from lero.app.study.recheck import judge, recheck_lines, recheck_path
+from lero.app.study.variants import VARIANTS, is_equal_compute
 from lero.graph.safefs import write_atomic
 
 CURVE = "return"  # training-time native return per agent (training curves' key)
@@ -26,15 +31,25 @@ def _cell(plan: Plan, metrics: list[str], algo: str, variant: str) -> dict[str, 
     ok = [r for r in records if r is not None and r["status"] == "ok"]
     failed = {str(r["seed"]): r["status"] for r in records if r is not None and r["status"] != "ok"}
     per_seed = {m: [float(r["metrics"][m]) for r in ok] for m in metrics if all(m in r["metrics"] for r in ok)}
+    scored = [r["checkpoints"] for r in ok if "checkpoints" in r]
+    absolute = {m: [float(c["absolute"][m]) for c in scored] for m in metrics if all(m in c["absolute"] for c in scored)}
     return {
         "algo": algo,
         "variant": variant,
+        "steps": plan.steps_of(variant),
         "status": "complete" if len(ok) == len(records) else "incomplete",
         "seeds": [r["seed"] for r in ok],
         "eval_seeds": [r["eval_seed"] for r in ok],
         "failed": failed,
         "per_seed": per_seed,
         "summary": {m: stats.summary(v) for m, v in per_seed.items() if v},
+        "absolute": None if not scored else {
+            "best_steps": [c["best_step"] for c in scored],
+            "validation": [{step: v[CURVE] for step, v in c["validation"].items()} for c in scored],
+            "episodes": scored[0]["absolute_episodes"],
+            "per_seed": absolute,
+            "summary": {m: stats.summary(v) for m, v in absolute.items() if v},
+        },
         "curves": [(r["curves"].get("steps", []), r["curves"].get(CURVE, [])) for r in ok],
     }
 
@@ -68,11 +83,62 @@ def _finish_cell(cell: dict[str, Any], native: dict[str, Any] | None, target: fl
     return cell
 
 
+def _equal_compute(variant: dict[str, Any], longer: dict[str, Any]) -> dict[str, Any]:
+    """A candidate variant against native trained longer, on held-out episodes (each at its own
+    steps) and on the training curves at the variant's steps (equal steps)."""
+    held_out = stats.compare(variant["per_seed"][CURVE], longer["per_seed"][CURVE])
+    seeds = min(len(variant["seeds"]), len(longer["seeds"]))
+    row: dict[str, Any] = {
+        "algo": variant["algo"], "arm": variant["variant"], "arm_steps": variant["steps"],
+        "versus": longer["variant"], "versus_steps": longer["steps"],
+        "held_out": held_out, "held_out_verdict": stats.poi_verdict(held_out["poi"], seeds),
+        "equal_steps": None, "equal_steps_verdict": None,
+    }  # fmt: skip
+    logged = [(s[-1], v[-1]) for s, v in variant["curves"] if s]  # the variant's last log point per seed
+    if not logged:
+        return row
+    step = min(s for s, _ in logged)  # the steps it trained (a rollout can overshoot the budget)
+    at_step = [stats.value_at(s, v, step) for s, v in longer["curves"]]
+    if at_step and None not in at_step:
+        finals = [v for _, v in logged]
+        poi = stats.probability_of_improvement([finals], [at_step])
+        row["equal_steps"] = {"steps": step, "arm_curve": finals, "versus_curve": at_step, "poi": poi}
+        row["equal_steps_verdict"] = stats.poi_verdict(poi, seeds)
+    return row
+
+
+def _equal_compute_rows(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    ready = [c for c in raw if c["per_seed"].get(CURVE)]
+    return [_equal_compute(v, e) for v in ready for e in ready
+            if v["algo"] == e["algo"] and v["variant"] in VARIANTS and v["variant"] != "native"
+            and is_equal_compute(e["variant"])]  # fmt: skip
+
+
+def _profiles(raw: list[dict[str, Any]], algos: tuple[str, ...]) -> dict[str, Any]:
+    """Per algorithm: fraction of seeds whose held-out return exceeds each threshold, per arm."""
+    result = {}
+    for algo in algos:
+        arms = {c["variant"]: [c["per_seed"][CURVE]] for c in raw if c["algo"] == algo and c["per_seed"].get(CURVE)}
+        if arms:
+            grid = stats.profile_thresholds(*arms.values())
+            result[algo] = {arm: stats.performance_profile(values, grid) for arm, values in arms.items()}
+    return result
+
+
+def all_hparams(plan: Plan) -> dict[str, dict[str, Any]]:
+    """Every hyper-parameter each algorithm trained with: its defaults with the study's overrides."""
+    from lero.training import TrainConfig
+
+    return {a: dataclasses.asdict(TrainConfig(algo=a, hparams=plan.hparams[a]).algo_hparams()) for a in plan.algos}
+
+
 def build_study(plan: Plan, metrics: list[str], wall_s: float) -> dict[str, Any]:
     """The study.json document."""
     raw = [_cell(plan, metrics, a, v) for a in plan.algos for v in plan.spec.variants]
     target, target_source = _target(plan, raw)
     natives = {c["algo"]: c for c in raw if c["variant"] == "native"}
+    equal_compute = _equal_compute_rows(raw)
+    profiles = _profiles(raw, plan.algos)
     cells = [_finish_cell(c, natives.get(c["algo"]), target) for c in raw]
     complete = all(c["status"] == "complete" for c in cells)
     return {
@@ -87,9 +153,15 @@ def build_study(plan: Plan, metrics: list[str], wall_s: float) -> dict[str, Any]
         "selection_eval_seed": plan.config()["selection_eval_seed"],
         "target_return": target,
         "target_source": target_source,
-        "ci": {"level": stats.CONFIDENCE, "method": "percentile bootstrap of the mean over seeds",
+        "arm_steps": {v: plan.steps_of(v) for v in plan.spec.variants},
+        "hparams_all": all_hparams(plan),
+        "ci": {"level": stats.CONFIDENCE, "method": "percentile bootstrap over seeds (scipy.stats.bootstrap)",
                "samples": stats.BOOTSTRAP_SAMPLES, "seed": stats.BOOTSTRAP_SEED},
-        "tests": "Welch t-test and two-sided Mann-Whitney U against native; effect size Hedges' g",
+        "tests": "probability of improvement P(X > Y) + P(X = Y)/2, Welch t-test and two-sided "
+                 "Mann-Whitney U against native; effect size Hedges' g",
+        "equal_compute": equal_compute,
+        "profiles": profiles,
+        "recheck": judge(json.loads(path.read_text())) if (path := recheck_path(plan)).is_file() else None,
         "generations": plan.generations,
         "cells": cells,
         "wall_s": wall_s,
@@ -101,6 +173,27 @@ def _p(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def _interval(summary: dict[str, float] | None, key: str, ci: str) -> str:
+    if not summary:
+        return "-"
+    return f"{fmt_number(summary[key])} [{fmt_number(summary[ci + '_low'])}, {fmt_number(summary[ci + '_high'])}]"
+
+
+def equal_compute_sentences(rows: list[dict[str, Any]]) -> list[str]:
+    """One plain sentence per comparison: which arm beats which, at what steps."""
+    said = {"better": "beats", "worse": "loses to", "no difference": "does not differ from",
+            "too few seeds": "has too few seeds to be compared with"}
+    lines = []
+    for row in rows:
+        text = (f"{row['algo']}: {row['arm']} at {row['arm_steps']} steps {said[row['held_out_verdict']]} "
+                f"{row['versus']} at {row['versus_steps']} steps on held-out episodes")  # fmt: skip
+        if row["equal_steps_verdict"] is not None:
+            text += (f", and {said[row['equal_steps_verdict']]} it at equal steps "
+                     f"({row['equal_steps']['steps']:.0f}, training curves)")
+        lines.append(f"- {text}.")
+    return lines
+
+
 def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
     """study.md: one table per algorithm, then the generation gains and the plots."""
     cfg = study["config"]
@@ -110,29 +203,56 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
         f"Environment: `{json.dumps(cfg['env'])}`, {cfg['steps']} steps per training, "
         f"training seeds {study['train_seeds']}, held-out evaluation seeds {study['eval_seeds']} "
         f"x {cfg['eval_episodes']} episodes (selection used seed {study['selection_eval_seed']}).  ",
-        f"Cells: mean [95% bootstrap CI] over seeds; vs native: Hedges' g, Welch p, Mann-Whitney p "
-        f"on `return`. Steps to reach return {fmt_number(study['target_return'])} "
+        f"Cells: mean [95% bootstrap CI] over seeds; IQM of `return` [95% CI]; vs native on `return`: "
+        f"probability of improvement [95% CI], Hedges' g, Welch p, Mann-Whitney p. Steps to reach return {fmt_number(study['target_return'])} "
         f"({study['target_source']}): seeds that reached it, mean step.", "",
     ]  # fmt: skip
     metrics = study["metrics"]
     for algo in study["algos"]:
         lines += [f"## {algo}", "",
-                  "| variant | " + " | ".join(metrics) + " | g | Welch p | MWU p | reached target |",
-                  "|---" * (len(metrics) + 5) + "|"]  # fmt: skip
+                  "| arm | steps | " + " | ".join(metrics) + " | IQM return | P(> native) | g | Welch p | MWU p "
+                  "| reached target |", "|---" * (len(metrics) + 8) + "|"]  # fmt: skip
         for cell in (c for c in study["cells"] if c["algo"] == algo):
-            values = [
-                f"{fmt_number(s['mean'])} [{fmt_number(s['ci_low'])}, {fmt_number(s['ci_high'])}]"
-                if (s := cell["summary"].get(m)) else "-"
-                for m in metrics
-            ]  # fmt: skip
+            values = [_interval(cell["summary"].get(m), "mean", "ci") for m in metrics]
             test = cell["vs_native"].get("return", {})
             reach = cell["steps_to_target"]
             reached = f"{reach['reached']}/{len(reach['per_seed'])}"
             if reach["mean_of_reached"] is not None:
                 reached += f" @ {reach['mean_of_reached']:.3g}"
-            lines.append(f"| {cell['variant']} | " + " | ".join(values) + f" | {_p(test.get('hedges_g'))} | "
+            lines.append(f"| {cell['variant']} | {cell['steps']} | " + " | ".join(values) + " | "
+                         f"{_interval(cell['summary'].get('return'), 'iqm', 'iqm_ci')} | "
+                         f"{_interval(test.get('poi'), 'value', 'ci')} | {_p(test.get('hedges_g'))} | "
                          f"{_p(test.get('welch_p'))} | {_p(test.get('mannwhitney_p'))} | {reached} |")  # fmt: skip
         lines.append("")
+    absolute = [c for c in study["cells"] if c["absolute"]]
+    if absolute:
+        lines += ["## Absolute metric", "",
+                  f"Each seed's checkpoints ({cfg['checkpoints']} per training, and the final policy) scored on "
+                  f"validation episodes (seeds {cfg['validation_seeds']}); the best re-evaluated on "
+                  f"{absolute[0]['absolute']['episodes']} held-out episodes.", "",
+                  "| algo | arm | best checkpoint per seed | absolute return [95% CI] | IQM [95% CI] |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        for cell in absolute:
+            summary = cell["absolute"]["summary"].get(CURVE)
+            lines.append(f"| {cell['algo']} | {cell['variant']} | {cell['absolute']['best_steps']} | "
+                         f"{_interval(summary, 'mean', 'ci')} | {_interval(summary, 'iqm', 'iqm_ci')} |")  # fmt: skip
+        lines.append("")
+    if study["equal_compute"]:
+        lines += ["## Equal compute", "",
+                  "Each candidate variant against native trained longer: on held-out episodes (each at "
+                  "its own steps), and on the training curves at the variant's steps. P = probability "
+                  "of improvement of the variant [95% CI]; a verdict needs the CI to exclude 1/2.", "",
+                  "| algo | arm (steps) | vs (steps) | held out: P | verdict | at equal steps: P | verdict |",
+                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+        for row in study["equal_compute"]:
+            equal = row["equal_steps"]
+            lines.append(f"| {row['algo']} | {row['arm']} ({row['arm_steps']}) | {row['versus']} "
+                         f"({row['versus_steps']}) | {_interval(row['held_out']['poi'], 'value', 'ci')} | "
+                         f"{row['held_out_verdict']} | {_interval(equal['poi'], 'value', 'ci') if equal else '-'} | "
+                         f"{row['equal_steps_verdict'] or '-'} |")  # fmt: skip
+        lines += ["", *equal_compute_sentences(study["equal_compute"]), ""]
+    if study["recheck"] is not None:
+        lines += recheck_lines(study["recheck"])
     gens = study["generations"]
     if gens:
         per_gen = ", ".join(f"gen {g}: {fmt_number(v)}" for g, v in gens["best_per_generation"].items())
@@ -140,6 +260,8 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
                   f"Best fitness per generation ({gens['note']}): {per_gen}; baseline "
                   f"{fmt_number(gens['baseline_fitness'])}. Gain over generation 0: "
                   f"{fmt_number(gens['gain_over_generation0'])} (offline prior: {gens['offline_prior']}).", ""]  # fmt: skip
+    lines += ["## Hyper-parameters", "", *(f"- {algo}: `{json.dumps(h, sort_keys=True)}`"
+                                           for algo, h in study["hparams_all"].items()), ""]
     lines += [f"![{name}](plots/{name})" for name in plots]
     return "\n".join(lines) + "\n"
 
@@ -154,6 +276,10 @@ def write_study(plan: Plan, metrics: list[str], wall_s: float) -> dict[str, Any]
         plots.append(plot_curves(algo, cells, study["target_return"], plots_dir / f"curves-{algo}.png").name)
     for metric in metrics:
         plots.append(plot_metric(metric, study["cells"], plots_dir / f"{metric}.png").name)
+    for algo, profiles in study["profiles"].items():
+        plots.append(plot_profiles(f"{algo}: held-out return", profiles, plots_dir / f"profile-{algo}.png").name)
+    if study["recheck"] is not None:
+        plots.append(plot_recheck(study["recheck"], plots_dir / "recheck.png").name)
     write_atomic(plan.study_dir / "study.json", json.dumps(study, indent=2) + "\n")
     write_atomic(plan.study_dir / "study.md", render_markdown(study, plots))
     return study

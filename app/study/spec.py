@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from lero.app.study.variants import VARIANTS
+from lero.app.study.variants import LOOP_ARM, VARIANTS, check_arm
 from lero.graph.configuration import DEFAULT_RUNS_DIR, MAX_EVAL_EPISODES, MAX_STEPS, validated
 from lero.sandbox.runner import EVAL_SEED
 from lero.training.defaults import EVAL_EPISODES
@@ -20,8 +20,10 @@ from lero.training.defaults import EVAL_EPISODES
 SELECTION_EVAL_SEED = EVAL_SEED  # the episodes the loop selects candidates on
 FIRST_TRAIN_SEED = 1000  # the loop trains with seeds 0..seeds-1: studies use fresh ones
 FIRST_EVAL_SEED = 100_000  # held-out episodes: seed FIRST_EVAL_SEED + i for training seed i
+FIRST_VALIDATION_SEED = 200_000  # checkpoint selection episodes: seed FIRST_VALIDATION_SEED + i
 DEFAULT_SEEDS = 5
 PAPER_ALGOS = ("mappo", "ippo", "vdn", "qmix")
+PAPER_SEEDS = 10  # Gorsane et al. (2022): 10 independent runs
 _STUDY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,95}$")
 
 
@@ -38,7 +40,7 @@ class StudySpec(BaseModel):
     env: str | None = None  # None = the run's (or simple_spread)
     env_kwargs: dict[str, Any] | None = None  # None = the run's (or the LERO default)
     algos: tuple[str, ...] = ()  # () = the run's algorithm (or mappo)
-    variants: tuple[str, ...] = VARIANTS
+    variants: tuple[str, ...] = VARIANTS  # and equal-compute arms: native@<K>x, native@loop
     seeds: int = Field(default=DEFAULT_SEEDS, ge=1, le=64)
     steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # None = the run's budget
     eval_episodes: int = Field(default=EVAL_EPISODES, ge=1, le=MAX_EVAL_EPISODES)
@@ -48,6 +50,8 @@ class StudySpec(BaseModel):
     executor: Literal["local", "ray"] | None = None  # None = the run's (or local)
     ray_address: str | None = None  # None = the run's (a new local Ray instance without one)
     max_parallel: int = Field(default=2, ge=1, le=64)
+    checkpoints: int = Field(default=0, ge=0, le=100)  # interval checkpoints per training (0 = none)
+    recheck: bool = False  # also retrain the candidate once at 10x the steps (app/study/recheck.py)
 
     @model_validator(mode="after")
     def _check(self) -> StudySpec:
@@ -55,9 +59,14 @@ class StudySpec(BaseModel):
             raise ValueError("give a run id or a candidate file (one of them)")
         if self.candidate_id is not None and self.run_id is None:
             raise ValueError("candidate_id needs a run id")
-        unknown = [v for v in self.variants if v not in VARIANTS]
-        if unknown or not self.variants:
-            raise ValueError(f"variants must be among {', '.join(VARIANTS)}, got {list(self.variants)}")
+        if not self.variants:
+            raise ValueError(f"variants must be among {', '.join(VARIANTS)}, got none")
+        for arm in self.variants:
+            check_arm(arm)
+        if len(set(self.variants)) != len(self.variants):
+            raise ValueError(f"variants must not repeat, got {list(self.variants)}")
+        if LOOP_ARM in self.variants and self.run_id is None:
+            raise ValueError(f"{LOOP_ARM} needs a run id (the run's env steps are its budget)")
         if "native" not in self.variants:
             raise ValueError("variants must include native (every test is against it)")
         if self.study_id is not None and not _STUDY_ID.match(self.study_id):
@@ -78,4 +87,11 @@ class StudySpec(BaseModel):
         """Held-out episodes per training seed; never the selection seed."""
         seeds = [FIRST_EVAL_SEED + i for i in range(self.seeds)]
         assert SELECTION_EVAL_SEED not in seeds
+        return seeds
+
+    @property
+    def validation_seeds(self) -> list[int]:
+        """Episodes the best checkpoint is picked on: neither held out nor the selection seed."""
+        seeds = [FIRST_VALIDATION_SEED + i for i in range(self.seeds)]
+        assert not set(seeds) & {SELECTION_EVAL_SEED, *self.eval_seeds}
         return seeds

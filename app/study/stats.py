@@ -1,14 +1,19 @@
-"""Statistics of a study cell: bootstrap CIs, effect sizes, tests, curve bands, steps-to-return.
+"""Statistics of a study: the rliable aggregates (IQM, mean, probability of improvement,
+performance profiles) with stratified bootstrap CIs, effect sizes, tests, curve bands and
+steps-to-return.
 
 Everything is computed from the per-seed values stored in study.json, so a reader can
-recompute any number from the same file. The bootstrap uses a fixed generator: the same
-values give the same interval.
+recompute any number from the same file. `scipy.stats` gives the trimmed mean and the
+bootstrap (its independent resampling of each sample is the stratified bootstrap); only
+the statistics themselves are written here, since rliable is archived and pins old
+dependencies. The bootstrap uses a fixed generator: the same values give the same interval.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -17,36 +22,174 @@ CONFIDENCE = 0.95
 BOOTSTRAP_SAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 CURVE_POINTS = 50
+PROFILE_POINTS = 101
+MIN_VERDICT_SEEDS = 3  # fewer seeds per arm: no "better" / "worse" verdict
 
 
 def _finite(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def bootstrap_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean (resampling seeds with replacement)."""
-    data = np.asarray(values, dtype=np.float64)  # [S]
-    if data.size == 0:
-        raise ValueError("bootstrap_ci needs at least one value")
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    picks = rng.integers(0, data.size, size=(BOOTSTRAP_SAMPLES, data.size))  # [R, S]
-    means = data[picks].mean(axis=1)  # [R]
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(means, [tail, 1.0 - tail])
+Strata = Sequence[Sequence[float]]  # one list of per-seed values per task
+
+
+def iqm(values: Sequence[float]) -> float:
+    """Interquartile mean: the mean of the middle 50% (robust to a few outlying seeds)."""
+    return float(stats.trim_mean(np.asarray(values, np.float64), 0.25))
+
+
+def _iqm_along(pooled: np.ndarray) -> np.ndarray:
+    return stats.trim_mean(pooled, 0.25, axis=-1)
+
+
+AGGREGATES = {"iqm": _iqm_along, "mean": lambda pooled: pooled.mean(axis=-1)}
+
+
+def _bootstrap(samples: list[np.ndarray], statistic: Callable[..., np.ndarray],
+               confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap of STATISTIC(*samples), each sample resampled on its own.
+
+    scipy resamples each sample of a multi-sample statistic independently, which is the
+    stratified bootstrap (seeds within each task). A one-value sample cannot be
+    resampled (scipy refuses it, and every resample would equal it), so it stays fixed.
+    """
+    free = [i for i, s in enumerate(samples) if s.size > 1]
+    if not free:
+        value = np.asarray(statistic(*samples))
+        return value, value
+
+    def resampled(*drawn: np.ndarray, axis: int = -1) -> np.ndarray:
+        batch = drawn[0].shape[:-1]
+        full = [np.broadcast_to(s, (*batch, s.size)) for s in samples]  # [..., n_i] each
+        for i, d in zip(free, drawn, strict=True):
+            full[i] = d
+        return statistic(*full)
+
+    result = stats.bootstrap(
+        tuple(samples[i] for i in free), resampled, vectorized=True, method="percentile",
+        n_resamples=BOOTSTRAP_SAMPLES, confidence_level=confidence,
+        rng=np.random.default_rng(BOOTSTRAP_SEED),
+    )  # fmt: skip
+    return np.asarray(result.confidence_interval.low), np.asarray(result.confidence_interval.high)
+
+
+def _arrays(strata: Strata) -> list[np.ndarray]:
+    arrays = [np.asarray(s, np.float64) for s in strata]
+    if not arrays or any(a.size == 0 for a in arrays):
+        raise ValueError("every task needs at least one value")
+    return arrays
+
+
+def aggregate_ci(strata: Strata, aggregate: str = "iqm", confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Stratified percentile bootstrap CI of AGGREGATE ("iqm" or "mean") over tasks x seeds."""
+    reduce = AGGREGATES[aggregate]
+    low, high = _bootstrap(_arrays(strata), lambda *s: reduce(np.concatenate(s, axis=-1)), confidence)
     return float(low), float(high)
 
 
+def bootstrap_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean of one cell's seeds."""
+    return aggregate_ci([values], "mean", confidence)
+
+
+def aggregate(strata: Strata) -> dict[str, float]:
+    """IQM and mean over tasks x seeds, each with its stratified bootstrap CI."""
+    pooled = np.concatenate(_arrays(strata))
+    result: dict[str, float] = {}
+    for name in AGGREGATES:
+        low, high = aggregate_ci(strata, name)
+        result |= {name: float(AGGREGATES[name](pooled)), f"{name}_ci_low": low, f"{name}_ci_high": high}
+    return result
+
+
+def _poi_along(*pairs: np.ndarray) -> np.ndarray:
+    """Mean over tasks of P(X > Y) + P(X = Y) / 2; PAIRS = x_task1, y_task1, x_task2, ..."""
+    per_task = []
+    for x, y in zip(pairs[::2], pairs[1::2], strict=True):
+        above = x[..., :, None] > y[..., None, :]  # [..., n, m]
+        tied = x[..., :, None] == y[..., None, :]
+        per_task.append((above + 0.5 * tied).mean(axis=(-2, -1)))
+    return np.mean(per_task, axis=0)
+
+
+def probability_of_improvement(treated: Strata, control: Strata, confidence: float = CONFIDENCE) -> dict[str, float]:
+    """P(a run of TREATED beats a run of CONTROL on the same task), averaged over tasks, with
+    its stratified bootstrap CI (each arm's seeds resampled within each task)."""
+    x, y = _arrays(treated), _arrays(control)
+    if len(x) != len(y):
+        raise ValueError("both arms need the same tasks")
+    samples = [a for pair in zip(x, y, strict=True) for a in pair]
+    low, high = _bootstrap(samples, _poi_along, confidence)
+    return {"value": float(_poi_along(*samples)), "ci_low": float(low), "ci_high": float(high)}
+
+
+def profile_thresholds(*arms: Strata, points: int = PROFILE_POINTS) -> list[float]:
+    """An even grid of thresholds spanning every score of every arm."""
+    pooled = np.concatenate([a for arm in arms for a in _arrays(arm)])
+    return np.linspace(pooled.min(), pooled.max(), points).tolist()
+
+
+def performance_profile(strata: Strata, thresholds: Sequence[float]) -> dict[str, list[float]]:
+    """Fraction of runs scoring above each threshold (per task, averaged over tasks), with a
+    pointwise stratified bootstrap band."""
+    tau = np.asarray(thresholds, np.float64)  # [T]
+
+    def fractions(*tasks: np.ndarray) -> np.ndarray:
+        per_task = [(t[..., None, :] > tau[:, None]).mean(axis=-1) for t in tasks]  # [..., T, n] -> [..., T]
+        return np.moveaxis(np.mean(per_task, axis=0), -1, 0)  # [T, ...]: scipy wants outputs first
+
+    arrays = _arrays(strata)
+    low, high = _bootstrap(arrays, fractions, CONFIDENCE)
+    return {"thresholds": tau.tolist(), "fraction": fractions(*arrays).tolist(),
+            "low": np.asarray(low).tolist(), "high": np.asarray(high).tolist()}  # fmt: skip
+
+
 def summary(values: Sequence[float]) -> dict[str, float | int | None]:
-    """Mean, sample std and 95% bootstrap CI of one metric over seeds."""
+    """Mean, sample std, IQM and their 95% bootstrap CIs of one metric over seeds."""
     data = np.asarray(values, dtype=np.float64)
     low, high = bootstrap_ci(data)
+    iqm_low, iqm_high = aggregate_ci([data], "iqm")
     return {
         "n": int(data.size),
         "mean": float(data.mean()),
         "std": float(data.std(ddof=1)) if data.size > 1 else 0.0,
         "ci_low": low,
         "ci_high": high,
+        "iqm": iqm(data),
+        "iqm_ci_low": iqm_low,
+        "iqm_ci_high": iqm_high,
     }
+
+
+def poi_verdict(poi: dict[str, float], seeds: int) -> str:
+    """"better" / "worse" when the probability of improvement's CI excludes 1/2, else "no
+    difference"; below MIN_VERDICT_SEEDS per arm the bootstrap CI is too coarse to say."""
+    if seeds < MIN_VERDICT_SEEDS:
+        return "too few seeds"
+    if poi["ci_low"] > 0.5:
+        return "better"
+    if poi["ci_high"] < 0.5:
+        return "worse"
+    return "no difference"
+
+
+def value_at(steps: Sequence[float], values: Sequence[float], step: float) -> float | None:
+    """A logged curve's value at STEP (linear between log points; None outside them)."""
+    if not len(steps) or not steps[0] <= step <= steps[-1]:
+        return None
+    return float(np.interp(step, steps, values))
+
+
+def trend(steps: Sequence[float], values: Sequence[float]) -> dict[str, Any]:
+    """Theil-Sen slope of a curve with its 95% CI: "rising" / "falling" when the CI excludes 0.
+
+    Theil-Sen (the median of pairwise slopes) so that a few noisy log points do not decide."""
+    if len(values) < 3:
+        return {"slope": None, "ci_low": None, "ci_high": None, "direction": "too few points"}
+    fit = stats.theilslopes(np.asarray(values, np.float64), np.asarray(steps, np.float64), alpha=CONFIDENCE)
+    low, high = float(fit.low_slope), float(fit.high_slope)
+    direction = "rising" if low > 0 else "falling" if high < 0 else "flat"
+    return {"slope": float(fit.slope), "ci_low": low, "ci_high": high, "direction": direction}
 
 
 def hedges_g(treated: Sequence[float], control: Sequence[float]) -> float | None:
@@ -62,11 +205,13 @@ def hedges_g(treated: Sequence[float], control: Sequence[float]) -> float | None
     return float((a.mean() - b.mean()) / pooled * correction)
 
 
-def compare(treated: Sequence[float], control: Sequence[float]) -> dict[str, float | None]:
-    """A variant against native on one metric: difference, Hedges' g, Welch t and Mann-Whitney U."""
+def compare(treated: Sequence[float], control: Sequence[float]) -> dict[str, Any]:
+    """An arm against another on one metric: difference, probability of improvement with its
+    CI, Hedges' g, Welch t and Mann-Whitney U."""
     a, b = np.asarray(treated, np.float64), np.asarray(control, np.float64)
-    result: dict[str, float | None] = {
+    result: dict[str, Any] = {
         "diff": float(a.mean() - b.mean()),
+        "poi": probability_of_improvement([a], [b]),
         "hedges_g": hedges_g(a, b),
         "welch_t": None,
         "welch_p": None,

@@ -1,4 +1,6 @@
-"""The four study variants of one candidate module: native, HRF only, OEF only, both.
+"""The four study variants of one candidate module: native, HRF only, OEF only, both;
+and the equal-compute arms, native trained longer: `native@<K>x` (K times the study's
+steps) and `native@loop` (the env steps the candidate's whole run spent).
 
 A variant switches one of the candidate's functions off by replacing its definition in
 the source text with the native one (the environment's reward, or the raw observation).
@@ -9,6 +11,7 @@ the same sandbox as the candidate itself; nothing of the candidate is executed h
 from __future__ import annotations
 
 import ast
+import re
 
 from lero.training.contract import parse_python
 
@@ -24,6 +27,25 @@ RAW_OBSERVATION = '''def enhance_observation(obs):
 '''
 _NATIVE = {"hybrid_reward": NATIVE_REWARD, "enhance_observation": RAW_OBSERVATION}
 _KEEPS = {"hrf": "hybrid_reward", "oef": "enhance_observation"}
+LOOP_ARM = "native@loop"
+_TIMES_ARM = re.compile(r"^native@([1-9][0-9]{0,3})x$")
+
+
+def step_multiple(arm: str) -> int | None:
+    """K of a `native@<K>x` arm, else None."""
+    match = _TIMES_ARM.match(arm)
+    return int(match.group(1)) if match else None
+
+
+def is_equal_compute(arm: str) -> bool:
+    """Whether ARM is native trained with more steps than the study's."""
+    return arm == LOOP_ARM or step_multiple(arm) is not None
+
+
+def check_arm(arm: str) -> None:
+    """ValueError unless ARM is a variant or an equal-compute arm."""
+    if arm not in VARIANTS and not is_equal_compute(arm):
+        raise ValueError(f"unknown arm {arm!r}; choose from {', '.join(VARIANTS)}, native@<K>x (K >= 1), {LOOP_ARM}")
 
 
 def _replace_function(source: str, name: str, replacement: str) -> str:
@@ -42,10 +64,9 @@ def _replace_function(source: str, name: str, replacement: str) -> str:
 
 
 def variant_code(source: str, variant: str) -> str | None:
-    """The module trained for VARIANT (None = native: the sandbox's baseline, no candidate code)."""
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
-    if variant == "native":
+    """The module trained for VARIANT or arm (None = native: the sandbox's baseline, no candidate code)."""
+    check_arm(variant)
+    if variant == "native" or is_equal_compute(variant):
         return None
     if variant == "hrf+oef":
         return source

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -161,14 +162,17 @@ def test_study_of_a_run_without_the_prior_reports_generation_gains(
     assert code == 0, err
     assert json.loads(Path("runs/r/spec.json").read_text())["offline_prior"] is False
     report = json.loads(Path("runs/r/report.json").read_text())
-    Path("study.json").write_text(json.dumps({"variants": ["native", "hrf+oef"]}))
+    Path("study.json").write_text(json.dumps({"variants": ["native", "hrf+oef", "native@loop"]}))
     code, out, err = lero(["study", "r", *TINY, "--config", "study.json"], capsys)
     assert code == 0, err + out
     (folder,) = Path("runs/r/studies").iterdir()
     study = json.loads((folder / "study.json").read_text())
     assert study["config"]["source"]["candidate_id"] == report["best"]["candidate_id"]
     assert study["config"]["hparams"] == {"mappo": TINY_HPARAMS["mappo"]}  # the run's settings
-    assert [c["variant"] for c in study["cells"]] == ["native", "hrf+oef"]
+    assert [c["variant"] for c in study["cells"]] == ["native", "hrf+oef", "native@loop"]
+    # native@loop trains with every env step the run spent: baseline, candidates, seeds
+    assert report["env_steps"] == 400 * 3 and study["arm_steps"]["native@loop"] == report["env_steps"]
+    assert study["equal_compute"][0]["versus_steps"] == report["env_steps"]
     gens = study["generations"]
     best = {str(g["generation"]): g["best_fitness"] for g in report["generations"]}
     assert gens["best_per_generation"] == best and gens["offline_prior"] is False
@@ -218,3 +222,228 @@ def test_study_executor_flags_reach_the_sandbox_settings(tmp_path: Path) -> None
     assert sandbox.env == plan.env["name"] and sandbox.max_parallel == plan.spec.max_parallel
     local = plan_study(StudySpec.parse({"candidate": str(module), "runs_dir": str(tmp_path / "runs")}))
     assert (local.sandbox_spec().executor, local.sandbox_spec().ray_address) == ("local", None)
+
+
+def _check_marl_eval_layout(document: dict) -> list[tuple[str, str, str, str]]:
+    """marl-eval's JSON layout, checked from its description; returns every (env, task, algo, seed)."""
+    found = []
+    for env_name, tasks in document.items():
+        assert isinstance(env_name, str) and isinstance(tasks, dict) and tasks
+        for task_name, algos in tasks.items():
+            assert isinstance(task_name, str) and isinstance(algos, dict) and algos
+            for algo_name, seeds in algos.items():
+                assert isinstance(algo_name, str) and seeds
+                for seed_key, entry in seeds.items():
+                    assert re.fullmatch(r"seed_\d+", seed_key)
+                    steps = [k for k in entry if k != "absolute_metrics"]
+                    assert steps and all(re.fullmatch(r"step_\d+", k) for k in steps)
+                    for key in steps:
+                        assert isinstance(entry[key].pop("step_count"), int)
+                        assert all(isinstance(v, list) and all(isinstance(x, float) for x in v)
+                                   for v in entry[key].values())  # fmt: skip
+                    absolute = entry["absolute_metrics"]
+                    assert absolute and all(isinstance(v, list) and v for v in absolute.values())
+                    found.append((env_name, task_name, algo_name, seed_key))
+    return found
+
+
+def test_equal_compute_arm_export_and_combine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("cand.py").write_text(CANDIDATE)
+    Path("tiny.json").write_text(json.dumps({"hparams": TINY_HPARAMS}))
+    common = ["study", "--candidate", "cand.py", *TINY, "--config", "tiny.json"]
+    argv = [*common, "--variants", "native,hrf+oef,native@2x", "--study-id", "arms",
+            "--export", "marl-eval", "arms-marl.json"]  # fmt: skip
+    code, out, err = lero(argv, capsys)
+    assert code == 0, err + out
+    study = json.loads(Path("runs/studies/arms/study.json").read_text())
+    cells = {c["variant"]: c for c in study["cells"]}
+    assert {v: c["steps"] for v, c in cells.items()} == {"native": 400, "hrf+oef": 400, "native@2x": 800}
+    records = [json.loads(p.read_text()) for p in Path("runs/studies/arms/cells/mappo/native@2x").glob("*.json")]
+    assert len(records) == 2 and all(r["curves"]["steps"][-1] > 400 for r in records)  # trained longer
+    assert all(r["curves"]["steps"][-1] <= 400 for r in cells_of(Path("runs/studies/arms"), "native"))
+    (row,) = study["equal_compute"]
+    assert (row["arm"], row["versus"], row["versus_steps"]) == ("hrf+oef", "native@2x", 800)
+    x, y = cells["hrf+oef"]["per_seed"]["return"], cells["native@2x"]["per_seed"]["return"]
+    pairs = [1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y]
+    assert row["held_out"]["poi"]["value"] == pytest.approx(np.mean(pairs))
+    assert row["held_out_verdict"] == "too few seeds"  # 2 seeds: no verdict
+    step = row["equal_steps"]["steps"]  # where the variant's curves end; native@2x's read there
+    assert step == min(r["curves"]["steps"][-1] for r in cells_of(Path("runs/studies/arms"), "hrf+oef")) >= 400
+    expected = [np.interp(step, r["curves"]["steps"], r["curves"]["return"]) for r in records]
+    assert sorted(row["equal_steps"]["versus_curve"]) == pytest.approx(sorted(expected))
+    for cell in study["cells"]:
+        assert cell["summary"]["return"]["iqm"] == pytest.approx(stats.trim_mean(cell["per_seed"]["return"], 0.25))
+    assert set(study["profiles"]["mappo"]) == {"native", "hrf+oef", "native@2x"}
+    md = Path("runs/studies/arms/study.md").read_text()
+    assert "## Equal compute" in md and "native@2x (800)" in md
+    assert study["hparams_all"]["mappo"]["rollout_len"] == 25 and "lr" in study["hparams_all"]["mappo"]
+    assert "## Hyper-parameters" in md
+    assert "mappo: hrf+oef at 400 steps" in out and "native@2x at 800 steps" in out
+    assert (Path("runs/studies/arms/plots") / "profile-mappo.png").is_file()
+
+    exported = json.loads(Path("arms-marl.json").read_text())
+    found = _check_marl_eval_layout(json.loads(Path("arms-marl.json").read_text()))
+    assert len(found) == 3 * 2 and {f[0] for f in found} == {"mpe2"}
+    seed = exported["mpe2"][found[0][1]]["mappo:native@2x"]["seed_1000"]
+    assert seed["step_0"]["step_count"] == 800
+    assert seed["absolute_metrics"]["return"] == [cells["native@2x"]["per_seed"]["return"][0]]
+
+    # a second task (N=2), then both studies as one result
+    code, out, err = lero([*common, "--variants", "native,hrf+oef", "--study-id", "n2", "--env-arg", "N=2"], capsys)
+    assert code == 0, err + out
+    other = json.loads(Path("runs/studies/n2/study.json").read_text())
+    code, out, err = lero(["study", "--combine", "runs/studies/arms", "runs/studies/n2", "--out", "both",
+                           "--export", "marl-eval", "both.json"], capsys)  # fmt: skip
+    assert code == 0, err + out
+    combined = json.loads(Path("both/combined.json").read_text())
+    assert len(combined["tasks"]) == 2
+    strata = []
+    for doc in (study, other):
+        runs = {c["variant"]: np.asarray(c["per_seed"]["return"]) for c in doc["cells"]}
+        low, high = min(v.min() for v in runs.values()), max(v.max() for v in runs.values())
+        strata.append({arm: (v - low) / (high - low) for arm, v in runs.items()})
+    pooled = np.concatenate([s["hrf+oef"] for s in strata])
+    assert combined["arms"]["mappo:hrf+oef"]["iqm"] == pytest.approx(stats.trim_mean(pooled, 0.25))
+    assert combined["arms"]["mappo:hrf+oef"]["tasks"] == 2 and combined["arms"]["mappo:native@2x"]["tasks"] == 1
+    wins = [np.mean([1.0 if a > b else 0.5 if a == b else 0.0 for a in s["hrf+oef"] for b in s["native"]])
+            for s in strata]  # fmt: skip
+    assert combined["improvement"]["mappo:hrf+oef"]["value"] == pytest.approx(np.mean(wins))
+    assert len(_check_marl_eval_layout(json.loads(Path("both.json").read_text()))) == 3 * 2 + 2 * 2
+    assert (Path("both/plots") / "profile-mappo.png").is_file() and Path("both/combined.md").is_file()
+    assert combined["score"] == "final"  # no study kept checkpoints
+
+
+def cells_of(folder: Path, arm: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in folder.glob(f"cells/mappo/{arm}/*.json")]
+
+
+def test_study_arm_and_export_input_errors_are_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("cand.py").write_text(CANDIDATE)
+    for extra, message in (
+        (["--variants", "native,native@0x"], "unknown arm 'native@0x'"),
+        (["--variants", "native,hrf@2x"], "unknown arm 'hrf@2x'"),
+        (["--variants", "native,native@loop"], "native@loop needs a run id"),
+        (["--variants", "hrf"], "must include native"),
+        (["--export", "csv", "x.json"], "unknown format 'csv'"),
+        (["--out", "x"], "--out goes with --combine"),
+        (["--steps", "60000000", "--variants", "native,native@2x"], "over the limit"),
+    ):
+        code, _, err = lero(["study", "--candidate", "cand.py", *extra], capsys)
+        assert code == 2 and message in err and err.count("\n") == 1, (extra, err)
+    code, _, err = lero(["study", "--combine", "nowhere"], capsys)
+    assert code == 2 and err.startswith("lero: error: no readable study.json in nowhere")
+    code, _, err = lero(["study", "--candidate", "cand.py", "--combine", "x"], capsys)
+    assert code == 2 and "--combine takes finished study folders" in err
+    assert not Path("runs").exists() and not Path("x.json").exists()
+
+
+def test_paper_preset_is_ten_seeds_of_four_algorithms() -> None:
+    from lero.app.args import build_parser, study_fields
+
+    fields = study_fields(build_parser().parse_args(["study", "--candidate", "c.py", "--preset", "paper"]))
+    assert fields["seeds"] == 10 and fields["algos"] == ("mappo", "ippo", "vdn", "qmix")
+    fields = study_fields(build_parser().parse_args(["study", "--candidate", "c.py", "--preset", "paper", "--seeds", "3"]))
+    assert fields["seeds"] == 3  # a flag over the preset
+
+
+PLANTED = '''def hybrid_reward(ctx):
+    """Planted reward hacking: pays for the opposite of the task."""
+    return -ctx.env_reward, {}
+
+
+def enhance_observation(obs):
+    return obs
+'''
+
+
+def test_recheck_flags_a_reward_that_rises_while_the_native_return_falls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("planted.py").write_text(PLANTED)
+    Path("fast.json").write_text(json.dumps({"hparams": {"mappo": {"n_envs": 16, "rollout_len": 25, "lr": 0.005}}}))
+    argv = ["study", "--candidate", "planted.py", "--steps", "800", "--seeds", "2", "--eval-episodes", "8",
+            "--sandbox", "process", "--config", "fast.json", "--variants", "native,hrf+oef", "--study-id", "p"]
+    code, out, err = lero([*argv, "--recheck"], capsys)
+    assert code == 0, err + out
+    assert "reward-hacking check: FLAGGED" in out
+    record = json.loads(Path("runs/studies/p/recheck.json").read_text())
+    assert record["steps"] == 10 * 800 and record["curves"]["steps"][-1] >= 8000
+    check = json.loads(Path("runs/studies/p/study.json").read_text())["recheck"]
+    assert check["reward_hacking"] and not check["native_keeps_rising"]
+    steps, native, shaped = (np.asarray(record["curves"][k]) for k in ("steps", "return", "train_reward"))
+    past = steps > 800
+    for values, sign in ((native, -1), (shaped, 1)):  # recomputed: Theil-Sen CI on one side of 0
+        fit = stats.theilslopes(values[past], steps[past], alpha=0.95)
+        assert sign * fit.low_slope > 0 and sign * fit.high_slope > 0
+    assert "FLAGGED" in Path("runs/studies/p/study.md").read_text()
+    assert Path("runs/studies/p/plots/recheck.png").is_file()
+    # the check is kept: a second call trains nothing
+    before = Path("runs/studies/p/recheck.json").stat().st_mtime_ns
+    code, out, err = lero([*argv, "--recheck"], capsys)
+    assert code == 0 and "0 to train" in out and "reward-hacking check: mappo" not in out
+    assert Path("runs/studies/p/recheck.json").stat().st_mtime_ns == before
+
+
+def test_checkpoints_are_scored_on_validation_episodes_and_the_best_on_ten_times_the_held_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lero.training import evaluate, load_policy
+
+    monkeypatch.chdir(tmp_path)
+    Path("cand.py").write_text(CANDIDATE)
+    Path("tiny.json").write_text(json.dumps({"hparams": TINY_HPARAMS}))
+    argv = ["study", "--candidate", "cand.py", "--steps", "800", "--seeds", "2", "--eval-episodes", "8",
+            "--sandbox", "process", "--config", "tiny.json", "--variants", "native", "--checkpoints", "4",
+            "--study-id", "ck", "--export", "marl-eval", "ck.json"]  # fmt: skip
+    code, out, err = lero(argv, capsys)
+    assert code == 0, err + out
+    study = json.loads(Path("runs/studies/ck/study.json").read_text())
+    assert study["config"]["validation_seeds"] == [200_000, 200_001]
+    assert not set(study["config"]["validation_seeds"]) & {*study["eval_seeds"], SELECTION_EVAL_SEED}
+    env = study["config"]["env"]
+    kwargs = {k: v for k, v in env.items() if k != "name"}
+    for index, seed in enumerate(study["train_seeds"]):
+        record = json.loads(Path(f"runs/studies/ck/cells/mappo/native/seed-{seed}.json").read_text())
+        scored = record["checkpoints"]
+        assert scored["every"] == 200 and set(scored["validation"]) == {"200", "400", "600", "800"}
+        # the weights the train job left, policy/step-<n>/ beside the final policy/: the folder
+        # whose final weights give this cell's held-out metrics
+        finals = [p.parent.parent for p in Path("runs/studies/cache").rglob("step-200/policy.pt")]
+        assert len(finals) == 2
+        (final,) = [f for f in finals if evaluate(load_policy(f), env["name"], kwargs, episodes=8,
+                                                  seed=100_000 + index) == pytest.approx(record["metrics"])]
+        policies = {step: final / f"step-{step}" for step in (200, 400, 600)} | {800: final}
+        for step, folder in policies.items():  # validation: seed 200000 + i, the study's episodes
+            expected = evaluate(load_policy(folder), env["name"], kwargs, episodes=8, seed=200_000 + index)
+            assert scored["validation"][str(step)] == pytest.approx(expected)
+        best = max((200, 400, 600, 800), key=lambda s: (scored["validation"][str(s)]["return"], -s))
+        assert scored["best_step"] == best and scored["absolute_episodes"] == 80
+        expected = evaluate(load_policy(policies[best]), env["name"], kwargs, episodes=80, seed=100_000 + index)
+        assert scored["absolute"] == pytest.approx(expected)
+    (cell,) = study["cells"]
+    assert cell["absolute"]["per_seed"]["return"] == [
+        json.loads(Path(f"runs/studies/ck/cells/mappo/native/seed-{s}.json").read_text())["checkpoints"]["absolute"]["return"]
+        for s in study["train_seeds"]
+    ]
+    assert "## Absolute metric" in Path("runs/studies/ck/study.md").read_text()
+    exported = json.loads(Path("ck.json").read_text())
+    assert len(_check_marl_eval_layout(json.loads(Path("ck.json").read_text()))) == 2
+    (task,) = exported["mpe2"].values()
+    seed_entry = task["mappo:native"]["seed_1000"]
+    assert [seed_entry[f"step_{i}"]["step_count"] for i in range(4)] == [200, 400, 600, 800]
+    assert seed_entry["absolute_metrics"]["return"] == [cell["absolute"]["per_seed"]["return"][0]]
+    # combined, the study is scored by its absolute metric
+    code, out, err = lero(["study", "--combine", "runs/studies/ck", "--out", "c"], capsys)
+    assert code == 0, err + out
+    combined = json.loads(Path("c/combined.json").read_text())
+    assert combined["score"] == "absolute" and combined["arms"]["mappo:native"]["runs"] == 2
+    values = np.asarray(cell["absolute"]["per_seed"]["return"])
+    normalised = (values - values.min()) / (values.max() - values.min())
+    assert combined["arms"]["mappo:native"]["mean"] == pytest.approx(normalised.mean())

@@ -14,6 +14,7 @@ import torch
 
 from lero.training.envs.base import BatchedEnv
 from lero.training.hooks import Hooks, ObservationEnhancer, RewardShaper
+from lero.training.policy import Policy
 from lero.training.stats import TrainingLog
 
 
@@ -28,8 +29,13 @@ class HookedEnv:
         seed: int,
         progress: Callable[[int, int, dict], None] | None = None,
         progress_interval_s: float = 0.5,
+        checkpoint: Callable[[int, Policy], None] | None = None,
+        checkpoint_every: int | None = None,
     ) -> None:
         self.env = env
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
+        self.next_checkpoint = checkpoint_every
         self.report_progress = progress
         self.progress_interval_s = progress_interval_s
         self.last_report = -math.inf  # the first iteration always reports: a UI shows the total at once
@@ -97,9 +103,14 @@ class HookedEnv:
     def progress(self) -> float:
         return min(1.0, self.done_steps / self.total_steps)
 
-    def end_iteration(self) -> None:
-        """Called by learners after each iteration: closes curve points, reports progress (throttled)."""
+    def end_iteration(self, policy: Policy) -> None:
+        """Called by learners after each iteration: closes curve points, reports progress
+        (throttled), hands POLICY to the checkpoint callback once every `checkpoint_every` steps."""
         self.log.maybe_record(self.done_steps)
+        if self.checkpoint is not None and self.next_checkpoint and self.done_steps >= self.next_checkpoint:
+            self.checkpoint(self.done_steps, policy)
+            while self.next_checkpoint <= self.done_steps:
+                self.next_checkpoint += self.checkpoint_every
         now = time.monotonic()
         if self.report_progress is not None and now - self.last_report >= self.progress_interval_s:
             self.last_report = now

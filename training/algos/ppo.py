@@ -168,5 +168,5 @@ def train_ppo(meta: PolicyMeta, hp: PPOHparams, env: HookedEnv) -> Policy:
                 loss.backward()
                 nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
                 optimizer.step()
-        env.end_iteration()
+        env.end_iteration(policy)
     return policy

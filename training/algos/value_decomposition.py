@@ -189,5 +189,5 @@ def train_value_decomposition(
                 loss.backward()
                 nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
                 optimizer.step()
-        env.end_iteration()
+        env.end_iteration(q_net)
     return q_net

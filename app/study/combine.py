@@ -1,0 +1,139 @@
+"""Several studies as one result: IQM and mean over tasks x seeds with stratified bootstrap
+CIs, probability of improvement over native, and performance profiles.
+
+One study covers one run's task, so comparing arms across tasks needs a common scale:
+each task's held-out returns are min-max normalised over every run of every arm on that
+task (marl-eval's normalisation), then every task is one stratum of the bootstrap.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lero.app.report import fmt_number
+from lero.app.study import stats
+from lero.app.study.export import env_and_task
+from lero.app.study.plots import plot_profiles
+from lero.graph.configuration import RunError
+from lero.graph.safefs import write_atomic
+
+METRIC = "return"
+SCORE_TEXT = {"absolute": "the best checkpoint on 10x the held-out episodes", "final": "the final policy"}
+STUDY_FILE = "study.json"
+
+
+def load_studies(folders: list[Path]) -> list[dict[str, Any]]:
+    """Each folder's study.json; RunError (one line) for a folder that has none."""
+    studies = []
+    for folder in folders:
+        path = folder / STUDY_FILE if folder.is_dir() else folder
+        try:
+            study = json.loads(path.read_text())
+        except (OSError, ValueError):
+            raise RunError(f"no readable {STUDY_FILE} in {folder}") from None
+        if not isinstance(study, dict) or "cells" not in study:
+            raise RunError(f"{path} is not a finished study (run `lero study` on it first)")
+        studies.append(study)
+    return studies
+
+
+def score_kind(studies: list[dict[str, Any]]) -> str:
+    """"absolute" (the best checkpoint on 10x the held-out episodes) when every cell has it,
+    else "final" (the final policy's held-out value): one kind for every arm compared."""
+    cells = [c for s in studies for c in s["cells"]]
+    return "absolute" if cells and all(c.get("absolute") for c in cells) else "final"
+
+
+def _runs_by_task(studies: list[dict[str, Any]], kind: str) -> dict[str, dict[str, list[float]]]:
+    """task -> arm (`algo:variant`) -> held-out returns over seeds."""
+    tasks: dict[str, dict[str, list[float]]] = {}
+    for study in studies:
+        task = "/".join(env_and_task(study["config"]["env"]))
+        arms = tasks.setdefault(task, {})
+        for cell in study["cells"]:
+            values = (cell["absolute"] if kind == "absolute" else cell)["per_seed"].get(METRIC)
+            if not values:
+                continue
+            arm = f"{cell['algo']}:{cell['variant']}"
+            if arm in arms:
+                raise RunError(f"two studies give {arm} on {task}; combine them separately")
+            arms[arm] = [float(v) for v in values]
+    return tasks
+
+
+def _normalised(arms: dict[str, list[float]]) -> dict[str, np.ndarray]:
+    pooled = np.concatenate([np.asarray(v) for v in arms.values()])
+    low, span = pooled.min(), pooled.max() - pooled.min()
+    return {arm: (np.asarray(v) - low) / (span if span > 0 else 1.0) for arm, v in arms.items()}
+
+
+def combine_studies(studies: list[dict[str, Any]]) -> dict[str, Any]:
+    """combined.json: per arm, aggregates over the tasks that have it; PoI against native."""
+    kind = score_kind(studies)
+    tasks = {task: _normalised(arms) for task, arms in _runs_by_task(studies, kind).items() if arms}
+    if not tasks:
+        raise RunError(f"the studies have no {METRIC} values yet")
+    names = sorted({arm for arms in tasks.values() for arm in arms})
+    strata = {arm: [arms[arm] for arms in tasks.values() if arm in arms] for arm in names}
+    aggregates = {arm: {"tasks": len(s), "runs": int(sum(len(x) for x in s)), **stats.aggregate(s)}
+                  for arm, s in strata.items()}  # fmt: skip
+    improvement = {}
+    for arm in names:
+        native = f"{arm.split(':', 1)[0]}:native"
+        shared = [t for t, arms in tasks.items() if arm in arms and native in arms]
+        if arm != native and shared:
+            improvement[arm] = {"versus": native, "tasks": len(shared), **stats.probability_of_improvement(
+                [tasks[t][arm] for t in shared], [tasks[t][native] for t in shared])}  # fmt: skip
+    grid = stats.profile_thresholds(*strata.values())
+    profiles = {arm: stats.performance_profile(s, grid) for arm, s in strata.items()}
+    return {
+        "studies": [s["study_id"] for s in studies],
+        "tasks": list(tasks),
+        "metric": METRIC,
+        "score": kind,
+        "normalisation": "per task, min-max over every run of every arm (0 = worst run, 1 = best)",
+        "ci": {"level": stats.CONFIDENCE, "method": "stratified percentile bootstrap (seeds within tasks)",
+               "samples": stats.BOOTSTRAP_SAMPLES, "seed": stats.BOOTSTRAP_SEED},
+        "arms": aggregates,
+        "improvement": improvement,
+        "profiles": profiles,
+    }
+
+
+def _ci(row: dict[str, Any], key: str) -> str:
+    return f"{fmt_number(row[key])} [{fmt_number(row[key + '_ci_low'])}, {fmt_number(row[key + '_ci_high'])}]"
+
+
+def render_combined(combined: dict[str, Any], plots: list[str]) -> str:
+    """combined.md: one row per arm."""
+    lines = [f"# Combined studies: {', '.join(combined['studies'])}", "",
+             f"Tasks: {', '.join(combined['tasks'])}. Held-out `{combined['metric']}` ({combined['score']}: "
+             f"{SCORE_TEXT[combined['score']]}) normalised "
+             f"{combined['normalisation']}; IQM and mean over tasks x seeds with 95% stratified "
+             "bootstrap CIs; P(> native): probability of improvement over the same algorithm's native.", "",
+             "| arm | tasks | runs | IQM [95% CI] | mean [95% CI] | P(> native) [95% CI] |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for arm, row in combined["arms"].items():
+        poi = combined["improvement"].get(arm)
+        shown = (f"{fmt_number(poi['value'])} [{fmt_number(poi['ci_low'])}, {fmt_number(poi['ci_high'])}]"
+                 if poi else "-")  # fmt: skip
+        lines.append(f"| {arm} | {row['tasks']} | {row['runs']} | {_ci(row, 'iqm')} | {_ci(row, 'mean')} | {shown} |")
+    lines += ["", *(f"![{name}](plots/{name})" for name in plots)]
+    return "\n".join(lines) + "\n"
+
+
+def write_combined(studies: list[dict[str, Any]], out: Path) -> dict[str, Any]:
+    """combined.json, combined.md and one profile plot per algorithm under OUT."""
+    combined = combine_studies(studies)
+    out.mkdir(parents=True, exist_ok=True)
+    plots = []
+    for algo in sorted({arm.split(":", 1)[0] for arm in combined["profiles"]}):
+        mine = {arm: p for arm, p in combined["profiles"].items() if arm.startswith(f"{algo}:")}
+        plots.append(plot_profiles(f"{algo}: normalised return", mine, out / "plots" / f"profile-{algo}.png").name)
+    write_atomic(out / "combined.json", json.dumps(combined, indent=2) + "\n")
+    write_atomic(out / "combined.md", render_combined(combined, plots))
+    return combined
