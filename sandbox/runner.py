@@ -316,7 +316,11 @@ class ProgressFile:
 
 
 def train(job: dict, job_dir: Path) -> dict[str, Any]:
-    """Train with the candidate's hooks; weights go to JOB_DIR/policy."""
+    """Train with the candidate's hooks; weights go to JOB_DIR/policy.
+
+    No evaluation here: the fitness comes from the separate evaluate job, which runs no
+    candidate code but the OEF, so an evaluation next to the candidate would be wasted.
+    """
     from lero.training import Hooks, TrainConfig, load_candidate, save_policy
     from lero.training import train as train_policy
 
@@ -332,16 +336,16 @@ def train(job: dict, job_dir: Path) -> dict[str, Any]:
         threads=max(1, int(job["limits"]["cpus"])),
     )
     hooks = Hooks() if job["code"] is None else load_candidate(job["code"])
-    result = train_policy(cfg, hooks, progress=ProgressFile(job_dir))
+    result = train_policy(cfg, hooks, progress=ProgressFile(job_dir), evaluation=False)
     (job_dir / POLICY_SUBDIR).mkdir(exist_ok=True)
     save_policy(result.policy, job_dir / POLICY_SUBDIR)
     summary = result.to_json()
     return {
         "status": "ok",
         "metrics": {
-            **summary["eval"],
             "steps": float(summary["steps"]),
             "steps_per_s": summary["steps_per_s"],
+            "train_s": summary["train_s"],
         },
         "curves": summary["curves"],
         "reflection_stats": summary["reflection_stats"],
