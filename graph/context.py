@@ -40,6 +40,7 @@ _EVENT_TYPES = {  # events.jsonl name -> stream event type the CLI renders
     "generation_started": "generation",
     "generation_finished": "generation",
     "candidate": "candidate",
+    "node_finished": "timing",  # the report's loop time; no front-end shows it live
 }
 TRANSIENT_EVENTS = frozenset({"train_progress"})  # display only: streamed, not recorded
 LLM_RECORD_ONLY = frozenset({"prompt", "replies"})  # kept in llm/, too long for events.jsonl

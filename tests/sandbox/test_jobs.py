@@ -341,3 +341,15 @@ def test_warm_container_deadline_starts_with_the_job(docker_sandbox) -> None:
         warm.clock -= limits.wall_s + 1
     assert spares.keys() <= docker_sandbox.idle_spares().keys()
     assert docker_sandbox.run_job(job("validate", VALID, limits=limits)).status == "ok"
+
+
+def test_a_train_job_trains_without_evaluating_and_times_itself(process_sandbox) -> None:
+    """Only the trusted evaluate job measures a policy; the train job reports its own clock."""
+    result = process_sandbox.run_job(
+        job("train", HONEST_OEF, steps=800, hparams={"n_envs": 16, "rollout_len": 25, "epochs": 1})
+    )
+    assert result.status == "ok", result.error
+    assert set(result.metrics) == {"steps", "steps_per_s", "train_s"}  # no task metrics
+    assert 0 < result.metrics["train_s"] <= result.run_s < result.elapsed_s
+    timing = result.timing()
+    assert timing["wait_s"] + timing["start_s"] + timing["run_s"] == pytest.approx(result.elapsed_s)
