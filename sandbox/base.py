@@ -215,6 +215,7 @@ class Sandbox(ABC):
         # need absolute paths, and the default run directory `runs/` is relative.
         cache_dir = Path(cache_dir).resolve() if cache_dir is not None else None
         self.cache = ResultCache(cache_dir) if cache_dir is not None else None
+        self.max_parallel = max_parallel  # jobs at once; callers size their thread pools by it
         self.slots = threading.BoundedSemaphore(max_parallel)
         self.events = events
         if work_dir is None:

@@ -47,7 +47,7 @@ class StudySpec(BaseModel):
     sandbox: Literal["auto", "docker", "process"] | None = None  # None = the run's
     executor: Literal["local", "ray"] | None = None  # None = the run's (or local)
     ray_address: str | None = None  # None = the run's (a new local Ray instance without one)
-    max_parallel: int = Field(default=2, ge=1, le=64)
+    max_parallel: int | None = Field(default=None, ge=1, le=64)  # None: one job per core (graph.configuration.parallel_jobs)
 
     @model_validator(mode="after")
     def _check(self) -> StudySpec:
