@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from lero.training.algos.hooked_env import HookedEnv
-from lero.training.networks import RunningMeanStd, mlp, with_agent_id
+from lero.training.networks import RunningMeanStd, flatten_parameters, mlp, with_agent_id
 from lero.training.policy import Policy, PolicyMeta
 from lero.training.validation import check_hparam_fields, require
 
@@ -78,7 +78,7 @@ def train_ppo(meta: PolicyMeta, hp: PPOHparams, env: HookedEnv) -> Policy:
         return critic_net(with_agent_id(torch.cat([obs, tau_per_agent], dim=-1))).squeeze(-1)
 
     params = [*policy.parameters(), *critic_net.parameters()]
-    optimizer = torch.optim.Adam(params, lr=hp.lr, eps=1e-5, fused=True)
+    optimizer = torch.optim.Adam([flatten_parameters(params)], lr=hp.lr, eps=1e-5, foreach=True)
     value_norm = RunningMeanStd()
 
     horizon = hp.rollout_len  # T
@@ -168,7 +168,7 @@ def train_ppo(meta: PolicyMeta, hp: PPOHparams, env: HookedEnv) -> Policy:
                 value_loss = 0.5 * value_error.mean()
 
                 loss = policy_loss - hp.ent_coef * entropy + hp.vf_coef * value_loss
-                optimizer.zero_grad()
+                optimizer.zero_grad(set_to_none=False)
                 loss.backward()
                 nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
                 optimizer.step()
