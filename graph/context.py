@@ -160,6 +160,7 @@ class RunContext:
 
     def __post_init__(self) -> None:
         self.sandbox = open_sandbox(self.spec, self.rundir.cache_dir, events=self.emit)
+        self.sandbox.prewarm(Limits())  # ready while the designer works; every graph job has these limits
         self.team = make_team(llm_config(self.spec), on_call=self._on_llm_call)
         for call in self.earlier_calls:  # a resumed run keeps spending the same budget
             self.team.ledger.record(call["role"], int(call.get("prompt_tokens", 0)),

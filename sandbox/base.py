@@ -250,6 +250,10 @@ class Sandbox(ABC):
     def _job_path_inside(self, job_dir: Path, name: str) -> str:
         """Where the runner sees JOB_DIR/name."""
 
+    def prewarm(self, limits: Limits) -> None:
+        """Get sandboxes for jobs with `limits` ready in the background (a backend that keeps
+        warm ones overrides this); the first jobs then skip the cold start."""
+
     @abstractmethod
     def close(self) -> None:
         """Release what the backend holds between jobs (e.g. warm containers)."""

@@ -169,6 +169,19 @@ class DockerSandbox(Sandbox):
             self._claimed[warm.job_dir] = warm
         return warm.job_dir
 
+    def prewarm(self, limits: Limits) -> None:
+        """Start `spares_per_limits` warm containers for `limits`, one after another, in a
+        thread: a run's first jobs (its validations) would otherwise all start cold."""
+
+        def fill() -> None:
+            for _ in range(self.spares_per_limits):
+                self._replenish(limits)
+
+        thread = threading.Thread(target=fill, daemon=True)
+        with self._spares_lock:
+            self._replenishers = [t for t in self._replenishers if t.is_alive()] + [thread]
+        thread.start()
+
     def _start_spare(self, limits: Limits) -> _Started:
         job_dir = self._new_job_dir("warm")
         return self._start([*RUNNER_COMMAND, "--wait"], job_dir, limits)

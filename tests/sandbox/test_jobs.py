@@ -353,3 +353,24 @@ def test_a_train_job_trains_without_evaluating_and_times_itself(process_sandbox)
     assert 0 < result.metrics["train_s"] <= result.run_s < result.elapsed_s
     timing = result.timing()
     assert timing["wait_s"] + timing["start_s"] + timing["run_s"] == pytest.approx(result.elapsed_s)
+
+
+def test_prewarm_readies_a_warm_container_per_slot_and_the_first_job_takes_one(
+    sandbox_image, tmp_path
+) -> None:
+    from lero.sandbox import get_sandbox
+
+    sandbox = get_sandbox("docker", work_dir=tmp_path, max_parallel=2)  # spares = max_parallel
+    try:
+        assert sandbox.spares_per_limits == 2 and not sandbox.idle_spares()
+        sandbox.prewarm(LIMITS)
+        waited = time.monotonic() + 180  # containers start in the background (no timing bound)
+        while len(sandbox.idle_spares()) < 2 and time.monotonic() < waited:
+            time.sleep(0.2)
+        warm = sandbox.idle_spares()
+        assert len(warm) == 2
+        assert sandbox.run_job(job("validate", VALID)).status == "ok"
+        assert len(warm.keys() - sandbox.idle_spares().keys()) == 1  # the job ran in a warm one
+    finally:
+        sandbox.close()
+    assert not sandbox.idle_spares()
