@@ -253,6 +253,7 @@ class Sandbox(ABC):
     def prewarm(self, limits: Limits) -> None:
         """Get sandboxes for jobs with `limits` ready in the background (a backend that keeps
         warm ones overrides this); the first jobs then skip the cold start."""
+        return None  # this backend starts each sandbox with its job
 
     @abstractmethod
     def close(self) -> None:

@@ -364,6 +364,8 @@ def test_prewarm_readies_a_warm_container_per_slot_and_the_first_job_takes_one(
     try:
         assert sandbox.spares_per_limits == 2 and not sandbox.idle_spares()
         sandbox.prewarm(LIMITS)
+        # at once: the job waits for the container being started instead of starting its own
+        assert sandbox.run_job(job("validate", VALID)).status == "ok"
         waited = time.monotonic() + 180  # containers start in the background (no timing bound)
         while len(sandbox.idle_spares()) < 2 and time.monotonic() < waited:
             time.sleep(0.2)
