@@ -180,7 +180,8 @@ def time_breakdown(events: list[dict]) -> dict:
     for event in events:
         if event.get("event") != "job_finished" or not isinstance(event.get("kind"), str):
             continue
-        row = jobs.setdefault(event["kind"], {"jobs": 0, "cached": 0} | dict.fromkeys(JOB_SECONDS, 0.0))
+        empty = {"jobs": 0, "cached": 0} | dict.fromkeys(JOB_SECONDS, 0.0)
+        row = jobs.setdefault(event["kind"], empty)
         row["jobs"] += 1
         row["cached"] += bool(event.get("cached"))
         for key in JOB_SECONDS:
@@ -188,7 +189,9 @@ def time_breakdown(events: list[dict]) -> dict:
     loop: dict[str, float] = {}
     for event in events:
         node, seconds = event.get("node"), event.get("seconds")
-        if event.get("event") == "node_finished" and isinstance(node, str) and node != LOOP_ONLY and is_number(seconds):
+        if event.get("event") != "node_finished" or not isinstance(node, str) or node == LOOP_ONLY:
+            continue
+        if is_number(seconds):
             loop[node] = loop.get(node, 0.0) + float(seconds)
     return {"jobs": jobs, "loop": loop}
 
