@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from starlette.testclient import TestClient
 
+from lero.agents import LLMConfig
 from lero.app.report import write_report
+from lero.app.ui.app import create_app
 from lero.graph.runner import start_run
 from tests.graph.test_graph_e2e import RecordingUI, _docker_or_skip, spec
 
@@ -33,3 +36,8 @@ def test_a_tiny_docker_run_reports_where_its_time_went(tmp_path):
     markdown = (outcome.run_dir / "report.md").read_text()
     assert "## Where the time went" in markdown
     assert "| train | 2 (0) |" in markdown and "| evaluate | 2 (0) |" in markdown
+    app = create_app(str(outcome.run_dir.parent), "t0ken", 8765, LLMConfig.from_spec("offline"))
+    with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+        page = client.get("/runs/t?token=t0ken").text
+    app.state.workers.close()
+    assert "Where the time went" in page and "<td>evaluate</td>" in page and "loop: design" in page
