@@ -28,7 +28,7 @@ RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
     "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
     "wall_clock_s", "exploit_fraction", "task", "offline_prior", "executor", "ray_address",
-    "llm_timeout_s", "context_tokens",
+    "llm_timeout_s", "context_tokens", "max_parallel",
 )  # fmt: skip
 
 
@@ -181,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_llm_args(run)
     _add_budget_args(run)
     run.add_argument("--sandbox", choices=("auto", "docker", "process"))
+    run.add_argument("--max-parallel", type=_positive_int,
+                     help="sandbox jobs at a time (default: one per core, each job one torch thread)")  # fmt: skip
     run.add_argument("--approve", choices=APPROVE_MODES)
     run.add_argument("--exploit-fraction", type=float, help="share of each generation refining an elite (0..1, default 0.75)")
     run.add_argument("--run-id")

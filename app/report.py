@@ -113,6 +113,34 @@ def llm_requests_markdown(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+WORK = {"train": "training", "evaluate": "evaluation", "validate": "validation"}
+
+
+def time_markdown(summary: dict) -> list[str]:
+    """The "Where the time went" section from report.json's `time` (graph.summary.time_breakdown)."""
+    time = summary.get("time") or {}
+    jobs, loop = time.get("jobs") or {}, time.get("loop") or {}
+    if not jobs and not loop:
+        return []
+    lines = ["", "## Where the time went", "",
+             f"Wall clock {fmt_number(summary.get('wall_s'), 1)} s. Job seconds add up over jobs "
+             "running side by side; a job's seconds are its wait for a free slot, the sandbox's "
+             "start and imports, and the work itself.", "",
+             "| job kind | jobs (cached) | job seconds | waiting for a slot | sandbox start + imports | work |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for kind, row in jobs.items():
+        lines.append(
+            f"| {kind} | {row['jobs']} ({row['cached']}) | {fmt_number(row['elapsed_s'], 1)} | "
+            f"{fmt_number(row['wait_s'], 1)} | {fmt_number(row['start_s'], 1)} | "
+            f"{fmt_number(row['run_s'], 1)} ({WORK.get(kind, kind)}) |"
+        )
+    if loop:
+        lines += ["", "The loop's own steps (wall seconds per graph node; `validate` includes its "
+                  "validation jobs):", "", "| node | seconds |", "|---|---|"]  # fmt: skip
+        lines += [f"| {node} | {fmt_number(seconds, 1)} |" for node, seconds in loop.items()]
+    return lines
+
+
 def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str:
     """Human-readable report: comparison, generations, candidates, the best code."""
     spec, best = run.spec, best_candidate(run)
@@ -167,6 +195,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
     lines += ["", "## Candidates", "", "| candidate | status | fitness |", "|---|---|---|"]
     for c in run.candidates:
         lines.append(f"| `{c.candidate_id}` | {c.status} | {_spread(c.result)} |")
+    lines += time_markdown(summary)
     lines += lineage_markdown(summary.get("lineage") or [])
     lines += llm_requests_markdown(run.rundir.read_llm_records())
     if plots:

@@ -34,6 +34,21 @@ CANDIDATE_ID = re.compile(r"^(\d+-\d+|baseline)$")  # `<generation>-<index>`, a 
 _LLM = re.compile(r"^(offline|openai:\S.*)$")
 
 
+def machine_cores() -> int:
+    """The cores this process may use (its CPU affinity, which containers and taskset narrow)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def parallel_jobs(max_parallel: int | None, job_threads: float, cores: int | None = None) -> int:
+    """Concurrent sandbox jobs: `max_parallel` when the user set it, else enough jobs of
+    `job_threads` torch threads each to fill the machine's `cores` (one core left idle
+    is a training job's worth of throughput lost; more jobs than cores only time-slice)."""
+    if max_parallel is not None:
+        return max_parallel
+    cores = machine_cores() if cores is None else cores
+    return max(1, int(cores // job_threads))
+
+
 def check_run_id(value: str) -> str:
     """`value` when it is a valid run id (letters, digits, `_-.`; no path parts), else RunError."""
     if not isinstance(value, str) or not RUN_ID.match(value):
@@ -114,7 +129,7 @@ class RunSpec(BaseModel):
     wall_clock_s: float | None = Field(default=None, gt=0)
     critic_rounds: int = Field(default=1, ge=0, le=10)
     debug_attempts: int = Field(default=2, ge=0, le=10)
-    max_parallel: int = Field(default=2, ge=1, le=64)
+    max_parallel: int | None = Field(default=None, ge=1, le=64)  # None: parallel_jobs fills the cores
     eval_episodes: int = Field(default=EVAL_EPISODES, ge=1, le=MAX_EVAL_EPISODES)
     hparams: dict[str, Any] = Field(default_factory=dict)
     n_elites: int = Field(default=2, ge=1, le=16)

@@ -21,10 +21,10 @@ from typing import Any
 from langgraph.config import get_stream_writer
 
 from lero.agents import LLMConfig, Problem, Team, make_team
-from lero.graph.configuration import RunError, RunSpec, llm_settings
+from lero.graph.configuration import RunError, RunSpec, llm_settings, parallel_jobs
 from lero.graph.rundir import RunDir
 from lero.graph.trust import job_env
-from lero.sandbox import JobResult, Sandbox, SandboxUnavailable, get_sandbox
+from lero.sandbox import JobResult, Limits, Sandbox, SandboxUnavailable, get_sandbox
 from lero.training import make_env
 from lero.training.envs.registry import ENV_NAMES, ConfirmedEnv
 
@@ -40,6 +40,7 @@ _EVENT_TYPES = {  # events.jsonl name -> stream event type the CLI renders
     "generation_started": "generation",
     "generation_finished": "generation",
     "candidate": "candidate",
+    "node_finished": "timing",  # the report's loop time; no front-end shows it live
 }
 TRANSIENT_EVENTS = frozenset({"train_progress"})  # display only: streamed, not recorded
 LLM_RECORD_ONLY = frozenset({"prompt", "replies"})  # kept in llm/, too long for events.jsonl
@@ -104,7 +105,8 @@ def warn_weaker_sandbox(spec: RunSpec) -> None:
 
 def open_sandbox(spec: RunSpec, cache_dir: Path | None, events: Any = None) -> Sandbox:
     try:
-        return get_sandbox(sandbox_kind(spec), cache_dir=cache_dir, max_parallel=spec.max_parallel,
+        max_parallel = parallel_jobs(spec.max_parallel, Limits().cpus)  # jobs run with the default Limits
+        return get_sandbox(sandbox_kind(spec), cache_dir=cache_dir, max_parallel=max_parallel,
                            events=events, executor=spec.executor, ray_address=spec.ray_address)
     except SandboxUnavailable as error:
         raise RunError(str(error).splitlines()[0]) from None
@@ -158,6 +160,7 @@ class RunContext:
 
     def __post_init__(self) -> None:
         self.sandbox = open_sandbox(self.spec, self.rundir.cache_dir, events=self.emit)
+        self.sandbox.prewarm(Limits())  # ready while the designer works; every graph job has these limits
         self.team = make_team(llm_config(self.spec), on_call=self._on_llm_call)
         for call in self.earlier_calls:  # a resumed run keeps spending the same budget
             self.team.ledger.record(call["role"], int(call.get("prompt_tokens", 0)),

@@ -15,6 +15,8 @@ supply one (the `langgraph dev` host, `graph.server`).
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -78,6 +80,22 @@ def recursion_limit(spec: RunSpec) -> int:
     return 10 + spec.generations * per_generation
 
 
+def _timed(node: Callable[..., Any]) -> Callable[..., Any]:
+    """`node` that records its wall seconds (`node_finished`) when it returns: the report's
+    loop time. A node that raises or is interrupted (an approval) records nothing; it runs
+    again and is timed then."""
+
+    @functools.wraps(node)  # LangGraph reads the node's input schema from its annotations
+    def run(state: dict[str, Any], runtime: Runtime) -> Any:
+        started = time.perf_counter()
+        update = node(state, runtime)
+        runtime.context.emit("node_finished", node=node.__name__,
+                             seconds=round(time.perf_counter() - started, 3))  # fmt: skip
+        return update
+
+    return run
+
+
 def _with_context(node: Callable[..., Any], context_for: ContextFor) -> Callable[..., Any]:
     """`node(state, runtime)` run with the runtime context `context_for` supplies (hosts that
     pass none)."""
@@ -94,7 +112,8 @@ def build_graph(context_for: ContextFor | None = None) -> StateGraph:
     `runtime.context`; `context_for` supplies it where the caller passes none."""
 
     def bound(node: Callable[..., Any]) -> Callable[..., Any]:
-        return node if context_for is None else _with_context(node, context_for)
+        timed = _timed(node)
+        return timed if context_for is None else _with_context(timed, context_for)
 
     # a host's own context (a server passes `configurable` as one) is replaced, not parsed
     builder = StateGraph(RunState, context_schema=RunContext if context_for is None else None)

@@ -168,6 +168,34 @@ def _wall_s(run: RunFiles) -> float | None:
     return float(max(stamps) - min(stamps)) if stamps else None
 
 
+JOB_SECONDS = ("elapsed_s", "wait_s", "start_s", "run_s")  # job_finished timing (JobResult.timing)
+LOOP_ONLY = "train"  # the train node's time is its jobs' time, counted under `jobs`
+
+
+def time_breakdown(events: list[dict]) -> dict:
+    """Where the time went, from events.jsonl: per job kind, the jobs (and cache hits) and
+    their seconds (`elapsed_s` = `wait_s` for a slot + `start_s` sandbox start and imports +
+    `run_s` the work itself); per graph node but train, its wall seconds (`loop`)."""
+    jobs: dict[str, dict] = {}
+    for event in events:
+        if event.get("event") != "job_finished" or not isinstance(event.get("kind"), str):
+            continue
+        empty = {"jobs": 0, "cached": 0} | dict.fromkeys(JOB_SECONDS, 0.0)
+        row = jobs.setdefault(event["kind"], empty)
+        row["jobs"] += 1
+        row["cached"] += bool(event.get("cached"))
+        for key in JOB_SECONDS:
+            row[key] += float(event[key]) if is_number(event.get(key)) else 0.0
+    loop: dict[str, float] = {}
+    for event in events:
+        node, seconds = event.get("node"), event.get("seconds")
+        if event.get("event") != "node_finished" or not isinstance(node, str) or node == LOOP_ONLY:
+            continue
+        if is_number(seconds):
+            loop[node] = loop.get(node, 0.0) + float(seconds)
+    return {"jobs": jobs, "loop": loop}
+
+
 def _status(run: RunFiles) -> str:
     status = run.state.get("status")
     return status if status in RUN_STATUSES else "running"
@@ -235,6 +263,7 @@ def summarize(run: RunFiles) -> dict:
         "llm": _llm_usage(run),
         "env_steps": int(env_steps) if is_number(env_steps) else None,
         "wall_s": _wall_s(run),
+        "time": time_breakdown(run.events),
     }
 
 

@@ -79,6 +79,9 @@ def _check_schema(data: Any, kind: str) -> JobResult:
     fitness = data.get("fitness")
     if fitness is not None and not _is_number(fitness):
         raise ValueError("'fitness' must be a finite number or null")
+    run_s = data.get("elapsed_s", 0.0)  # the runner's own clock; only shown, never trusted
+    if not _is_number(run_s) or run_s < 0:
+        raise ValueError("'elapsed_s' must be a finite number >= 0")
     return JobResult(
         status=data["status"],
         error=error,
@@ -86,6 +89,7 @@ def _check_schema(data: Any, kind: str) -> JobResult:
         curves=curves,
         reflection_stats=data.get("reflection_stats", {}),
         fitness=float(fitness) if fitness is not None and kind == "evaluate" else None,
+        run_s=float(run_s),
     )
 
 
@@ -211,6 +215,7 @@ class Sandbox(ABC):
         # need absolute paths, and the default run directory `runs/` is relative.
         cache_dir = Path(cache_dir).resolve() if cache_dir is not None else None
         self.cache = ResultCache(cache_dir) if cache_dir is not None else None
+        self.max_parallel = max_parallel  # jobs at once; callers size their thread pools by it
         self.slots = threading.BoundedSemaphore(max_parallel)
         self.events = events
         if work_dir is None:
@@ -244,6 +249,11 @@ class Sandbox(ABC):
     @abstractmethod
     def _job_path_inside(self, job_dir: Path, name: str) -> str:
         """Where the runner sees JOB_DIR/name."""
+
+    def prewarm(self, limits: Limits) -> None:
+        """Get sandboxes for jobs with `limits` ready in the background (a backend that keeps
+        warm ones overrides this); the first jobs then skip the cold start."""
+        return None  # this backend starts each sandbox with its job
 
     @abstractmethod
     def close(self) -> None:
@@ -301,7 +311,8 @@ class Sandbox(ABC):
         self._check_cancelled(job)
         if self.cache is not None and cached is None:
             self.cache.put(key, result)
-        self._emit("job_finished", **fields, status=result.status, cached=result.cached)
+        timing = {} if cached else result.timing()  # a cache hit cost nothing
+        self._emit("job_finished", **fields, status=result.status, cached=result.cached, **timing)
         return result
 
     def _run_uncached(self, job: Job) -> JobResult:
@@ -321,7 +332,9 @@ class Sandbox(ABC):
 
     def _execute(self, job: Job, policy: bytes | None) -> JobResult:
         """Run a checked job on this machine (POLICY: evaluate's weights); an executor overrides it."""
+        queued = time.perf_counter()
         with self.slots:
+            wait_s = time.perf_counter() - queued
             self._check_cancelled(job)
             job_dir = self._job_dir_for(job)
             try:
@@ -331,6 +344,7 @@ class Sandbox(ABC):
                 raise
             if job.kind != "train" or result.status != "ok":
                 shutil.rmtree(job_dir, ignore_errors=True)
+        result.wait_s = wait_s
         return result
 
     def _run_in(self, job: Job, job_dir: Path, policy: bytes | None) -> JobResult:
@@ -429,6 +443,8 @@ class Sandbox(ABC):
             reflection_stats=trained.reflection_stats,
             fitness=evaluated.fitness,
             elapsed_s=trained.elapsed_s + evaluated.elapsed_s,
+            wait_s=trained.wait_s + evaluated.wait_s,
+            run_s=trained.run_s + evaluated.run_s,
             policy_dir=trained.policy_dir,
         )
         if self.cache is not None:

@@ -94,6 +94,8 @@ class DockerSandbox(Sandbox):
         self._spares: dict[Limits, list[_Started]] = {}
         self._claimed: dict[Path, _Started] = {}
         self._spares_lock = threading.Lock()
+        self._starting: dict[Limits, int] = {}  # spares being started now, per Limits
+        self._spare_ready = threading.Condition(self._spares_lock)  # a start ended (or close)
         self._replenishers: list[threading.Thread] = []
         self._closed = False
         atexit.register(self.close)
@@ -169,13 +171,30 @@ class DockerSandbox(Sandbox):
             self._claimed[warm.job_dir] = warm
         return warm.job_dir
 
+    def prewarm(self, limits: Limits) -> None:
+        """Start `spares_per_limits` warm containers for `limits`, one after another, in a
+        thread: a run's first jobs (its validations) would otherwise all start cold."""
+
+        def fill() -> None:
+            for _ in range(self.spares_per_limits):
+                self._replenish(limits)
+
+        thread = threading.Thread(target=fill, daemon=True)
+        with self._spares_lock:
+            self._replenishers = [t for t in self._replenishers if t.is_alive()] + [thread]
+        thread.start()
+
     def _start_spare(self, limits: Limits) -> _Started:
         job_dir = self._new_job_dir("warm")
         return self._start([*RUNNER_COMMAND, "--wait"], job_dir, limits)
 
     def _take_spare(self, limits: Limits) -> _Started | None:
+        """A ready spare; while one is being started, wait for it: it is up sooner than a
+        cold start begun now, and two starts at once only share the CPU."""
         while True:
             with self._spares_lock:
+                while not self._spares.get(limits) and self._starting.get(limits) and not self._closed:
+                    self._spare_ready.wait()
                 spares = self._spares.get(limits, [])
                 if not spares:
                     return None
@@ -188,17 +207,24 @@ class DockerSandbox(Sandbox):
 
     def _replenish(self, limits: Limits) -> None:
         with self._spares_lock:
-            if self._closed or len(self._spares.get(limits, [])) >= self.spares_per_limits:
+            pending = len(self._spares.get(limits, [])) + self._starting.get(limits, 0)
+            if self._closed or pending >= self.spares_per_limits:
                 return
+            self._starting[limits] = self._starting.get(limits, 0) + 1
+        warm = None
         try:
             warm = self._start_spare(limits)
         except SandboxUnavailable:
-            return
-        with self._spares_lock:
-            if not self._closed:
-                self._spares.setdefault(limits, []).append(warm)
-                return
-        self._discard(warm)
+            pass
+        finally:
+            with self._spares_lock:
+                self._starting[limits] -= 1
+                if warm is not None and not self._closed:
+                    self._spares.setdefault(limits, []).append(warm)
+                    warm = None
+                self._spare_ready.notify_all()
+        if warm is not None:
+            self._discard(warm)
 
     def _discard(self, started: _Started) -> None:
         with contextlib.suppress(*DOCKER_ERRORS):
@@ -214,6 +240,7 @@ class DockerSandbox(Sandbox):
         """Remove the warm containers that never got a job (also at interpreter exit)."""
         with self._spares_lock:
             self._closed = True
+            self._spare_ready.notify_all()
             unused = [w for spares in self._spares.values() for w in spares]
             unused += self._claimed.values()
             self._spares.clear()

@@ -19,7 +19,7 @@ def get_sandbox(
     max_parallel: int = 2,
     events: Events | None = None,
     work_dir: str | os.PathLike | None = None,
-    spares_per_limits: int = 1,
+    spares_per_limits: int | None = None,
     progress: Callable[[str], None] | None = None,
     executor: str = "local",
     ray_address: str | None = None,
@@ -28,7 +28,11 @@ def get_sandbox(
 
     `executor="ray"`: train and evaluate jobs run as Ray tasks, each in the same backend on
     its node (`ray_address`: `auto`, `host:port`, or None for a new local Ray instance).
+    `spares_per_limits` (Docker: containers kept warm, torch imported; None = `max_parallel`):
+    fewer than the jobs that start together leaves the rest a cold start.
     """
+    if spares_per_limits is None:
+        spares_per_limits = max_parallel
     if kind not in KINDS:
         raise ValueError(f"sandbox kind must be one of {KINDS}, got {kind!r}")
     if executor not in EXECUTORS:

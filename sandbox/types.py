@@ -166,7 +166,9 @@ class JobResult:
     curves: dict = field(default_factory=dict)
     reflection_stats: dict = field(default_factory=dict)
     fitness: float | None = None
-    elapsed_s: float = 0.0
+    elapsed_s: float = 0.0  # on the host, from the static check to the result read
+    wait_s: float = 0.0  # of elapsed_s: waiting for a free slot (max_parallel)
+    run_s: float = 0.0  # of elapsed_s: the runner's own work (training, evaluation, validation)
     cached: bool = False
     policy_dir: str | None = None
 
@@ -178,6 +180,13 @@ class JobResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def timing(self) -> dict[str, float]:
+        """Where the job's seconds went; `start_s` is the rest: the sandbox's start, imports
+        (unless a warm container had done them) and moving files in and out."""
+        start_s = max(0.0, self.elapsed_s - self.wait_s - self.run_s)
+        return {"elapsed_s": self.elapsed_s, "wait_s": self.wait_s, "start_s": start_s,
+                "run_s": self.run_s}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobResult:

@@ -102,7 +102,10 @@ def save_policy(policy: Policy, path: str | Path) -> Path:
     if path.is_dir():
         path = path / POLICY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"meta": asdict(policy.meta), "state_dict": policy.state_dict()}, path)
+    # clones: a learner's parameters may be views of one buffer (networks.flatten_parameters),
+    # and saving a view writes its whole storage
+    weights = {name: tensor.clone() for name, tensor in policy.state_dict().items()}
+    torch.save({"meta": asdict(policy.meta), "state_dict": weights}, path)
     return path
 
 

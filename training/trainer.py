@@ -33,12 +33,13 @@ def torch_threads(threads: int | None) -> Iterator[None]:
 @dataclass
 class TrainResult:
     config: TrainConfig
-    eval: dict[str, float]  # the task metrics (env.task.metric_names; native reward, greedy)
+    eval: dict[str, float]  # the task metrics (env.task.metric_names; native reward, greedy); {} unevaluated
     curves: dict[str, list[float]]  # "steps" + task metrics + "train_reward" + HRF components
     reflection_stats: dict[str, dict]  # name -> {"snapshots", "max", "mean", "min"}
     policy: Policy
     steps: int  # joint env steps actually taken (whole iterations)
     wall_s: float  # training + evaluation
+    train_s: float  # training alone (rollouts + updates)
     steps_per_s: float  # training throughput (env + updates), evaluation excluded
 
     def to_json(self) -> dict:
@@ -50,6 +51,7 @@ class TrainResult:
             "reflection_stats": self.reflection_stats,
             "steps": self.steps,
             "wall_s": self.wall_s,
+            "train_s": self.train_s,
             "steps_per_s": self.steps_per_s,
         }
 
@@ -59,6 +61,7 @@ def train(
     hooks: Hooks | None = None,
     progress: Callable[[int, int, dict], None] | None = None,
     checkpoint: Callable[[int, Policy], None] | None = None,
+    evaluation: bool = True,
 ) -> TrainResult:
     """Train `cfg.algo` with the candidate hooks (None = baseline) and evaluate it.
 
@@ -66,6 +69,8 @@ def train(
     `progress(done_steps, total_steps, {"return": latest})` is throttled to ~2 Hz.
     `checkpoint(done_steps, policy)` gets the learning policy once every `cfg.checkpoint_every`
     steps (at the end of the iteration that reaches it); it must copy, not keep, the policy.
+    `evaluation=False` skips the greedy evaluation (`eval` is then empty): the sandbox's
+    train job does, since only its separate, trusted evaluate job's metrics count.
     """
     if not isinstance(cfg, TrainConfig):
         raise ValueError(f"train expects a TrainConfig, got {type(cfg).__name__}")
@@ -92,8 +97,10 @@ def train(
         env.finish()
         train_s = time.perf_counter() - started
         policy.eval()
-        metrics = evaluate(
-            policy, cfg.env, cfg.env_kwargs, hooks.enhance_observation, cfg.eval_episodes
+        metrics = (
+            evaluate(policy, cfg.env, cfg.env_kwargs, hooks.enhance_observation, cfg.eval_episodes)
+            if evaluation
+            else {}
         )
     return TrainResult(
         config=cfg,
@@ -103,5 +110,6 @@ def train(
         policy=policy,
         steps=env.done_steps,
         wall_s=time.perf_counter() - started,
+        train_s=train_s,
         steps_per_s=env.done_steps / max(train_s, 1e-9),
     )

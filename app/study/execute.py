@@ -222,7 +222,7 @@ def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | 
     if todo or recheck:
         sandbox = open_sandbox(plan.sandbox_spec(), plan.cache_dir)
         try:
-            with ThreadPoolExecutor(max_workers=spec.max_parallel) as pool:
+            with ThreadPoolExecutor(max_workers=sandbox.max_parallel) as pool:
                 futures = [pool.submit(_run_cell, plan, sandbox, *cell) for cell in todo]
                 for done, future in enumerate(futures, start=1):
                     record = future.result()

@@ -49,7 +49,7 @@ class StudySpec(BaseModel):
     sandbox: Literal["auto", "docker", "process"] | None = None  # None = the run's
     executor: Literal["local", "ray"] | None = None  # None = the run's (or local)
     ray_address: str | None = None  # None = the run's (a new local Ray instance without one)
-    max_parallel: int = Field(default=2, ge=1, le=64)
+    max_parallel: int | None = Field(default=None, ge=1, le=64)  # None: one job per core (graph.configuration.parallel_jobs)
     checkpoints: int = Field(default=0, ge=0, le=100)  # interval checkpoints per training (0 = none)
     recheck: bool = False  # also retrain the candidate once at 10x the steps (app/study/recheck.py)
 

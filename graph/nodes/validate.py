@@ -36,7 +36,7 @@ def validate(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Run a validation job per waiting candidate (in parallel, bounded by max_parallel)."""
     res = runtime.context
     waiting = at_stage(state["candidates"], "validate")
-    with ThreadPoolExecutor(max_workers=res.spec.max_parallel) as pool:
+    with ThreadPoolExecutor(max_workers=res.sandbox.max_parallel) as pool:
         # each job gets its own copy of this node's context, so its events still stream
         futures = [pool.submit(contextvars.copy_context().run, res.sandbox.run_job,
                                _validation_job(res, candidate)) for candidate in waiting]

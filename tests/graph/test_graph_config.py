@@ -72,3 +72,35 @@ def test_generated_run_ids_are_valid_and_distinct():
     assert first.run_id != second.run_id
     assert RunSpec.parse({"run_id": first.run_id}).run_id == first.run_id
     assert RunSpec(run_id="mine").with_run_id().run_id == "mine"
+
+
+def test_jobs_at_once_fill_the_cores_unless_the_user_says() -> None:
+    from lero.graph.configuration import parallel_jobs
+
+    assert parallel_jobs(None, 1.0, cores=16) == 16  # one single-threaded job per core
+    assert parallel_jobs(None, 2.0, cores=16) == 8  # jobs x threads per job = cores
+    assert parallel_jobs(None, 4.0, cores=2) == 1  # never none
+    assert parallel_jobs(3, 1.0, cores=16) == 3  # --max-parallel wins
+
+
+def test_a_run_sandbox_gets_one_slot_per_core_by_default(tmp_path: Path) -> None:
+    from lero.graph.configuration import machine_cores
+    from lero.graph.context import open_sandbox
+
+    default = open_sandbox(RunSpec(sandbox="process", runs_dir=str(tmp_path)), tmp_path / "a")
+    chosen = open_sandbox(RunSpec(sandbox="process", runs_dir=str(tmp_path), max_parallel=3), tmp_path / "b")
+    try:
+        assert default.max_parallel == machine_cores() and chosen.max_parallel == 3
+    finally:
+        default.close()
+        chosen.close()
+
+
+def test_max_parallel_flag_reaches_the_run_spec() -> None:
+    from lero.app.args import UsageError, build_parser, spec_fields
+
+    fields = spec_fields(build_parser().parse_args(["run", "--max-parallel", "5"]))
+    assert RunSpec(**fields).max_parallel == 5
+    assert RunSpec(**spec_fields(build_parser().parse_args(["run"]))).max_parallel is None
+    with pytest.raises(UsageError, match="max-parallel"):
+        build_parser().parse_args(["run", "--max-parallel", "0"])

@@ -341,3 +341,38 @@ def test_warm_container_deadline_starts_with_the_job(docker_sandbox) -> None:
         warm.clock -= limits.wall_s + 1
     assert spares.keys() <= docker_sandbox.idle_spares().keys()
     assert docker_sandbox.run_job(job("validate", VALID, limits=limits)).status == "ok"
+
+
+def test_a_train_job_trains_without_evaluating_and_times_itself(process_sandbox) -> None:
+    """Only the trusted evaluate job measures a policy; the train job reports its own clock."""
+    result = process_sandbox.run_job(
+        job("train", HONEST_OEF, steps=800, hparams={"n_envs": 16, "rollout_len": 25, "epochs": 1})
+    )
+    assert result.status == "ok", result.error
+    assert set(result.metrics) == {"steps", "steps_per_s", "train_s"}  # no task metrics
+    assert 0 < result.metrics["train_s"] <= result.run_s < result.elapsed_s
+    timing = result.timing()
+    assert timing["wait_s"] + timing["start_s"] + timing["run_s"] == pytest.approx(result.elapsed_s)
+
+
+def test_prewarm_readies_a_warm_container_per_slot_and_the_first_job_takes_one(
+    sandbox_image, tmp_path
+) -> None:
+    from lero.sandbox import get_sandbox
+
+    sandbox = get_sandbox("docker", work_dir=tmp_path, max_parallel=2)  # spares = max_parallel
+    try:
+        assert sandbox.spares_per_limits == 2 and not sandbox.idle_spares()
+        sandbox.prewarm(LIMITS)
+        # at once: the job waits for the container being started instead of starting its own
+        assert sandbox.run_job(job("validate", VALID)).status == "ok"
+        waited = time.monotonic() + 180  # containers start in the background (no timing bound)
+        while len(sandbox.idle_spares()) < 2 and time.monotonic() < waited:
+            time.sleep(0.2)
+        warm = sandbox.idle_spares()
+        assert len(warm) == 2
+        assert sandbox.run_job(job("validate", VALID)).status == "ok"
+        assert len(warm.keys() - sandbox.idle_spares().keys()) == 1  # the job ran in a warm one
+    finally:
+        sandbox.close()
+    assert not sandbox.idle_spares()

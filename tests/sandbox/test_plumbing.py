@@ -153,8 +153,10 @@ def test_run_job_cache_and_events(tmp_path) -> None:
         "candidate_id": "0-1",
         "status": "ok",
         "cached": False,
+        **first.timing(),  # where the job's seconds went (the run's time breakdown)
     }
-    assert events[3][1]["cached"] is True
+    assert first.run_s > 0 and first.elapsed_s > first.run_s
+    assert events[3][1]["cached"] is True and "elapsed_s" not in events[3][1]  # a hit cost nothing
 
 
 def test_bad_inputs_fail_with_one_line_errors() -> None:

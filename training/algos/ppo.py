@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from lero.training.algos.hooked_env import HookedEnv
-from lero.training.networks import RunningMeanStd, mlp, with_agent_id
+from lero.training.networks import RunningMeanStd, flatten_parameters, mlp, with_agent_id
 from lero.training.policy import Policy, PolicyMeta
 from lero.training.validation import check_hparam_fields, require
 
@@ -78,7 +78,7 @@ def train_ppo(meta: PolicyMeta, hp: PPOHparams, env: HookedEnv) -> Policy:
         return critic_net(with_agent_id(torch.cat([obs, tau_per_agent], dim=-1))).squeeze(-1)
 
     params = [*policy.parameters(), *critic_net.parameters()]
-    optimizer = torch.optim.Adam(params, lr=hp.lr, eps=1e-5, foreach=True)
+    optimizer = torch.optim.Adam([flatten_parameters(params)], lr=hp.lr, eps=1e-5, foreach=True)
     value_norm = RunningMeanStd()
 
     horizon = hp.rollout_len  # T
@@ -138,33 +138,37 @@ def train_ppo(meta: PolicyMeta, hp: PPOHparams, env: HookedEnv) -> Policy:
         b_tau = tau_buf[:-1].reshape(n_samples)
         b_actions = action_buf.reshape(n_samples, n_agents)
         b_logp = logp_buf.reshape(n_samples, n_agents)
-        b_adv = advantages.reshape(n_samples, n_agents).clone()
+        b_adv = advantages.reshape(n_samples, n_agents)
         b_adv = (b_adv - b_adv.mean()) / (b_adv.std() + 1e-8)
-        b_old_values = old_values_norm[:-1].reshape(n_samples, n_agents).clone()
-        b_targets = targets_norm.reshape(n_samples, n_agents).clone()
+        b_old_values = old_values_norm[:-1].reshape(n_samples, n_agents)
+        b_targets = targets_norm.reshape(n_samples, n_agents)
         minibatch_size = math.ceil(n_samples / hp.minibatches)
+        samples = (b_obs, b_state, b_tau, b_actions, b_logp, b_adv, b_old_values, b_targets)
         for _ in range(hp.epochs):
-            for idx in torch.randperm(n_samples).split(minibatch_size):
-                log_probs = torch.log_softmax(policy(b_obs[idx]), dim=-1)  # [M, N, A]
-                new_logp = log_probs.gather(-1, b_actions[idx].unsqueeze(-1)).squeeze(-1)  # [M, N]
+            # one shuffle per tensor and epoch, then contiguous slices: the same minibatches
+            # as indexing each tensor per minibatch, with far fewer gathers
+            perm = torch.randperm(n_samples)
+            shuffled = [tensor[perm].split(minibatch_size) for tensor in samples]
+            for obs_m, state_m, tau_m, actions_m, logp_m, adv, old_values, target in zip(
+                *shuffled, strict=True
+            ):
+                log_probs = torch.log_softmax(policy(obs_m), dim=-1)  # [M, N, A]
+                new_logp = log_probs.gather(-1, actions_m.unsqueeze(-1)).squeeze(-1)  # [M, N]
                 entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
-                ratio = torch.exp(new_logp - b_logp[idx])
-                adv = b_adv[idx]
+                ratio = torch.exp(new_logp - logp_m)
                 policy_loss = -torch.min(
                     ratio * adv, torch.clamp(ratio, 1.0 - hp.clip_eps, 1.0 + hp.clip_eps) * adv
                 ).mean()
 
-                new_values = critic(b_obs[idx], b_state[idx], b_tau[idx])  # [M, N]
-                old_values = b_old_values[idx]
+                new_values = critic(obs_m, state_m, tau_m)  # [M, N]
                 clipped_values = old_values + torch.clamp(
                     new_values - old_values, -hp.value_clip_eps, hp.value_clip_eps
                 )
-                target = b_targets[idx]
                 value_error = torch.max((new_values - target) ** 2, (clipped_values - target) ** 2)
                 value_loss = 0.5 * value_error.mean()
 
                 loss = policy_loss - hp.ent_coef * entropy + hp.vf_coef * value_loss
-                optimizer.zero_grad()
+                optimizer.zero_grad(set_to_none=False)
                 loss.backward()
                 nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
                 optimizer.step()

@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lero.training.algos.hooked_env import HookedEnv
+from lero.training.networks import flatten_parameters
 from lero.training.policy import Policy, PolicyMeta
 from lero.training.validation import check_hparam_fields, require
 
@@ -136,7 +137,7 @@ def train_value_decomposition(
         else QMixer(n_agents, state_dim + 1, hp.mixer_embed, hp.hidden)
     )
     params = [*q_net.parameters(), *mixer.parameters()]
-    optimizer = torch.optim.RAdam(params, lr=hp.lr, foreach=True)
+    optimizer = torch.optim.RAdam([flatten_parameters(params)], lr=hp.lr, foreach=True)
     anneal_steps = hp.eps_anneal_frac * env.total_steps
 
     def epsilon(done_steps: int) -> float:
@@ -181,11 +182,15 @@ def train_value_decomposition(
         flat_obs, flat_actions = obs_buf.flatten(0, 1), actions_buf.flatten(0, 1)  # [T*B, N, D'], [T*B, N]
         flat_state, flat_targets = state_buf[:-1].flatten(0, 1), targets.flatten()  # [T*B, S + 1], [T*B]
         learnable = torch.nonzero(done_buf.flatten() == 0).squeeze(-1)  # [K] steps with a TD target
+        samples = (flat_obs, flat_actions, flat_state, flat_targets)
         for _ in range(hp.epochs):
-            for idx in learnable[torch.randperm(learnable.numel())].split(minibatch_size):
-                chosen_q = q_net(flat_obs[idx]).gather(-1, flat_actions[idx].unsqueeze(-1)).squeeze(-1)  # [M, N]
-                loss = F.mse_loss(mixer(chosen_q, flat_state[idx]), flat_targets[idx])
-                optimizer.zero_grad()
+            # one gather per tensor and epoch, then contiguous slices (the same minibatches)
+            order = learnable[torch.randperm(learnable.numel())]  # [K]
+            shuffled = [tensor[order].split(minibatch_size) for tensor in samples]
+            for obs_m, actions_m, state_m, targets_m in zip(*shuffled, strict=True):
+                chosen_q = q_net(obs_m).gather(-1, actions_m.unsqueeze(-1)).squeeze(-1)  # [M, N]
+                loss = F.mse_loss(mixer(chosen_q, state_m), targets_m)
+                optimizer.zero_grad(set_to_none=False)
                 loss.backward()
                 nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
                 optimizer.step()
