@@ -10,7 +10,6 @@ passes it as `context=` and closes it afterwards; each node reads it from
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -26,7 +25,7 @@ from lero.graph.rundir import RunDir
 from lero.graph.trust import job_env
 from lero.sandbox import JobResult, Sandbox, SandboxUnavailable, get_sandbox
 from lero.training import make_env
-from lero.training.envs.registry import ENV_NAMES, ConfirmedEnv
+from lero.training.envs.registry import ConfirmedEnv
 
 log = logging.getLogger(__name__)
 
@@ -83,29 +82,14 @@ def llm_config(spec: RunSpec) -> LLMConfig:
         raise RunError(str(error).splitlines()[0]) from None
 
 
-def sandbox_kind(spec: RunSpec) -> str:
-    """The backend to ask for: an env lero does not ship (a PettingZoo env through the adapter)
-    needs the host's packages, and the Docker image holds only lero and torch."""
-    if spec.env in ENV_NAMES or spec.sandbox == "process":
-        return spec.sandbox
-    if spec.sandbox == "docker":
-        raise RunError(f"env {spec.env!r} is not built into the Docker image; use --sandbox process")
-    return "process"
-
-
-def warn_weaker_sandbox(spec: RunSpec) -> None:
-    """Say it loudly when `--sandbox auto` gives a custom env the process sandbox."""
-    if spec.sandbox == "auto" and sandbox_kind(spec) == "process":
-        warning = (f"WARNING: env {spec.env!r} is not in the Docker image: LLM-written code runs in "
-                   "the much weaker PROCESS sandbox")
-        log.warning(warning)
-        print(warning, file=sys.stderr)
-
-
-def open_sandbox(spec: RunSpec, cache_dir: Path | None, events: Any = None) -> Sandbox:
+def open_sandbox(spec: RunSpec, cache_dir: Path | None, events: Any = None,
+                 env: dict[str, Any] | None = None) -> Sandbox:
+    """The run's sandbox for ENV (its job env dict): a custom env gets its own Docker image
+    layer like any env gets Docker; where Docker answers but cannot serve it, one RunError
+    line says why (never a silent downgrade to the process backend)."""
     try:
-        return get_sandbox(sandbox_kind(spec), cache_dir=cache_dir, max_parallel=spec.max_parallel,
-                           events=events, executor=spec.executor, ray_address=spec.ray_address)
+        return get_sandbox(spec.sandbox, cache_dir=cache_dir, max_parallel=spec.max_parallel,
+                           events=events, executor=spec.executor, ray_address=spec.ray_address, env=env)
     except SandboxUnavailable as error:
         raise RunError(str(error).splitlines()[0]) from None
 
@@ -157,7 +141,7 @@ class RunContext:
     team: Team = field(init=False)
 
     def __post_init__(self) -> None:
-        self.sandbox = open_sandbox(self.spec, self.rundir.cache_dir, events=self.emit)
+        self.sandbox = open_sandbox(self.spec, self.rundir.cache_dir, events=self.emit, env=self.job_env)
         self.team = make_team(llm_config(self.spec), on_call=self._on_llm_call)
         for call in self.earlier_calls:  # a resumed run keeps spending the same budget
             self.team.ledger.record(call["role"], int(call.get("prompt_tokens", 0)),

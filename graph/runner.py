@@ -32,13 +32,12 @@ from lero.graph.context import (
     open_context,
     open_sandbox,
     problem,
-    warn_weaker_sandbox,
 )
 from lero.graph.graph import build_graph, recursion_limit
 from lero.graph.nodes import normalize_answer
 from lero.graph.rundir import RunDir
 from lero.graph.summary import write_summary
-from lero.graph.trust import confirm_env
+from lero.graph.trust import confirm_env, job_env
 from lero.sandbox.base import JobCancelled
 from lero.training import ALGOS, TrainConfig
 from lero.training.envs.registry import ConfirmedEnv
@@ -91,8 +90,8 @@ def preflight(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> RunSpec:
     except ValueError as error:
         raise RunError(f"invalid training settings: {str(error).splitlines()[0]}") from None
     with tempfile.TemporaryDirectory(prefix="lero-preflight-") as scratch:
-        backend = open_sandbox(spec, cache_dir=Path(scratch)).kind  # no Docker daemon / no image
-    warn_weaker_sandbox(spec)
+        # no Docker daemon / no image / a custom env Docker cannot serve
+        backend = open_sandbox(spec, cache_dir=Path(scratch), env=job_env(spec, confirmed)).kind
     check_llm_reachable(spec)
     return spec.model_copy(update={"sandbox": backend})
 

@@ -245,6 +245,10 @@ class Sandbox(ABC):
     def _job_path_inside(self, job_dir: Path, name: str) -> str:
         """Where the runner sees JOB_DIR/name."""
 
+    def _env_inside(self, env: dict[str, Any]) -> dict[str, Any]:
+        """The job's env as the runner names it where it runs (the host's paths here)."""
+        return env
+
     @abstractmethod
     def close(self) -> None:
         """Release what the backend holds between jobs (e.g. warm containers)."""
@@ -335,6 +339,7 @@ class Sandbox(ABC):
 
     def _run_in(self, job: Job, job_dir: Path, policy: bytes | None) -> JobResult:
         spec = job.to_dict()
+        spec["env"] = self._env_inside(job.env)
         # evaluate: a copy of the weights in the job dir; the runner loads it before any candidate code
         if policy is not None:
             (job_dir / INPUT_POLICY_SUBDIR).mkdir(mode=0o755)

@@ -199,8 +199,21 @@ class OEFWorker:
 
 
 def env_kwargs(job: dict) -> dict[str, Any]:
-    """The job's env spec without its "name": the keyword arguments of `make_env`."""
-    return {k: v for k, v in job["env"].items() if k != "name"}
+    """The job's env spec without its "name": the keyword arguments of `make_env`.
+
+    A PettingZoo env's adapter forks worker processes; unless the env names their number,
+    it gets one per CPU of the job's quota (at least one, at most the adapter's own cap),
+    not one per CPU of the machine: inside a container the machine's count says nothing
+    about the job, and every worker counts against its pids and memory limits.
+    """
+    from lero.training.envs.registry import ENV_NAMES
+
+    kwargs = {k: v for k, v in job["env"].items() if k != "name"}
+    if job["env"]["name"] in ENV_NAMES or "workers" in kwargs:
+        return kwargs
+    from lero.training.envs.pettingzoo_adapter import MAX_WORKERS
+
+    return {**kwargs, "workers": max(1, min(MAX_WORKERS, math.floor(job["limits"]["cpus"])))}
 
 
 def validate(job: dict) -> dict[str, Any]:

@@ -178,11 +178,10 @@ def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | 
 
     `confirm`: the env a person typed to confirm a `package.module:factory` env (plan_study).
     """
-    from lero.graph.context import open_sandbox, warn_weaker_sandbox
+    from lero.graph.context import open_sandbox
 
     say = progress or (lambda line: None)
     plan = plan_study(spec, confirm)
-    warn_weaker_sandbox(plan.sandbox_spec())
     metrics = _check_env(plan)
     _start_dir(plan)
     todo = [(algo, variant, i) for algo in plan.algos for variant in spec.variants
@@ -192,7 +191,7 @@ def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | 
     say(f"study {plan.study_dir.name}: {total - len(todo)} of {total} cells done, {len(todo)} to train")
     started = time.monotonic()
     if todo:
-        sandbox = open_sandbox(plan.sandbox_spec(), plan.cache_dir)
+        sandbox = open_sandbox(plan.sandbox_spec(), plan.cache_dir, env=plan.env)
         try:
             with ThreadPoolExecutor(max_workers=spec.max_parallel) as pool:
                 futures = [pool.submit(_run_cell, plan, sandbox, *cell) for cell in todo]
