@@ -331,7 +331,8 @@ def _build_offline(client, log: Log) -> None:
 
 
 def site_roots() -> list[Path]:
-    """Every site-packages directory this interpreter imports from: venv, system, user."""
+    """Every site-packages directory this interpreter imports from: venv, system, user, and
+    those a `.pth` file adds (a virtualenv layered on another one)."""
     candidates = [
         *site.getsitepackages(),
         sysconfig.get_paths()["purelib"],
@@ -339,6 +340,7 @@ def site_roots() -> list[Path]:
     ]
     if site.ENABLE_USER_SITE:
         candidates.append(site.getusersitepackages())
+    candidates += [entry for entry in sys.path if Path(entry).name in ("site-packages", "dist-packages")]
     roots: list[Path] = []
     for candidate in candidates:
         path = Path(os.path.abspath(candidate))
