@@ -28,6 +28,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -172,17 +173,23 @@ def _dist_files(env: str, dist: metadata.Distribution, roots: list[Path]) -> dic
     return placed
 
 
+def _ldd(path: Path) -> str:
+    return subprocess.run(["ldd", str(path)], capture_output=True, text=True).stdout
+
+
 def _libraries(env: str, files: dict[str, Path], roots: list[Path]) -> dict[str, Path]:
     """The shared libraries the layer's compiled files link that live outside them."""
     compiled = [src for src in files.values() if src.suffix in COMPILED or ".so." in src.name]
     if not compiled:
         return {}
-    missing = [
-        src.name for src in compiled
-        if "not found" in subprocess.run(["ldd", str(src)], capture_output=True, text=True).stdout
-    ]  # fmt: skip
+    shipped = {Path(dest).name for dest in files}  # a wheel's bundled libraries (pkg.libs)
+    missing = sorted(
+        name for src in compiled
+        for name in re.findall(r"^\s*(\S+) => not found", _ldd(src), flags=re.MULTILINE)
+        if name not in shipped
+    )  # fmt: skip
     if missing:
-        raise _not_served(env, f"shared libraries of {', '.join(missing[:3])} cannot be found")
+        raise _not_served(env, f"shared libraries {', '.join(missing[:3])} cannot be found")
     libraries = {}
     for lib in _shared_libraries(compiled):
         where = _under_root(lib, roots)

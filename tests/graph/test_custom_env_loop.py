@@ -133,14 +133,25 @@ def test_the_task_text_comes_from_the_factory_or_task(monkeypatch, tmp_path: Pat
     assert ("state", "[B, 6]") in [(f.name, f.shape) for f in described.task_spec.state_fields]
 
 
-def test_non_native_envs_use_the_process_sandbox() -> None:
-    from lero.graph.configuration import RunError, RunSpec
-    from lero.graph.context import sandbox_kind
+@pytest.mark.docker
+def test_auto_gives_a_custom_env_docker_while_a_daemon_answers(sandbox_image, tmp_path: Path,
+                                                               monkeypatch) -> None:
+    from lero.graph.configuration import RunSpec
+    from lero.graph.context import open_sandbox
+    from lero.graph.trust import confirm_env, job_env
+    from tests.support.envs import proof_env_source
 
-    assert sandbox_kind(RunSpec(env=SPEC)) == "process"  # auto: the image lacks the env's packages
-    assert sandbox_kind(RunSpec(env="simple_spread")) == "auto"
-    with pytest.raises(RunError, match="use --sandbox process"):
-        sandbox_kind(RunSpec(env=SPEC, sandbox="docker"))
+    monkeypatch.chdir(tmp_path)
+    Path("auto_gather_env.py").write_text(proof_env_source())
+    name = "auto_gather_env:make_env"
+    spec = RunSpec(env=name)
+    for kind in ("auto", "docker"):
+        sandbox = open_sandbox(spec.model_copy(update={"sandbox": kind}), tmp_path,
+                               env=job_env(spec, confirm_env(name, name)))
+        try:
+            assert sandbox.kind == "docker" and sandbox.image.startswith("lero-sandbox-env:")
+        finally:
+            sandbox.close()
 
 
 @pytest.mark.parametrize(
