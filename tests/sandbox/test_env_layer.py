@@ -4,6 +4,7 @@ and the adapter's worker count inside a job."""
 
 from __future__ import annotations
 
+import os
 import zipfile
 from pathlib import Path
 
@@ -144,3 +145,26 @@ def test_a_wheel_env_is_found_without_importing_it(client, tmp_path: Path, monke
         plan_layer({"name": "never_imported_env"}, base_image_id(client))
     layer = plan_layer({"name": "never_imported:make", "import_root": str(site)}, base_image_id(client))
     assert any(dest.endswith("never_imported/__init__.py") for dest in layer.files)
+
+
+def test_an_hrf_on_a_custom_env_runs_contained(docker_env_sandbox, custom_env, monkeypatch) -> None:
+    """A candidate's HRF on a custom env job: in the container, unprivileged, blind to the host."""
+    import secrets
+
+    from lero.sandbox.types import Job, Limits
+
+    secret = "sk-" + secrets.token_hex(16)
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    leak = ("import os\n\ndef enhance_observation(obs):\n    return obs\n\ndef hybrid_reward(ctx):\n"
+            "    pids = len([p for p in os.listdir('/proc') if p.isdigit()])\n"
+            "    raise ValueError(f'uid={os.getuid()} cwd={os.getcwd()} pids={pids} env={sorted(os.environ)}')\n")
+    job = Job(kind="validate", code=leak, env={**custom_env, "n_agents": 2}, static_check=False,
+              limits=Limits(wall_s=60, mem_mb=1024, cpus=1, pids=64))
+    result = docker_env_sandbox.run_job(job)
+    assert result.status == "code_error", result.error
+    message = result.error["message"]
+    expected_uid = 10001 if os.geteuid() == 0 else os.getuid()
+    assert f"uid={expected_uid} cwd=/job" in message and "OMP_NUM_THREADS" in message
+    assert secret not in str(result.to_dict()) and "OPENAI_API_KEY" not in message
+    pids = int(message.split("pids=")[1].split()[0])
+    assert pids <= 4  # the runner, the adapter's one worker (cpus=1), the OEF worker: no host process
