@@ -23,9 +23,10 @@ from lero.agents import LLMConfig, Problem, Team, make_team
 from lero.graph.configuration import RunError, RunSpec, llm_settings
 from lero.graph.rundir import RunDir
 from lero.graph.trust import job_env
-from lero.sandbox import JobResult, Sandbox, SandboxUnavailable, get_sandbox
+from lero.sandbox import Job, JobResult, Limits, Sandbox, SandboxUnavailable, get_sandbox
 from lero.training import make_env
-from lero.training.envs.registry import ConfirmedEnv
+from lero.training.envs.registry import ENV_NAMES, ConfirmedEnv
+from lero.training.envs.task import TaskSpec
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ _EVENT_TYPES = {  # events.jsonl name -> stream event type the CLI renders
     "generation_finished": "generation",
     "candidate": "candidate",
 }
+DESCRIBE_LIMITS = Limits(wall_s=120, mem_mb=2048)  # one env instance: its import and construction
 TRANSIENT_EVENTS = frozenset({"train_progress"})  # display only: streamed, not recorded
 LLM_RECORD_ONLY = frozenset({"prompt", "replies"})  # kept in llm/, too long for events.jsonl
 
@@ -53,21 +55,37 @@ def stream(payload: dict[str, Any]) -> None:
     writer(payload)
 
 
-def problem(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> Problem:
+def problem(spec: RunSpec, confirmed: ConfirmedEnv | None = None, sandbox: Sandbox | None = None) -> Problem:
     """What the agents are asked to solve, from a one-slot instance of the environment: its
     own TaskSpec plus this instance's shape. A spec env is imported only when `confirmed`
-    names it (graph.trust)."""
-    kwargs = job_env(spec, confirmed)
-    kwargs.pop("name")
-    try:
-        env = make_env(spec.env, 1, **kwargs)
-    except (ValueError, TypeError) as error:
-        raise RunError(f"cannot build environment {spec.env!r}: {error}") from None
+    names it (graph.trust). When Docker serves the run (SANDBOX), a custom env is built in a
+    `describe` job, so its code never runs on this host."""
+    env = job_env(spec, confirmed)
+    if sandbox is not None and sandbox.kind == "docker" and spec.env not in ENV_NAMES:
+        facts = _described(sandbox, env)
+        task = TaskSpec.from_dict(facts["task"])
+    else:
+        name, kwargs = env.pop("name"), env
+        try:
+            built = make_env(name, 1, **kwargs)
+        except (ValueError, TypeError) as error:
+            raise RunError(f"cannot build environment {spec.env!r}: {error}") from None
+        facts, task = {"description": built.describe(), "n_agents": built.n_agents, "obs_dim": built.obs_dim,
+                       "obs_layout": built.obs_layout()}, built.task
     return Problem(
-        task_spec=env.task, env_name=spec.env, env_description=env.describe(),
-        task=spec.task or env.task.text, algo=spec.algo, n_agents=env.n_agents, obs_dim=env.obs_dim,
-        obs_layout=env.obs_layout(),
+        task_spec=task, env_name=spec.env, env_description=facts["description"],
+        task=spec.task or task.text, algo=spec.algo, n_agents=facts["n_agents"], obs_dim=facts["obs_dim"],
+        obs_layout={slot: (int(start), int(end)) for slot, (start, end) in facts["obs_layout"].items()},
     )
+
+
+def _described(sandbox: Sandbox, env: dict[str, Any]) -> dict[str, Any]:
+    """The env's facts from a sandbox `describe` job; RunError with its one line otherwise."""
+    result = sandbox.run_job(Job(kind="describe", code=None, env=env, limits=DESCRIBE_LIMITS))
+    if result.status != "ok":
+        message = (result.error or {}).get("message", result.status).splitlines() or [result.status]
+        raise RunError(f"cannot build environment {env['name']!r}: {message[0]}")
+    return result.info
 
 
 def llm_config(spec: RunSpec) -> LLMConfig:
@@ -133,15 +151,22 @@ class RunContext:
 
     spec: RunSpec
     rundir: RunDir
-    task: Problem
     earlier_calls: list[dict[str, Any]]  # llm_call events of earlier processes of this run
-    job_env: dict[str, Any]  # the env as sandbox jobs name it (graph.trust.job_env)
+    confirmed: ConfirmedEnv | None = None  # the spec env a person named (graph.trust)
     hooks: RunHooks = field(default_factory=RunHooks)
+    job_env: dict[str, Any] = field(init=False)  # the env as sandbox jobs name it (graph.trust.job_env)
     sandbox: Sandbox = field(init=False)
+    task: Problem = field(init=False)  # read through the sandbox: see `problem`
     team: Team = field(init=False)
 
     def __post_init__(self) -> None:
+        self.job_env = job_env(self.spec, self.confirmed)
         self.sandbox = open_sandbox(self.spec, self.rundir.cache_dir, events=self.emit, env=self.job_env)
+        try:
+            self.task = problem(self.spec, self.confirmed, self.sandbox)
+        except BaseException:
+            self.sandbox.close()
+            raise
         self.team = make_team(llm_config(self.spec), on_call=self._on_llm_call)
         for call in self.earlier_calls:  # a resumed run keeps spending the same budget
             self.team.ledger.record(call["role"], int(call.get("prompt_tokens", 0)),
@@ -175,9 +200,8 @@ class RunContext:
 def open_context(spec: RunSpec, rundir: RunDir, confirmed: ConfirmedEnv | None = None,
                  hooks: RunHooks | None = None) -> RunContext:
     """Build the live objects for a run whose directory exists (start, resume, server)."""
-    return RunContext(spec=spec, rundir=rundir, task=problem(spec, confirmed),
-                      earlier_calls=earlier_llm_calls(rundir.read_events()), job_env=job_env(spec, confirmed),
-                      hooks=hooks or RunHooks())
+    return RunContext(spec=spec, rundir=rundir, earlier_calls=earlier_llm_calls(rundir.read_events()),
+                      confirmed=confirmed, hooks=hooks or RunHooks())
 
 
 class CancelScope:

@@ -76,6 +76,8 @@ def _check_schema(data: Any, kind: str) -> JobResult:
         raise ValueError("'curves' must map names to lists of finite numbers")
     if not isinstance(data.get("reflection_stats", {}), dict):
         raise ValueError("'reflection_stats' must be a dict")
+    if not isinstance(data.get("info", {}), dict):
+        raise ValueError("'info' must be a dict")
     fitness = data.get("fitness")
     if fitness is not None and not _is_number(fitness):
         raise ValueError("'fitness' must be a finite number or null")
@@ -85,6 +87,7 @@ def _check_schema(data: Any, kind: str) -> JobResult:
         metrics=metrics,
         curves=curves,
         reflection_stats=data.get("reflection_stats", {}),
+        info=data.get("info", {}) if kind == "describe" else {},
         fitness=float(fitness) if fitness is not None and kind == "evaluate" else None,
     )
 

@@ -216,6 +216,13 @@ def env_kwargs(job: dict) -> dict[str, Any]:
     return {**kwargs, "workers": max(1, min(MAX_WORKERS, math.floor(job["limits"]["cpus"])))}
 
 
+def describe(job: dict) -> dict[str, Any]:
+    """The env's facts the host needs before a run (its task, spaces, state fields)."""
+    from lero.training.envs.registry import describe_env
+
+    return {"status": "ok", "info": describe_env(job["env"]["name"], **env_kwargs(job))}
+
+
 def validate(job: dict) -> dict[str, Any]:
     """Both hooks on real env batches: shapes, dtype, finiteness, OEF prefix, time per call."""
     from lero.training import load_candidate, make_env
@@ -420,6 +427,8 @@ def run(job: dict, job_dir: Path, inbox: KeyInbox) -> dict[str, Any]:
             return validate(job)
         if job["kind"] == "train":
             return train(job, job_dir)
+        if job["kind"] == "describe":
+            return describe(job)
         return evaluate(job, inbox)
     except CandidateError as error:
         return {"status": "code_error", "error": error.error}

@@ -50,6 +50,7 @@ def job_proofs(cwd: Path) -> list[dict]:
     assert json.loads((run / "spec.json").read_text())["sandbox"] == "docker"
     proofs = [json.loads(path.read_text()) for path in run.glob(f"cache/jobs/*/{PROOF_FILE}")]
     assert proofs, "no job kept the env's proof"
+    assert not (cwd / PROOF_FILE).exists()  # never on the host: its task was read in a describe job
     return proofs
 
 
