@@ -25,20 +25,20 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import io
 import json
 import os
 import re
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass
 from importlib import metadata
 from importlib.machinery import ModuleSpec, PathFinder
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from lero.sandbox.image import (
     IMAGE,
@@ -93,17 +93,24 @@ def _not_served(env: str, why: str) -> EnvNotServed:
     return EnvNotServed(f"env {env!r} cannot run in the Docker sandbox: {why}; {PROCESS_HINT}")
 
 
-def _top_module(env: dict[str, Any]) -> str:
-    """The top-level module of a spec (`pkg.mod:factory`) or of an entry point's object."""
+def _entry_point(env: dict[str, Any]) -> metadata.EntryPoint | None:
+    """The `lero.envs` entry point an env name refers to; None for a `pkg.mod:factory` spec."""
     from lero.training.envs.registry import ENTRY_POINT_GROUP
 
     name = env["name"]
     if ":" in name:
-        return name.split(":")[0].split(".")[0]
+        return None
     found = [ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
     if not found:
         raise _not_served(name, "no installed package registers it under lero.envs")
-    return found[0].module.split(".")[0]
+    return found[0]
+
+
+def _import_roots() -> list[Path]:
+    """Directories installed files are placed relative to: site-packages, then the rest of sys.path."""
+    roots = site_roots()
+    return roots + [Path(os.path.abspath(entry)) for entry in sys.path
+                    if os.path.isdir(entry or ".") and Path(os.path.abspath(entry)) not in roots]
 
 
 def _locate(env: dict[str, Any], top: str) -> ModuleSpec:
@@ -199,10 +206,12 @@ def _libraries(env: str, files: dict[str, Path], roots: list[Path]) -> dict[str,
 
 def plan_layer(env: dict[str, Any], base_id: str) -> EnvLayer:
     """The layer env ENV (a job's env dict) needs on top of the base image BASE_ID."""
-    name, roots = env["name"], site_roots()
-    top = _top_module(env)
+    name, roots, entry_point = env["name"], _import_roots(), _entry_point(env)
+    top = (entry_point.module if entry_point else name.split(":")[0]).split(".")[0]
     parent, own = _module_files(_locate(env, top))
     providers = _providers({top})
+    if entry_point is not None and entry_point.dist is not None:  # its metadata declares the name
+        providers.add(normalized(entry_point.dist.name))
     base = {normalized(dist.metadata["Name"]) for dist in runtime_distributions()} | {"lero"}
     wanted = {*_providers(_imported_tops(own)), *ADAPTER_DISTRIBUTIONS, *providers}
     for provider in providers:
@@ -211,25 +220,25 @@ def plan_layer(env: dict[str, Any], base_id: str) -> EnvLayer:
     for dist in distribution_closure(sorted(wanted - base)):
         if normalized(dist.metadata["Name"]) not in base:
             files.update(_dist_files(name, dist, roots))
-    destination = image_site() if providers else Path(ENV_ROOT)
+    import_root = ENV_ROOT if "import_root" in env and not providers else None  # a working-directory module
+    destination = Path(import_root or image_site())
     files.update({str(destination / path.relative_to(parent)): path for path in own})
     files.update({dest: src for dest, src in _libraries(name, files, roots).items() if dest not in files})
     digest = hashlib.sha256(json.dumps([base_id, ENV_ROOT], sort_keys=True).encode())
     for dest in sorted(files):
         digest.update(dest.encode() + b"\0" + hashlib.sha256(files[dest].read_bytes()).digest())
-    return EnvLayer(name, files, digest.hexdigest()[:16], None if providers else ENV_ROOT)
+    return EnvLayer(name, files, digest.hexdigest()[:16], import_root)
 
 
-def _archive(files: dict[str, Path]) -> bytes:
+def _write_archive(files: dict[str, Path], handle: IO[bytes]) -> None:
     """The layer's files as one tar (root-owned, read-only, new directories 0755)."""
     directories = {str(parent) for dest in files for parent in Path(dest).parents if str(parent) != "/"}
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as tar:
+    with tarfile.open(fileobj=handle, mode="w", format=tarfile.GNU_FORMAT) as tar:
         for directory in sorted(directories):
             _add_dir(tar, directory, 0o755)
         for dest, source in files.items():
             _add(tar, source, dest)
-    return buffer.getvalue()
+    handle.seek(0)
 
 
 def base_image_id(client) -> str:
@@ -259,7 +268,9 @@ def ensure_env_layer(env: dict[str, Any], client, log: Log = print) -> EnvLayer:
         f"{layer.size_bytes() / 2**20:.1f} MiB on {IMAGE} ...")  # fmt: skip
     container = client.containers.create(IMAGE, ["true"], network_disabled=True)
     try:
-        container.put_archive("/", _archive(layer.files))
+        with tempfile.TemporaryFile(prefix="lero-env-layer-") as archive:  # streamed, never in memory
+            _write_archive(layer.files, archive)
+            container.put_archive("/", archive)
         container.commit(
             repository=ENV_IMAGE_REPO, tag=layer.digest,
             changes=['CMD ["python"]', f"LABEL {ENV_LABEL}={json.dumps(layer.env)}",
