@@ -60,23 +60,28 @@ def problem(spec: RunSpec, confirmed: ConfirmedEnv | None = None, sandbox: Sandb
     own TaskSpec plus this instance's shape. A spec env is imported only when `confirmed`
     names it (graph.trust). When Docker serves the run (SANDBOX), a custom env is built in a
     `describe` job, so its code never runs on this host."""
-    env = job_env(spec, confirmed)
-    if sandbox is not None and sandbox.kind == "docker" and spec.env not in ENV_NAMES:
-        facts = _described(sandbox, env)
-        task = TaskSpec.from_dict(facts["task"])
-    else:
-        name, kwargs = env.pop("name"), env
-        try:
-            built = make_env(name, 1, **kwargs)
-        except (ValueError, TypeError) as error:
-            raise RunError(f"cannot build environment {spec.env!r}: {error}") from None
-        facts, task = {"description": built.describe(), "n_agents": built.n_agents, "obs_dim": built.obs_dim,
-                       "obs_layout": built.obs_layout()}, built.task
+    task, facts = env_facts(job_env(spec, confirmed), sandbox)
     return Problem(
         task_spec=task, env_name=spec.env, env_description=facts["description"],
         task=spec.task or task.text, algo=spec.algo, n_agents=facts["n_agents"], obs_dim=facts["obs_dim"],
         obs_layout={slot: (int(start), int(end)) for slot, (start, end) in facts["obs_layout"].items()},
     )
+
+
+def env_facts(env: dict[str, Any], sandbox: Sandbox | None = None) -> tuple[TaskSpec, dict[str, Any]]:
+    """ENV's (a job env dict) TaskSpec and one instance's facts (`registry.describe_env`):
+    built here, or in a `describe` job when SANDBOX is Docker and the env is custom, so its
+    code never runs on this host. RunError (one line) when it cannot be built."""
+    if sandbox is not None and sandbox.kind == "docker" and env["name"] not in ENV_NAMES:
+        facts = _described(sandbox, env)
+        return TaskSpec.from_dict(facts["task"]), facts
+    kwargs = {key: value for key, value in env.items() if key != "name"}
+    try:
+        built = make_env(env["name"], 1, **kwargs)
+    except (ValueError, TypeError) as error:
+        raise RunError(f"cannot build environment {env['name']!r}: {error}") from None
+    return built.task, {"description": built.describe(), "n_agents": built.n_agents, "obs_dim": built.obs_dim,
+                        "obs_layout": built.obs_layout()}
 
 
 def _described(sandbox: Sandbox, env: dict[str, Any]) -> dict[str, Any]:
