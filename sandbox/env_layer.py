@@ -42,6 +42,7 @@ from typing import IO, Any
 
 from lero.sandbox.image import (
     IMAGE,
+    Log,
     _add,
     _add_dir,
     _requirements,
@@ -64,8 +65,6 @@ DIGEST_LABEL = "lero.sandbox.env-digest"
 PROCESS_HINT = "choose --sandbox process to run it knowingly in the much weaker process sandbox"
 COMPILED = (".so", ".pyd")
 SKIPPED_PARTS = ("__pycache__",)
-
-Log = Any  # Callable[[str], None]
 
 
 class EnvNotServed(SandboxUnavailable):
