@@ -43,7 +43,8 @@ def docker_env_sandbox(sandbox_image, custom_env, tmp_path_factory):
     """The Docker backend as a run on a custom env gets it: on that env's image layer."""
     from lero.sandbox.backends import local_sandbox
 
-    sandbox = local_sandbox("docker", work_dir=tmp_path_factory.mktemp("docker-env-jobs"),
-                            max_parallel=4, env=custom_env, progress=lambda line: None)
+    sandbox = local_sandbox("docker", work_dir=tmp_path_factory.mktemp("docker-env-jobs"), max_parallel=4,
+                            env=custom_env, progress=lambda line: None,
+                            spares_per_limits=0)  # no warm container for the attack suite to find
     assert sandbox.image.startswith("lero-sandbox-env:")
     return sandbox
