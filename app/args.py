@@ -246,7 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox_commands = sandbox.add_subparsers(dest="action", required=True, metavar="ACTION")
     build = sandbox_commands.add_parser("build", help="build the sandbox image locally")
     build.add_argument("--mode", choices=("auto", "dockerfile", "offline"), default="auto")
-    sandbox_commands.add_parser("check", help="daemon, image and a contained smoke run")
+    check = sandbox_commands.add_parser("check", help="daemon, image and a contained smoke run")
+    check.add_argument("--env", help="also say whether this env (a lero.envs name or "
+                       "package.module:factory in the working directory) runs in Docker, and why")
     return parser
 
 

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -366,6 +366,15 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+def sandbox_check_env(name: str) -> dict[str, Any]:
+    """The job env `lero sandbox check --env NAME` asks about, nothing imported: a
+    package.module:factory spec is found in the working directory, as `lero run` finds it."""
+    from lero.training.envs.registry import check_env_name, is_installed
+
+    check_env_name(name)
+    return {"name": name} if is_installed(name) else {"name": name, "import_root": os.getcwd()}
+
+
 def cmd_sandbox(args: argparse.Namespace, console: Console) -> int:
     from lero.sandbox.check import check
     from lero.sandbox.image import build_image
@@ -376,7 +385,7 @@ def cmd_sandbox(args: argparse.Namespace, console: Console) -> int:
     if args.action == "build":
         console.print(f"built image {build_image(args.mode, log=log)}")
         return EXIT_OK
-    report = check()
+    report = check(sandbox_check_env(args.env) if args.env else None)
     for name, (ok, detail) in report.items():
         console.print(f"{'[green]ok[/]  ' if ok else '[red]FAIL[/]'} {name}: {escape(detail)}")
     return EXIT_OK if all(ok for ok, _ in report.values()) else EXIT_FAILED

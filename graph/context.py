@@ -10,7 +10,6 @@ passes it as `context=` and closes it afterwards; each node reads it from
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -24,9 +23,10 @@ from lero.agents import LLMConfig, Problem, Team, make_team
 from lero.graph.configuration import RunError, RunSpec, llm_settings, parallel_jobs
 from lero.graph.rundir import RunDir
 from lero.graph.trust import job_env
-from lero.sandbox import JobResult, Limits, Sandbox, SandboxUnavailable, get_sandbox
+from lero.sandbox import Job, JobResult, Limits, Sandbox, SandboxUnavailable, get_sandbox
 from lero.training import make_env
 from lero.training.envs.registry import ENV_NAMES, ConfirmedEnv
+from lero.training.envs.task import TaskSpec
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ _EVENT_TYPES = {  # events.jsonl name -> stream event type the CLI renders
     "candidate": "candidate",
     "node_finished": "timing",  # the report's loop time; no front-end shows it live
 }
+DESCRIBE_LIMITS = Limits(wall_s=120, mem_mb=2048)  # one env instance: its import and construction
 TRANSIENT_EVENTS = frozenset({"train_progress"})  # display only: streamed, not recorded
 LLM_RECORD_ONLY = frozenset({"prompt", "replies"})  # kept in llm/, too long for events.jsonl
 
@@ -55,21 +56,42 @@ def stream(payload: dict[str, Any]) -> None:
     writer(payload)
 
 
-def problem(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> Problem:
+def problem(spec: RunSpec, confirmed: ConfirmedEnv | None = None, sandbox: Sandbox | None = None) -> Problem:
     """What the agents are asked to solve, from a one-slot instance of the environment: its
     own TaskSpec plus this instance's shape. A spec env is imported only when `confirmed`
-    names it (graph.trust)."""
-    kwargs = job_env(spec, confirmed)
-    kwargs.pop("name")
-    try:
-        env = make_env(spec.env, 1, **kwargs)
-    except (ValueError, TypeError) as error:
-        raise RunError(f"cannot build environment {spec.env!r}: {error}") from None
+    names it (graph.trust). When Docker serves the run (SANDBOX), a custom env is built in a
+    `describe` job, so its code never runs on this host."""
+    task, facts = env_facts(job_env(spec, confirmed), sandbox)
     return Problem(
-        task_spec=env.task, env_name=spec.env, env_description=env.describe(),
-        task=spec.task or env.task.text, algo=spec.algo, n_agents=env.n_agents, obs_dim=env.obs_dim,
-        obs_layout=env.obs_layout(),
+        task_spec=task, env_name=spec.env, env_description=facts["description"],
+        task=spec.task or task.text, algo=spec.algo, n_agents=facts["n_agents"], obs_dim=facts["obs_dim"],
+        obs_layout={slot: (int(start), int(end)) for slot, (start, end) in facts["obs_layout"].items()},
     )
+
+
+def env_facts(env: dict[str, Any], sandbox: Sandbox | None = None) -> tuple[TaskSpec, dict[str, Any]]:
+    """ENV's (a job env dict) TaskSpec and one instance's facts (`registry.describe_env`):
+    built here, or in a `describe` job when SANDBOX is Docker and the env is custom, so its
+    code never runs on this host. RunError (one line) when it cannot be built."""
+    if sandbox is not None and sandbox.kind == "docker" and env["name"] not in ENV_NAMES:
+        facts = _described(sandbox, env)
+        return TaskSpec.from_dict(facts["task"]), facts
+    kwargs = {key: value for key, value in env.items() if key != "name"}
+    try:
+        built = make_env(env["name"], 1, **kwargs)
+    except (ValueError, TypeError) as error:
+        raise RunError(f"cannot build environment {env['name']!r}: {error}") from None
+    return built.task, {"description": built.describe(), "n_agents": built.n_agents, "obs_dim": built.obs_dim,
+                        "obs_layout": built.obs_layout()}
+
+
+def _described(sandbox: Sandbox, env: dict[str, Any]) -> dict[str, Any]:
+    """The env's facts from a sandbox `describe` job; RunError with its one line otherwise."""
+    result = sandbox.run_job(Job(kind="describe", code=None, env=env, limits=DESCRIBE_LIMITS))
+    if result.status != "ok":
+        message = (result.error or {}).get("message", result.status).splitlines() or [result.status]
+        raise RunError(f"cannot build environment {env['name']!r}: {message[0]}")
+    return result.info
 
 
 def llm_config(spec: RunSpec) -> LLMConfig:
@@ -84,30 +106,15 @@ def llm_config(spec: RunSpec) -> LLMConfig:
         raise RunError(str(error).splitlines()[0]) from None
 
 
-def sandbox_kind(spec: RunSpec) -> str:
-    """The backend to ask for: an env lero does not ship (a PettingZoo env through the adapter)
-    needs the host's packages, and the Docker image holds only lero and torch."""
-    if spec.env in ENV_NAMES or spec.sandbox == "process":
-        return spec.sandbox
-    if spec.sandbox == "docker":
-        raise RunError(f"env {spec.env!r} is not built into the Docker image; use --sandbox process")
-    return "process"
-
-
-def warn_weaker_sandbox(spec: RunSpec) -> None:
-    """Say it loudly when `--sandbox auto` gives a custom env the process sandbox."""
-    if spec.sandbox == "auto" and sandbox_kind(spec) == "process":
-        warning = (f"WARNING: env {spec.env!r} is not in the Docker image: LLM-written code runs in "
-                   "the much weaker PROCESS sandbox")
-        log.warning(warning)
-        print(warning, file=sys.stderr)
-
-
-def open_sandbox(spec: RunSpec, cache_dir: Path | None, events: Any = None) -> Sandbox:
+def open_sandbox(spec: RunSpec, cache_dir: Path | None, events: Any = None,
+                 env: dict[str, Any] | None = None) -> Sandbox:
+    """The run's sandbox for ENV (its job env dict): a custom env gets its own Docker image
+    layer like any env gets Docker; where Docker answers but cannot serve it, one RunError
+    line says why (never a silent downgrade to the process backend)."""
     try:
         max_parallel = parallel_jobs(spec.max_parallel, Limits().cpus)  # jobs run with the default Limits
-        return get_sandbox(sandbox_kind(spec), cache_dir=cache_dir, max_parallel=max_parallel,
-                           events=events, executor=spec.executor, ray_address=spec.ray_address)
+        return get_sandbox(spec.sandbox, cache_dir=cache_dir, max_parallel=max_parallel,
+                           events=events, executor=spec.executor, ray_address=spec.ray_address, env=env)
     except SandboxUnavailable as error:
         raise RunError(str(error).splitlines()[0]) from None
 
@@ -151,15 +158,22 @@ class RunContext:
 
     spec: RunSpec
     rundir: RunDir
-    task: Problem
     earlier_calls: list[dict[str, Any]]  # llm_call events of earlier processes of this run
-    job_env: dict[str, Any]  # the env as sandbox jobs name it (graph.trust.job_env)
+    confirmed: ConfirmedEnv | None = None  # the spec env a person named (graph.trust)
     hooks: RunHooks = field(default_factory=RunHooks)
+    job_env: dict[str, Any] = field(init=False)  # the env as sandbox jobs name it (graph.trust.job_env)
     sandbox: Sandbox = field(init=False)
+    task: Problem = field(init=False)  # read through the sandbox: see `problem`
     team: Team = field(init=False)
 
     def __post_init__(self) -> None:
-        self.sandbox = open_sandbox(self.spec, self.rundir.cache_dir, events=self.emit)
+        self.job_env = job_env(self.spec, self.confirmed)
+        self.sandbox = open_sandbox(self.spec, self.rundir.cache_dir, events=self.emit, env=self.job_env)
+        try:
+            self.task = problem(self.spec, self.confirmed, self.sandbox)
+        except BaseException:
+            self.sandbox.close()
+            raise
         self.sandbox.prewarm(Limits())  # ready while the designer works; every graph job has these limits
         self.team = make_team(llm_config(self.spec), on_call=self._on_llm_call)
         for call in self.earlier_calls:  # a resumed run keeps spending the same budget
@@ -194,9 +208,8 @@ class RunContext:
 def open_context(spec: RunSpec, rundir: RunDir, confirmed: ConfirmedEnv | None = None,
                  hooks: RunHooks | None = None) -> RunContext:
     """Build the live objects for a run whose directory exists (start, resume, server)."""
-    return RunContext(spec=spec, rundir=rundir, task=problem(spec, confirmed),
-                      earlier_calls=earlier_llm_calls(rundir.read_events()), job_env=job_env(spec, confirmed),
-                      hooks=hooks or RunHooks())
+    return RunContext(spec=spec, rundir=rundir, earlier_calls=earlier_llm_calls(rundir.read_events()),
+                      confirmed=confirmed, hooks=hooks or RunHooks())
 
 
 class CancelScope:

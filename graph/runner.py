@@ -32,13 +32,12 @@ from lero.graph.context import (
     open_context,
     open_sandbox,
     problem,
-    warn_weaker_sandbox,
 )
 from lero.graph.graph import build_graph, recursion_limit
 from lero.graph.nodes import normalize_answer
 from lero.graph.rundir import RunDir
 from lero.graph.summary import write_summary
-from lero.graph.trust import confirm_env
+from lero.graph.trust import confirm_env, job_env
 from lero.sandbox.base import JobCancelled
 from lero.training import ALGOS, TrainConfig
 from lero.training.envs.registry import ConfirmedEnv
@@ -84,15 +83,19 @@ def preflight(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> RunSpec:
     """
     if spec.algo not in ALGOS:
         raise RunError(f"unknown algorithm {spec.algo!r}: expected one of {', '.join(ALGOS)}")
-    problem(spec, confirmed)  # builds the environment: unknown env or bad env kwargs
+    with tempfile.TemporaryDirectory(prefix="lero-preflight-") as scratch:
+        # no Docker daemon / no image / a custom env Docker cannot serve
+        sandbox = open_sandbox(spec, cache_dir=Path(scratch), env=job_env(spec, confirmed))
+        try:  # builds the environment (in a sandbox job for a custom env): bad env or kwargs
+            problem(spec, confirmed, sandbox)
+        finally:
+            sandbox.close()
+        backend = sandbox.kind
     try:  # what every training job will check inside the sandbox: hparams above all
         TrainConfig(env=spec.env, env_kwargs=spec.env_kwargs or {}, algo=spec.algo, steps=spec.steps,
                     eval_episodes=spec.eval_episodes, hparams=spec.hparams)
     except ValueError as error:
         raise RunError(f"invalid training settings: {str(error).splitlines()[0]}") from None
-    with tempfile.TemporaryDirectory(prefix="lero-preflight-") as scratch:
-        backend = open_sandbox(spec, cache_dir=Path(scratch)).kind  # no Docker daemon / no image
-    warn_weaker_sandbox(spec)
     check_llm_reachable(spec)
     return spec.model_copy(update={"sandbox": backend})
 

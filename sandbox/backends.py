@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from lero.sandbox.base import Events, Sandbox
 from lero.sandbox.types import SandboxUnavailable
@@ -28,11 +29,16 @@ def local_sandbox(
     work_dir: str | os.PathLike | None = None,
     spares_per_limits: int = 1,
     progress: Callable[[str], None] | None = None,
+    env: dict[str, Any] | None = None,
 ) -> Sandbox:
     """A backend of ``kind`` on this machine. `auto` and `docker` build the image first when
     it is missing or stale (`image.ensure_image`, lines to `progress`, default stderr); `auto`
     falls back to the process backend only when no Docker daemon answers, saying so on
     stderr; `docker` raises `SandboxUnavailable` then.
+
+    ENV (a job's env dict): a custom env runs on its own layer (`env_layer.ensure_env_layer`);
+    when Docker answers but cannot serve it, `auto` raises `EnvNotServed` like `docker`: it
+    never downgrades to the process backend silently.
 
     `spares_per_limits`: warm Docker containers kept per `Limits` (ignored by `process`).
     """
@@ -59,10 +65,23 @@ def local_sandbox(
             print(warning, file=sys.stderr)
         else:
             ensure_image(log=progress or _stderr, client=client)
-            return DockerSandbox(spares_per_limits=spares_per_limits, **common)
+            return DockerSandbox(spares_per_limits=spares_per_limits,
+                                 **_env_image(env, client, progress or _stderr), **common)
     from lero.sandbox.process_backend import ProcessSandbox
 
     return ProcessSandbox(**common)
+
+
+def _env_image(env: dict[str, Any] | None, client: Any, log: Callable[[str], None]) -> dict[str, Any]:
+    """DockerSandbox's `image` and `import_root` for ENV: the base image for a native env."""
+    from lero.training.envs.registry import ENV_NAMES
+
+    if env is None or env["name"] in ENV_NAMES:
+        return {}
+    from lero.sandbox.env_layer import ensure_env_layer
+
+    layer = ensure_env_layer(env, client, log)
+    return {"image": layer.image, "import_root": layer.import_root}
 
 
 def _stderr(message: str) -> None:

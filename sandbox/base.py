@@ -76,6 +76,8 @@ def _check_schema(data: Any, kind: str) -> JobResult:
         raise ValueError("'curves' must map names to lists of finite numbers")
     if not isinstance(data.get("reflection_stats", {}), dict):
         raise ValueError("'reflection_stats' must be a dict")
+    if not isinstance(data.get("info", {}), dict):
+        raise ValueError("'info' must be a dict")
     fitness = data.get("fitness")
     if fitness is not None and not _is_number(fitness):
         raise ValueError("'fitness' must be a finite number or null")
@@ -88,6 +90,7 @@ def _check_schema(data: Any, kind: str) -> JobResult:
         metrics=metrics,
         curves=curves,
         reflection_stats=data.get("reflection_stats", {}),
+        info=data.get("info", {}) if kind == "describe" else {},
         fitness=float(fitness) if fitness is not None and kind == "evaluate" else None,
         run_s=float(run_s),
     )
@@ -255,6 +258,10 @@ class Sandbox(ABC):
         warm ones overrides this); the first jobs then skip the cold start."""
         return None  # this backend starts each sandbox with its job
 
+    def _env_inside(self, env: dict[str, Any]) -> dict[str, Any]:
+        """The job's env as the runner names it where it runs (the host's paths here)."""
+        return env
+
     @abstractmethod
     def close(self) -> None:
         """Release what the backend holds between jobs (e.g. warm containers)."""
@@ -349,6 +356,7 @@ class Sandbox(ABC):
 
     def _run_in(self, job: Job, job_dir: Path, policy: bytes | None) -> JobResult:
         spec = job.to_dict()
+        spec["env"] = self._env_inside(job.env)
         # evaluate: a copy of the weights in the job dir; the runner loads it before any candidate code
         if policy is not None:
             (job_dir / INPUT_POLICY_SUBDIR).mkdir(mode=0o755)

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import tempfile
+from typing import Any
 
 from lero.sandbox.types import Limits, SandboxUnavailable
 
 SMOKE_SCRIPT = "import os, torch, numpy\nprint('uid', os.getuid(), 'torch', torch.__version__)\n"
 
 
-def check() -> dict[str, tuple[bool, str]]:
-    """{"daemon" | "backend" | "image" | "smoke": (ok, detail)}; stops at the first failure.
+def check(env: dict[str, Any] | None = None) -> dict[str, tuple[bool, str]]:
+    """{"daemon" | "backend" | "image" | "env" | "smoke": (ok, detail)}; stops at the first failure.
 
-    `backend` is what `get_sandbox("auto")` (every `lero run`) would choose now.
+    `backend` is what `get_sandbox("auto")` (every `lero run`) would choose now; `env` (a job's
+    env dict, for a custom env) whether Docker serves that env, on which layer, and why not.
     """
     from lero.sandbox.docker_backend import DockerSandbox
     from lero.sandbox.image import docker_client, image_state
@@ -40,6 +42,10 @@ def check() -> dict[str, tuple[bool, str]]:
         report["image"] = (False, f"{state.detail}: `lero sandbox build` (or any run) builds it")
         return report
     report["image"] = (True, state.detail)
+    if env is not None:
+        report["env"] = _env_report(env, client)
+        if not report["env"][0]:
+            return report
     with tempfile.TemporaryDirectory(prefix="lero-check-") as work_dir:
         result = DockerSandbox(work_dir=work_dir).run_script(
             SMOKE_SCRIPT, Limits(wall_s=60, mem_mb=1024)
@@ -50,3 +56,20 @@ def check() -> dict[str, tuple[bool, str]]:
         f"{result.status} in {result.elapsed_s:.2f} s: {detail}",
     )
     return report
+
+
+def _env_report(env: dict[str, Any], client: Any) -> tuple[bool, str]:
+    """Would a run on ENV use Docker, on which image layer (`sandbox.env_layer`), or why not?"""
+    from lero.sandbox.env_layer import EnvNotServed, base_image_id, layer_exists, plan_layer
+    from lero.sandbox.image import IMAGE
+    from lero.training.envs.registry import ENV_NAMES
+
+    if env["name"] in ENV_NAMES:
+        return True, f"{env['name']} is native: a run uses Docker on {IMAGE}"
+    try:
+        layer = plan_layer(env, base_image_id(client))
+    except EnvNotServed as error:
+        return False, str(error)
+    when = "built" if layer_exists(client, layer) else "built by the first run"
+    return True, (f"a run would use Docker on {layer.image} ({when}: {len(layer.files)} files, "
+                  f"{layer.size_bytes() / 2**20:.1f} MiB on top of {IMAGE})")

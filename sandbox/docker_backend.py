@@ -88,8 +88,13 @@ def _owner_alive(owner: str) -> bool:
 class DockerSandbox(Sandbox):
     kind = "docker"
 
-    def __init__(self, spares_per_limits: int = 1, **kwargs) -> None:
+    def __init__(
+        self, spares_per_limits: int = 1, image: str = IMAGE, import_root: str | None = None, **kwargs
+    ) -> None:
+        """IMAGE: the base image, or a custom env's layer (`sandbox.env_layer`), whose module
+        imports from IMPORT_ROOT inside the container."""
         super().__init__(**kwargs)
+        self.image, self.import_root = image, import_root
         self.spares_per_limits = spares_per_limits  # warm containers kept per Limits (0 = none)
         self._spares: dict[Limits, list[_Started]] = {}
         self._claimed: dict[Path, _Started] = {}
@@ -100,7 +105,7 @@ class DockerSandbox(Sandbox):
         self._closed = False
         atexit.register(self.close)
         self.client = docker_client()
-        require_image(self.client)
+        require_image(self.client, image)
         self.reap()
         self.as_root = os.geteuid() == 0
         self.user = (
@@ -126,6 +131,13 @@ class DockerSandbox(Sandbox):
 
     def _job_path_inside(self, job_dir: Path, name: str) -> str:
         return f"/job/{name}"
+
+    def _env_inside(self, env: dict[str, Any]) -> dict[str, Any]:
+        """A working-directory module imports from the layer's root, never a host path."""
+        if "import_root" not in env:
+            return env
+        inside = {key: value for key, value in env.items() if key != "import_root"}
+        return inside if self.import_root is None else {**inside, "import_root": self.import_root}
 
     def _launch_script(self, job_dir: Path, limits: Limits) -> ScriptResult:
         return self._run_container(["python", self._job_path_inside(job_dir, SCRIPT_FILE)], job_dir, limits)
@@ -294,7 +306,7 @@ class DockerSandbox(Sandbox):
         disk_bytes = limits.disk_mb * 2**20
         try:
             container = self.client.containers.create(
-                IMAGE,
+                self.image,
                 command,
                 user=self.user,
                 working_dir="/job",

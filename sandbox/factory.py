@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 from lero.sandbox.backends import KINDS, local_sandbox
 from lero.sandbox.base import Events, Sandbox
@@ -23,6 +24,7 @@ def get_sandbox(
     progress: Callable[[str], None] | None = None,
     executor: str = "local",
     ray_address: str | None = None,
+    env: dict[str, Any] | None = None,
 ) -> Sandbox:
     """A sandbox backend of ``kind`` (`backends.local_sandbox` says how each is chosen).
 
@@ -30,6 +32,7 @@ def get_sandbox(
     its node (`ray_address`: `auto`, `host:port`, or None for a new local Ray instance).
     `spares_per_limits` (Docker: containers kept warm, torch imported; None = `max_parallel`):
     fewer than the jobs that start together leaves the rest a cold start.
+    `env` (a job's env dict): the env the jobs run, which picks a custom env's image layer.
     """
     if spares_per_limits is None:
         spares_per_limits = max_parallel
@@ -39,7 +42,7 @@ def get_sandbox(
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     if executor == "local":
         return local_sandbox(kind, cache_dir, max_parallel, events, work_dir, spares_per_limits,
-                             progress)
+                             progress, env)
     # imported here: Ray is an optional extra (`pip install lero[ray]`)
     try:
         from lero.sandbox.ray_executor import RaySandbox
@@ -49,6 +52,6 @@ def get_sandbox(
         ) from error
     if work_dir is None and cache_dir is not None:
         work_dir = os.path.join(cache_dir, "jobs")
-    local = local_sandbox(kind, None, max_parallel, None, work_dir, spares_per_limits, progress)
+    local = local_sandbox(kind, None, max_parallel, None, work_dir, spares_per_limits, progress, env)
     return RaySandbox(local, address=ray_address, cache_dir=cache_dir,
                       max_parallel=max_parallel, events=events, work_dir=work_dir)

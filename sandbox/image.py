@@ -35,7 +35,7 @@ import sysconfig
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -101,21 +101,21 @@ def docker_client():  # -> docker.DockerClient
     return client
 
 
-def image_exists(client) -> bool:
+def image_exists(client, image: str = IMAGE) -> bool:
     import docker
 
     try:
-        client.images.get(IMAGE)
+        client.images.get(image)
     except docker.errors.ImageNotFound:
         return False
     return True
 
 
-def require_image(client) -> None:
+def require_image(client, image: str = IMAGE) -> None:
     """Never let Docker pull: the image must exist locally."""
-    if not image_exists(client):
+    if not image_exists(client, image):
         raise SandboxUnavailable(
-            f"sandbox image {IMAGE} not found locally; build it with `lero sandbox build` "
+            f"sandbox image {image} not found locally; build it with `lero sandbox build` "
             "(or `python -m lero.sandbox build`)"
         )
 
@@ -141,11 +141,17 @@ def _requirements(dist: metadata.Distribution) -> list[str]:
     return names
 
 
-def runtime_distributions() -> list[metadata.Distribution]:
-    """RUNTIME_DISTRIBUTIONS and their requirement closure, as this interpreter resolves them."""
-    todo, seen, found = list(RUNTIME_DISTRIBUTIONS), set(), []
+def normalized(name: str) -> str:
+    """A distribution name as PEP 503 compares them (`Typing_Extensions` = `typing-extensions`)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def distribution_closure(names: Iterable[str]) -> list[metadata.Distribution]:
+    """The distributions NAMES and their requirement closure, as this interpreter resolves them
+    (names not installed here are skipped)."""
+    todo, seen, found = list(names), set(), []
     while todo:
-        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        name = normalized(todo.pop())
         if name in seen:
             continue
         seen.add(name)
@@ -156,6 +162,11 @@ def runtime_distributions() -> list[metadata.Distribution]:
         found.append(dist)
         todo.extend(_requirements(dist))
     return found
+
+
+def runtime_distributions() -> list[metadata.Distribution]:
+    """RUNTIME_DISTRIBUTIONS and their requirement closure: what the base image holds."""
+    return distribution_closure(RUNTIME_DISTRIBUTIONS)
 
 
 def _lero_version() -> str:
@@ -320,7 +331,8 @@ def _build_offline(client, log: Log) -> None:
 
 
 def site_roots() -> list[Path]:
-    """Every site-packages directory this interpreter imports from: venv, system, user."""
+    """Every site-packages directory this interpreter imports from: venv, system, user, and
+    those a `.pth` file adds (a virtualenv layered on another one)."""
     candidates = [
         *site.getsitepackages(),
         sysconfig.get_paths()["purelib"],
@@ -328,6 +340,7 @@ def site_roots() -> list[Path]:
     ]
     if site.ENABLE_USER_SITE:
         candidates.append(site.getusersitepackages())
+    candidates += [entry for entry in sys.path if Path(entry).name in ("site-packages", "dist-packages")]
     roots: list[Path] = []
     for candidate in candidates:
         path = Path(os.path.abspath(candidate))

@@ -25,6 +25,7 @@ Candidate code still runs only inside the sandbox on every node.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -139,7 +140,7 @@ def _this_node() -> dict[str, Any]:
     }
 
 
-_node_sandboxes: dict[str, Sandbox] = {}  # one per backend kind in each worker process
+_node_sandboxes: dict[str, Sandbox] = {}  # one per backend kind and env in each worker process
 _boards: dict[str, Any] = {}  # job id -> (board, node) of the jobs running in this worker
 
 
@@ -150,16 +151,18 @@ def _post_progress(event: str, **fields: Any) -> None:
         board.post.remote(fields["job_id"], {"event": "progress", **fields, "node": node})
 
 
-def _node_sandbox(backend: str) -> Sandbox:
-    """This worker's sandbox backend; `local_sandbox` builds a missing or stale Docker image
-    on this node first (offline from its Python, one build per machine at a time)."""
-    if backend not in _node_sandboxes:
+def _node_sandbox(backend: str, env: dict[str, Any] | None = None) -> Sandbox:
+    """This worker's sandbox backend for ENV; `local_sandbox` builds a missing or stale Docker
+    image, and a custom env's layer, on this node first (offline from its Python, one build
+    per machine at a time)."""
+    key = json.dumps([backend, env], sort_keys=True)
+    if key not in _node_sandboxes:
         NODE_WORK_DIR.mkdir(parents=True, exist_ok=True)
-        _node_sandboxes[backend] = local_sandbox(
+        _node_sandboxes[key] = local_sandbox(
             backend, events=_post_progress, work_dir=NODE_WORK_DIR, spares_per_limits=0,
-            progress=log.warning,
+            progress=log.warning, env=env,
         )
-    return _node_sandboxes[backend]
+    return _node_sandboxes[key]
 
 
 def _run_here(job: Job, policy: bytes | None, backend: str, board: Any) -> dict[str, Any]:
@@ -168,7 +171,7 @@ def _run_here(job: Job, policy: bytes | None, backend: str, board: Any) -> dict[
     ray.get(board.post.remote(job.job_id, {"event": "placed", **node}))
     _boards[job.job_id] = (board, node["node"])
     try:
-        result = _node_sandbox(backend)._execute(job, policy)
+        result = _node_sandbox(backend, job.env)._execute(job, policy)
     finally:
         _boards.pop(job.job_id, None)
     weights = None

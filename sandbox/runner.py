@@ -200,8 +200,28 @@ class OEFWorker:
 
 
 def env_kwargs(job: dict) -> dict[str, Any]:
-    """The job's env spec without its "name": the keyword arguments of `make_env`."""
-    return {k: v for k, v in job["env"].items() if k != "name"}
+    """The job's env spec without its "name": the keyword arguments of `make_env`.
+
+    A PettingZoo env's adapter forks worker processes; unless the env names their number,
+    it gets one per CPU of the job's quota (at least one, at most the adapter's own cap),
+    not one per CPU of the machine: inside a container the machine's count says nothing
+    about the job, and every worker counts against its pids and memory limits.
+    """
+    from lero.training.envs.registry import ENV_NAMES
+
+    kwargs = {k: v for k, v in job["env"].items() if k != "name"}
+    if job["env"]["name"] in ENV_NAMES or "workers" in kwargs:
+        return kwargs
+    from lero.training.envs.pettingzoo_adapter import MAX_WORKERS
+
+    return {**kwargs, "workers": max(1, min(MAX_WORKERS, math.floor(job["limits"]["cpus"])))}
+
+
+def describe(job: dict) -> dict[str, Any]:
+    """The env's facts the host needs before a run (its task, spaces, state fields)."""
+    from lero.training.envs.registry import describe_env
+
+    return {"status": "ok", "info": describe_env(job["env"]["name"], **env_kwargs(job))}
 
 
 def validate(job: dict) -> dict[str, Any]:
@@ -420,6 +440,8 @@ def run(job: dict, job_dir: Path, inbox: KeyInbox) -> dict[str, Any]:
             return validate(job)
         if job["kind"] == "train":
             return train(job, job_dir)
+        if job["kind"] == "describe":
+            return describe(job)
         return evaluate(job, inbox)
     except CandidateError as error:
         return {"status": "code_error", "error": error.error}

@@ -9,8 +9,9 @@ from typing import Any, Literal
 from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
 from lero.training.validation import require
 
-JobKind = Literal["validate", "train", "evaluate"]
-JOB_KINDS = ("validate", "train", "evaluate")
+JobKind = Literal["validate", "train", "evaluate", "describe"]
+# describe: what the host reads of a custom env (registry.describe_env), built in the sandbox
+JOB_KINDS = ("validate", "train", "evaluate", "describe")
 SCRIPT_STATUSES = ("ok", "error", "timeout", "oom", "killed")
 DEFAULT_TMP_MB = 256
 TMP_MEM_FRACTION = 0.25  # the /tmp tmpfs may take at most this share of mem_mb
@@ -171,6 +172,7 @@ class JobResult:
     run_s: float = 0.0  # of elapsed_s: the runner's own work (training, evaluation, validation)
     cached: bool = False
     policy_dir: str | None = None
+    info: dict = field(default_factory=dict)  # describe: the env's facts (registry.describe_env)
 
     def __post_init__(self) -> None:
         require(

@@ -152,18 +152,6 @@ def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
                 executor=executor, arm_steps=equal_compute_steps(spec.variants, steps, loop_steps))  # fmt: skip
 
 
-def _check_env(plan: Plan) -> list[str]:
-    """Build one env slot: bad env kwargs fail before any job; returns the task's metric names."""
-    from lero.training import make_env
-
-    kwargs = {k: v for k, v in plan.env.items() if k != "name"}
-    try:
-        env = make_env(plan.env["name"], 1, **kwargs)
-    except (ValueError, TypeError) as error:
-        raise RunError(f"cannot build environment {plan.env['name']!r}: {error}") from None
-    return list(env.task.metric_names)
-
-
 def _start_dir(plan: Plan) -> None:
     """Create the study directory, or check that an existing one has the same settings."""
     path = plan.study_dir / "study.json"
@@ -205,34 +193,32 @@ def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | 
 
     `confirm`: the env a person typed to confirm a `package.module:factory` env (plan_study).
     """
-    from lero.graph.context import open_sandbox, warn_weaker_sandbox
+    from lero.graph.context import env_facts, open_sandbox
 
     say = progress or (lambda line: None)
     plan = plan_study(spec, confirm)
-    warn_weaker_sandbox(plan.sandbox_spec())
-    metrics = _check_env(plan)
-    _start_dir(plan)
-    todo = [(algo, variant, i) for algo in plan.algos for variant in spec.variants
-            for i, seed in enumerate(spec.train_seeds)
-            if (plan.read_cell(algo, variant, seed) or {}).get("status") != "ok"]  # fmt: skip
-    total = len(plan.algos) * len(spec.variants) * spec.seeds
-    say(f"study {plan.study_dir.name}: {total - len(todo)} of {total} cells done, {len(todo)} to train")
-    started = time.monotonic()
-    recheck = spec.recheck and not recheck_path(plan).is_file()
-    if todo or recheck:
-        sandbox = open_sandbox(plan.sandbox_spec(), plan.cache_dir)
-        try:
-            with ThreadPoolExecutor(max_workers=sandbox.max_parallel) as pool:
-                futures = [pool.submit(_run_cell, plan, sandbox, *cell) for cell in todo]
-                for done, future in enumerate(futures, start=1):
-                    record = future.result()
-                    value = record.get("fitness")
-                    shown = f"return {value:.3f}" if value is not None else record["status"]
-                    say(f"[{done}/{len(todo)}] {record['algo']} {record['variant']} "
-                        f"seed {record['seed']}: {shown}{' (cached)' if record['cached'] else ''}")  # fmt: skip
-            if recheck:
-                say(f"reward-hacking check: {plan.algos[0]} at {RECHECK_FACTOR}x {plan.steps} steps")
-                say(f"reward-hacking check: {run_recheck(plan, sandbox)['status']}")
-        finally:
-            sandbox.close()
+    sandbox = open_sandbox(plan.sandbox_spec(), plan.cache_dir, env=plan.env)
+    try:
+        # one env slot (in the sandbox for a custom env): bad env kwargs fail before any job
+        metrics = list(env_facts(plan.env, sandbox)[0].metric_names)
+        _start_dir(plan)
+        todo = [(algo, variant, i) for algo in plan.algos for variant in spec.variants
+                for i, seed in enumerate(spec.train_seeds)
+                if (plan.read_cell(algo, variant, seed) or {}).get("status") != "ok"]  # fmt: skip
+        total = len(plan.algos) * len(spec.variants) * spec.seeds
+        say(f"study {plan.study_dir.name}: {total - len(todo)} of {total} cells done, {len(todo)} to train")
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=sandbox.max_parallel) as pool:
+            futures = [pool.submit(_run_cell, plan, sandbox, *cell) for cell in todo]
+            for done, future in enumerate(futures, start=1):
+                record = future.result()
+                value = record.get("fitness")
+                shown = f"return {value:.3f}" if value is not None else record["status"]
+                say(f"[{done}/{len(todo)}] {record['algo']} {record['variant']} "
+                    f"seed {record['seed']}: {shown}{' (cached)' if record['cached'] else ''}")  # fmt: skip
+        if spec.recheck and not recheck_path(plan).is_file():
+            say(f"reward-hacking check: {plan.algos[0]} at {RECHECK_FACTOR}x {plan.steps} steps")
+            say(f"reward-hacking check: {run_recheck(plan, sandbox)['status']}")
+    finally:
+        sandbox.close()
     return write_study(plan, metrics, time.monotonic() - started)

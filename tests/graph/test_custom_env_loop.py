@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -133,14 +134,51 @@ def test_the_task_text_comes_from_the_factory_or_task(monkeypatch, tmp_path: Pat
     assert ("state", "[B, 6]") in [(f.name, f.shape) for f in described.task_spec.state_fields]
 
 
-def test_non_native_envs_use_the_process_sandbox() -> None:
-    from lero.graph.configuration import RunError, RunSpec
-    from lero.graph.context import sandbox_kind
+@pytest.mark.docker
+def test_auto_gives_a_custom_env_docker_while_a_daemon_answers(sandbox_image, tmp_path: Path,
+                                                               monkeypatch) -> None:
+    from lero.graph.configuration import RunSpec
+    from lero.graph.context import open_sandbox
+    from lero.graph.trust import confirm_env, job_env
+    from tests.support.envs import proof_env_source
 
-    assert sandbox_kind(RunSpec(env=SPEC)) == "process"  # auto: the image lacks the env's packages
-    assert sandbox_kind(RunSpec(env="simple_spread")) == "auto"
-    with pytest.raises(RunError, match="use --sandbox process"):
-        sandbox_kind(RunSpec(env=SPEC, sandbox="docker"))
+    monkeypatch.chdir(tmp_path)
+    Path("auto_gather_env.py").write_text(proof_env_source())
+    name = "auto_gather_env:make_env"
+    spec = RunSpec(env=name)
+    for kind in ("auto", "docker"):
+        sandbox = open_sandbox(spec.model_copy(update={"sandbox": kind}), tmp_path,
+                               env=job_env(spec, confirm_env(name, name)))
+        try:
+            assert sandbox.kind == "docker" and sandbox.image.startswith("lero-sandbox-env:")
+        finally:
+            sandbox.close()
+
+
+@pytest.mark.docker
+def test_a_custom_envs_problem_is_read_in_a_describe_job(sandbox_image, tmp_path: Path, monkeypatch) -> None:
+    """The task text, spaces and state fields come from the container: the factory never runs here."""
+    from lero.graph.configuration import RunSpec
+    from lero.graph.context import open_sandbox, problem
+    from lero.graph.trust import confirm_env, job_env
+    from tests.support.envs import proof_env_source
+    from tests.support.proof_env import PROOF_FILE
+
+    monkeypatch.chdir(tmp_path)
+    Path("described_env.py").write_text(proof_env_source())
+    name = "described_env:make_env"
+    spec, confirmed = RunSpec(env=name, env_kwargs={"n_agents": 3}), confirm_env(name, name)
+    sandbox = open_sandbox(spec, tmp_path / "cache", env=job_env(spec, confirmed))
+    try:
+        described = problem(spec, confirmed, sandbox)
+    finally:
+        sandbox.close()
+    assert not Path(PROOF_FILE).exists()  # the env's code ran in the container only
+    assert described.n_agents == 3 and described.obs_dim == 6 and described.task.startswith("Gather:")
+    assert ("state", "[B, 6]") in [(f.name, f.shape) for f in described.task_spec.state_fields]
+    on_host = problem(spec, confirmed)  # the host's own reading (the process backend's); JSON has no tuples
+    assert json.dumps(asdict(described), sort_keys=True) == json.dumps(asdict(on_host), sort_keys=True)
+    assert Path(PROOF_FILE).exists()
 
 
 @pytest.mark.parametrize(

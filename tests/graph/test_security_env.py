@@ -235,15 +235,20 @@ def test_a_typed_env_runs_and_a_resume_confirms_it(tmp_path: Path, monkeypatch, 
     assert "run_resumed" in (run / "events.jsonl").read_text()
 
 
-def test_an_entry_point_env_resumes_unattended_with_a_loud_sandbox_warning(tmp_path: Path, monkeypatch, capsys) -> None:
-    dist = tmp_path / "rendezvous_plugin-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: rendezvous-plugin\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text(f"[lero.envs]\nrendezvous = {GOOD_ENV}\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+@pytest.mark.docker
+def test_an_entry_point_env_resumes_unattended_in_docker(sandbox_image, tmp_path: Path, monkeypatch,
+                                                         capsys) -> None:
+    import zipfile
+
+    from tests.support.envs import proof_env_source, write_wheel
+
+    wheel = write_wheel(tmp_path, "rendezvous-plugin", {"rendezvous_plugin/__init__.py": proof_env_source()},
+                        entry_points="[lero.envs]\nrendezvous = rendezvous_plugin:make_env\n")
+    zipfile.ZipFile(wheel).extractall(tmp_path / "site")  # installed: on sys.path, with its RECORD
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.chdir(tmp_path)
     code, text = start_waiting(["--env", "rendezvous"], capsys)  # --sandbox auto
     assert code == 3, text
-    assert "WARNING: env 'rendezvous' is not in the Docker image: LLM-written code runs in the much weaker PROCESS sandbox" in text
+    assert "sandbox docker" in text and "PROCESS" not in text  # a custom env is no reason to downgrade
     code, out, err = lero(["resume", "w"], capsys)  # no --env: installed envs are trusted
     assert code == 3, out + err

@@ -1,4 +1,6 @@
-"""The attack suite through `run_script`, against Docker and the process backend.
+"""The attack suite through `run_script`, against Docker, Docker on a custom env's image
+layer (`sandbox.env_layer`: the env's code and its dependencies inside), and the process
+backend.
 
 Every attack must end with the expected status within the deadline + 2 s, leave no
 container, process or job directory behind, and leave the host untouched.
@@ -19,6 +21,11 @@ from lero.sandbox.image import REPO_ROOT
 from lero.sandbox.types import Limits, ScriptResult
 
 LIMITS = Limits(wall_s=4, mem_mb=256, cpus=1, pids=64, output_bytes=4096, tmp_mb=8, disk_mb=16)
+
+
+@pytest.fixture(params=["docker", "docker_env", "process"])
+def sandbox(request):
+    return request.getfixturevalue(f"{request.param}_sandbox")
 
 
 def leftovers(sandbox) -> list[str]:
@@ -257,3 +264,17 @@ def test_killing_pid_1(sandbox) -> None:
     )
     result = run_attack(sandbox, source)
     assert result.status == "ok" and "alive" in result.stdout
+
+
+def test_the_custom_envs_files_are_read_only(docker_env_sandbox) -> None:
+    from lero.sandbox.env_layer import ENV_ROOT
+    from lero.sandbox.image import image_site
+
+    targets = [f"{ENV_ROOT}/attack_gather_env.py", f"{ENV_ROOT}/pwn.py", f"{image_site()}/pettingzoo/pwn.py"]
+    source = (
+        f"for path in {targets!r}:\n"
+        "    try:\n        open(path, 'a').write('pwned')\n        print('WROTE', path)\n"
+        "    except OSError as error:\n        print('blocked', path, error.errno)\n"
+    )
+    result = run_attack(docker_env_sandbox, source)
+    assert result.status == "ok" and result.stdout.count("blocked") == 3, result.stdout

@@ -195,12 +195,11 @@ def test_auto_falls_back_loudly_without_docker(monkeypatch, capsys, tmp_path) ->
     assert "WARNING" in capsys.readouterr().err
 
 
-def test_missing_image_is_never_pulled(docker_sandbox, monkeypatch) -> None:
+def test_missing_image_is_never_pulled(docker_sandbox) -> None:
     from lero.sandbox import image
 
-    monkeypatch.setattr(image, "IMAGE", "lero-sandbox:missing")
-    with pytest.raises(SandboxUnavailable, match="lero sandbox build"):
-        image.require_image(docker_sandbox.client)
+    with pytest.raises(SandboxUnavailable, match=r"lero-sandbox:missing not found locally.*lero sandbox build"):
+        image.require_image(docker_sandbox.client, "lero-sandbox:missing")
 
 
 def test_containers_of_dead_owners_are_reaped(docker_sandbox) -> None:

@@ -118,6 +118,15 @@ def task_spec(name: str, **kwargs: Any) -> TaskSpec:
         env.close()
 
 
+def describe_env(name: str, **kwargs: Any) -> dict[str, Any]:
+    """What lero reads of env ``name`` before a run, as JSON: its TaskSpec, its description and
+    one instance's shape. A sandbox `describe` job calls it for a custom env, so the env's code
+    runs there and not next to the host's keys (the job's end ends an adapter's workers)."""
+    env = make_env(name, 1, **kwargs)
+    return {"task": dataclasses.asdict(env.task), "description": env.describe(), "n_agents": env.n_agents,
+            "obs_dim": env.obs_dim, "obs_layout": {k: list(v) for k, v in env.obs_layout().items()}}
+
+
 @dataclass(frozen=True)
 class ConfirmedEnv:
     """A ``package.module:factory`` env a person named, its module imported on this host and its

@@ -47,6 +47,12 @@ class TaskSpec:
     notes: dict[str, Any] = field(default_factory=dict)  # task constants others may read
     reference: str | None = None  # module with the reference ``parallel_env(**kwargs)`` (mpe2)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskSpec:
+        """The inverse of `dataclasses.asdict` after a JSON round trip (a `describe` job's result)."""
+        return cls(**{**data, "state_fields": tuple(StateField(**f) for f in data["state_fields"]),
+                      "metrics": tuple(Metric(**m) for m in data["metrics"])})
+
     def __post_init__(self) -> None:
         names = [m.name for m in self.metrics]
         if not names or names[0] != RETURN:

@@ -1,0 +1,95 @@
+"""Bring your own env, the README way, behind the Docker boundary.
+
+In a temporary working directory with the default `runs/`, `lero run --sandbox auto` on
+(a) an env module in the working directory, (b) an env package pip-installed into a
+virtualenv of its own with a `lero.envs` entry point (run by that virtualenv's Python),
+(c) an env that imports a pure-Python dependency the base image lacks. The proof comes
+from inside the jobs: the env's own code (tests/support/proof_env.py) records its uid,
+working directory and the container marker in each job directory, and whether a
+variable planted in the host's environment reached it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.envs import (
+    layered_venv,
+    pip_install,
+    proof_env_source,
+    write_wheel,
+)
+from tests.support.proof_env import PROOF_FILE, SECRET_VARIABLE
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+TINY = {"hparams": {"n_envs": 8, "rollout_len": 8, "epochs": 1}, "eval_episodes": 4}
+SANDBOX_UID = 10001
+
+
+def run_lero(python: str, env: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`lero run` as a person types it, with a secret planted in the host's environment."""
+    (cwd / "tiny.json").write_text(json.dumps(TINY))
+    command = [python, "-m", "lero.app.cli", "run", "--env", env, "--config", "tiny.json",
+               "--generations", "1", "--population", "1", "--steps", "128", "--llm", "offline",
+               "--sandbox", "auto", "--run-id", "byo"]  # fmt: skip
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, SECRET_VARIABLE: "host-only-value"})  # fmt: skip
+
+
+def job_proofs(cwd: Path) -> list[dict]:
+    """What the env's code recorded inside the jobs whose directories the run keeps (train)."""
+    run = cwd / "runs" / "byo"
+    report = json.loads((run / "report.json").read_text())
+    assert report["status"] == "completed" and report["generations"][0]["valid"] == 1
+    assert json.loads((run / "spec.json").read_text())["sandbox"] == "docker"
+    proofs = [json.loads(path.read_text()) for path in run.glob(f"cache/jobs/*/{PROOF_FILE}")]
+    assert proofs, "no job kept the env's proof"
+    assert not (cwd / PROOF_FILE).exists()  # never on the host: its task was read in a describe job
+    return proofs
+
+
+def assert_inside_the_container(proofs: list[dict]) -> None:
+    expected_uid = SANDBOX_UID if os.geteuid() == 0 else os.getuid()
+    for proof in proofs:
+        assert proof["uid"] == expected_uid and proof["cwd"] == "/job" and proof["dockerenv"]
+        assert not proof["secret_seen"] and SECRET_VARIABLE not in proof["env_keys"]
+
+
+def test_an_env_module_in_the_working_directory(sandbox_image, tmp_path: Path) -> None:
+    (tmp_path / "gather_env.py").write_text(proof_env_source())
+    (tmp_path / "notes.txt").write_text("not the env's: stays on the host")
+    done = run_lero(sys.executable, "gather_env:make_env", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_inside_the_container(job_proofs(tmp_path))
+
+
+def test_an_env_package_installed_into_a_virtualenv(sandbox_image, tmp_path: Path) -> None:
+    wheel = write_wheel(tmp_path, "lero-gather-pkg", {"lero_gather_pkg/__init__.py": proof_env_source()},
+                        requires=("pettingzoo",), entry_points="[lero.envs]\ngather_pkg = lero_gather_pkg:make_env\n")
+    python = layered_venv(tmp_path / "venv")
+    pip_install(python, wheel)
+    work = tmp_path / "work"
+    work.mkdir()
+    done = run_lero(str(python), "gather_pkg", work)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_inside_the_container(job_proofs(work))
+
+
+def test_an_env_that_needs_a_dependency_the_base_image_lacks(sandbox_image, tmp_path: Path) -> None:
+    wheel = write_wheel(tmp_path, "tiny-gather-dep", {"tiny_gather_dep/__init__.py": 'MARK = "dependency-inside"\n'})
+    python = layered_venv(tmp_path / "venv")
+    pip_install(python, wheel)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "gather_dep.py").write_text(proof_env_source(dependency="tiny_gather_dep"))
+    done = run_lero(str(python), "gather_dep:make_env", work)
+    assert done.returncode == 0, done.stderr[-3000:]
+    proofs = job_proofs(work)
+    assert_inside_the_container(proofs)
+    assert {proof["dependency"] for proof in proofs} == {"dependency-inside"}

@@ -1,0 +1,70 @@
+"""Custom envs the way a researcher brings them: a module in the working directory, a
+package installed with pip into a virtualenv of its own, a dependency not in the base image.
+
+`write_wheel` writes a real wheel (pip installs it without any build backend);
+`layered_venv` makes a virtualenv that sees this interpreter's packages (lero included)
+through a `.pth` file, so installing into it never touches the test's own environment.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from lero.sandbox.image import site_roots
+
+PROOF_ENV = Path(__file__).with_name("proof_env.py")
+
+
+def proof_env_source(dependency: str | None = None) -> str:
+    """The proof env's code; with DEPENDENCY, it imports that module and records its MARK."""
+    source = PROOF_ENV.read_text()
+    if dependency is None:
+        return source
+    source = source.replace("import numpy as np\n", f"import numpy as np\nimport {dependency}\n")
+    return source.replace("_record({})", f'_record({{"dependency": {dependency}.MARK}})')
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def write_wheel(directory: Path, name: str, files: dict[str, str], requires: tuple[str, ...] = (),
+                entry_points: str = "") -> Path:
+    """A pure-Python wheel of distribution NAME (version 1.0) holding FILES {path: text}."""
+    info = f"{name.replace('-', '_')}-1.0.dist-info"
+    metadata = "".join([f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+                        *(f"Requires-Dist: {r}\n" for r in requires)])
+    contents = {**files, f"{info}/METADATA": metadata,
+                f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: lero-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    if entry_points:
+        contents[f"{info}/entry_points.txt"] = entry_points
+    wheel = directory / f"{name.replace('-', '_')}-1.0-py3-none-any.whl"
+    records = []
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in contents.items():
+            archive.writestr(path, text)
+            records.append(_record_line(path, text.encode()))
+        archive.writestr(f"{info}/RECORD", "\n".join([*records, f"{info}/RECORD,,"]) + "\n")
+    return wheel
+
+
+def layered_venv(path: Path) -> Path:
+    """A fresh virtualenv at PATH on top of this interpreter's packages; returns its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    python = path / "bin" / "python"
+    own_site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              check=True, capture_output=True, text=True).stdout.strip()
+    lines = "".join(f"import site; site.addsitedir({str(root)!r})\n" for root in site_roots())
+    Path(own_site, "_lero_parent.pth").write_text(lines)
+    return python
+
+
+def pip_install(python: Path, wheel: Path) -> None:
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                    "--no-build-isolation", str(wheel)], check=True)  # fmt: skip
