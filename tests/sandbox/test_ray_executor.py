@@ -174,8 +174,8 @@ def test_worker_node_killed_mid_job_the_run_still_completes(cluster, earlier_con
     def kill_worker_mid_training(event: dict[str, Any]) -> None:
         # Progress reaches this callback up to two polls (~1 s) after the node wrote it, so
         # only an early report kills: three quarters of the job (300k steps, several
-        # seconds at any speed seen here) are still to run. A later first report means the
-        # job already finished, and the test fails on `killed` rather than on a race.
+        # seconds at any speed seen here) are still to run. If no report is that early,
+        # nothing is killed and the test fails on `killed`, never on a finished job.
         running_there = (
             event.get("type") == "train_progress" and event.get("node") == worker.node_id
             and 0 < event["done"] <= event["total"] // 4
