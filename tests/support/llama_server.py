@@ -81,12 +81,34 @@ class LlamaServer:
                 raise RuntimeError(f"the llama.cpp server exited ({self.process.returncode}): {self.log_tail()}")
             try:
                 if httpx.get(self.base_url + "/models", timeout=2.0).is_success:
+                    self._first_completion()
                     return self
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
         self.__exit__()
         raise RuntimeError(f"the llama.cpp server did not answer in {START_TIMEOUT_S:.0f} s: {self.log_tail()}")
+
+    def _first_completion(self) -> None:
+        """One token, so a server that loads but dies computing (a llama.cpp built for CPU
+        features this machine will not run, such as AMX in a VM) fails here, by name, instead
+        of as 'connection refused' in every test."""
+        payload = {"model": MODEL_ID, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+        assert self.process is not None
+        try:
+            httpx.post(self.base_url + "/chat/completions", json=payload, timeout=START_TIMEOUT_S)
+        except httpx.HTTPError:
+            try:  # a dying process closes its socket a moment before it can be reaped
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.process.poll() is not None:
+            code = self.process.returncode
+            self.__exit__()
+            raise RuntimeError(
+                f"the llama.cpp server died on its first completion (exit {code}); rebuild "
+                f"llama-cpp-python with CMAKE_ARGS=-DGGML_NATIVE=OFF: {self.log_tail()}"
+            )
 
     def __exit__(self, *exc: object) -> None:
         if self.process is not None and self.process.poll() is None:
