@@ -93,3 +93,34 @@ def test_an_env_that_needs_a_dependency_the_base_image_lacks(sandbox_image, tmp_
     proofs = job_proofs(work)
     assert_inside_the_container(proofs)
     assert {proof["dependency"] for proof in proofs} == {"dependency-inside"}
+
+
+def test_the_chat_reads_checks_and_measures_a_custom_env_in_the_sandbox(sandbox_image, tmp_path: Path,
+                                                                          monkeypatch) -> None:
+    """`lero chat`'s desk (the web UI's too) builds a custom env where its run would: the
+    argument check, the cost estimate and the description never call its factory here."""
+    import io
+
+    from rich.console import Console
+
+    from lero.app.console import Asker
+    from lero.app.desk import ExperimentDesk, guided_dialogue
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(SECRET_VARIABLE, "host-only-value")
+    (tmp_path / "chat_gather_env.py").write_text(proof_env_source())
+    name = "chat_gather_env:make_env"
+    # env, its arguments (a bad one first: asked again), algo, generations, population, steps, seeds, approvals
+    answers = f"other\n{name}\nn_agents=x\nother\n{name}\n3\n\n\n1\n1\n128\n1\n\n"
+    out = io.StringIO()
+    desk = ExperimentDesk(Asker(Console(file=out, width=200), io.StringIO(answers)),
+                          base={"runs_dir": str(tmp_path / "runs"), **TINY})
+    assert guided_dialogue(desk), out.getvalue()
+    assert (desk.spec.env, desk.spec.env_kwargs, desk.spec.sandbox) == (name, {"n_agents": 3}, "auto")
+    text = out.getvalue()
+    assert "cannot build environment" in text and "steps/s measured here" in text
+    description = desk.describe_environment()
+    assert not (tmp_path / PROOF_FILE).exists(), "the env's factory ran on the host"
+    expected_uid = SANDBOX_UID if os.geteuid() == 0 else os.getuid()
+    assert f"uid={expected_uid} dockerenv=True secret_seen=False" in description  # written inside the job
+    assert "N=3 agents" in description
