@@ -3,7 +3,8 @@
 In a temporary working directory with the default `runs/`, `lero run --sandbox auto` on
 (a) an env module in the working directory, (b) an env package pip-installed into a
 virtualenv of its own with a `lero.envs` entry point (run by that virtualenv's Python),
-(c) an env that imports a pure-Python dependency the base image lacks. The proof comes
+(c) an env that imports a pure-Python dependency the base image lacks (from a wheel, or an
+editable install whose source lives outside site-packages). The proof comes
 from inside the jobs: the env's own code (tests/support/proof_env.py) records its uid,
 working directory and the container marker in each job directory, and whether a
 variable planted in the host's environment reached it.
@@ -23,6 +24,7 @@ from tests.support.envs import (
     layered_venv,
     pip_install,
     proof_env_source,
+    write_project,
     write_wheel,
 )
 from tests.support.proof_env import PROOF_FILE, SECRET_VARIABLE
@@ -81,10 +83,17 @@ def test_an_env_package_installed_into_a_virtualenv(sandbox_image, tmp_path: Pat
     assert_inside_the_container(job_proofs(work))
 
 
-def test_an_env_that_needs_a_dependency_the_base_image_lacks(sandbox_image, tmp_path: Path) -> None:
-    wheel = write_wheel(tmp_path, "tiny-gather-dep", {"tiny_gather_dep/__init__.py": 'MARK = "dependency-inside"\n'})
+@pytest.mark.parametrize("editable", [False, True], ids=["wheel", "editable"])
+def test_an_env_that_needs_a_dependency_the_base_image_lacks(sandbox_image, tmp_path: Path, editable: bool) -> None:
+    """The dependency from a wheel, or `pip install -e` (setuptools' finder hook: its source
+    lives outside site-packages, and the layer must bring it)."""
+    files = {"tiny_gather_dep/__init__.py": 'MARK = "dependency-inside"\n'}
     python = layered_venv(tmp_path / "venv")
-    pip_install(python, wheel)
+    if editable:
+        pip_install(python, write_project(tmp_path, "tiny-gather-dep", files), editable=True)
+        assert list((tmp_path / "venv").glob("lib/*/site-packages/__editable___*_finder.py"))
+    else:
+        pip_install(python, write_wheel(tmp_path, "tiny-gather-dep", files))
     work = tmp_path / "work"
     work.mkdir()
     (work / "gather_dep.py").write_text(proof_env_source(dependency="tiny_gather_dep"))
