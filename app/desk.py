@@ -23,7 +23,7 @@ from rich.markup import escape
 from lero.app.console import Asker
 from lero.graph.configuration import APPROVE_MODES, CANDIDATE_ID, RunError, RunSpec, check_run_id
 from lero.graph.rundir import CODE_FILE, RESULT_FILE, REVIEW_FILE, RunDir
-from lero.graph.trust import confirm_env, confirm_hint, job_env
+from lero.graph.trust import confirm_env, confirm_hint
 
 if TYPE_CHECKING:
     from lero.agents import LLMConfig
@@ -42,21 +42,26 @@ STEP_ALIASES = {"k": 1_000, "m": 1_000_000}
 
 
 def measure_throughput(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> tuple[float, int]:
-    """(steps/s, env steps per training iteration) here, from one real training iteration
-    of the spec's env and algorithm (budgets are rounded up to whole iterations)."""
+    """(steps/s, env steps per training iteration) from one real training iteration of the
+    spec's env and algorithm (budgets are rounded up to whole iterations): here for a native
+    env; for a custom env in a train job of the sandbox its run would get, so its code runs
+    where the run's would (`graph.context.env_sandbox`)."""
+    from lero.graph.context import env_sandbox
+    from lero.sandbox import Job
     from lero.training import TrainConfig, train
 
-    env = job_env(spec, confirmed)
-    cfg = TrainConfig(
-        env=env.pop("name"),
-        env_kwargs=env,
-        algo=spec.algo,
-        steps=1,
-        eval_episodes=1,
-        hparams=spec.hparams,
-    )
-    result = train(cfg)
-    return result.steps_per_s, result.steps
+    with env_sandbox(spec, confirmed) as (env, sandbox):
+        if sandbox is not None:
+            job = Job(kind="train", code=None, env=env, algo=spec.algo, steps=1, eval_episodes=1, hparams=spec.hparams)
+            result = sandbox.run_job(job)
+            if result.status != "ok":
+                message = (result.error or {}).get("message", "").splitlines() or [result.status]
+                raise RunError(f"cannot train on {spec.env}: {message[0]}")
+            return result.metrics["steps_per_s"], int(result.metrics["steps"])
+        name = env.pop("name")
+        result = train(TrainConfig(env=name, env_kwargs=env, algo=spec.algo, steps=1, eval_episodes=1,
+                                   hparams=spec.hparams))
+        return result.steps_per_s, result.steps
 
 
 class ExperimentDesk:
@@ -143,13 +148,12 @@ class ExperimentDesk:
     def describe_environment(self) -> str:
         """Describe the spec's environment with its current arguments: observation layout,
         actions, reward, world state."""
-        from lero.training import make_env
+        from lero.graph.context import read_env
 
         try:
-            env = job_env(self.spec, self.confirmed_env())
-            return make_env(env.pop("name"), 1, **env).describe()
+            return read_env(self.spec, self.confirmed_env())[1]["description"]
         except ValueError as error:
-            return f"cannot build {self.spec.env}: {error}"
+            return f"cannot describe {self.spec.env}: {error}"
 
     def estimate_cost(self) -> str:
         """Estimate env steps, training time (from a throughput measured on this machine) and
@@ -364,13 +368,16 @@ def _ask_steps(io: Asker, default: int) -> int:
 OTHER_ENV = "other"  # the guided dialogue's choice for a PettingZoo package.module:factory
 
 
-def _ask_env(io: Asker, spec: RunSpec) -> tuple[str, dict[str, Any]]:
+def _ask_env(desk: ExperimentDesk) -> tuple[str, dict[str, Any]]:
     """The environment and its arguments: every LERO default the env states, asked in turn,
-    then any other KEY=VALUE; the env is built once to check them (else: why, and again)."""
+    then any other KEY=VALUE; the env is read once to check them (else: why, and again),
+    where a run would read it (`graph.context.read_env`: in the sandbox for a custom env
+    under Docker). A `package.module:factory` typed here is confirmed by that."""
     from lero.app.args import parse_value
-    from lero.training import make_env
+    from lero.graph.context import read_env
     from lero.training.envs.registry import registered_envs
 
+    io, spec = desk.io, desk.spec
     names = list(registered_envs())
     env = spec.env
     kwargs = dict(spec.env_kwargs or {})
@@ -386,8 +393,8 @@ def _ask_env(io: Asker, spec: RunSpec) -> tuple[str, dict[str, Any]]:
             asked[key] = parse_value(value)
         kwargs = asked
         try:
-            make_env(env, 1, **kwargs)
-        except (ValueError, TypeError) as error:
+            read_env(RunSpec.parse({**desk.fields, "env": env, "env_kwargs": kwargs}), confirm_env(env, env))
+        except ValueError as error:
             io.say(f"[red]{escape(str(error).splitlines()[0])}[/]")
             continue
         return env, kwargs
@@ -400,7 +407,7 @@ def guided_dialogue(desk: ExperimentDesk) -> bool:
 
     io, spec = desk.io, desk.spec
     io.say("[bold]Experiment design[/] (Enter keeps the default)")
-    env, env_kwargs = _ask_env(io, spec)
+    env, env_kwargs = _ask_env(desk)
     updates: dict[str, Any] = {"env": env, "env_kwargs": env_kwargs}
     updates["algo"] = io.choice("algorithm", list(ALGOS), spec.algo)
     updates["generations"] = io.number("generations", spec.generations)

@@ -10,9 +10,11 @@ passes it as `context=` and closes it afterwards; each node reads it from
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +85,33 @@ def env_facts(env: dict[str, Any], sandbox: Sandbox | None = None) -> tuple[Task
         raise RunError(f"cannot build environment {env['name']!r}: {error}") from None
     return built.task, {"description": built.describe(), "n_agents": built.n_agents, "obs_dim": built.obs_dim,
                         "obs_layout": built.obs_layout()}
+
+
+@contextmanager
+def env_sandbox(spec: RunSpec, confirmed: ConfirmedEnv | None = None
+                ) -> Iterator[tuple[dict[str, Any], Sandbox | None]]:
+    """SPEC's job env and, for a custom env, the sandbox a run of SPEC would get (on this
+    machine, one job at a time, a scratch directory, closed afterwards): reading or measuring
+    an env before any run (the chat) puts its code where the run's would go. None for a
+    native env: its code is lero's own."""
+    env = job_env(spec, confirmed)
+    if env["name"] in ENV_NAMES:
+        yield env, None
+        return
+    with tempfile.TemporaryDirectory(prefix="lero-env-", ignore_cleanup_errors=True) as scratch:
+        local = spec.model_copy(update={"executor": "local", "max_parallel": 1})
+        sandbox = open_sandbox(local, Path(scratch), env=env)
+        try:
+            yield env, sandbox
+        finally:
+            sandbox.close()
+
+
+def read_env(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> tuple[TaskSpec, dict[str, Any]]:
+    """`env_facts` of SPEC's env outside a run, read where a run of SPEC would read it
+    (`env_sandbox`): in a describe job when Docker serves a custom env. RunError (one line)."""
+    with env_sandbox(spec, confirmed) as (env, sandbox):
+        return env_facts(env, sandbox)
 
 
 def _described(sandbox: Sandbox, env: dict[str, Any]) -> dict[str, Any]:

@@ -4,8 +4,9 @@ A PettingZoo env lero does not ship (`package.module:factory`, or a `lero.envs` 
 point) needs its own code and its requirements inside the container. They are found
 without running any of the env's code: the env's top-level module is located by the
 import system's finders (nothing is executed), the distribution providing it by
-`packages_distributions()` (editable installs included: their top-level package is
-copied from where it really lives), its requirements from its metadata, and the imports
+`packages_distributions()` (editable installs included: their top-level packages are
+copied from where they really live, found through the install's finder hook or path
+`.pth` by the import system's finders), its requirements from its metadata, and the imports
 of the env's own files by parsing them (`ast`). The closure of those distributions minus
 what the base image holds (`image.runtime_distributions`) is copied from this host's
 site-packages into the image's. A module that no distribution provides (one imported from
@@ -65,6 +66,7 @@ DIGEST_LABEL = "lero.sandbox.env-digest"
 PROCESS_HINT = "choose --sandbox process to run it knowingly in the much weaker process sandbox"
 COMPILED = (".so", ".pyd")
 SKIPPED_PARTS = ("__pycache__",)
+EDITABLE_PREFIX = "__editable__"  # setuptools' editable hooks: a finder module, a .pth
 
 
 class EnvNotServed(SandboxUnavailable):
@@ -174,8 +176,43 @@ def _dist_files(env: str, dist: metadata.Distribution, roots: list[Path]) -> dic
                 raise _not_served(env, f"{dist.metadata['Name']}'s compiled file {file} is missing")
             continue
         where = _under_root(source, roots)
-        if where is not None and not where[1].parts[0].startswith("__editable__"):
+        if where is not None and not where[1].parts[0].startswith(EDITABLE_PREFIX):
             placed[str(target / where[1])] = source.resolve()
+    hooks = [Path(os.path.abspath(dist.locate_file(file))) for file in dist.files
+             if file.name.startswith(EDITABLE_PREFIX)]  # fmt: skip
+    if hooks:
+        placed.update(_editable_files(env, dist, hooks))
+    return placed
+
+
+def _finder_mapping(hook: Path) -> dict[str, str]:
+    """A setuptools finder hook's MAPPING {top-level name: source path}, parsed, not run."""
+    if not hook.name.endswith("_finder.py") or not hook.is_file():
+        return {}
+    for node in ast.parse(hook.read_bytes(), str(hook)).body:
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if value is not None and any(isinstance(t, ast.Name) and t.id == "MAPPING" for t in targets):
+            return {str(key): str(path) for key, path in ast.literal_eval(value).items()}
+    return {}
+
+
+def _editable_files(env: str, dist: metadata.Distribution, hooks: list[Path]) -> dict[str, Path]:
+    """An editable install's own modules, copied from where its source lives: the top-level
+    names of its finder hook's MAPPING (or its `top_level.txt`, for a path `.pth`), each located
+    by this interpreter's finders (nothing runs); EnvNotServed when one cannot be found."""
+    name = dist.metadata["Name"]
+    tops = {top for hook in hooks for top in _finder_mapping(hook)}
+    tops |= set((dist.read_text("top_level.txt") or "").split())
+    if not tops:
+        raise _not_served(env, f"the editable install of {name} names no module lero can find")
+    placed = {}
+    for top in sorted(tops):
+        spec = find_spec(top)
+        if spec is None or not (spec.origin or spec.submodule_search_locations):
+            raise _not_served(env, f"{top!r} of the editable install of {name} cannot be found")
+        parent, files = _module_files(spec)
+        placed.update({str(image_site() / path.relative_to(parent)): path for path in files})
     return placed
 
 

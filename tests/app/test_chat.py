@@ -249,7 +249,7 @@ def test_offline_dialogue_offers_registered_envs_and_your_own(tmp_path: Path) ->
     """A PettingZoo env as package.module:factory; a bad spec is explained and asked again."""
     own = "tests.graph.test_custom_env_loop:make_rendezvous"
     answers = f"other\nnope.nope:make\n\nother\n{own}\nn_agents=2\n\n1\n1\n400\n\n\n"
-    desk, out = make_desk(answers, tmp_path)
+    desk, out = make_desk(answers, tmp_path, sandbox="process")  # under Docker: test_custom_env_docker
     assert guided_dialogue(desk)
     assert (desk.spec.env, desk.spec.env_kwargs) == (own, {"n_agents": 2})
     assert "cannot import nope.nope" in out.getvalue()

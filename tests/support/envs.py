@@ -2,6 +2,8 @@
 package installed with pip into a virtualenv of its own, a dependency not in the base image.
 
 `write_wheel` writes a real wheel (pip installs it without any build backend);
+`write_project` a setuptools project, which `pip_install(..., editable=True)` installs in
+place with setuptools' own editable finder hook;
 `layered_venv` makes a virtualenv that sees this interpreter's packages (lero included)
 through a `.pth` file, so installing into it never touches the test's own environment.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import subprocess
 import sys
 import zipfile
@@ -65,6 +68,23 @@ def layered_venv(path: Path) -> Path:
     return python
 
 
-def pip_install(python: Path, wheel: Path) -> None:
+def write_project(directory: Path, name: str, files: dict[str, str]) -> Path:
+    """A setuptools project of distribution NAME (flat layout: `pip install -e` gives it a
+    finder hook) holding FILES {path: text}; returns its directory."""
+    project = directory / name
+    packages = json.dumps(sorted({path.split("/")[0] for path in files if "/" in path}))
+    project.mkdir(parents=True)
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=70.1"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "{name}"\nversion = "1.0"\n\n[tool.setuptools]\npackages = {packages}\n'
+    )
+    for path, text in files.items():
+        (project / path).parent.mkdir(parents=True, exist_ok=True)
+        (project / path).write_text(text)
+    return project
+
+
+def pip_install(python: Path, target: Path, editable: bool = False) -> None:
+    """Install a wheel, or a project (`editable`: `pip install -e`), offline with the setuptools at hand."""
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    "--no-build-isolation", str(wheel)], check=True)  # fmt: skip
+                    "--no-build-isolation", *(["-e"] if editable else []), str(target)], check=True)  # fmt: skip

@@ -1,8 +1,9 @@
 """A tiny PettingZoo env that records where its own code runs, for the custom-env tests.
 
-Every instance writes `env_proof.json` into the working directory (a sandbox job's
-directory): its uid, whether it is in a container (`/.dockerenv`), and whether a
-variable the test planted in the host's environment reached it. Tests copy this file
+Every instance the factory makes writes `env_proof.json` into the working directory (a
+sandbox job's directory): its uid, whether it is in a container (`/.dockerenv`), and
+whether a variable the test planted in the host's environment reached it; its metadata
+name says the same (`where`), so lero's description of the env carries it. Tests copy this file
 into a working directory, a package, or a variant that imports a dependency.
 """
 
@@ -18,6 +19,12 @@ from pettingzoo import ParallelEnv
 SECRET_VARIABLE = "LERO_TEST_HOST_SECRET"
 PROOF_FILE = "env_proof.json"
 MOVES = np.array([[0.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [0.0, -1.0], [0.0, 1.0]], dtype=np.float32)
+
+
+def where() -> str:
+    """Where this code runs, in one line: the env's metadata name carries it into lero's
+    description of the env, so a describe job's result proves where the factory ran."""
+    return f"uid={os.getuid()} dockerenv={os.path.exists('/.dockerenv')} secret_seen={SECRET_VARIABLE in os.environ}"
 
 
 def _record(extra: dict) -> None:
@@ -83,4 +90,6 @@ class Gather(ParallelEnv):
 def make_env(**kwargs) -> Gather:
     """Gather: the agents must meet at one point as fast as they can (team reward)."""
     _record({})
-    return Gather(**kwargs)
+    env = Gather(**kwargs)
+    env.metadata = {**env.metadata, "name": f"gather_v0 {where()}"}
+    return env
