@@ -3,7 +3,8 @@ run (no hand-written prior) with each loop algorithm, then `lero study` of each 
 candidate for every algorithm, then the studies combined across tasks.
 
 Arms: native, hrf, oef, hrf+oef and native@10x (native with ten times the candidate's
-steps: the equal-compute answer). Every study value is held out (fresh training seeds,
+steps: the equal-compute answer); `--arms` picks others, e.g. native@loop (native with the
+env steps the whole run spent). Every study value is held out (fresh training seeds,
 evaluation seeds disjoint from the selection episodes); the combination gives IQM and mean
 over tasks x seeds with stratified bootstrap CIs, the probability of improvement over
 native and performance profiles (`app.study.combine`, the code `lero study --combine` runs).
@@ -106,6 +107,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--loop-algos", default=",".join(LOOP_ALGOS), help="one offline run per task each")
     parser.add_argument("--algos", default=",".join(PAPER_ALGOS), help="studied algorithms")
     parser.add_argument("--steps", type=budgets, default={}, help=f"ALGO=STEPS,... (default {RunSpec().steps} each)")
+    parser.add_argument("--arms", default=",".join(ARMS),
+                        help="study arms (native first; e.g. native,hrf+oef,native@10x,native@loop)")
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
     parser.add_argument("--checkpoints", type=int, default=0,
                         help="interval checkpoints per training: the table then uses the absolute metric")
@@ -118,14 +121,15 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[dict[str, Any]] = []
     equal_compute: list[dict[str, Any]] = []
     studies: dict[str, list[dict[str, Any]]] = {}  # loop algorithm -> its candidates' studies
-    result: dict[str, Any] = {"settings": {**vars(args), "out": str(args.out), "arms": list(ARMS)}}
+    arms = tuple(split(args.arms))
+    result: dict[str, Any] = {"settings": {**vars(args), "out": str(args.out), "arms": list(arms)}}
     for task in split(args.tasks):
         for loop_algo in split(args.loop_algos):
             run_id = ensure_run(task, loop_algo, steps_of(loop_algo), args)
             for algo in split(args.algos):
                 study = run_study(
                     StudySpec(run_id=run_id, runs_dir=args.runs_dir, seeds=args.seeds, steps=steps_of(algo),
-                              algos=(algo,), variants=ARMS, sandbox=args.sandbox, checkpoints=args.checkpoints),
+                              algos=(algo,), variants=arms, sandbox=args.sandbox, checkpoints=args.checkpoints),
                     progress=lambda line: print(line, flush=True),
                 )  # fmt: skip
                 studies.setdefault(loop_algo, []).append(study)

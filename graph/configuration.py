@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
+from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES, MAX_EVAL_EPISODES
 
 ApproveMode = Literal["none", "spec", "candidates", "generations", "all"]
 APPROVE_MODES: tuple[str, ...] = get_args(ApproveMode)
@@ -24,7 +24,6 @@ DEFAULT_RUNS_DIR = "runs"  # relative to the working directory
 # Budget bounds: a mistyped value is a one-line error, not a machine that runs for weeks;
 # each leaves room for real studies (the defaults: 300k steps, 512 episodes, 2 seeds).
 MAX_STEPS = 100_000_000  # env steps per candidate and seed
-MAX_EVAL_EPISODES = 8192  # evaluation episodes (one batch of envs)
 MAX_SEEDS = 32
 MIN_CONTEXT_TOKENS = 256  # a context window smaller than this cannot hold a role's contract prompt
 # RunSpec fields that are LLMConfig settings under another name (`--llm-timeout`, `--context-tokens`)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -27,7 +28,13 @@ from typing import Any
 
 from lero.sandbox.cache import ResultCache, cache_key
 from lero.sandbox.poller import Poller
-from lero.sandbox.runner import JOB_FILE, POLICY_SUBDIR, PROGRESS_FILE, RESULT_FILE
+from lero.sandbox.runner import (
+    CHECKPOINT_PREFIX,
+    JOB_FILE,
+    POLICY_SUBDIR,
+    PROGRESS_FILE,
+    RESULT_FILE,
+)
 from lero.sandbox.seal import is_sealed, new_key
 from lero.sandbox.types import (
     JOB_STATUSES,
@@ -38,6 +45,7 @@ from lero.sandbox.types import (
     ScriptResult,
 )
 from lero.training.contract import static_check
+from lero.training.defaults import MAX_EVAL_EPISODES
 from lero.training.policy import POLICY_FILE
 
 MAX_RESULT_BYTES = 16 * 2**20
@@ -74,6 +82,13 @@ def _check_schema(data: Any, kind: str) -> JobResult:
         for k, v in curves.items()
     ):
         raise ValueError("'curves' must map names to lists of finite numbers")
+    episodes = data.get("episodes", {})
+    if not isinstance(episodes, dict) or not all(
+        isinstance(k, str) and isinstance(v, list) and len(v) <= MAX_EVAL_EPISODES
+        and all(_is_number(x) for x in v)
+        for k, v in episodes.items()
+    ):
+        raise ValueError(f"'episodes' must map names to at most {MAX_EVAL_EPISODES} finite numbers")
     if not isinstance(data.get("reflection_stats", {}), dict):
         raise ValueError("'reflection_stats' must be a dict")
     if not isinstance(data.get("info", {}), dict):
@@ -91,6 +106,7 @@ def _check_schema(data: Any, kind: str) -> JobResult:
         curves=curves,
         reflection_stats=data.get("reflection_stats", {}),
         info=data.get("info", {}) if kind == "describe" else {},
+        episodes=episodes if kind == "evaluate" else {},
         fitness=float(fitness) if fitness is not None and kind == "evaluate" else None,
         run_s=float(run_s),
     )
@@ -154,6 +170,39 @@ def _read_policy(policy_dir: Path) -> bytes | JobResult:
             f"{POLICY_FILE} is not a regular file <= {MAX_POLICY_BYTES} bytes",
         )
     return policy
+
+
+_CHECKPOINT_DIR = re.compile(rf"^{re.escape(CHECKPOINT_PREFIX)}([0-9]{{1,12}})$")
+
+
+def checkpoint_dirs(policy_dir: str | Path) -> dict[int, Path]:
+    """env steps -> folder of each interval checkpoint a train job left beside its final
+    weights (`policy/step-<n>/`), in step order."""
+    found = {}
+    for entry in Path(policy_dir).iterdir():
+        match = _CHECKPOINT_DIR.match(entry.name)
+        if match:
+            found[int(match.group(1))] = entry
+    return dict(sorted(found.items()))
+
+
+def read_checkpoints(job: Job, policy_dir: Path) -> dict[int, bytes] | JobResult:
+    """The weights of every interval checkpoint JOB's train job left, read like its final
+    weights (`_read_policy`); at most one per `checkpoint_every` steps (the candidate could
+    write into the folder too)."""
+    if not job.checkpoint_every:
+        return {}
+    found = checkpoint_dirs(policy_dir)
+    most = job.steps // job.checkpoint_every + 1
+    if len(found) > most:
+        return JobResult.failure("crashed", "NoPolicy", f"{len(found)} checkpoints, more than the {most} asked for")
+    weights = {}
+    for step, folder in found.items():
+        read = _read_policy(folder)
+        if isinstance(read, JobResult):
+            return read
+        weights[step] = read
+    return weights
 
 
 Progress = tuple[int, int, float | None]  # done steps, total steps, latest training return
@@ -454,6 +503,7 @@ class Sandbox(ABC):
             wait_s=trained.wait_s + evaluated.wait_s,
             run_s=trained.run_s + evaluated.run_s,
             policy_dir=trained.policy_dir,
+            episodes=evaluated.episodes,
         )
         if self.cache is not None:
             self.cache.put(key, combined)

@@ -40,8 +40,8 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from lero.sandbox.backends import local_sandbox
-from lero.sandbox.base import PROGRESS_POLL_S, JobCancelled, Sandbox, _read_policy
-from lero.sandbox.runner import POLICY_SUBDIR
+from lero.sandbox.base import PROGRESS_POLL_S, JobCancelled, Sandbox, _read_policy, read_checkpoints
+from lero.sandbox.runner import CHECKPOINT_PREFIX, POLICY_SUBDIR
 from lero.sandbox.types import Job, JobResult, Limits, SandboxUnavailable, ScriptResult
 from lero.training.policy import POLICY_FILE
 
@@ -174,15 +174,18 @@ def _run_here(job: Job, policy: bytes | None, backend: str, board: Any) -> dict[
         result = _node_sandbox(backend, job.env)._execute(job, policy)
     finally:
         _boards.pop(job.job_id, None)
-    weights = None
+    weights, checkpoints = None, {}
     if result.policy_dir is not None:
         policy_dir = Path(result.policy_dir)
         weights = _read_policy(policy_dir)
+        if not isinstance(weights, JobResult):
+            checkpoints = read_checkpoints(job, policy_dir)
         shutil.rmtree(policy_dir.parent, ignore_errors=True)
-        if isinstance(weights, JobResult):
-            result, weights = weights, None
+        for failed in (weights, checkpoints):
+            if isinstance(failed, JobResult):
+                result, weights, checkpoints = failed, None, {}
         result.policy_dir = None
-    return {"result": result.to_dict(), "policy": weights, **node}
+    return {"result": result.to_dict(), "policy": weights, "checkpoints": checkpoints, **node}
 
 
 def _reap_here(pids: list[int], backend: str) -> int:
@@ -351,6 +354,10 @@ class RaySandbox(Sandbox):
             job_dir = self._new_job_dir(job.job_id)
             (job_dir / POLICY_SUBDIR).mkdir()
             (job_dir / POLICY_SUBDIR / POLICY_FILE).write_bytes(reply["policy"])
+            for step, weights in reply["checkpoints"].items():  # interval checkpoints, as the runner left them
+                folder = job_dir / POLICY_SUBDIR / f"{CHECKPOINT_PREFIX}{int(step)}"
+                folder.mkdir()
+                (folder / POLICY_FILE).write_bytes(weights)
             result.policy_dir = str(job_dir / POLICY_SUBDIR)
         return result
 

@@ -382,14 +382,14 @@ def train(job: dict, job_dir: Path) -> dict[str, Any]:
 
 
 def evaluate(job: dict, inbox: KeyInbox) -> dict[str, Any]:
-    """Trusted measurement of the trained policy with only the candidate's OEF (in a worker).
+    """Trusted measurement of the trained policy with only the candidate's OEF (in a worker):
+    each metric's mean, and its value in every episode (`episodes`).
 
     Order: weights loaded, worker forked, key received, only then the candidate source sent.
     """
     import torch
 
-    from lero.training import evaluate as evaluate_policy
-    from lero.training import load_policy
+    from lero.training import evaluate_episodes, load_policy
 
     torch.set_num_threads(max(1, int(job["limits"]["cpus"])))
     policy = load_policy(job["policy_dir"])
@@ -398,7 +398,7 @@ def evaluate(job: dict, inbox: KeyInbox) -> dict[str, Any]:
         inbox.key()
         if worker is not None:
             worker.load(job["code"])
-        metrics = evaluate_policy(
+        episodes = evaluate_episodes(
             policy,
             job["env"]["name"],
             env_kwargs(job),
@@ -409,9 +409,11 @@ def evaluate(job: dict, inbox: KeyInbox) -> dict[str, Any]:
     finally:
         if worker is not None:
             worker.close()
+    metrics = {name: float(values.mean()) for name, values in episodes.items()}
     return {
         "status": "ok",
         "metrics": metrics,
+        "episodes": {name: values.tolist() for name, values in episodes.items()},
         "fitness": metrics["return"],
         "curves": {},
         "reflection_stats": {},

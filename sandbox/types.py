@@ -173,6 +173,7 @@ class JobResult:
     cached: bool = False
     policy_dir: str | None = None
     info: dict = field(default_factory=dict)  # describe: the env's facts (registry.describe_env)
+    episodes: dict = field(default_factory=dict)  # evaluate: metric -> its value in each episode
 
     def __post_init__(self) -> None:
         require(

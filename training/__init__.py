@@ -25,6 +25,7 @@ _HOMES = {
     "TrainResult": "lero.training.trainer",
     "ValueDecompositionHparams": "lero.training.algos.value_decomposition",
     "evaluate": "lero.training.evaluation",
+    "evaluate_episodes": "lero.training.evaluation",
     "load_candidate": "lero.training.candidate",
     "load_policy": "lero.training.policy",
     "make_env": "lero.training.envs",

@@ -14,20 +14,21 @@ from lero.training.policy import Policy
 
 
 @torch.inference_mode()
-def evaluate(
+def evaluate_episodes(
     policy: Policy,
     env: str,
     env_kwargs: dict,
     enhance_observation: Callable[[torch.Tensor], torch.Tensor] | None = None,
     episodes: int = EVAL_EPISODES,
     seed: int = 12345,
-) -> dict[str, float]:
-    """The task's metrics (``env.task.metric_names``) over `episodes` episodes.
+) -> dict[str, torch.Tensor]:
+    """The task's metrics (``env.task.metric_names``) of each of `episodes` episodes: [E] each.
 
-    `return` is the mean per-agent native episode return; every other metric is the
-    env's own `info["episode_metrics"]` at episode end, averaged over episodes.
-    Whatever reward the policy was trained on, this measures the environment's
-    own reward; the OEF (the only candidate code involved) is output-checked.
+    `return` is each episode's per-agent mean native return; every other metric is the
+    env's own `info["episode_metrics"]` at episode end. Whatever reward the policy was
+    trained on, this measures the environment's own reward; the OEF (the only candidate
+    code involved) is output-checked. Per episode, because the MARL protocol shares
+    results as episode values (marl-eval), not only their mean.
     """
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"episodes must be a positive int, got {episodes!r}")
@@ -48,6 +49,17 @@ def evaluate(
         running &= ~done
         if not bool(running.any()):
             break
-    return {RETURN: float(episode_return.mean())} | {
-        name: float(values.mean()) for name, values in at_end.items()
-    }
+    return {RETURN: episode_return} | at_end
+
+
+def evaluate(
+    policy: Policy,
+    env: str,
+    env_kwargs: dict,
+    enhance_observation: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    episodes: int = EVAL_EPISODES,
+    seed: int = 12345,
+) -> dict[str, float]:
+    """The task's metrics averaged over `episodes` episodes (`evaluate_episodes`' means)."""
+    values = evaluate_episodes(policy, env, env_kwargs, enhance_observation, episodes, seed)
+    return {name: float(episode.mean()) for name, episode in values.items()}

@@ -11,29 +11,16 @@ are disjoint seed ranges (spec.py).
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 from lero.app.study.plan import Plan
 from lero.app.study.variants import variant_code
 from lero.graph.configuration import MAX_EVAL_EPISODES
-from lero.sandbox import Job
-from lero.sandbox.runner import CHECKPOINT_PREFIX
+from lero.sandbox import Job, JobResult
+from lero.sandbox.base import checkpoint_dirs
 
 ABSOLUTE_FACTOR = 10
 SCORE = "return"
-_STEP_DIR = re.compile(rf"^{re.escape(CHECKPOINT_PREFIX)}([0-9]{{1,12}})$")
-
-
-def checkpoint_dirs(policy_dir: str) -> dict[int, str]:
-    """env steps -> folder of each interval checkpoint a train job left beside its weights."""
-    found = {}
-    for entry in Path(policy_dir).iterdir():
-        match = _STEP_DIR.match(entry.name)
-        if match:
-            found[int(match.group(1))] = str(entry)
-    return dict(sorted(found.items()))
 
 
 def score_cell(plan: Plan, sandbox: Any, algo: str, variant: str, index: int,
@@ -43,34 +30,35 @@ def score_cell(plan: Plan, sandbox: Any, algo: str, variant: str, index: int,
     TRAINED: the cell's train-and-evaluate result (its `policy_dir`, `curves`)."""
     seed = plan.spec.train_seeds[index]
     validation_seed, eval_seed = plan.spec.validation_seeds[index], plan.spec.eval_seeds[index]
-    policies = checkpoint_dirs(trained["policy_dir"])
+    policies = {step: str(folder) for step, folder in checkpoint_dirs(trained["policy_dir"]).items()}
     final_step = int(trained["curves"].get("steps", [plan.steps_of(variant)])[-1])
     policies[final_step] = trained["policy_dir"]  # the final policy is a candidate too
     code = variant_code(plan.code, variant)
 
-    def evaluate(policy_dir: str, episodes_seed: int, episodes: int) -> tuple[str, dict[str, float]]:
-        result = sandbox.run_job(Job(
+    def evaluate(policy_dir: str, episodes_seed: int, episodes: int) -> JobResult:
+        return sandbox.run_job(Job(
             kind="evaluate", code=code, env=plan.env, algo=algo, steps=plan.steps_of(variant), seed=seed,
             policy_dir=policy_dir, eval_seed=episodes_seed, eval_episodes=episodes,
             hparams=plan.hparams[algo], candidate_id=f"study:{algo}:{variant}:checkpoint",
         ))  # fmt: skip
-        return result.status, result.metrics
 
     scored = {step: evaluate(path, validation_seed, plan.spec.eval_episodes) for step, path in policies.items()}
-    failed = next((status for status, _ in scored.values() if status != "ok"), None)
+    failed = next((r.status for r in scored.values() if r.status != "ok"), None)
     if failed is not None:
         return {"status": failed}
-    validation = {step: metrics for step, (_, metrics) in scored.items()}
+    validation = {step: result.metrics for step, result in scored.items()}
     best = max(validation, key=lambda step: (validation[step][SCORE], -step))  # ties: the earlier
     episodes = min(ABSOLUTE_FACTOR * plan.spec.eval_episodes, MAX_EVAL_EPISODES)
-    status, absolute = evaluate(policies[best], eval_seed, episodes)
+    absolute = evaluate(policies[best], eval_seed, episodes)
     return {
-        "status": status,
+        "status": absolute.status,
         "every": plan.checkpoint_every(variant),
         "validation_seed": validation_seed,
         "validation": {str(step): metrics for step, metrics in validation.items()},
+        "validation_returns": {str(step): r.episodes.get(SCORE, []) for step, r in scored.items()},
         "best_step": best,
         "absolute_eval_seed": eval_seed,
         "absolute_episodes": episodes,
-        "absolute": absolute,
+        "absolute": absolute.metrics,
+        "absolute_values": absolute.episodes,
     }

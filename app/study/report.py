@@ -26,6 +26,12 @@ from lero.graph.safefs import write_atomic
 CURVE = "return"  # training-time native return per agent (training curves' key)
 
 
+def _per_episode(records: list[dict[str, list[float]]], metrics: list[str]) -> dict[str, list[list[float]]]:
+    """metric -> each seed's per-episode values, for the metrics every seed's evaluation kept
+    (a cell cached before evaluate jobs returned episodes has none)."""
+    return {m: [r[m] for r in records] for m in metrics if records and all(m in r for r in records)}
+
+
 def _cell(plan: Plan, metrics: list[str], algo: str, variant: str) -> dict[str, Any]:
     records = [plan.read_cell(algo, variant, seed) for seed in plan.spec.train_seeds]
     ok = [r for r in records if r is not None and r["status"] == "ok"]
@@ -33,6 +39,7 @@ def _cell(plan: Plan, metrics: list[str], algo: str, variant: str) -> dict[str, 
     per_seed = {m: [float(r["metrics"][m]) for r in ok] for m in metrics if all(m in r["metrics"] for r in ok)}
     scored = [r["checkpoints"] for r in ok if "checkpoints" in r]
     absolute = {m: [float(c["absolute"][m]) for c in scored] for m in metrics if all(m in c["absolute"] for c in scored)}
+    absolute_episodes = [c.get("absolute_values", {}) for c in scored]
     return {
         "algo": algo,
         "variant": variant,
@@ -42,12 +49,15 @@ def _cell(plan: Plan, metrics: list[str], algo: str, variant: str) -> dict[str, 
         "eval_seeds": [r["eval_seed"] for r in ok],
         "failed": failed,
         "per_seed": per_seed,
+        "per_episode": _per_episode([r.get("episodes", {}) for r in ok], metrics),
         "summary": {m: stats.summary(v) for m, v in per_seed.items() if v},
         "absolute": None if not scored else {
             "best_steps": [c["best_step"] for c in scored],
             "validation": [{step: v[CURVE] for step, v in c["validation"].items()} for c in scored],
+            "validation_episodes": [c.get("validation_returns") for c in scored],
             "episodes": scored[0]["absolute_episodes"],
             "per_seed": absolute,
+            "per_episode": _per_episode(absolute_episodes, metrics),
             "summary": {m: stats.summary(v) for m, v in absolute.items() if v},
         },
         "curves": [(r["curves"].get("steps", []), r["curves"].get(CURVE, [])) for r in ok],

@@ -47,6 +47,31 @@ def _few_threads() -> None:
     torch.set_num_threads(1)
 
 
+def _study_argv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, candidate: str = CANDIDATE,
+                hparams: dict | None = None) -> list[str]:
+    """Work in TMP_PATH (default relative runs/, as the README gives it) with CANDIDATE and its
+    hyper-parameters written there: the start of a study's argv."""
+    monkeypatch.chdir(tmp_path)
+    Path("cand.py").write_text(candidate)
+    Path("hparams.json").write_text(json.dumps({"hparams": TINY_HPARAMS if hparams is None else hparams}))
+    return ["study", "--candidate", "cand.py", "--config", "hparams.json"]
+
+
+def _episode_returns(policy: object, env: dict, episodes: int, seed: int) -> list[float]:
+    """Each episode's per-agent mean native return, rolled out here step by step (the envs of
+    simple_spread all end at its horizon together)."""
+    batch = make_env(env["name"], episodes, **{k: v for k, v in env.items() if k != "name"})
+    obs = batch.reset(seed=seed)  # [E, N, D]
+    total = torch.zeros(episodes)  # [E]
+    with torch.inference_mode():
+        for _ in range(batch.max_steps):
+            obs, reward, done, _ = batch.step(policy.act(obs, greedy=True))  # reward [E, N]
+            total += reward.mean(dim=1)
+            if bool(done.all()):
+                break
+    return total.tolist()
+
+
 def test_variants_keep_one_function_and_stay_valid_modules() -> None:
     env = make_env("simple_spread", 4, N=3, num_agent_neighbors=1, num_landmark_neighbors=2)
     obs = env.reset(seed=0).reshape(-1, env.obs_dim)  # [M, D]
@@ -77,11 +102,8 @@ def test_statistics_follow_from_values() -> None:
 def test_study_of_a_candidate_file_then_resume(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)  # default relative runs/, as the README gives it
-    Path("cand.py").write_text(CANDIDATE)
+    argv = [*_study_argv(tmp_path, monkeypatch), *TINY, "--study-id", "tiny"]
     assert DEFAULT_SEEDS >= 5 and StudySpec(candidate="x").seeds == DEFAULT_SEEDS  # test: 2
-    Path("tiny.json").write_text(json.dumps({"hparams": TINY_HPARAMS}))
-    argv = ["study", "--candidate", "cand.py", *TINY, "--study-id", "tiny", "--config", "tiny.json"]
     code, out, err = lero(argv, capsys)
     assert code == 0, err + out
     folder = Path("runs/studies/tiny")
@@ -203,6 +225,11 @@ def test_evaluate_job_measures_the_held_out_episodes_it_is_given(tmp_path: Path)
         result = sandbox.run_job(job)
         expected = evaluate(policy, "simple_spread", {"N": 2}, episodes=16, seed=episodes_seed)
         assert result.metrics == pytest.approx(expected)
+        # every episode's own values come back too: the returns rolled out here, each
+        # metric's list averaging to its mean
+        assert result.episodes["return"] == pytest.approx(_episode_returns(policy, env, 16, episodes_seed))
+        assert set(result.episodes) == set(expected) and all(len(v) == 16 for v in result.episodes.values())
+        assert {m: np.mean(v) for m, v in result.episodes.items()} == pytest.approx(expected)
     assert "eval_seed" not in Job(kind="train", eval_seed=5, **common).config()
 
 
@@ -250,10 +277,7 @@ def _check_marl_eval_layout(document: dict) -> list[tuple[str, str, str, str]]:
 def test_equal_compute_arm_export_and_combine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    Path("cand.py").write_text(CANDIDATE)
-    Path("tiny.json").write_text(json.dumps({"hparams": TINY_HPARAMS}))
-    common = ["study", "--candidate", "cand.py", *TINY, "--config", "tiny.json"]
+    common = [*_study_argv(tmp_path, monkeypatch), *TINY]
     argv = [*common, "--variants", "native,hrf+oef,native@2x", "--study-id", "arms",
             "--export", "marl-eval", "arms-marl.json"]  # fmt: skip
     code, out, err = lero(argv, capsys)
@@ -289,7 +313,9 @@ def test_equal_compute_arm_export_and_combine(
     assert len(found) == 3 * 2 and {f[0] for f in found} == {"mpe2"}
     seed = exported["mpe2"][found[0][1]]["mappo:native@2x"]["seed_1000"]
     assert seed["step_0"]["step_count"] == 800
-    assert seed["absolute_metrics"]["return"] == [cells["native@2x"]["per_seed"]["return"][0]]
+    episodes = seed["absolute_metrics"]["return"]  # the 8 held-out episodes' own returns
+    assert len(episodes) == 8 and np.mean(episodes) == pytest.approx(cells["native@2x"]["per_seed"]["return"][0])
+    assert seed["step_0"]["return"] == episodes == cells["native@2x"]["per_episode"]["return"][0]
 
     # a second task (N=2), then both studies as one result
     code, out, err = lero([*common, "--variants", "native,hrf+oef", "--study-id", "n2", "--env-arg", "N=2"], capsys)
@@ -365,11 +391,9 @@ def enhance_observation(obs):
 def test_recheck_flags_a_reward_that_rises_while_the_native_return_falls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    Path("planted.py").write_text(PLANTED)
-    Path("fast.json").write_text(json.dumps({"hparams": {"mappo": {"n_envs": 16, "rollout_len": 25, "lr": 0.005}}}))
-    argv = ["study", "--candidate", "planted.py", "--steps", "800", "--seeds", "2", "--eval-episodes", "8",
-            "--sandbox", "process", "--config", "fast.json", "--variants", "native,hrf+oef", "--study-id", "p"]
+    fast = {"mappo": {"n_envs": 16, "rollout_len": 25, "lr": 0.005}}
+    argv = [*_study_argv(tmp_path, monkeypatch, PLANTED, fast), "--steps", "800", "--seeds", "2",
+            "--eval-episodes", "8", "--sandbox", "process", "--variants", "native,hrf+oef", "--study-id", "p"]
     code, out, err = lero([*argv, "--recheck"], capsys)
     assert code == 0, err + out
     assert "reward-hacking check: FLAGGED" in out
@@ -396,15 +420,14 @@ def test_checkpoints_are_scored_on_validation_episodes_and_the_best_on_ten_times
 ) -> None:
     from lero.training import evaluate, load_policy
 
-    monkeypatch.chdir(tmp_path)
-    Path("cand.py").write_text(CANDIDATE)
-    Path("tiny.json").write_text(json.dumps({"hparams": TINY_HPARAMS}))
-    argv = ["study", "--candidate", "cand.py", "--steps", "800", "--seeds", "2", "--eval-episodes", "8",
-            "--sandbox", "process", "--config", "tiny.json", "--variants", "native", "--checkpoints", "4",
+    argv = [*_study_argv(tmp_path, monkeypatch), "--steps", "800", "--seeds", "2", "--eval-episodes", "8",
+            "--sandbox", "process", "--variants", "native", "--checkpoints", "4",
             "--study-id", "ck", "--export", "marl-eval", "ck.json"]  # fmt: skip
     code, out, err = lero(argv, capsys)
     assert code == 0, err + out
     study = json.loads(Path("runs/studies/ck/study.json").read_text())
+    exported = json.loads(Path("ck.json").read_text())
+    (task,) = exported["mpe2"].values()
     assert study["config"]["validation_seeds"] == [200_000, 200_001]
     assert not set(study["config"]["validation_seeds"]) & {*study["eval_seeds"], SELECTION_EVAL_SEED}
     env = study["config"]["env"]
@@ -427,18 +450,23 @@ def test_checkpoints_are_scored_on_validation_episodes_and_the_best_on_ten_times
         assert scored["best_step"] == best and scored["absolute_episodes"] == 80
         expected = evaluate(load_policy(policies[best]), env["name"], kwargs, episodes=80, seed=100_000 + index)
         assert scored["absolute"] == pytest.approx(expected)
+        # the export's lists: each checkpoint's 8 validation episodes, the best's 80 held-out ones
+        entry = task["mappo:native"][f"seed_{seed}"]
+        for i, (step, folder) in enumerate(sorted(policies.items())):
+            rolled = _episode_returns(load_policy(folder), env, 8, 200_000 + index)
+            assert entry[f"step_{i}"]["step_count"] == step and entry[f"step_{i}"]["return"] == pytest.approx(rolled)
+        rolled = _episode_returns(load_policy(policies[best]), env, 80, 100_000 + index)
+        assert entry["absolute_metrics"]["return"] == pytest.approx(rolled)
     (cell,) = study["cells"]
     assert cell["absolute"]["per_seed"]["return"] == [
         json.loads(Path(f"runs/studies/ck/cells/mappo/native/seed-{s}.json").read_text())["checkpoints"]["absolute"]["return"]
         for s in study["train_seeds"]
     ]
     assert "## Absolute metric" in Path("runs/studies/ck/study.md").read_text()
-    exported = json.loads(Path("ck.json").read_text())
     assert len(_check_marl_eval_layout(json.loads(Path("ck.json").read_text()))) == 2
-    (task,) = exported["mpe2"].values()
     seed_entry = task["mappo:native"]["seed_1000"]
     assert [seed_entry[f"step_{i}"]["step_count"] for i in range(4)] == [200, 400, 600, 800]
-    assert seed_entry["absolute_metrics"]["return"] == [cell["absolute"]["per_seed"]["return"][0]]
+    assert np.mean(seed_entry["absolute_metrics"]["return"]) == pytest.approx(cell["absolute"]["per_seed"]["return"][0])
     # combined, the study is scored by its absolute metric
     code, out, err = lero(["study", "--combine", "runs/studies/ck", "--out", "c"], capsys)
     assert code == 0, err + out

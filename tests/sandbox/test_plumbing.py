@@ -14,6 +14,7 @@ from lero.sandbox.cache import cache_key
 from lero.sandbox.output import CappedBuffer
 from lero.sandbox.seal import new_key, seal
 from lero.sandbox.types import ScriptResult
+from lero.training.defaults import MAX_EVAL_EPISODES
 from tests.sandbox.test_contract import VALID
 from tests.sandbox.test_jobs import ENV, LIMITS
 
@@ -37,6 +38,8 @@ def test_capped_buffer_keeps_head_and_tail() -> None:
         (json.dumps({"status": "ok", "fitness": float("nan")}), "fitness"),
         (json.dumps({"status": "ok", "error": {"type": 1}}), "error"),
         (json.dumps({"status": "ok", "curves": {"return": [1, "x"]}}), "curves"),
+        (json.dumps({"status": "ok", "episodes": {"return": [1, None]}}), "episodes"),
+        (json.dumps({"status": "ok", "episodes": {"return": [0.0] * (MAX_EVAL_EPISODES + 1)}}), "at most 8192"),
     ],
 )
 def test_malformed_result_is_crashed(tmp_path, content: str, message: str) -> None:
@@ -63,6 +66,9 @@ def test_only_evaluate_results_carry_fitness(tmp_path) -> None:
     )
     assert read_result(tmp_path, "evaluate").fitness == 3.0
     assert read_result(tmp_path, "train").fitness is None
+    (tmp_path / "result.json").write_text(json.dumps({"status": "ok", "episodes": {"return": [1.0, 2.0]}}))
+    assert read_result(tmp_path, "evaluate").episodes == {"return": [1.0, 2.0]}
+    assert read_result(tmp_path, "train").episodes == {}
 
 
 def test_an_evaluate_result_needs_the_seal_of_its_key(tmp_path) -> None:

@@ -26,6 +26,7 @@ from lero.graph.configuration import RunError, RunSpec  # noqa: E402
 from lero.graph.runner import start_run  # noqa: E402
 from lero.sandbox import Job, get_sandbox  # noqa: E402
 from lero.sandbox.base import JobCancelled  # noqa: E402
+from tests.sandbox.test_contract import VALID  # noqa: E402
 
 NODE = {"num_cpus": 1, "memory": 5 * 2**30, "object_store_memory": 100 * 2**20}
 TINY = {  # a few PPO iterations of 32 envs per job
@@ -258,3 +259,43 @@ def test_a_job_no_node_can_hold_is_crashed_not_queued_forever(tmp_path) -> None:
         cluster.shutdown()
     assert result.status == "crashed" and result.error["type"] == "NoRayNode"
     assert "4096 MB" in result.error["message"]
+
+
+def test_interval_checkpoints_travel_back_from_the_node(tmp_path, monkeypatch, capsys) -> None:
+    """A train job's policy/step-<n>/ folders come back from the node like its final weights
+    (the same weights as the same job run here), so `lero study --checkpoints` runs on Ray."""
+    import torch
+
+    from lero.sandbox.base import checkpoint_dirs
+    from tests.support.cli import lero
+
+    job = Job(kind="train", code=None, steps=800, eval_episodes=8, checkpoint_every=200,
+              hparams={"n_envs": 8, "rollout_len": 25})  # fmt: skip
+    here = get_sandbox("process", work_dir=tmp_path / "here").run_job(job)
+    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    try:
+        sandbox = get_sandbox("process", work_dir=tmp_path / "ray", executor="ray", ray_address=cluster.address)
+        remote = sandbox.run_job(job)
+        sandbox.close()
+        assert_loopback_only()
+        monkeypatch.chdir(tmp_path)
+        Path("tiny.json").write_text(json.dumps({"hparams": {"mappo": job.hparams}}))
+        Path("cand.py").write_text(VALID)
+        code, out, err = lero(["study", "--candidate", "cand.py", "--steps", "400", "--seeds", "1", "--eval-episodes", "8", "--variants", "native",
+                     "--sandbox", "process", "--config", "tiny.json", "--checkpoints", "2",
+                     "--executor", "ray", "--ray-address", cluster.address, "--study-id", "ck"], capsys)  # fmt: skip
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert here.status == remote.status == "ok"
+    local, shipped = checkpoint_dirs(here.policy_dir), checkpoint_dirs(remote.policy_dir)
+    assert list(shipped) == list(local) and set(local) >= {200, 400, 600}
+    for step, folder in shipped.items():
+        ours = torch.load(local[step] / "policy.pt", weights_only=True)["state_dict"]
+        theirs = torch.load(folder / "policy.pt", weights_only=True)["state_dict"]
+        assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    assert code == 0, err + out
+    (cell,) = json.loads(Path("runs/studies/ck/study.json").read_text())["cells"]
+    assert cell["absolute"]["best_steps"][0] in (200, 400) and cell["absolute"]["episodes"] == 80
+    record = json.loads(Path("runs/studies/ck/cells/mappo/native/seed-1000.json").read_text())
+    assert set(record["checkpoints"]["validation"]) == {"200", "400"}  # a checkpoint and the final policy
