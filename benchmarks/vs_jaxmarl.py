@@ -129,8 +129,10 @@ def run_peer(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"vs_jaxmarl: the JaxMARL driver failed: {done.stderr.strip()[-2000:]}")
     out = json.loads(done.stdout.strip().splitlines()[-1])
     n_agents = out["config"]["NUM_ACTORS"] // out["config"]["NUM_ENVS"]
-    curve = [value / n_agents for value in out["curve"]]  # per-agent, as lero reports it
-    per_update = out["run_s"] / len(curve)
+    per_update = out["run_s"] / len(out["curve"])
+    # per-agent, as lero reports it; the first update's mean counts steps before any episode
+    # ended (logged as 0), so it is left out
+    curve = [value / n_agents for value in out["curve"][1:]]
     return {
         "row": PEER,
         "steps": out["steps"],
@@ -142,7 +144,7 @@ def run_peer(args: argparse.Namespace) -> dict[str, Any]:
         "eval_return": None,
         "load_before": load_before,
         "load_after": load(),
-        "curve_times": [out["compile_s"] + per_update * (i + 1) for i in range(len(curve))],
+        "curve_times": [out["compile_s"] + per_update * (i + 2) for i in range(len(curve))],
         "curve_returns": curve,
         "config": out["config"],
         "jax": out["jax"],
