@@ -9,7 +9,10 @@ default concurrency), then the reference again. The loop's rate is the run's tra
 steps over its wall-clock; the target is ``cores x`` the reference's training steps/s (the
 issue asks >= 0.8 of it). Where the rest goes comes from report.json's ``time``: the share of
 the slots' seconds (wall x concurrent jobs) spent training, starting sandboxes, evaluating,
-and idle (the designer, gates and reflection run while slots wait). The load average is
+and idle (the designer, gates and reflection run while slots wait). Last, as many bare
+in-process references as the loop runs jobs, side by side in their own processes: the
+loop's rate against theirs is what the loop itself costs, apart from what the machine
+gives concurrent jobs (a shared machine gives two jobs far less than twice one). The load average is
 recorded around every part: absolute speeds on a shared machine mean little, the ratio more.
 
 OMP_WAIT_POLICY=PASSIVE is set before torch is imported, as `lero` itself runs jobs.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import sys
@@ -97,6 +101,20 @@ def reference(spec: RunSpec, threads: int, steps: int | None = None) -> dict[str
     return {"steps_per_s": result.steps_per_s, "load": (load_before + os.getloadavg()[0]) / 2}
 
 
+def side_by_side(spec: RunSpec, threads: int, jobs: int) -> dict[str, Any]:
+    """``jobs`` in-process references at once, one process each (no sandbox): what the
+    machine gives that many bare jobs now, against which the loop's own overheads show."""
+    load_before = os.getloadavg()[0]
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        rates = pool.starmap(_reference_rate, [(spec, threads)] * jobs)
+    return {"steps_per_s": sum(rates), "per_job": rates, "load": (load_before + os.getloadavg()[0]) / 2}
+
+
+def _reference_rate(spec: RunSpec, threads: int) -> float:
+    reference(spec, threads, steps=1)
+    return reference(spec, threads)["steps_per_s"]
+
+
 def slot_shares(time_: dict[str, Any], wall_s: float, slots: int) -> dict[str, float]:
     """Shares of the slots' seconds (wall x concurrent jobs): training's own work, each job
     kind's sandbox start and imports and work, and what no job used (idle)."""
@@ -124,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     report = write_summary(outcome.run_dir)
     loop_load = (load_before + os.getloadavg()[0]) / 2
     refs.append(reference(spec, threads))
+    together = side_by_side(spec, threads, slots)
     ref_rate = statistics.fmean(ref["steps_per_s"] for ref in refs)
     loop_rate = report["env_steps"] / report["wall_s"]
     train = report["time"]["jobs"].get("train", {})
@@ -142,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         "loop_steps_per_s": loop_rate,
         "loop_load": loop_load,
         "ratio_to_cores_x_reference": loop_rate / (cores * ref_rate),
+        "side_by_side_steps_per_s": together["per_job"],
+        "side_by_side_load": together["load"],
+        "ratio_to_side_by_side": loop_rate / together["steps_per_s"],
         "target": TARGET,
         "train_job_steps_per_s": report["env_steps"] / train["run_s"] if train.get("run_s") else None,
         "slot_shares": slot_shares(report["time"], report["wall_s"], slots),

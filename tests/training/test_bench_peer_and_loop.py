@@ -74,3 +74,11 @@ def test_slot_shares_split_the_slots_seconds() -> None:
     shares = loop_compute.slot_shares(time_, wall_s=40.0, slots=2)  # 80 slot-seconds
     assert shares["train.run"] == pytest.approx(0.75) and shares["evaluate.start"] == pytest.approx(0.025)
     assert shares["idle"] == pytest.approx(8.0 / 80.0)
+
+
+@pytest.mark.slow  # two spawned interpreters import torch and lero (~15 s)
+def test_side_by_side_runs_one_process_per_job() -> None:
+    spec = loop_compute.RunSpec(steps=2000)
+    together = loop_compute.side_by_side(spec, threads=1, jobs=2)
+    assert len(together["per_job"]) == 2 and all(rate > 0 for rate in together["per_job"])
+    assert together["steps_per_s"] == pytest.approx(sum(together["per_job"]))
