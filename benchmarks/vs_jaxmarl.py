@@ -110,6 +110,7 @@ def load() -> float:
 
 
 def run_peer(args: argparse.Namespace) -> dict[str, Any]:
+    """Train the peer once in its own interpreter; its curve is per agent, timed per update."""
     command = [
         str(args.jaxmarl_python),
         str(DRIVER),
