@@ -28,7 +28,7 @@ RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
     "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
     "wall_clock_s", "exploit_fraction", "task", "offline_prior", "executor", "ray_address",
-    "llm_timeout_s", "context_tokens", "max_parallel",
+    "llm_timeout_s", "context_tokens", "max_parallel", "job_timeout_s",
 )  # fmt: skip
 
 
@@ -183,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sandbox", choices=("auto", "docker", "process"))
     run.add_argument("--max-parallel", type=_positive_int,
                      help="sandbox jobs at a time (default: one per core, each job one torch thread)")  # fmt: skip
+    run.add_argument("--job-timeout", dest="job_timeout_s", type=_positive_float, metavar="SECONDS",
+                     help="a sandbox job's wall-clock limit (default 3600): a candidate that hangs "
+                          "or leaves a fork bomb holds a job slot this long")  # fmt: skip
     run.add_argument("--approve", choices=APPROVE_MODES)
     run.add_argument("--exploit-fraction", type=float, help="share of each generation refining an elite (0..1, default 0.75)")
     run.add_argument("--run-id")

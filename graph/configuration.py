@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from lero.sandbox.types import JOB_WALL_S
 from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES, MAX_EVAL_EPISODES
 
 ApproveMode = Literal["none", "spec", "candidates", "generations", "all"]
@@ -129,6 +130,9 @@ class RunSpec(BaseModel):
     critic_rounds: int = Field(default=1, ge=0, le=10)
     debug_attempts: int = Field(default=2, ge=0, le=10)
     max_parallel: int | None = Field(default=None, ge=1, le=64)  # None: parallel_jobs fills the cores
+    # every sandbox job's wall-clock limit: a candidate that hangs, or leaves a fork bomb
+    # behind, holds its job slot this long before it is killed as `timeout`
+    job_timeout_s: float = Field(default=JOB_WALL_S, gt=0, le=86_400)
     eval_episodes: int = Field(default=EVAL_EPISODES, ge=1, le=MAX_EVAL_EPISODES)
     hparams: dict[str, Any] = Field(default_factory=dict)
     n_elites: int = Field(default=2, ge=1, le=16)

@@ -141,7 +141,7 @@ def open_sandbox(spec: RunSpec, cache_dir: Path | None, events: Any = None,
     layer like any env gets Docker; where Docker answers but cannot serve it, one RunError
     line says why (never a silent downgrade to the process backend)."""
     try:
-        max_parallel = parallel_jobs(spec.max_parallel, Limits().cpus)  # jobs run with the default Limits
+        max_parallel = parallel_jobs(spec.max_parallel, Limits().cpus)  # a run's jobs take the default cpus
         return get_sandbox(spec.sandbox, cache_dir=cache_dir, max_parallel=max_parallel,
                            events=events, executor=spec.executor, ray_address=spec.ray_address, env=env)
     except SandboxUnavailable as error:
@@ -192,18 +192,20 @@ class RunContext:
     hooks: RunHooks = field(default_factory=RunHooks)
     job_env: dict[str, Any] = field(init=False)  # the env as sandbox jobs name it (graph.trust.job_env)
     sandbox: Sandbox = field(init=False)
+    job_limits: Limits = field(init=False)  # every job of the graph runs with these
     task: Problem = field(init=False)  # read through the sandbox: see `problem`
     team: Team = field(init=False)
 
     def __post_init__(self) -> None:
         self.job_env = job_env(self.spec, self.confirmed)
+        self.job_limits = Limits(wall_s=self.spec.job_timeout_s)
         self.sandbox = open_sandbox(self.spec, self.rundir.cache_dir, events=self.emit, env=self.job_env)
         try:
             self.task = problem(self.spec, self.confirmed, self.sandbox)
         except BaseException:
             self.sandbox.close()
             raise
-        self.sandbox.prewarm(Limits())  # ready while the designer works; every graph job has these limits
+        self.sandbox.prewarm(self.job_limits)  # ready while the designer works
         self.team = make_team(llm_config(self.spec), on_call=self._on_llm_call)
         for call in self.earlier_calls:  # a resumed run keeps spending the same budget
             self.team.ledger.record(call["role"], int(call.get("prompt_tokens", 0)),

@@ -22,11 +22,14 @@ class SandboxUnavailable(RuntimeError):
     """No Docker daemon, or no sandbox image; the message says how to fix it."""
 
 
+JOB_WALL_S = 3600.0  # a job's default wall-clock limit (a run's jobs: RunSpec.job_timeout_s)
+
+
 @dataclass(frozen=True)
 class Limits:
     """Resource limits of one sandboxed run (all enforced outside the sandboxed code)."""
 
-    wall_s: float = 3600.0  # host-side wall-clock deadline; the run is killed after it
+    wall_s: float = JOB_WALL_S  # host-side wall-clock deadline; the run is killed after it
     mem_mb: int = 4096  # memory (= memory + swap) of the container / RLIMIT_AS of the process
     cpus: float = 1.0  # CPU quota in cores
     pids: int = 256  # processes + threads

@@ -56,6 +56,7 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
     result = res.sandbox.train_and_evaluate(
         task["code"], res.job_env, spec.algo, spec.steps, task["seed"],
         candidate_id=task["candidate_id"], eval_episodes=spec.eval_episodes, hparams=spec.hparams,
+        limits=res.job_limits,
     )
     record = {**ids, **result.to_dict()}
     res.rundir.write_seed_result(task["candidate_id"], task["seed"], record)

@@ -29,7 +29,8 @@ def error_text(result: JobResult) -> str:
 def _validation_job(res: RunContext, candidate: Candidate) -> Job:
     spec = res.spec
     return Job(kind="validate", code=candidate["code"], env=res.job_env,
-               algo=spec.algo, seed=0, hparams=spec.hparams, candidate_id=candidate["candidate_id"])
+               algo=spec.algo, seed=0, hparams=spec.hparams, candidate_id=candidate["candidate_id"],
+               limits=res.job_limits)
 
 
 def validate(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:

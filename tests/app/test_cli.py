@@ -91,6 +91,8 @@ def test_llm_timeout_and_context_tokens_reach_the_spec_and_the_resume_overrides(
     ("argv", "fragment"),
     [
         (["run", "--llm-timeout", "0"], "--llm-timeout: must be > 0"),
+        (["run", "--job-timeout", "0"], "--job-timeout: must be > 0"),
+        (["run", "--job-timeout", "100000"], "job_timeout_s"),
         (["run", "--llm-timeout", "soon"], "a positive number"),
         (["resume", "r", "--llm-timeout", "-5"], "must be > 0"),
         (["run", "--context-tokens", "255"], "--context-tokens: must be >= 256"),

@@ -5,16 +5,16 @@ directory, so Docker on its own layer), designed by the scripted OpenAI-compatib
 server: one generation of four candidates whose HRF or OEF runs test_attacks' scripts
 (imported, not copied): network to the outside and to a listener on the host, the host's
 environment and every process's `environ`, writes to the code, `/etc` and the working
-directory, `/proc` and `/sys`, a memory bomb. Not the fork bomb: left running by an HRF
-that returns, it holds its job until the job's wall-clock limit (an hour in a run; the
-container does not exit when the runner does), which the sandbox-level attack test
-(`test_fork_bomb` on `docker_env`) bounds with a 4 s limit instead. Both static gates (the critic's
-and the sandbox's) are switched off in this process: they stand for a hole in the gate,
-which is what the sandbox is for; the run, the sandbox, the env and the training are real.
+directory, `/proc` and `/sys`, a memory bomb, and a fork bomb, whose validation job the
+host kills at the run's `job_timeout_s` (`--job-timeout`; an hour by default) while the run
+goes on. Both static gates (the critic's and the sandbox's) are switched off in this
+process: they stand for a hole in the gate, which is what the sandbox is for; the run, the
+sandbox, the env and the training are real.
 
 Each attack candidate raises with what its scripts printed, the uid and working directory
 and how many processes `/proc` shows, so the proof leaves the job in the candidate's
-error; the memory bomb ends its job as `oom`.
+error; the memory bomb ends its job as `oom`, the fork bomb its validation job as
+`timeout`, with no container left.
 """
 
 from __future__ import annotations
@@ -25,13 +25,17 @@ import re
 import secrets
 from pathlib import Path
 
+import docker
 import pytest
 
 from lero.graph.configuration import RunSpec
 from lero.graph.runner import start_run
+from lero.sandbox.docker_backend import OWNER_LABEL, _owner
+from lero.sandbox.types import JOB_WALL_S
 from tests.graph.test_graph_e2e import RecordingUI
 from tests.graph.test_llm_loop import fenced, role
 from tests.sandbox.test_attacks import (
+    FORK_BOMB,
     MEMORY_BOMB,
     NETWORK_EXTERNAL,
     PROC_SYS_SNOOP,
@@ -47,6 +51,7 @@ from tests.support.openai_server import OpenAIServer, Reply
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 ENV = "attack_run_env:make_env"
 SANDBOX_UID = 10001
+JOB_TIMEOUT_S = 120  # the fork bomb's train job ends here; every honest job of this run takes seconds
 HOSTILE = '''import contextlib
 import io
 import json
@@ -103,11 +108,12 @@ def test_the_attack_set_as_a_runs_hrf_and_oef_on_a_custom_env(sandbox_image, tmp
             hostile([NETWORK_EXTERNAL, loopback_attack(listener.port), SECRET_SNOOP, write_attack(targets)]),
             hostile([PROC_SYS_SNOOP], where="oef"),
             hostile([MEMORY_BOMB]),
+            hostile([FORK_BOMB]),
         ]
         server.script = lambda request: (Reply(content=[fenced(designs.pop(0)) for _ in range(int(request.get("n") or 1))])
                                          if role(request) == "designer" else Reply("VERDICT: accept\n- fine"))
         spec = RunSpec.parse({
-            "env": ENV, "env_kwargs": {"n_agents": 2}, "generations": 1, "population": 3, "steps": 128, "seeds": 1,
+            "env": ENV, "env_kwargs": {"n_agents": 2}, "generations": 1, "population": 4, "steps": 128, "seeds": 1, "job_timeout_s": JOB_TIMEOUT_S,
             "llm": "openai:test-model", "base_url": server.base_url, "critic_rounds": 0, "debug_attempts": 0,
             "sandbox": "auto", "run_id": "attacks", "runs_dir": str(tmp_path / "runs"), "eval_episodes": 4,
             "hparams": {"n_envs": 8, "rollout_len": 8, "epochs": 1},
@@ -120,8 +126,12 @@ def test_the_attack_set_as_a_runs_hrf_and_oef_on_a_custom_env(sandbox_image, tmp
     assert report["baseline"]["fitness"] is not None  # the run went on around its candidates
     assert json.loads((run / "spec.json").read_text())["sandbox"] == "docker"
     statuses = {cid: json.loads((run / "candidates" / cid / "result.json").read_text())["status"]
-                for cid in ("0-0", "0-1", "0-2")}
-    assert statuses == {"0-0": "code_error", "0-1": "code_error", "0-2": "oom"}, statuses
+                for cid in ("0-0", "0-1", "0-2", "0-3")}
+    assert statuses == {"0-0": "code_error", "0-1": "code_error", "0-2": "oom", "0-3": "timeout"}, statuses
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    bomb = [e for e in events if e["event"] == "job_finished" and e.get("candidate_id") == "0-3"]
+    assert [e["status"] for e in bomb] == ["timeout"] and JOB_TIMEOUT_S <= bomb[0]["elapsed_s"] < JOB_WALL_S
+    assert docker.from_env().containers.list(all=True, filters={"label": f"{OWNER_LABEL}={_owner()}"}) == []
 
     expected_uid = SANDBOX_UID if os.geteuid() == 0 else os.getuid()
     escape, snoop = (proof_of(run, cid) for cid in ("0-0", "0-1"))

@@ -257,3 +257,13 @@ def test_wall_clock_budget_stops_after_the_current_generation(tmp_path):
     assert outcome.status == "stopped" and state["status"] == "stopped"
     assert state["stop_reason"] == "wall_clock" and state["generation"] == 0
     assert sorted(p.name for p in (outcome.run_dir / "candidates").iterdir()) == ["0-0"]
+
+
+def test_the_job_timeout_bounds_the_runs_train_jobs_too(tmp_path):
+    """`--job-timeout` reaches every job, not only validation: no CPU trains 2M steps in
+    a second, so the baseline's train job ends as `timeout` and the run still ends."""
+    outcome = start_run(spec(tmp_path, population=1, steps=2_000_000, job_timeout_s=1.0), RecordingUI())
+    assert read(outcome.run_dir / "baseline" / "result.json")["status"] == "timeout"
+    trained = [e for e in events(outcome.run_dir) if e["event"] == "job_finished" and e["kind"] == "train"]
+    assert trained and {e["status"] for e in trained} == {"timeout"}
+    assert outcome.status == read(outcome.run_dir / "state.json")["status"]
