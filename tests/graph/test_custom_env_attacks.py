@@ -93,6 +93,12 @@ def proof_of(run: Path, candidate: str) -> dict:
     return json.loads(found[-1])
 
 
+def mine() -> set[str]:
+    """Ids of the containers this test process owns."""
+    found = docker.from_env().containers.list(all=True, filters={"label": f"{OWNER_LABEL}={_owner()}"})
+    return {container.id for container in found}
+
+
 def test_the_attack_set_as_a_runs_hrf_and_oef_on_a_custom_env(sandbox_image, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "attack_run_env.py").write_text(proof_env_source())
@@ -103,6 +109,7 @@ def test_the_attack_set_as_a_runs_hrf_and_oef_on_a_custom_env(sandbox_image, tmp
     monkeypatch.setattr("lero.sandbox.base.static_check", lambda code: [])  # ... and in the sandbox's
     token = secrets.token_hex(4)
     targets = [*code_and_host_targets(token), str(tmp_path / f"pwn_{token}")]
+    before = mine()
     with Listener() as listener, OpenAIServer() as server:
         designs = [
             hostile([NETWORK_EXTERNAL, loopback_attack(listener.port), SECRET_SNOOP, write_attack(targets)]),
@@ -131,7 +138,7 @@ def test_the_attack_set_as_a_runs_hrf_and_oef_on_a_custom_env(sandbox_image, tmp
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
     bomb = [e for e in events if e["event"] == "job_finished" and e.get("candidate_id") == "0-3"]
     assert [e["status"] for e in bomb] == ["timeout"] and JOB_TIMEOUT_S <= bomb[0]["elapsed_s"] < JOB_WALL_S
-    assert docker.from_env().containers.list(all=True, filters={"label": f"{OWNER_LABEL}={_owner()}"}) == []
+    assert mine() <= before  # the run left no container (another session sandbox's spares may predate it)
 
     expected_uid = SANDBOX_UID if os.geteuid() == 0 else os.getuid()
     escape, snoop = (proof_of(run, cid) for cid in ("0-0", "0-1"))
