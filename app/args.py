@@ -22,6 +22,7 @@ from lero.graph.configuration import (
     absolute_runs_dir,
     load_json,
 )
+from lero.sandbox.types import JOB_WALL_S
 from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
 
 RUN_FLAGS = (
@@ -184,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-parallel", type=_positive_int,
                      help="sandbox jobs at a time (default: one per core, each job one torch thread)")  # fmt: skip
     run.add_argument("--job-timeout", dest="job_timeout_s", type=_positive_float, metavar="SECONDS",
-                     help="a sandbox job's wall-clock limit (default 3600): a candidate that hangs "
+                     help=f"a sandbox job's wall-clock limit (default {JOB_WALL_S:.0f}): a candidate that hangs "
                           "or leaves a fork bomb holds a job slot this long")  # fmt: skip
     run.add_argument("--approve", choices=APPROVE_MODES)
     run.add_argument("--exploit-fraction", type=float, help="share of each generation refining an elite (0..1, default 0.75)")

@@ -46,7 +46,7 @@ def measure_throughput(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> 
     spec's env and algorithm (budgets are rounded up to whole iterations): here for a native
     env; for a custom env in a train job of the sandbox its run would get, so its code runs
     where the run's would (`graph.context.env_sandbox`)."""
-    from lero.graph.context import env_sandbox
+    from lero.graph.context import env_sandbox, failure_line
     from lero.sandbox import Job
     from lero.training import TrainConfig, train
 
@@ -55,8 +55,7 @@ def measure_throughput(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> 
             job = Job(kind="train", code=None, env=env, algo=spec.algo, steps=1, eval_episodes=1, hparams=spec.hparams)
             result = sandbox.run_job(job)
             if result.status != "ok":
-                message = (result.error or {}).get("message", "").splitlines() or [result.status]
-                raise RunError(f"cannot train on {spec.env}: {message[0]}")
+                raise RunError(f"cannot train on {spec.env}: {failure_line(result)}")
             return result.metrics["steps_per_s"], int(result.metrics["steps"])
         name = env.pop("name")
         result = train(TrainConfig(env=name, env_kwargs=env, algo=spec.algo, steps=1, eval_episodes=1,

@@ -118,9 +118,14 @@ def _described(sandbox: Sandbox, env: dict[str, Any]) -> dict[str, Any]:
     """The env's facts from a sandbox `describe` job; RunError with its one line otherwise."""
     result = sandbox.run_job(Job(kind="describe", code=None, env=env, limits=DESCRIBE_LIMITS))
     if result.status != "ok":
-        message = (result.error or {}).get("message", result.status).splitlines() or [result.status]
-        raise RunError(f"cannot build environment {env['name']!r}: {message[0]}")
+        raise RunError(f"cannot build environment {env['name']!r}: {failure_line(result)}")
     return result.info
+
+
+def failure_line(result: JobResult) -> str:
+    """A failed job in one line for the person: its error's first line, else its status."""
+    lines = (result.error or {}).get("message", "").splitlines()
+    return lines[0] if lines else result.status
 
 
 def llm_config(spec: RunSpec) -> LLMConfig:
@@ -192,13 +197,11 @@ class RunContext:
     hooks: RunHooks = field(default_factory=RunHooks)
     job_env: dict[str, Any] = field(init=False)  # the env as sandbox jobs name it (graph.trust.job_env)
     sandbox: Sandbox = field(init=False)
-    job_limits: Limits = field(init=False)  # every job of the graph runs with these
     task: Problem = field(init=False)  # read through the sandbox: see `problem`
     team: Team = field(init=False)
 
     def __post_init__(self) -> None:
         self.job_env = job_env(self.spec, self.confirmed)
-        self.job_limits = Limits(wall_s=self.spec.job_timeout_s)
         self.sandbox = open_sandbox(self.spec, self.rundir.cache_dir, events=self.emit, env=self.job_env)
         try:
             self.task = problem(self.spec, self.confirmed, self.sandbox)
@@ -210,6 +213,11 @@ class RunContext:
         for call in self.earlier_calls:  # a resumed run keeps spending the same budget
             self.team.ledger.record(call["role"], int(call.get("prompt_tokens", 0)),
                                     int(call.get("completion_tokens", 0)))
+
+    @property
+    def job_limits(self) -> Limits:
+        """The limits every job of the graph runs with (warm spares are kept for these)."""
+        return Limits(wall_s=self.spec.job_timeout_s)
 
     def emit(self, event: str, **fields: Any) -> None:
         """Record an event in events.jsonl and stream it to whoever drives the graph."""
