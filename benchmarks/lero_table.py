@@ -16,13 +16,15 @@ native and performance profiles (`app.study.combine`, the code `lero study --com
 Resumable: run ids are fixed (`lero-table-<task>-<loop algo>`), an interrupted run is
 resumed, and every finished training is a cell file of its study, so the same command
 continues where the last sitting stopped. The JSON result (`--out`) is rewritten after
-each study.
+each study. A task's runs share their finished jobs (`share_results`): native and
+native@Kx trainings touch no candidate, so they run once per task, not once per run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ from lero.app.study import PAPER_ALGOS, VARIANTS, StudySpec, run_study
 from lero.app.study.combine import combine_studies, render_combined
 from lero.app.study.spec import DEFAULT_SEEDS
 from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec
-from lero.graph.rundir import STUDIES_DIR
+from lero.graph.rundir import STUDIES_DIR, RunDir
 from lero.graph.runner import resume_run, start_run
 from lero.training.envs import ENV_NAMES
 
@@ -76,6 +78,20 @@ def ensure_run(task: str, algo: str, steps: int, args: argparse.Namespace) -> st
         outcome = start_run(spec, QuietUI(), front=app_front())
     print(f"run {run_id}: {outcome.status} ({time.perf_counter() - started:.0f} s)", flush=True)
     return run_id
+
+
+def share_results(runs_dir: str, run_ids: list[str]) -> int:
+    """Give each of RUN_IDS' result caches the entries of the others; returns how many were
+    copied. The cache is keyed by what a job computes (code, config, seed), so an entry
+    answers only the same computation: in practice the arms without candidate code."""
+    caches = [RunDir(Path(runs_dir) / run_id).cache_dir for run_id in run_ids]
+    copied = 0
+    for source in caches:
+        for entry in source.glob("*.json"):
+            for target in (c for c in caches if c != source and not (c / entry.name).exists()):
+                shutil.copyfile(entry, target / entry.name)
+                copied += 1
+    return copied
 
 
 def cell_row(cell: dict[str, Any]) -> dict[str, Any]:
@@ -124,9 +140,12 @@ def main(argv: list[str] | None = None) -> None:
     arms = tuple(split(args.arms))
     result: dict[str, Any] = {"settings": {**vars(args), "out": str(args.out), "arms": list(arms)}}
     for task in split(args.tasks):
-        for loop_algo in split(args.loop_algos):
-            run_id = ensure_run(task, loop_algo, steps_of(loop_algo), args)
+        run_ids = {loop_algo: ensure_run(task, loop_algo, steps_of(loop_algo), args)
+                   for loop_algo in split(args.loop_algos)}  # fmt: skip
+        for loop_algo, run_id in run_ids.items():
             for algo in split(args.algos):
+                print(f"shared {share_results(args.runs_dir, list(run_ids.values()))} finished jobs "
+                      f"between the runs of {task}", flush=True)
                 study = run_study(
                     StudySpec(run_id=run_id, runs_dir=args.runs_dir, seeds=args.seeds, steps=steps_of(algo),
                               algos=(algo,), variants=arms, sandbox=args.sandbox, checkpoints=args.checkpoints),

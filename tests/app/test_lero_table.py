@@ -1,0 +1,30 @@
+"""benchmarks.lero_table's pieces that need no training: a task's runs share finished jobs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks.lero_table import budgets, share_results
+from lero.sandbox.cache import ResultCache, cache_key
+from lero.sandbox.types import JobResult
+
+
+def test_a_tasks_runs_share_their_finished_jobs_and_keep_their_own(tmp_path: Path) -> None:
+    caches = {run: ResultCache(tmp_path / run / "cache") for run in ("a", "b")}
+    native = cache_key(None, {"kind": "train_and_evaluate", "algo": "mappo"}, 1000)  # no candidate code
+    mine = cache_key("def hybrid_reward(ctx): ...", {"kind": "train_and_evaluate"}, 1000)
+    caches["a"].put(native, JobResult(status="ok", fitness=-15.0))
+    caches["b"].put(mine, JobResult(status="ok", fitness=-12.0))
+    caches["b"].put(native, JobResult(status="ok", fitness=-99.0))  # b's own answer is never overwritten
+    caches["a"].put(cache_key(None, {"kind": "x"}, 1), JobResult(status="ok", fitness=-1.0))
+    assert share_results(str(tmp_path), ["a", "b"]) == 2  # a's extra entry to b, b's candidate entry to a
+    assert caches["a"].get(mine).fitness == -12.0 and caches["b"].get(native).fitness == -99.0
+    assert share_results(str(tmp_path), ["a", "b"]) == 0
+    assert {p.name for p in (tmp_path / "a" / "cache").glob("*.json")} == {
+        p.name for p in (tmp_path / "b" / "cache").glob("*.json")}
+    assert json.loads((tmp_path / "b" / "cache" / f"{mine}.json").read_text())["fitness"] == -12.0
+
+
+def test_step_budgets_per_algorithm() -> None:
+    assert budgets("mappo=300000, qmix=1000000") == {"mappo": 300000, "qmix": 1000000}
