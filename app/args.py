@@ -22,6 +22,7 @@ from lero.graph.configuration import (
     absolute_runs_dir,
     load_json,
 )
+from lero.graph.schedule import SCHEDULES
 from lero.sandbox.types import JOB_WALL_S
 from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
 
@@ -29,7 +30,7 @@ RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
     "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
     "wall_clock_s", "exploit_fraction", "task", "offline_prior", "executor", "ray_address",
-    "llm_timeout_s", "context_tokens", "max_parallel", "job_timeout_s",
+    "llm_timeout_s", "context_tokens", "max_parallel", "job_timeout_s", "schedule", "designer_seed",
 )  # fmt: skip
 
 
@@ -187,6 +188,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--job-timeout", dest="job_timeout_s", type=_positive_float, metavar="SECONDS",
                      help=f"a sandbox job's wall-clock limit (default {JOB_WALL_S:.0f}): a candidate that hangs "
                           "or leaves a fork bomb holds a job slot this long")  # fmt: skip
+    run.add_argument("--schedule", choices=SCHEDULES,
+                     help="full: every candidate trains the whole --steps (default); halving: all train "
+                          "1/4, the best half by evaluation go on to 1/2, the best half of those to the "
+                          "whole budget (about half the env steps)")  # fmt: skip
+    run.add_argument("--designer-seed", type=_non_negative_int, metavar="N",
+                     help="the offline designer's random draws (default 0): another seed, another run of the loop")
     run.add_argument("--approve", choices=APPROVE_MODES)
     run.add_argument("--exploit-fraction", type=float, help="share of each generation refining an elite (0..1, default 0.75)")
     run.add_argument("--run-id")

@@ -166,12 +166,13 @@ class ExperimentDesk:
                 return f"cannot estimate: {error}"
         steps_per_s, iteration = self._measured[key]
         steps_per_job = -(-spec.steps // iteration) * iteration  # whole iterations
-        jobs = (spec.generations * spec.population + 1) * spec.seeds
-        env_steps = jobs * steps_per_job
+        jobs, planned_steps = spec.budget()
+        env_steps = planned_steps * steps_per_job // spec.steps
         train_min = env_steps / steps_per_s / 60
+        rungs = ", successive halving" if spec.schedule == "halving" else ""
         lines = [
-            f"{jobs} training jobs ({spec.generations} generations x {spec.population} candidates "
-            f"+ baseline, x {spec.seeds} seeds) x {steps_per_job:,} steps = {env_steps:,} env steps"
+            f"{jobs} training jobs ({spec.generations} generations x {spec.population} candidates{rungs} "
+            f"+ baseline, x {spec.seeds} seeds), up to {steps_per_job:,} steps each = {env_steps:,} env steps"
             f" ({spec.steps:,} requested, rounded up to whole {iteration:,}-step iterations)",
             f"training time ≈ {train_min:.1f} min at {steps_per_s:,.0f} steps/s measured here "
             f"({spec.algo}), plus evaluation and sandbox start-up",

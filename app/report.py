@@ -116,6 +116,19 @@ def llm_requests_markdown(records: list[dict[str, Any]]) -> list[str]:
 WORK = {"train": "training", "evaluate": "evaluation", "validate": "validation"}
 
 
+def schedule_markdown(summary: dict) -> list[str]:
+    """Successive halving's rungs and what they saved (nothing for a `full` run)."""
+    schedule = summary.get("schedule") or {}
+    if schedule.get("name") != "halving":
+        return []
+    rungs = " / ".join(f"{r['steps']:,}" for r in schedule["rungs"])
+    reached = " / ".join(str(r["candidates"]) for r in schedule["rungs"])
+    spent, full = summary.get("env_steps"), schedule.get("full_env_steps")
+    share = f" = {spent / full:.0%} of the {full:,} a full schedule spends" if spent and full else ""
+    return [f"- schedule: successive halving, rungs to {rungs} env steps, reached by {reached} "
+            f"candidates; env steps spent: {spent if spent is not None else '—'}{share}"]  # fmt: skip
+
+
 def time_markdown(summary: dict) -> list[str]:
     """The "Where the time went" section from report.json's `time` (graph.summary.time_breakdown)."""
     time = summary.get("time") or {}
@@ -161,6 +174,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         f"wall clock: {fmt_number(summary['wall_s'], 1)} s",
         f"- LLM: {summary['llm']['requests']} requests, {summary['llm']['prompt_tokens']} prompt + "
         f"{summary['llm']['completion_tokens']} completion tokens",
+        *schedule_markdown(summary),
         "",
         "## Best candidate vs baseline",
         "",
@@ -192,9 +206,11 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
             f"| {g['generation']} | {g['candidates']} | {g['valid']} | "
             f"{fmt_number(g['best_fitness'])} | {fmt_number(g['mean_fitness'])} |"
         )
-    lines += ["", "## Candidates", "", "| candidate | status | fitness |", "|---|---|---|"]
+    lines += ["", "## Candidates", "", "| candidate | status | fitness | env steps trained |", "|---|---|---|---|"]
     for c in run.candidates:
-        lines.append(f"| `{c.candidate_id}` | {c.status} | {_spread(c.result)} |")
+        trained = (c.result.get("trained_steps") or spec.get("steps")) if c.result.get("per_seed") else None
+        shown = "—" if trained is None else f"{trained:,}" + (" (stopped by halving)" if c.stopped_at else "")
+        lines.append(f"| `{c.candidate_id}` | {c.status} | {_spread(c.result)} | {shown} |")
     lines += time_markdown(summary)
     lines += lineage_markdown(summary.get("lineage") or [])
     lines += llm_requests_markdown(run.rundir.read_llm_records())

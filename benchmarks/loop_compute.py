@@ -1,7 +1,14 @@
 """Does the loop use every core? Its env steps/s against cores x one in-process training job.
+And does successive halving find as good a candidate with fewer env steps?
 
     python -m benchmarks.loop_compute                        # the default `lero run` shape
     python -m benchmarks.loop_compute --generations 1 --steps 200000 --json loop_compute.json
+    python -m benchmarks.loop_compute --compare-schedules 3 --json schedules.json
+
+`--compare-schedules N` runs, for designer seeds 0..N-1, the same offline run with
+`--schedule full` and `--schedule halving`, and compares their best fitness (a candidate
+that trained the whole budget, mean over the run's seeds) and the env steps each spent
+(issue 19: the same best fitness within the seeds' spread with <= 55% of the steps).
 
 In one sitting: one in-process ``training.train`` of the run's env, algo and budget with the
 threads one sandbox job gets (the reference), then an offline ``lero run`` (default sandbox,
@@ -43,6 +50,7 @@ from lero.graph.trust import job_env
 from lero.sandbox.types import Job, Limits
 
 TARGET = 0.8  # issue 19: the loop reaches >= 0.8 x (cores x one in-process job)
+HALVING_TARGET = 0.55  # issue 19: halving's env steps over full's, at the same best fitness
 
 
 class QuietUI:
@@ -69,6 +77,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-parallel", type=int, default=None)
     parser.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
     parser.add_argument("--json", type=Path, help="write the measurement here")
+    parser.add_argument("--compare-schedules", type=int, metavar="N", default=0,
+                        help="instead: N runs (designer seeds 0..N-1) with each schedule, full and halving")
     args = parser.parse_args(argv)
     try:
         args.spec = RunSpec(
@@ -148,9 +158,62 @@ def slot_shares(time_: dict[str, Any], wall_s: float, slots: int) -> dict[str, f
     return shares
 
 
+def schedule_run(spec: RunSpec, schedule: str, designer_seed: int) -> dict[str, Any]:
+    """One offline run with SCHEDULE: its best fitness (whole budget), the best's seed spread, its steps."""
+    run_spec = spec.model_copy(update={"schedule": schedule, "designer_seed": designer_seed,
+                                       "run_id": f"{spec.run_id}-{schedule}-{designer_seed}"})  # fmt: skip
+    outcome = start_run(run_spec, QuietUI(), front=app_front())
+    report = write_summary(outcome.run_dir)
+    best = report["best"]["candidate_id"]
+    spread = None
+    if best is not None:
+        result = json.loads(next(outcome.run_dir.glob(f"candidates/{best}/result.json")).read_text())
+        spread = result.get("fitness_std")
+    print(f"  {schedule} designer seed {designer_seed}: best {report['best']['fitness']}, "
+          f"{report['env_steps']:,} env steps, {report['wall_s']:.0f} s", file=sys.stderr, flush=True)
+    return {"schedule": schedule, "designer_seed": designer_seed, "status": report["status"],
+            "best_fitness": report["best"]["fitness"], "best_seed_std": spread, "env_steps": report["env_steps"],
+            "wall_s": report["wall_s"], "rungs": report["schedule"]["rungs"], "run_dir": str(outcome.run_dir)}  # fmt: skip
+
+
+def compare_schedules(spec: RunSpec, runs: int) -> dict[str, Any]:
+    """Full against halving, paired by designer seed (alternating which goes first)."""
+    rows = []
+    for designer_seed in range(runs):
+        order = ("full", "halving") if designer_seed % 2 == 0 else ("halving", "full")
+        rows += [schedule_run(spec, schedule, designer_seed) for schedule in order]
+    summary: dict[str, Any] = {}
+    for schedule in ("full", "halving"):
+        mine = [r for r in rows if r["schedule"] == schedule and r["best_fitness"] is not None]
+        fitness = [r["best_fitness"] for r in mine]
+        summary[schedule] = {
+            "best_fitness": fitness,
+            "mean_best_fitness": statistics.fmean(fitness) if fitness else None,
+            "std_best_fitness": statistics.pstdev(fitness) if len(fitness) > 1 else None,
+            "mean_best_seed_std": statistics.fmean(r["best_seed_std"] for r in mine) if mine else None,
+            "env_steps": statistics.fmean(r["env_steps"] for r in rows if r["schedule"] == schedule),
+        }
+    full, halving = summary["full"], summary["halving"]
+    spread = max(full["std_best_fitness"] or 0.0, full["mean_best_seed_std"] or 0.0)
+    gap = (halving["mean_best_fitness"] - full["mean_best_fitness"]
+           if None not in (halving["mean_best_fitness"], full["mean_best_fitness"]) else None)  # fmt: skip
+    return {"runs": rows, "summary": summary, "steps_share": halving["env_steps"] / full["env_steps"],
+            "fitness_gap": gap, "spread": spread, "within_spread": gap is not None and gap >= -spread,
+            "target_steps_share": HALVING_TARGET}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     spec: RunSpec = args.spec
+    if args.compare_schedules:
+        result = {"date": datetime.now(UTC).isoformat(timespec="seconds"),
+                  "spec": {k: getattr(spec, k) for k in ("steps", "generations", "population", "seeds", "sandbox")},
+                  "load_before": os.getloadavg()[0], **compare_schedules(spec, args.compare_schedules),
+                  "load_after": os.getloadavg()[0]}  # fmt: skip
+        print(json.dumps(result, indent=1))
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=1))
+        return 0
     job_threads = Limits().cpus  # the loop's jobs run with the default Limits
     slots = parallel_jobs(spec.max_parallel, job_threads)
     cores = machine_cores()

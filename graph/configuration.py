@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from lero.graph.schedule import Schedule, planned
 from lero.sandbox.types import JOB_WALL_S
 from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES, MAX_EVAL_EPISODES
 
@@ -134,10 +135,12 @@ class RunSpec(BaseModel):
     # behind, holds its job slot this long before it is killed as `timeout`
     job_timeout_s: float = Field(default=JOB_WALL_S, gt=0, le=86_400)
     eval_episodes: int = Field(default=EVAL_EPISODES, ge=1, le=MAX_EVAL_EPISODES)
+    schedule: Schedule = "full"  # how a generation spends its steps (graph.schedule)
     hparams: dict[str, Any] = Field(default_factory=dict)
     n_elites: int = Field(default=2, ge=1, le=16)
     exploit_fraction: float = Field(default=0.75, ge=0.0, le=1.0)  # share of drafts refining an elite
     offline_prior: bool = True  # offline designer: generation 0 starts from its hand-written prior
+    designer_seed: int = Field(default=0, ge=0)  # offline designer's draws: repeat a run with another to see its spread
     executor: Literal["local", "ray"] = "local"  # where train/evaluate jobs run
     ray_address: str | None = None  # `auto`, `host:port`; None = a new local Ray instance
 
@@ -183,6 +186,12 @@ class RunSpec(BaseModel):
         `lero_kwargs` (simple_spread: 3 agents, each seeing 1 agent and 2 landmarks)."""
         registry = _registry()
         return registry.default_kwargs(env or DEFAULT_ENV)
+
+    def budget(self) -> tuple[int, int]:
+        """(train jobs, env steps) the whole run plans: every generation's candidates at
+        this schedule, and the baseline once, for every seed."""
+        jobs, steps = planned(self.steps, self.schedule, self.population)
+        return (self.generations * jobs + 1) * self.seeds, (self.generations * steps + self.steps) * self.seeds
 
     def exploit_slots(self, has_elites: bool) -> int:
         """How many of a generation's drafts refine an elite (none before there are elites)."""

@@ -134,7 +134,7 @@ def llm_config(spec: RunSpec) -> LLMConfig:
     try:
         return LLMConfig.from_spec(
             spec.llm, base_url=spec.base_url, max_requests=spec.max_llm_requests, max_tokens=spec.max_llm_tokens,
-            offline_prior=spec.offline_prior, **llm_settings(spec.model_dump()),
+            offline_prior=spec.offline_prior, seed=spec.designer_seed, **llm_settings(spec.model_dump()),
         )
     except ValueError as error:
         raise RunError(str(error).splitlines()[0]) from None

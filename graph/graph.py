@@ -1,8 +1,8 @@
 """Wiring: the LERO generation loop as a LangGraph state machine.
 
     setup -> approve_spec -> design -> critique (<-> revise) -> validate (<-> debug)
-          -> approve_candidates -> train x (candidates x seeds, + baseline) -> select
-          -> reflect -> approve_generation -> design (next generation) | finish
+          -> approve_candidates -> train x (candidates x seeds, + baseline) -> promote
+          (-> train x (the best half x seeds) -> promote)* -> select -> reflect -> approve_generation -> design (next generation) | finish
 
 One router after every candidate-level node sends the generation to the earliest stage
 any candidate is waiting in; each loop is bounded (critic_rounds, debug_attempts,
@@ -36,14 +36,17 @@ from lero.graph.nodes import (
     debug,
     design,
     finish,
+    promote,
     reflect,
     revise,
+    route_rungs,
     select,
     setup,
     train,
     training_sends,
     validate,
 )
+from lero.graph.schedule import last_rung
 from lero.graph.state import RunState
 
 # candidate stage -> node that handles it, in the order the router serves them
@@ -76,7 +79,8 @@ def route_next_generation(state: RunState) -> str:
 
 def recursion_limit(spec: RunSpec) -> int:
     """Supersteps of the worst case: every critic round, every repair (each re-reviewed) twice."""
-    per_generation = 16 + 2 * spec.critic_rounds + 2 * spec.debug_attempts * (3 + 2 * spec.critic_rounds)
+    rungs = 2 * (last_rung(spec.schedule) + 1)  # train and promote, per rung
+    per_generation = 16 + rungs + 2 * spec.critic_rounds + 2 * spec.debug_attempts * (3 + 2 * spec.critic_rounds)
     return 10 + spec.generations * per_generation
 
 
@@ -126,6 +130,7 @@ def build_graph(context_for: ContextFor | None = None) -> StateGraph:
     builder.add_node("debug", bound(debug))
     builder.add_node("approve_candidates", bound(approve_candidates))
     builder.add_node("train", bound(train), retry_policy=RetryPolicy(max_attempts=2))
+    builder.add_node("promote", bound(promote))
     builder.add_node("select", bound(select))
     builder.add_node("reflect", bound(reflect))
     builder.add_node("approve_generation", bound(approve_generation))
@@ -137,7 +142,8 @@ def build_graph(context_for: ContextFor | None = None) -> StateGraph:
     targets = [node for _, node in STAGE_NODES] + ["train", "select"]
     for node in CANDIDATE_NODES:
         builder.add_conditional_edges(node, route_candidates, targets)
-    builder.add_edge("train", "select")
+    builder.add_edge("train", "promote")  # one promote per rung, once all its branches joined
+    builder.add_conditional_edges("promote", route_rungs, ["train", "select"])
     builder.add_edge("select", "reflect")
     builder.add_edge("reflect", "approve_generation")
     builder.add_conditional_edges("approve_generation", route_next_generation, ["design", "finish"])

@@ -70,6 +70,11 @@ def candidate_feedback(record: dict[str, Any], task: TaskSpec) -> str:
         f"Candidate {record['candidate_id']} (status {record['status']}): fitness "
         f"{_fmt(record.get('fitness'))} ± {_fmt(record.get('fitness_std'))} over {seeds} seed(s)."
     ]
+    if record.get("stopped_at") is not None:
+        lines.append(
+            f"Successive halving stopped it after {record['stopped_at']} env steps (not among the best "
+            "half of its rung): its fitness is for that shorter training."
+        )
     evaluation = record.get("eval") or {}
     if evaluation:
         lines.append(

@@ -46,7 +46,7 @@ kind "generation" — after the reflection, when another generation follows:
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 Stage = Literal["review", "revise", "validate", "debug", "ready", "approved", "trained", "dropped"]
 
@@ -82,6 +82,10 @@ class TrainTask(TypedDict):
     code: str | None  # None = baseline: native reward, raw observations
     seed: int
     spec: dict[str, Any]
+    # graph.schedule: 0 (or the only rung) first, the baseline the last; absent in branches a
+    # checkpoint saved before schedules existed (rung 0 of `full`)
+    rung: NotRequired[int]
+    resume_dir: NotRequired[str | None]  # the previous rung's policy dir, whose learner state this job continues
 
 
 class RunState(TypedDict, total=False):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from lero.graph.lineage import lineage
 from lero.graph.rundir import BASELINE_ID, SPEC_FILE, STATE_FILE, RunDir
+from lero.graph.schedule import last_rung, rung_end
 
 RUN_STATUSES = ("completed", "running", "interrupted", "stopped", "failed")
 # stop reasons after which the designer could not go on; `lero resume` continues the run
@@ -42,6 +43,12 @@ class CandidateRecord:
     @property
     def status(self) -> str:
         return str(self.result.get("status", "pending"))
+
+    @property
+    def stopped_at(self) -> int | None:
+        """Env steps after which successive halving stopped it (None: the whole budget)."""
+        value = self.result.get("stopped_at")
+        return int(value) if is_number(value) else None
 
 
 @dataclass
@@ -124,8 +131,8 @@ def metric_names(*evaluations: dict) -> list[str]:
 
 
 def best_candidate(run: RunFiles) -> CandidateRecord | None:
-    """Highest fitness among candidates that were trained and evaluated."""
-    scored = [c for c in run.candidates if c.fitness is not None]
+    """Highest fitness among candidates that were trained (the whole budget) and evaluated."""
+    scored = [c for c in run.candidates if c.fitness is not None and c.stopped_at is None]
     return max(scored, key=lambda c: c.fitness) if scored else None
 
 
@@ -133,12 +140,14 @@ def _generation_rows(run: RunFiles) -> list[dict]:
     rows = []
     for gen in sorted({c.generation for c in run.candidates}):
         members = [c for c in run.candidates if c.generation == gen]
-        scores = [c.fitness for c in members if c.fitness is not None]
+        valid = [c for c in members if c.fitness is not None]
+        scores = [c.fitness for c in valid if c.stopped_at is None]  # whole-budget ones compare
         rows.append(
             {
                 "generation": gen,
                 "candidates": len(members),
-                "valid": len(scores),
+                "valid": len(valid),
+                "stopped_early": len(valid) - len(scores),
                 "best_fitness": max(scores) if scores else None,
                 "mean_fitness": statistics.fmean(scores) if scores else None,
             }
@@ -262,9 +271,23 @@ def summarize(run: RunFiles) -> dict:
         "lineage": _elite_lineage(run),
         "llm": _llm_usage(run),
         "env_steps": int(env_steps) if is_number(env_steps) else None,
+        "schedule": _schedule(run),
         "wall_s": _wall_s(run),
         "time": time_breakdown(run.events),
     }
+
+
+def _schedule(run: RunFiles) -> dict:
+    """The run's schedule: per rung, the env steps trained by its end and how many candidates
+    reached it; `full_env_steps`: what the same candidates and baseline cost at `full`."""
+    name = str(run.spec.get("schedule") or "full")
+    steps, seeds = int(run.spec.get("steps") or 0), int(run.spec.get("seeds") or 0)
+    trained = [c for c in run.candidates if c.result.get("per_seed")]
+    rungs = [{"rung": rung, "steps": rung_end(steps, name, rung),
+              "candidates": sum(1 for c in trained if int(c.result.get("rung") or 0) >= rung)}
+             for rung in range(last_rung(name) + 1)]  # fmt: skip
+    baseline = 1 if run.baseline is not None else 0
+    return {"name": name, "rungs": rungs, "full_env_steps": (len(trained) + baseline) * steps * seeds}
 
 
 def _elite_lineage(run: RunFiles) -> list[dict]:

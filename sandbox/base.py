@@ -47,6 +47,7 @@ from lero.sandbox.types import (
 from lero.training.contract import static_check
 from lero.training.defaults import MAX_EVAL_EPISODES
 from lero.training.policy import POLICY_FILE
+from lero.training.resume import LEARNER_FILE
 
 MAX_RESULT_BYTES = 16 * 2**20
 MAX_POLICY_BYTES = 64 * 2**20
@@ -54,6 +55,7 @@ MAX_PROGRESS_BYTES = 4096
 PROGRESS_POLL_S = 0.5
 SCRIPT_FILE = "script.py"  # what `run_script` runs, in a fresh job directory
 INPUT_POLICY_SUBDIR = "input_policy"  # evaluate: the copy of the trained weights
+INPUT_LEARNER_SUBDIR = "input_learner"  # a resumed train job: the copy of the learner state
 Events = Callable[..., None]
 
 
@@ -155,19 +157,21 @@ def read_result(job_dir: Path, kind: str, key: bytes | None = None) -> JobResult
         return JobResult.failure("crashed", "BadResult", f"malformed {RESULT_FILE}: {error}"[:500])
 
 
-def _read_policy(policy_dir: Path) -> bytes | JobResult:
-    """The weights a train job left (its directory was writable by the candidate: no links, capped)."""
+def _read_policy(policy_dir: Path, name: str = POLICY_FILE) -> bytes | JobResult:
+    """The weights (or, NAME=LEARNER_FILE, the learner state) a train job left: its
+    directory was writable by the candidate, so no links, capped. The host only moves
+    these bytes into other sandboxed jobs; it never loads them."""
     try:
         if policy_dir.is_symlink():
             raise OSError("policy_dir is a symlink")
-        policy = _read_capped(policy_dir / POLICY_FILE, MAX_POLICY_BYTES)
+        policy = _read_capped(policy_dir / name, MAX_POLICY_BYTES)
     except OSError as error:
-        return JobResult.failure("crashed", "NoPolicy", f"no policy in {policy_dir}: {error}")
+        return JobResult.failure("crashed", "NoPolicy", f"no {name} in {policy_dir}: {error}")
     if policy is None:
         return JobResult.failure(
             "crashed",
             "NoPolicy",
-            f"{POLICY_FILE} is not a regular file <= {MAX_POLICY_BYTES} bytes",
+            f"{name} is not a regular file <= {MAX_POLICY_BYTES} bytes",
         )
     return policy
 
@@ -357,9 +361,10 @@ class Sandbox(ABC):
         fields = self._event_fields(job)
         key = cache_key(
             job.code,
-            {**job.config(), "policy_dir": job.policy_dir, "static_check": job.static_check},
+            {**job.config(), "policy_dir": job.policy_dir, "static_check": job.static_check,
+             **({"resume_dir": job.resume_dir} if job.resume_dir else {})},
             job.seed,
-        )
+        )  # fmt: skip
         cached = self.cache.get(key) if self.cache is not None else None
         self._check_cancelled(job)
         self._emit("job_started", **fields)
@@ -377,24 +382,27 @@ class Sandbox(ABC):
         if violations:
             message = "; ".join(str(v) for v in violations[:20])
             return JobResult.failure("rejected", "StaticCheck", message[:4000])
-        policy = None
+        payload = None  # what the job loads: evaluate's weights, a resumed train's learner state
         if job.kind == "evaluate":
-            policy = _read_policy(Path(job.policy_dir))
-            if isinstance(policy, JobResult):
-                return policy
-        result = self._execute(job, policy)
+            payload = _read_policy(Path(job.policy_dir))
+        elif job.resume_dir is not None:
+            payload = _read_policy(Path(job.resume_dir), LEARNER_FILE)
+        if isinstance(payload, JobResult):
+            return payload
+        result = self._execute(job, payload)
         result.elapsed_s = time.perf_counter() - started
         return result
 
-    def _execute(self, job: Job, policy: bytes | None) -> JobResult:
-        """Run a checked job on this machine (POLICY: evaluate's weights); an executor overrides it."""
+    def _execute(self, job: Job, payload: bytes | None) -> JobResult:
+        """Run a checked job on this machine (PAYLOAD: evaluate's weights or a resumed train
+        job's learner state); an executor overrides it."""
         queued = time.perf_counter()
         with self.slots:
             wait_s = time.perf_counter() - queued
             self._check_cancelled(job)
             job_dir = self._job_dir_for(job)
             try:
-                result = self._run_in(job, job_dir, policy)
+                result = self._run_in(job, job_dir, payload)
             except BaseException:
                 shutil.rmtree(job_dir, ignore_errors=True)
                 raise
@@ -403,14 +411,17 @@ class Sandbox(ABC):
         result.wait_s = wait_s
         return result
 
-    def _run_in(self, job: Job, job_dir: Path, policy: bytes | None) -> JobResult:
+    def _run_in(self, job: Job, job_dir: Path, payload: bytes | None) -> JobResult:
         spec = job.to_dict()
         spec["env"] = self._env_inside(job.env)
-        # evaluate: a copy of the weights in the job dir; the runner loads it before any candidate code
-        if policy is not None:
-            (job_dir / INPUT_POLICY_SUBDIR).mkdir(mode=0o755)
-            (job_dir / INPUT_POLICY_SUBDIR / POLICY_FILE).write_bytes(policy)
-            spec["policy_dir"] = self._job_path_inside(job_dir, INPUT_POLICY_SUBDIR)
+        # a copy of the weights (evaluate: the runner loads them before any candidate code)
+        # or of the learner state (a resumed train job) in the job dir
+        if payload is not None:
+            field, subdir, name = (("policy_dir", INPUT_POLICY_SUBDIR, POLICY_FILE) if job.kind == "evaluate"
+                                   else ("resume_dir", INPUT_LEARNER_SUBDIR, LEARNER_FILE))  # fmt: skip
+            (job_dir / subdir).mkdir(mode=0o755)
+            (job_dir / subdir / name).write_bytes(payload)
+            spec[field] = self._job_path_inside(job_dir, subdir)
         temp_path = job_dir / f".{JOB_FILE}.tmp"
         temp_path.write_text(json.dumps(spec))
         temp_path.replace(job_dir / JOB_FILE)  # atomic: a warm runner may be polling for it
@@ -468,6 +479,8 @@ class Sandbox(ABC):
             kind="train", code=code, env=env, algo=algo, steps=steps, seed=seed, **job_fields
         )
         held_out = {} if train_job.eval_seed is None else {"eval_seed": train_job.eval_seed}
+        if train_job.resume_dir is not None:
+            held_out["resume_dir"] = train_job.resume_dir
         key = cache_key(
             code, {**train_job.config(), "kind": "train_and_evaluate", **held_out}, seed
         )
@@ -479,7 +492,7 @@ class Sandbox(ABC):
         trained = self.run_job(train_job)
         if trained.status != "ok":
             return trained
-        eval_fields = {k: v for k, v in job_fields.items() if k != "job_id"}
+        eval_fields = {k: v for k, v in job_fields.items() if k not in ("job_id", "stop_at", "resume_dir")}
         evaluated = self.run_job(
             Job(
                 kind="evaluate",

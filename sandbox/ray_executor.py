@@ -44,6 +44,7 @@ from lero.sandbox.base import PROGRESS_POLL_S, JobCancelled, Sandbox, _read_poli
 from lero.sandbox.runner import CHECKPOINT_PREFIX, POLICY_SUBDIR
 from lero.sandbox.types import Job, JobResult, Limits, SandboxUnavailable, ScriptResult
 from lero.training.policy import POLICY_FILE
+from lero.training.resume import LEARNER_FILE
 
 log = logging.getLogger(__name__)
 
@@ -165,27 +166,28 @@ def _node_sandbox(backend: str, env: dict[str, Any] | None = None) -> Sandbox:
     return _node_sandboxes[key]
 
 
-def _run_here(job: Job, policy: bytes | None, backend: str, board: Any) -> dict[str, Any]:
-    """One checked job in this node's sandbox; the result with train's weights as bytes."""
+def _run_here(job: Job, payload: bytes | None, backend: str, board: Any) -> dict[str, Any]:
+    """One checked job in this node's sandbox; the result with train's weights and learner
+    state as bytes."""
     node = _this_node()
     ray.get(board.post.remote(job.job_id, {"event": "placed", **node}))
     _boards[job.job_id] = (board, node["node"])
     try:
-        result = _node_sandbox(backend, job.env)._execute(job, policy)
+        result = _node_sandbox(backend, job.env)._execute(job, payload)
     finally:
         _boards.pop(job.job_id, None)
-    weights, checkpoints = None, {}
+    weights, learner, checkpoints = None, None, {}
     if result.policy_dir is not None:
         policy_dir = Path(result.policy_dir)
-        weights = _read_policy(policy_dir)
+        weights, learner = _read_policy(policy_dir), _read_policy(policy_dir, LEARNER_FILE)
         if not isinstance(weights, JobResult):
             checkpoints = read_checkpoints(job, policy_dir)
         shutil.rmtree(policy_dir.parent, ignore_errors=True)
-        for failed in (weights, checkpoints):
+        for failed in (weights, learner, checkpoints):
             if isinstance(failed, JobResult):
-                result, weights, checkpoints = failed, None, {}
+                result, weights, learner, checkpoints = failed, None, None, {}
         result.policy_dir = None
-    return {"result": result.to_dict(), "policy": weights, "checkpoints": checkpoints, **node}
+    return {"result": result.to_dict(), "policy": weights, "learner": learner, "checkpoints": checkpoints, **node}
 
 
 def _reap_here(pids: list[int], backend: str) -> int:
@@ -271,9 +273,9 @@ class RaySandbox(Sandbox):
                 fields.update(self._finished_on.pop(fields["job_id"], {}))
         super()._emit(event, **fields)
 
-    def _execute(self, job: Job, policy: bytes | None) -> JobResult:
+    def _execute(self, job: Job, payload: bytes | None) -> JobResult:
         if job.kind == "validate":
-            return self.local._execute(job, policy)
+            return self.local._execute(job, payload)
         if not _fits_some_node(job.limits):  # Ray would queue it forever
             return JobResult.failure(
                 "crashed", "NoRayNode", f"no live Ray node offers {job.limits.cpus} CPU and "
@@ -285,7 +287,7 @@ class RaySandbox(Sandbox):
             max_retries=self.max_retries,
             retry_exceptions=False,
             scheduling_strategy="SPREAD",
-        ).remote(job, policy, self.local.kind, self._job_board())
+        ).remote(job, payload, self.local.kind, self._job_board())
         with self._lock:
             self._in_flight[job.job_id] = (job, ref)
         try:
@@ -354,6 +356,7 @@ class RaySandbox(Sandbox):
             job_dir = self._new_job_dir(job.job_id)
             (job_dir / POLICY_SUBDIR).mkdir()
             (job_dir / POLICY_SUBDIR / POLICY_FILE).write_bytes(reply["policy"])
+            (job_dir / POLICY_SUBDIR / LEARNER_FILE).write_bytes(reply["learner"])
             for step, weights in reply["checkpoints"].items():  # interval checkpoints, as the runner left them
                 folder = job_dir / POLICY_SUBDIR / f"{CHECKPOINT_PREFIX}{int(step)}"
                 folder.mkdir()

@@ -337,13 +337,14 @@ class ProgressFile:
 
 
 def train(job: dict, job_dir: Path) -> dict[str, Any]:
-    """Train with the candidate's hooks; weights go to JOB_DIR/policy, interval checkpoints
-    (when the job asks for them) to JOB_DIR/policy/step-<env steps>.
+    """Train with the candidate's hooks; weights and the learner state (what a next rung
+    continues) go to JOB_DIR/policy, interval checkpoints (when the job asks for them) to
+    JOB_DIR/policy/step-<env steps>.
 
     No evaluation here: the fitness comes from the separate evaluate job, which runs no
     candidate code but the OEF, so an evaluation next to the candidate would be wasted.
     """
-    from lero.training import Hooks, TrainConfig, load_candidate, save_policy
+    from lero.training import Hooks, TrainConfig, load_candidate, save_learner, save_policy
     from lero.training import train as train_policy
 
     cfg = TrainConfig(
@@ -357,6 +358,8 @@ def train(job: dict, job_dir: Path) -> dict[str, Any]:
         hparams=job["hparams"],
         threads=max(1, int(job["limits"]["cpus"])),
         checkpoint_every=job.get("checkpoint_every"),
+        stop_at=job.get("stop_at"),
+        resume=job.get("resume_dir"),
     )
     hooks = Hooks() if job["code"] is None else load_candidate(job["code"])
     (job_dir / POLICY_SUBDIR).mkdir(exist_ok=True)
@@ -368,6 +371,7 @@ def train(job: dict, job_dir: Path) -> dict[str, Any]:
 
     result = train_policy(cfg, hooks, progress=ProgressFile(job_dir), checkpoint=checkpoint, evaluation=False)
     save_policy(result.policy, job_dir / POLICY_SUBDIR)
+    save_learner(cfg, result.start_steps + result.steps, result.learner, job_dir / POLICY_SUBDIR)
     summary = result.to_json()
     return {
         "status": "ok",
@@ -498,6 +502,17 @@ def wait_for_job(job_dir: Path, idle_s: float) -> dict | None:
     return json.loads(job_path.read_text())
 
 
+def preload() -> None:
+    """Import what a job imports once it arrives, while a warm runner waits for it: the
+    engine (`lero.training` itself loads nothing until used) and `torch._dynamo`, which
+    torch.optim imports on a job's first optimizer: about a second of every job's slot."""
+    import torch._dynamo  # noqa: F401
+
+    import lero.training.candidate
+    import lero.training.evaluation
+    import lero.training.trainer  # noqa: F401
+
+
 def main(argv: list[str]) -> int:
     """`python -m lero.sandbox.runner JOB_DIR [--wait]`; --wait imports the engine first, then waits.
 
@@ -508,8 +523,7 @@ def main(argv: list[str]) -> int:
     ignore_signals()
     job_dir = Path(argv[0] if argv else ".").resolve()
     if "--wait" in argv:
-        import lero.training  # noqa: F401  (the slow part of a job's start: torch)
-
+        preload()
         job = wait_for_job(job_dir, WARM_IDLE_S)
         if job is None:
             return 0

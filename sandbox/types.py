@@ -94,6 +94,11 @@ class Job:
     # train: also save the learning policy every this many env steps, as
     # `policy/step-<n>/` beside the final weights (scored only by evaluate jobs)
     checkpoint_every: int | None = None
+    # train: stop at this many env steps of the `steps` plan (None: train it all), and
+    # continue the learner state a finished train job left in its policy dir `resume_dir`
+    # (successive halving's next rung; `training.resume`)
+    stop_at: int | None = None
+    resume_dir: str | None = None
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     candidate_id: str | None = None
     # Only tests of the sandbox boundary turn this off, to run code the check would reject.
@@ -125,6 +130,15 @@ class Job:
             f"Job.checkpoint_every must be None or an int > 0, got {self.checkpoint_every!r}",
         )
 
+        require(
+            self.stop_at is None or (isinstance(self.stop_at, int) and 0 < self.stop_at <= self.steps),
+            f"Job.stop_at must be None or an int in (0, steps], got {self.stop_at!r}",
+        )
+        require(
+            self.kind == "train" or (self.stop_at is None and self.resume_dir is None),
+            "only a train Job takes stop_at and resume_dir",
+        )
+
     def config(self) -> dict[str, Any]:
         """What the job computes (the cache key): no ids, no limits, no paths.
 
@@ -135,6 +149,8 @@ class Job:
         held_out = {"eval_seed": self.eval_seed} if counts else {}
         if self.kind == "train" and self.checkpoint_every is not None:
             held_out["checkpoint_every"] = self.checkpoint_every
+        if self.stop_at is not None:
+            held_out["stop_at"] = self.stop_at
         return {
             "kind": self.kind,
             "env": self.env,

@@ -26,6 +26,12 @@ class TrainConfig:
     hparams: dict = field(default_factory=dict)
     threads: int | None = None
     checkpoint_every: int | None = None  # env steps between interval checkpoints (None = none)
+    # Successive halving trains a plan of `steps` in pieces: a job stops at `stop_at` env
+    # steps (None: at `steps`), and the next one continues from its learner state
+    # (`resume`, a file `save_learner` wrote). The schedules (learning rate, exploration,
+    # the HRF's progress) always follow `steps`, so the pieces make one plan.
+    stop_at: int | None = None
+    resume: str | None = None
 
     def __post_init__(self) -> None:
         check_env_name(self.env)
@@ -58,6 +64,14 @@ class TrainConfig:
         require(
             self.checkpoint_every is None or (is_int(self.checkpoint_every) and self.checkpoint_every > 0),
             f"checkpoint_every must be a positive int or None, got {self.checkpoint_every!r}",
+        )
+        require(
+            self.stop_at is None or (is_int(self.stop_at) and 0 < self.stop_at <= self.steps),
+            f"stop_at must be None or an int in (0, steps], got {self.stop_at!r}",
+        )
+        require(
+            self.resume is None or isinstance(self.resume, str),
+            f"resume must be a path or None, got {self.resume!r}",
         )
         require(
             isinstance(self.hparams, dict),

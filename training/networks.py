@@ -71,6 +71,12 @@ class RunningMeanStd:
         ) / total
         self.count = total
 
+    def state_dict(self) -> dict[str, torch.Tensor | float]:
+        return {"mean": self.mean, "var": self.var, "count": self.count}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor | float]) -> None:
+        self.mean, self.var, self.count = state["mean"], state["var"], float(state["count"])
+
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.mean) / torch.sqrt(self.var + 1e-8)
 

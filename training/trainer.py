@@ -16,6 +16,7 @@ from lero.training.envs import make_env
 from lero.training.evaluation import evaluate
 from lero.training.hooks import Hooks
 from lero.training.policy import Policy, policy_meta
+from lero.training.resume import load_learner
 
 
 @contextmanager
@@ -37,7 +38,9 @@ class TrainResult:
     curves: dict[str, list[float]]  # "steps" + task metrics + "train_reward" + HRF components
     reflection_stats: dict[str, dict]  # name -> {"snapshots", "max", "mean", "min"}
     policy: Policy
-    steps: int  # joint env steps actually taken (whole iterations)
+    learner: dict  # the learner's state at the end (training.resume.save_learner keeps it)
+    start_steps: int  # env steps of the plan done before this job (a continuation's start)
+    steps: int  # joint env steps this job took (whole iterations)
     wall_s: float  # training + evaluation
     train_s: float  # training alone (rollouts + updates)
     steps_per_s: float  # training throughput (env + updates), evaluation excluded
@@ -49,6 +52,7 @@ class TrainResult:
             "eval": self.eval,
             "curves": self.curves,
             "reflection_stats": self.reflection_stats,
+            "start_steps": self.start_steps,
             "steps": self.steps,
             "wall_s": self.wall_s,
             "train_s": self.train_s,
@@ -71,6 +75,8 @@ def train(
     steps (at the end of the iteration that reaches it); it must copy, not keep, the policy.
     `evaluation=False` skips the greedy evaluation (`eval` is then empty): the sandbox's
     train job does, since only its separate, trusted evaluate job's metrics count.
+    With `cfg.resume` the learner continues its saved state, on fresh episodes and a fresh
+    random stream seeded by (seed, start): a continued plan is not bitwise an uninterrupted one.
     """
     if not isinstance(cfg, TrainConfig):
         raise ValueError(f"train expects a TrainConfig, got {type(cfg).__name__}")
@@ -80,8 +86,9 @@ def train(
         raise ValueError("progress must be callable(done_steps, total_steps, info) or None")
     hooks = hooks or Hooks()
     hparams = cfg.algo_hparams()
+    start, resume = load_learner(cfg) if cfg.resume is not None else (0, None)
     with torch_threads(cfg.threads):
-        torch.manual_seed(cfg.seed)
+        torch.manual_seed(cfg.seed + start)
         started = time.perf_counter()
         env = HookedEnv(
             make_env(cfg.env, hparams.n_envs, **cfg.env_kwargs),
@@ -91,9 +98,11 @@ def train(
             progress,
             checkpoint=checkpoint,
             checkpoint_every=cfg.checkpoint_every,
+            start_steps=start,
+            stop_steps=cfg.stop_at,
         )
         meta = policy_meta(cfg.algo, env, hparams.hidden, cfg.env, cfg.env_kwargs)
-        policy = ALGORITHMS[cfg.algo].learner(meta, hparams, env)
+        policy, learner = ALGORITHMS[cfg.algo].learner(meta, hparams, env, resume)
         env.finish()
         train_s = time.perf_counter() - started
         policy.eval()
@@ -108,8 +117,10 @@ def train(
         curves=env.log.curves,
         reflection_stats=env.log.reflection_stats(),
         policy=policy,
-        steps=env.done_steps,
+        learner=learner,
+        start_steps=start,
+        steps=env.done_steps - start,
         wall_s=time.perf_counter() - started,
         train_s=train_s,
-        steps_per_s=env.done_steps / max(train_s, 1e-9),
+        steps_per_s=(env.done_steps - start) / max(train_s, 1e-9),
     )

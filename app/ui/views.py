@@ -88,7 +88,7 @@ def run_view(run: RunFiles) -> dict[str, Any]:
         "run_id": run.run_id, "summary": summary, "spec": run.spec, "state": run.state,
         "status": summary["status"], "best": best,
         "candidates": [{"id": c.candidate_id, "generation": c.generation, "status": c.status,
-                        "fitness": c.fitness} for c in run.candidates],
+                        "fitness": c.fitness, "stopped_at": c.stopped_at} for c in run.candidates],
         "pending": pending_question(run),
         "has_report": run.rundir.is_file(REPORT_MD),
         "plots": [name for name in run.rundir.plot_names() if PLOT_NAME.match(name)],

@@ -83,11 +83,11 @@ def approve_spec(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any
     spec = runtime.context.spec
     if "spec" not in spec.approvals:
         return {}
-    train_jobs = (spec.generations * spec.population + 1) * spec.seeds  # + 1: the baseline
+    train_jobs, env_steps = spec.budget()
     payload = {
         "kind": "spec", "run_id": spec.run_id, "spec": state["spec"],
         "env_description": runtime.context.task.env_description,
-        "budget": {"train_jobs": train_jobs, "env_steps": train_jobs * spec.steps,
+        "budget": {"train_jobs": train_jobs, "env_steps": env_steps,
                    "max_llm_requests": spec.max_llm_requests, "wall_clock_s": spec.wall_clock_s},
         "question": "Start this experiment?", "answers": ["approve", "reject"],
     }

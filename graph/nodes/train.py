@@ -1,10 +1,12 @@
-"""Training fan-out (one `Send` per candidate and seed, plus the baseline) and selection.
+"""Training fan-out (one `Send` per candidate and seed, plus the baseline), the rungs of
+successive halving (`promote`) and selection.
 
 Each `train` branch runs one sandboxed train+evaluate job. Branches of a generation run
 in parallel (at most `max_parallel` jobs at once: the sandbox's semaphore); a finished
 branch's result is saved as a pending write, so a crash mid-generation re-runs only the
 unfinished branches, and the sandbox's result cache answers any that finished in the
-sandbox but not in the graph.
+sandbox but not in the graph. Under `--schedule halving` a generation trains in rungs
+(`graph.schedule`): after each rung, `promote` sends the best half on to the next one.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from lero.graph.context import RunContext
 from lero.graph.nodes.candidates import at_stage, replace
 from lero.graph.reflection import candidate_feedback
 from lero.graph.rundir import BASELINE_ID
+from lero.graph.schedule import last_rung, latest_by_seed, promoted, rung_end, rung_stop
 from lero.graph.state import Candidate, RunState, TrainTask
 from lero.training.envs.task import TaskSpec
 
@@ -31,11 +34,57 @@ def training_sends(state: RunState) -> list[Send]:
     jobs: list[tuple[str, str | None]] = [(c["candidate_id"], c["code"]) for c in at_stage(state["candidates"], "approved")]
     if not any(r["candidate_id"] == BASELINE_ID for r in state.get("evaluated", [])):
         jobs.insert(0, (BASELINE_ID, None))
+    last = last_rung(state["spec"].get("schedule", "full"))  # a spec saved before schedules: full
     return [
-        Send("train", TrainTask(candidate_id=cid, generation=generation, code=code, seed=seed, spec=state["spec"]))
+        Send("train", TrainTask(candidate_id=cid, generation=generation, code=code, seed=seed, spec=state["spec"],
+                                rung=last if cid == BASELINE_ID else 0, resume_dir=None))
         for cid, code in jobs
         for seed in range(seeds)
-    ]
+    ]  # fmt: skip
+
+
+def _rung_results(state: RunState) -> tuple[int, dict[str, list[dict[str, Any]]]]:
+    """This generation's latest rung and its candidates' seed results (baseline apart)."""
+    generation = state["generation"]
+    latest = latest_by_seed(r for r in state.get("results", [])
+                            if r["generation"] == generation and r["candidate_id"] != BASELINE_ID)  # fmt: skip
+    rung = max((r.get("rung", 0) for r in latest.values()), default=0)
+    at_rung: dict[str, list[dict[str, Any]]] = {}
+    for result in latest.values():
+        if result.get("rung", 0) == rung:
+            at_rung.setdefault(result["candidate_id"], []).append(result)
+    return rung, at_rung
+
+
+def rung_sends(state: RunState) -> list[Send]:
+    """The next rung's branches: the best half of the latest rung, each seed continuing its
+    own learner state; none once the latest rung trained the full budget."""
+    spec = state["spec"]
+    rung, at_rung = _rung_results(state)
+    if rung >= last_rung(spec.get("schedule", "full")):
+        return []
+    codes = {c["candidate_id"]: c["code"] for c in state["candidates"]}
+    return [
+        Send("train", TrainTask(candidate_id=cid, generation=state["generation"], code=codes[cid],
+                                seed=result["seed"], spec=spec, rung=rung + 1, resume_dir=result["policy_dir"]))
+        for cid in promoted(at_rung, spec["seeds"])
+        for result in sorted(at_rung[cid], key=lambda r: r["seed"])
+    ]  # fmt: skip
+
+
+def route_rungs(state: RunState) -> list[Send] | str:
+    """After a rung: its promoted candidates train on, or the generation is selected."""
+    return rung_sends(state) or "select"
+
+
+def promote(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Where a rung ends (every branch of it joined): say who goes on (`route_rungs` sends them)."""
+    if state["spec"].get("schedule", "full") != "full":
+        rung, at_rung = _rung_results(state)
+        going_on = sorted({send.arg["candidate_id"] for send in rung_sends(state)})
+        runtime.context.emit("rung_finished", generation=state["generation"], rung=rung,
+                             trained=sorted(at_rung), promoted=going_on)  # fmt: skip
+    return {}
 
 
 def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -46,9 +95,11 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """
     res = runtime.context
     spec = res.spec
-    ids = {"candidate_id": task["candidate_id"], "generation": task["generation"], "seed": task["seed"]}
+    rung, resume_dir = task.get("rung", 0), task.get("resume_dir")
+    ids = {"candidate_id": task["candidate_id"], "generation": task["generation"], "seed": task["seed"], "rung": rung}
     saved = res.rundir.read_seed_result(task["candidate_id"], task["seed"])
-    if saved is not None and saved.get("generation") == task["generation"] and saved.get("status") == "ok":
+    if (saved is not None and saved.get("generation") == task["generation"] and saved.get("status") == "ok"
+            and saved.get("rung", 0) == rung):  # fmt: skip
         res.emit("train_finished", kind="train", status="ok", cached=True, fitness=saved.get("fitness"),
                  elapsed_s=saved.get("elapsed_s"), **ids)
         return {"results": [saved]}
@@ -56,14 +107,28 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
     result = res.sandbox.train_and_evaluate(
         task["code"], res.job_env, spec.algo, spec.steps, task["seed"],
         candidate_id=task["candidate_id"], eval_episodes=spec.eval_episodes, hparams=spec.hparams,
-        limits=res.job_limits,
-    )
-    record = {**ids, **result.to_dict()}
+        limits=res.job_limits, stop_at=rung_stop(spec.steps, spec.schedule, rung), resume_dir=resume_dir,
+    )  # fmt: skip
+    resumed = saved if resume_dir is not None and saved is not None else None  # the previous rung
+    start = _trained(resumed) if resumed is not None else 0
+    end = max(_trained(result.to_dict()), start) or rung_end(spec.steps, spec.schedule, rung)
+    record = {**ids, **result.to_dict(), "env_steps": end - start, "trained_steps": end,
+              "full_budget": rung == last_rung(spec.schedule)}  # fmt: skip
+    if resumed is not None:  # one curve over the rungs
+        record["curves"] = {k: [*resumed.get("curves", {}).get(k, []), *v] for k, v in result.curves.items()}
     res.rundir.write_seed_result(task["candidate_id"], task["seed"], record)
     res.hooks.job_result(res.rundir, task["candidate_id"], task["seed"], result)
     res.emit("train_finished", kind="train", status=result.status, cached=result.cached,
              fitness=result.fitness, elapsed_s=result.elapsed_s, **ids)
     return {"results": [record]}
+
+
+def _trained(record: dict[str, Any]) -> int:
+    """The env steps of the plan a job's policy has trained: its curve's last point (whole
+    iterations, so a rung may end past its share; 0 when the job left no curve, as a
+    continuation that was already past its rung's end)."""
+    steps = (record.get("curves") or {}).get("steps") or [0]
+    return int(steps[-1])
 
 
 def aggregate(candidate_id: str, generation: int, code: str | None, per_seed: list[dict[str, Any]]) -> dict[str, Any]:
@@ -82,6 +147,9 @@ def aggregate(candidate_id: str, generation: int, code: str | None, per_seed: li
         "fitness_std": statistics.pstdev(fitnesses) if complete else None,
         "eval": evaluation, "per_seed": per_seed,
         "curves": first.get("curves", {}), "reflection_stats": first.get("reflection_stats", {}),
+        "rung": first.get("rung", 0), "trained_steps": first.get("trained_steps"),
+        # successive halving stopped it after this many env steps: not comparable, never an elite
+        "stopped_at": None if first.get("full_budget", True) else first.get("trained_steps"),
     }
 
 
@@ -107,9 +175,9 @@ def select(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     res = runtime.context
     generation = state["generation"]
     by_id: dict[str, dict[int, dict[str, Any]]] = {}
-    for result in state.get("results", []):
-        if result["generation"] == generation:  # a re-run branch overwrites its earlier result
-            by_id.setdefault(result["candidate_id"], {})[result["seed"]] = result
+    latest = latest_by_seed(r for r in state.get("results", []) if r["generation"] == generation)
+    for (cid, seed), result in latest.items():  # a later rung or a re-run branch replaced the earlier result
+        by_id.setdefault(cid, {})[seed] = result
     codes = {c["candidate_id"]: c["code"] for c in state["candidates"]}
     records = [aggregate(cid, generation, codes.get(cid), list(seeds.values())) for cid, seeds in by_id.items()]
     for record in records:
@@ -119,15 +187,17 @@ def select(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         res.rundir.write_result(candidate["candidate_id"], dropped_record(candidate))
 
     evaluated = [*state.get("evaluated", []), *records]
-    scored = [r for r in evaluated if r["candidate_id"] != BASELINE_ID and r["fitness"] is not None]
+    scored = [r for r in evaluated if r["candidate_id"] != BASELINE_ID and r["fitness"] is not None
+              and r.get("stopped_at") is None]  # elites only from candidates that trained the whole budget
     best = sorted(scored, key=rank_key(res.task.task_spec), reverse=True)[: res.spec.n_elites]
     elites = [{**r, "reflection": candidate_feedback(r, res.task.task_spec)} for r in best]
     trained = [{**c, "stage": "trained"} for c in at_stage(state["candidates"], "approved")]
-    env_steps = res.spec.steps * sum(1 for r in evaluated for s in r["per_seed"] if s["status"] == "ok")
+    jobs = {(r["generation"], r["candidate_id"], r["seed"], r.get("rung", 0)): r for r in state.get("results", [])}
+    env_steps = sum(r.get("env_steps", res.spec.steps) for r in jobs.values() if r["status"] == "ok")
     res.rundir.update_state(generation=generation, env_steps=env_steps, llm=res.llm_usage())
     res.emit("generation_finished", generation=generation,
              best_fitness=max((r["fitness"] for r in records if r["fitness"] is not None
-                               and r["candidate_id"] != BASELINE_ID), default=None),
+                               and r["candidate_id"] != BASELINE_ID and r["stopped_at"] is None), default=None),
              valid=sum(1 for r in records if r["candidate_id"] != BASELINE_ID and r["status"] == "ok"))
     return {"evaluated": evaluated, "elites": elites,
             "candidates": replace(state["candidates"], trained)}

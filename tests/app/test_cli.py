@@ -87,6 +87,14 @@ def test_llm_timeout_and_context_tokens_reach_the_spec_and_the_resume_overrides(
         assert (args.llm_timeout_s, args.context_tokens) == (60.0, 256)
 
 
+def test_schedule_reaches_the_spec_and_a_config_file_may_set_it(tmp_path: Path) -> None:
+    assert RunSpec.parse(spec_fields(build_parser().parse_args(["run"]))).schedule == "full"
+    assert RunSpec.parse(spec_fields(build_parser().parse_args(["run", "--schedule", "halving"]))).schedule == "halving"
+    config = tmp_path / "exp.toml"
+    config.write_text('schedule = "halving"\n')
+    assert spec_fields(build_parser().parse_args(["run", "--config", str(config)]))["schedule"] == "halving"
+
+
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
@@ -101,6 +109,7 @@ def test_llm_timeout_and_context_tokens_reach_the_spec_and_the_resume_overrides(
         (["run", "--generations", "0"], "--generations"),
         (["run", "--steps", "lots"], "positive integer"),
         (["run", "--approve", "maybe"], "--approve"),
+        (["run", "--schedule", "thirds"], "--schedule: invalid choice"),
         (["run", "--env-arg", "N5"], "KEY=VALUE"),
         (["run", "--config", "/nonexistent/exp.toml"], "config file not found"),
         (["train", "--env", "simple_spread", "--algo", "mappo", "--steps", "0", "--seed", "0",

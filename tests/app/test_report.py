@@ -15,7 +15,7 @@ from lero.graph.summary import load_run
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 REPORT_KEYS = {
     "run_id", "status", "stop_reason", "baseline", "best", "generations", "lineage", "llm", "env_steps", "wall_s",
-    "time",
+    "time", "schedule",
 }  # fmt: skip
 
 CANDIDATE_CODE = """import torch
@@ -167,6 +167,7 @@ def test_report_json_keys_and_values(tmp_path: Path) -> None:
             "generation": 0,
             "candidates": 2,
             "valid": 1,
+            "stopped_early": 0,
             "best_fitness": -28.5,
             "mean_fitness": -28.5,
         },
@@ -174,6 +175,7 @@ def test_report_json_keys_and_values(tmp_path: Path) -> None:
             "generation": 1,
             "candidates": 2,
             "valid": 1,
+            "stopped_early": 0,
             "best_fitness": -24.0,
             "mean_fitness": -24.0,
         },

@@ -197,3 +197,21 @@ def test_runs_from_the_chat_page_keep_the_llm_settings_lero_ui_was_given(tmp_pat
     app.state.chat.close()
     app.state.workers.close()
     assert (spec.llm_timeout_s, spec.context_tokens, spec.runs_dir) == (30.0, 2048, str(tmp_path / "runs"))
+
+
+def test_the_run_page_shows_halvings_rungs_and_who_it_stopped(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rundir = RunDir.create(RunSpec(run_id="h", runs_dir="runs", sandbox="process", schedule="halving", steps=4000, seeds=1))
+    seed = {"seed": 0, "status": "ok", "fitness": -20.0}
+    for cid, reached, stopped in (("0-0", 0, 1000), ("0-1", 2, None)):
+        rundir.write_candidate(cid, CODE, "# Reviews\n")
+        rundir.write_result(cid, {"candidate_id": cid, "generation": 0, "status": "ok", "fitness": -20.0,
+                                  "per_seed": [seed], "rung": reached, "stopped_at": stopped})  # fmt: skip
+    rundir.update_state(status="completed", env_steps=7000)
+    app = create_app("runs", TOKEN, 8765, LLMConfig.from_spec("offline"), cwd=tmp_path)
+    with TestClient(app, base_url="http://127.0.0.1:8765") as browser:
+        page = browser.get(f"/runs/h?token={TOKEN}").text
+    app.state.workers.close()
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+    assert "successive halving: rungs to 1000 / 2000 / 4000 steps, reached by 2 / 1 / 1 candidates" in text
+    assert "(halving stopped it at 1000 steps)" in text and text.count("halving stopped it") == 1

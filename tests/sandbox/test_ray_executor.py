@@ -299,3 +299,23 @@ def test_interval_checkpoints_travel_back_from_the_node(tmp_path, monkeypatch, c
     assert cell["absolute"]["best_steps"][0] in (200, 400) and cell["absolute"]["episodes"] == 80
     record = json.loads(Path("runs/studies/ck/cells/mappo/native/seed-1000.json").read_text())
     assert set(record["checkpoints"]["validation"]) == {"200", "400"}  # a checkpoint and the final policy
+
+
+def test_a_rungs_learner_state_travels_to_and_from_the_node(tmp_path) -> None:
+    """Successive halving on Ray: the first rung's learner.pt comes back from the node with
+    its weights, the next rung ships it out again and continues it there."""
+    from lero.training.resume import LEARNER_FILE
+
+    fields = {"code": None, "steps": 1600, "eval_episodes": 8, "hparams": {"n_envs": 8, "rollout_len": 25}}
+    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    try:
+        sandbox = get_sandbox("process", work_dir=tmp_path, executor="ray", ray_address=cluster.address)
+        first = sandbox.run_job(Job(kind="train", stop_at=800, **fields))
+        rest = sandbox.run_job(Job(kind="train", resume_dir=first.policy_dir, **fields))
+        sandbox.close()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert first.status == rest.status == "ok", (first.error, rest.error)
+    assert (Path(first.policy_dir) / LEARNER_FILE).is_file()
+    assert first.curves["steps"][-1] == 800 and rest.curves["steps"][0] > 800 and rest.curves["steps"][-1] == 1600

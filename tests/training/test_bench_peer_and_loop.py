@@ -82,3 +82,26 @@ def test_side_by_side_runs_one_process_per_job() -> None:
     together = loop_compute.side_by_side(spec, threads=1, jobs=2)
     assert len(together["per_job"]) == 2 and all(rate > 0 for rate in together["per_job"])
     assert together["steps_per_s"] == pytest.approx(sum(together["per_job"]))
+
+
+@pytest.mark.slow  # four tiny offline runs in the process sandbox
+def test_compare_schedules_pairs_full_and_halving_runs_by_designer_seed(tmp_path: Path) -> None:
+    args = loop_compute.parse_args(["--steps", "3200", "--generations", "1", "--population", "4", "--seeds", "1",
+                                    "--sandbox", "process", "--runs-dir", str(tmp_path), "--compare-schedules", "2"])  # fmt: skip
+    spec = args.spec.model_copy(update={"hparams": {"n_envs": 32, "rollout_len": 25, "epochs": 1}})  # 800-step iterations
+    result = loop_compute.compare_schedules(spec, 2)
+    runs = result["runs"]
+    assert [(r["schedule"], r["designer_seed"]) for r in runs] == [
+        ("full", 0), ("halving", 0), ("halving", 1), ("full", 1)]  # alternating who goes first
+    assert all(r["status"] == "completed" and r["best_fitness"] is not None for r in runs)
+    designs = {r["designer_seed"]: (tmp_path / Path(r["run_dir"]).name / "candidates").iterdir() for r in runs}
+    first = {seed: sorted(p.name for p in paths) for seed, paths in designs.items()}
+    assert first[0] == first[1]  # the same candidate ids, with other code:
+    code = {seed: (tmp_path / f"{spec.run_id}-full-{seed}" / "candidates" / "0-1" / "candidate.py").read_text()
+            for seed in (0, 1)}  # fmt: skip
+    assert code[0] != code[1]
+    # halving: per seed 4 x 800 + 2 x 800 + 1 x 1600 (its rungs) + 3200 (the baseline); full: 5 x 3200
+    assert result["summary"]["halving"]["env_steps"] == 4 * 800 + 2 * 800 + 1600 + 3200
+    assert result["summary"]["full"]["env_steps"] == 5 * 3200
+    assert result["steps_share"] == pytest.approx(9600 / 16000)
+    assert result["summary"]["full"]["best_fitness"] == [r["best_fitness"] for r in runs if r["schedule"] == "full"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from lero.training.algos.hooked_env import HookedEnv
 from lero.training.algos.ppo import PPOHparams, train_ppo
@@ -26,7 +27,8 @@ Hparams = PPOHparams | ValueDecompositionHparams
 class Algorithm:
     """One row of the table."""
 
-    learner: Callable[[PolicyMeta, Hparams, HookedEnv], Policy]
+    # (meta, hparams, env, learner state to resume or None) -> (policy, learner state)
+    learner: Callable[[PolicyMeta, Hparams, HookedEnv, dict[str, Any] | None], tuple[Policy, dict[str, Any]]]
     hparams: type[Hparams]
 
 

@@ -31,15 +31,20 @@ class HookedEnv:
         progress_interval_s: float = 0.5,
         checkpoint: Callable[[int, Policy], None] | None = None,
         checkpoint_every: int | None = None,
+        start_steps: int = 0,
+        stop_steps: int | None = None,
     ) -> None:
+        """`total_steps` is the plan the schedules follow; this piece of it trains from
+        `start_steps` (a continuation) until `stop_steps` (None: the whole plan)."""
         self.env = env
         self.checkpoint = checkpoint
         self.checkpoint_every = checkpoint_every
-        self.next_checkpoint = checkpoint_every
+        self.next_checkpoint = checkpoint_every and (start_steps // checkpoint_every + 1) * checkpoint_every
         self.report_progress = progress
         self.progress_interval_s = progress_interval_s
         self.last_report = -math.inf  # the first iteration always reports: a UI shows the total at once
         self.total_steps = total_steps
+        self.stop_steps = total_steps if stop_steps is None else stop_steps
         self.n_envs, self.n_agents, self.n_actions = env.n_envs, env.n_agents, env.n_actions
         self.state_dim = env.state_dim
         self.roles = env.roles  # per-agent role names (agents that differ)
@@ -50,10 +55,10 @@ class HookedEnv:
             if hooks.hybrid_reward is None
             else RewardShaper(hooks.hybrid_reward, metric_names)
         )
-        self.raw_obs = env.reset(seed=seed)  # [B, N, D]
+        self.raw_obs = env.reset(seed=seed + start_steps)  # [B, N, D] a continuation's fresh episodes
         self.obs_dim = self.enhance.probe(self.raw_obs)
         self.log = TrainingLog(self.n_envs, metric_names, total_steps)
-        self.done_steps = 0
+        self.done_steps = start_steps
         self.max_steps = env.max_steps
         self.episode_step = torch.zeros(self.n_envs)  # [B] steps taken in the current episode
 
@@ -100,6 +105,11 @@ class HookedEnv:
         return self.enhance(next_obs), reward, done
 
     @property
+    def finished(self) -> bool:
+        """Whether this piece of the plan is trained: learners loop until it is."""
+        return self.done_steps >= self.stop_steps
+
+    @property
     def progress(self) -> float:
         return min(1.0, self.done_steps / self.total_steps)
 
@@ -124,5 +134,5 @@ class HookedEnv:
 
     def _report(self) -> None:
         self.report_progress(
-            self.done_steps, self.total_steps, {"return": self.log.latest("return")}
+            self.done_steps, self.stop_steps, {"return": self.log.latest("return")}
         )

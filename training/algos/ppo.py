@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -59,8 +60,11 @@ class PPOHparams:
         )
 
 
-def train_ppo(meta: PolicyMeta, hp: PPOHparams, env: HookedEnv) -> Policy:
-    """Train MAPPO (`meta.algo == "mappo"`) or IPPO on `env` for `env.total_steps`; returns the actor."""
+def train_ppo(
+    meta: PolicyMeta, hp: PPOHparams, env: HookedEnv, resume: dict[str, Any] | None = None
+) -> tuple[Policy, dict[str, Any]]:
+    """Train MAPPO (`meta.algo == "mappo"`) or IPPO on `env` until `env.finished`, from the
+    learner state RESUME when given; returns the actor and the learner state to continue from."""
     n_envs, n_agents, n_actions, obs_dim = env.n_envs, env.n_agents, env.n_actions, env.obs_dim
     centralised = meta.algo == "mappo"
 
@@ -80,9 +84,14 @@ def train_ppo(meta: PolicyMeta, hp: PPOHparams, env: HookedEnv) -> Policy:
     params = [*policy.parameters(), *critic_net.parameters()]
     optimizer = torch.optim.Adam([flatten_parameters(params)], lr=hp.lr, eps=1e-5, foreach=True)
     value_norm = RunningMeanStd()
+    if resume is not None:
+        policy.load_state_dict(resume["policy"])
+        critic_net.load_state_dict(resume["critic"])
+        optimizer.load_state_dict(resume["optimizer"])
+        value_norm.load_state_dict(resume["value_norm"])
 
     horizon = hp.rollout_len  # T
-    n_iterations = math.ceil(env.total_steps / (n_envs * horizon))
+    n_iterations = math.ceil(env.total_steps / (n_envs * horizon))  # of the whole plan
     obs_buf = torch.zeros(horizon + 1, n_envs, n_agents, obs_dim)  # [T+1, B, N, D']
     state_buf = torch.zeros(horizon + 1, n_envs, env.state_dim)  # [T+1, B, S] (MAPPO only)
     tau_buf = torch.zeros(horizon + 1, n_envs)  # [T+1, B] elapsed episode fraction
@@ -92,7 +101,8 @@ def train_ppo(meta: PolicyMeta, hp: PPOHparams, env: HookedEnv) -> Policy:
     done_buf = torch.zeros(horizon, n_envs)  # [T, B]
 
     obs = env.observe()  # [B, N, D']
-    for iteration in range(n_iterations):
+    while not env.finished:
+        iteration = env.done_steps // (n_envs * horizon)  # a continuation starts mid-plan
         if hp.anneal_lr:
             for group in optimizer.param_groups:
                 group["lr"] = hp.lr * (1.0 - iteration / n_iterations)
@@ -173,4 +183,6 @@ def train_ppo(meta: PolicyMeta, hp: PPOHparams, env: HookedEnv) -> Policy:
                 nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
                 optimizer.step()
         env.end_iteration(policy)
-    return policy
+    learner = {"policy": policy.state_dict(), "critic": critic_net.state_dict(),
+               "optimizer": optimizer.state_dict(), "value_norm": value_norm.state_dict()}  # fmt: skip
+    return policy, learner

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -123,10 +124,11 @@ def lambda_returns(
 
 
 def train_value_decomposition(
-    meta: PolicyMeta, hp: ValueDecompositionHparams, env: HookedEnv
-) -> Policy:
-    """Train VDN (`meta.algo == "vdn"`) or QMIX on `env` for `env.total_steps`; returns the
-    shared Q-network as the policy."""
+    meta: PolicyMeta, hp: ValueDecompositionHparams, env: HookedEnv, resume: dict[str, Any] | None = None
+) -> tuple[Policy, dict[str, Any]]:
+    """Train VDN (`meta.algo == "vdn"`) or QMIX on `env` until `env.finished`, from the
+    learner state RESUME when given; returns the shared Q-network as the policy and the
+    learner state to continue from."""
     n_envs, n_agents = env.n_envs, env.n_agents
     obs_dim, state_dim, horizon = env.obs_dim, env.state_dim, hp.rollout_len
 
@@ -138,6 +140,10 @@ def train_value_decomposition(
     )
     params = [*q_net.parameters(), *mixer.parameters()]
     optimizer = torch.optim.RAdam([flatten_parameters(params)], lr=hp.lr, foreach=True)
+    if resume is not None:
+        q_net.load_state_dict(resume["q_net"])
+        mixer.load_state_dict(resume["mixer"])
+        optimizer.load_state_dict(resume["optimizer"])
     anneal_steps = hp.eps_anneal_frac * env.total_steps
 
     def epsilon(done_steps: int) -> float:
@@ -161,7 +167,7 @@ def train_value_decomposition(
     minibatch_size = math.ceil(n_samples / hp.minibatches)
 
     obs, state = env.observe(), mixer_state()  # [B, N, D'], [B, S + 1]
-    for _ in range(math.ceil(env.total_steps / n_samples)):
+    while not env.finished:
         with torch.inference_mode():
             eps = epsilon(env.done_steps)
             for t in range(horizon):
@@ -195,4 +201,4 @@ def train_value_decomposition(
                 nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
                 optimizer.step()
         env.end_iteration(q_net)
-    return q_net
+    return q_net, {"q_net": q_net.state_dict(), "mixer": mixer.state_dict(), "optimizer": optimizer.state_dict()}
