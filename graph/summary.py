@@ -279,7 +279,8 @@ def summarize(run: RunFiles) -> dict:
 
 def _schedule(run: RunFiles) -> dict:
     """The run's schedule: per rung, the env steps trained by its end and how many candidates
-    reached it; `full_env_steps`: what the same candidates and baseline cost at `full`."""
+    reached it; `full_env_steps`: what the same candidates and baseline cost at `full` (each
+    job the baseline's trained steps: `steps` rounded up to whole iterations)."""
     name = str(run.spec.get("schedule") or "full")
     steps, seeds = int(run.spec.get("steps") or 0), int(run.spec.get("seeds") or 0)
     trained = [c for c in run.candidates if c.result.get("per_seed")]
@@ -287,7 +288,8 @@ def _schedule(run: RunFiles) -> dict:
               "candidates": sum(1 for c in trained if int(c.result.get("rung") or 0) >= rung)}
              for rung in range(last_rung(name) + 1)]  # fmt: skip
     baseline = 1 if run.baseline is not None else 0
-    return {"name": name, "rungs": rungs, "full_env_steps": (len(trained) + baseline) * steps * seeds}
+    per_job = int((run.baseline or {}).get("trained_steps") or steps)  # whole iterations, as trained
+    return {"name": name, "rungs": rungs, "full_env_steps": (len(trained) + baseline) * per_job * seeds}
 
 
 def _elite_lineage(run: RunFiles) -> list[dict]:
