@@ -117,6 +117,29 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def grid(rows: list[dict[str, Any]], arms: list[str]) -> str:
+    """Markdown, one row per (task, loop algorithm, algorithm), one column per arm:
+    `IQM [95% CI] (P(> native))`, the README's table."""
+    cells: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        cells.setdefault((row["task"], row["loop_algo"], row["algo"]), {})[row["arm"]] = row
+    lines = ["| task | evolved with | algo | " + " | ".join(arms) + " |", "|---|---|---|" + "---|" * len(arms)]
+    for (task, loop_algo, algo), by_arm in cells.items():
+        shown = []
+        for arm in arms:
+            row = by_arm.get(arm)
+            if row is None or row["iqm"] is None:
+                shown.append("-")
+                continue
+            poi = row["poi_vs_native"]
+            seeds = len(row["return"] or [])
+            text = f"{row['iqm']:.2f} [{row['iqm_ci_low']:.2f}, {row['iqm_ci_high']:.2f}]"
+            text += f" ({poi['value']:.2f})" if poi else ""
+            shown.append(text + (f" n={seeds}" if seeds != len(row["seeds"]) else ""))
+        lines.append(f"| {task} | {loop_algo} | {algo} | " + " | ".join(shown) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", default=",".join(ENV_NAMES))
@@ -160,6 +183,8 @@ def main(argv: list[str] | None = None) -> None:
                 args.out.write_text(json.dumps(result, indent=2) + "\n")
     print()
     print(table(rows))
+    print()
+    print(grid(rows, list(arms)))
     for loop_algo, combined in result.get("combined", {}).items():
         print(f"\ncandidates evolved with {loop_algo}, all tasks:\n")
         print(render_combined(combined, []))

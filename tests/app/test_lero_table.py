@@ -28,3 +28,16 @@ def test_a_tasks_runs_share_their_finished_jobs_and_keep_their_own(tmp_path: Pat
 
 def test_step_budgets_per_algorithm() -> None:
     assert budgets("mappo=300000, qmix=1000000") == {"mappo": 300000, "qmix": 1000000}
+
+
+def test_the_grid_has_a_row_per_study_and_a_column_per_arm() -> None:
+    from benchmarks.lero_table import grid
+
+    def row(arm: str, iqm: float | None, poi: float | None) -> dict:
+        return {"task": "t", "loop_algo": "mappo", "algo": "vdn", "arm": arm, "seeds": [1, 2, 3],
+                "return": [iqm] * 3 if iqm is not None else [], "iqm": iqm, "iqm_ci_low": -13.0, "iqm_ci_high": -11.0,
+                "poi_vs_native": {"value": poi, "ci_low": 0.0, "ci_high": 1.0} if poi is not None else None}  # fmt: skip
+
+    text = grid([row("native", -15.0, None), row("hrf+oef", -12.0, 1.0)], ["native", "hrf+oef", "native@10x"])
+    assert text.splitlines()[0] == "| task | evolved with | algo | native | hrf+oef | native@10x |"
+    assert text.splitlines()[2] == "| t | mappo | vdn | -15.00 [-13.00, -11.00] | -12.00 [-13.00, -11.00] (1.00) | - |"
