@@ -34,13 +34,18 @@ def training_sends(state: RunState) -> list[Send]:
     jobs: list[tuple[str, str | None]] = [(c["candidate_id"], c["code"]) for c in at_stage(state["candidates"], "approved")]
     if not any(r["candidate_id"] == BASELINE_ID for r in state.get("evaluated", [])):
         jobs.insert(0, (BASELINE_ID, None))
-    last = last_rung(state["spec"].get("schedule", "full"))  # a spec saved before schedules: full
+    last = last_rung(_schedule(state["spec"]))
     return [
         Send("train", TrainTask(candidate_id=cid, generation=generation, code=code, seed=seed, spec=state["spec"],
                                 rung=last if cid == BASELINE_ID else 0, resume_dir=None))
         for cid, code in jobs
         for seed in range(seeds)
     ]  # fmt: skip
+
+
+def _schedule(spec: dict[str, Any]) -> str:
+    """The state's spec's schedule; a spec saved before schedules existed is `full`."""
+    return spec.get("schedule", "full")
 
 
 def _rung_results(state: RunState) -> tuple[int, dict[str, list[dict[str, Any]]]]:
@@ -61,7 +66,7 @@ def rung_sends(state: RunState) -> list[Send]:
     own learner state; none once the latest rung trained the full budget."""
     spec = state["spec"]
     rung, at_rung = _rung_results(state)
-    if rung >= last_rung(spec.get("schedule", "full")):
+    if rung >= last_rung(_schedule(spec)):
         return []
     codes = {c["candidate_id"]: c["code"] for c in state["candidates"]}
     return [
@@ -79,7 +84,7 @@ def route_rungs(state: RunState) -> list[Send] | str:
 
 def promote(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Where a rung ends (every branch of it joined): say who goes on (`route_rungs` sends them)."""
-    if state["spec"].get("schedule", "full") != "full":
+    if _schedule(state["spec"]) != "full":
         rung, at_rung = _rung_results(state)
         going_on = sorted({send.arg["candidate_id"] for send in rung_sends(state)})
         runtime.context.emit("rung_finished", generation=state["generation"], rung=rung,
@@ -109,11 +114,11 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
         candidate_id=task["candidate_id"], eval_episodes=spec.eval_episodes, hparams=spec.hparams,
         limits=res.job_limits, stop_at=rung_stop(spec.steps, spec.schedule, rung), resume_dir=resume_dir,
     )  # fmt: skip
+    record = {**ids, **result.to_dict()}
     resumed = saved if resume_dir is not None and saved is not None else None  # the previous rung
     start = _trained(resumed) if resumed is not None else 0
-    end = max(_trained(result.to_dict()), start) or rung_end(spec.steps, spec.schedule, rung)
-    record = {**ids, **result.to_dict(), "env_steps": end - start, "trained_steps": end,
-              "full_budget": rung == last_rung(spec.schedule)}  # fmt: skip
+    end = max(_trained(record), start) or rung_end(spec.steps, spec.schedule, rung)
+    record |= {"env_steps": end - start, "trained_steps": end, "full_budget": rung == last_rung(spec.schedule)}
     if resumed is not None:  # one curve over the rungs
         record["curves"] = {k: [*resumed.get("curves", {}).get(k, []), *v] for k, v in result.curves.items()}
     res.rundir.write_seed_result(task["candidate_id"], task["seed"], record)
