@@ -386,12 +386,20 @@ class Sandbox(ABC):
         if job.kind == "evaluate":
             payload = _read_policy(Path(job.policy_dir))
         elif job.resume_dir is not None:
-            payload = _read_policy(Path(job.resume_dir), LEARNER_FILE)
+            payload = self._read_own_learner(Path(job.resume_dir))
         if isinstance(payload, JobResult):
             return payload
         result = self._execute(job, payload)
         result.elapsed_s = time.perf_counter() - started
         return result
+
+    def _read_own_learner(self, resume_dir: Path) -> bytes | JobResult:
+        """The learner state an earlier train job of this sandbox left. `resume_dir` comes from
+        the run's state (a run directory), so the host reads only inside its own job
+        directories: a path elsewhere, or one that links out of them, is refused."""
+        if not resume_dir.resolve().is_relative_to(self.work_dir):
+            return JobResult.failure("crashed", "NoPolicy", f"{resume_dir} is not a job directory of this sandbox")
+        return _read_policy(resume_dir, LEARNER_FILE)
 
     def _execute(self, job: Job, payload: bytes | None) -> JobResult:
         """Run a checked job on this machine (PAYLOAD: evaluate's weights or a resumed train

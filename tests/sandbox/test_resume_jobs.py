@@ -37,11 +37,29 @@ def test_a_learner_state_of_another_plan_fails_the_job_not_the_host(sandbox) -> 
 
 def test_a_linked_learner_state_is_not_followed(process_sandbox, tmp_path) -> None:
     """The previous job's folder was the candidate's to write: a link there is no state."""
+    folder = process_sandbox.work_dir / "linked-learner"
+    folder.mkdir()
     (tmp_path / "secret").write_text("host file")
-    os.symlink(tmp_path / "secret", tmp_path / LEARNER_FILE)
+    os.symlink(tmp_path / "secret", folder / LEARNER_FILE)
     result = process_sandbox.run_job(Job(kind="train", code=VALID, env=ENV, steps=3200, seed=0,
-                                         resume_dir=str(tmp_path), **FIELDS))  # fmt: skip
+                                         resume_dir=str(folder), **FIELDS))  # fmt: skip
     assert result.status == "crashed" and result.error["type"] == "NoPolicy", result
+    assert "not a regular file" in result.error["message"] or "no learner.pt" in result.error["message"]
+
+
+def test_a_resume_dir_outside_the_sandboxs_job_directories_is_never_read(process_sandbox, tmp_path) -> None:
+    """resume_dir comes from a run's state: a tampered one must not make the host read its files."""
+    first = process_sandbox.run_job(Job(kind="train", code=VALID, env=ENV, steps=3200, seed=0, stop_at=1600, **FIELDS))
+    assert first.status == "ok", first.error
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / LEARNER_FILE).write_bytes((Path(first.policy_dir) / LEARNER_FILE).read_bytes())  # a valid state
+    (process_sandbox.work_dir / "link-out").symlink_to(elsewhere)
+    for resume_dir in (elsewhere, process_sandbox.work_dir / "link-out"):
+        result = process_sandbox.run_job(Job(kind="train", code=VALID, env=ENV, steps=3200, seed=0,
+                                             resume_dir=str(resume_dir), **FIELDS))  # fmt: skip
+        assert result.status == "crashed" and result.error["type"] == "NoPolicy", result
+        assert "is not a job directory of this sandbox" in result.error["message"]
 
 
 @pytest.mark.parametrize(("fields", "needle"), [({"kind": "evaluate", "policy_dir": "x", "resume_dir": "y"}, "only a train"),
