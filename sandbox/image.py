@@ -41,7 +41,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from lero.sandbox.types import SandboxUnavailable
+from lero.sandbox.types import JOB_PROCESS_ENV, SandboxUnavailable
 
 IMAGE_REPO = "lero-sandbox"
 IMAGE_VERSION = "1"
@@ -57,9 +57,7 @@ IMAGE_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONUNBUFFERED": "1",
     "HOME": "/tmp",
-    "OMP_NUM_THREADS": "1",
-    "OMP_WAIT_POLICY": "PASSIVE",
-    "MKL_NUM_THREADS": "1",
+    **JOB_PROCESS_ENV,
 }
 # Modules the runner imports, whose site-packages closure goes into the offline image.
 RUNTIME_MODULES = ("numpy", "torch", "lero.sandbox.runner", "lero.training")

@@ -2,7 +2,7 @@
 
 A child process in its own session with rlimits (`prlimit`: RLIMIT_AS = memory,
 RLIMIT_CPU, RLIMIT_NPROC = pids, RLIMIT_FSIZE = job-dir cap, no core files), an empty
-environment (only TMPDIR and thread settings; `lero.*` imports through the installed package), a
+environment (only TMPDIR and `types.JOB_PROCESS_ENV`; `lero.*` imports through the installed package), a
 temporary working directory whose total size is watched (`DiskWatch`), and a
 wall-clock kill of its whole process group.
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from lero.sandbox.base import SCRIPT_FILE, Sandbox
 from lero.sandbox.diskwatch import DiskWatch, exceeded_note
 from lero.sandbox.output import CappedBuffer, drain_in_thread
-from lero.sandbox.types import Limits, SandboxUnavailable, ScriptResult
+from lero.sandbox.types import JOB_PROCESS_ENV, Limits, SandboxUnavailable, ScriptResult
 
 # Runs inside the new namespaces as their root: make every mount read-only except the
 # job directory ($1; cd again to get onto the rw mount), then drop all capabilities and exec.
@@ -109,9 +109,7 @@ class ProcessSandbox(Sandbox):
             "PYTHONUNBUFFERED": "1",
             "HOME": str(cwd),
             "TMPDIR": str(cwd),
-            "OMP_NUM_THREADS": "1",
-            "OMP_WAIT_POLICY": "PASSIVE",
-            "MKL_NUM_THREADS": "1",
+            **JOB_PROCESS_ENV,
         }
         stdout, stderr = CappedBuffer(limits.output_bytes), CappedBuffer(limits.output_bytes)
         started = time.perf_counter()

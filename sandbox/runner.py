@@ -504,10 +504,8 @@ def wait_for_job(job_dir: Path, idle_s: float) -> dict | None:
 
 def preload() -> None:
     """Import what a job imports once it arrives, while a warm runner waits for it: the
-    engine (`lero.training` itself loads nothing until used) and `torch._dynamo`, which
-    torch.optim imports on a job's first optimizer: about a second of every job's slot."""
-    import torch._dynamo  # noqa: F401
-
+    engine (`lero.training` itself loads nothing until used). Nothing of torch's compiler
+    stack: the learners' optimizer (`training.optim`) needs none of it."""
     import lero.training.candidate
     import lero.training.evaluation
     import lero.training.trainer  # noqa: F401

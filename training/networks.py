@@ -30,8 +30,8 @@ def flatten_parameters(params: list[nn.Parameter]) -> nn.Parameter:
 
     An optimizer given it runs each of its kernels once per step instead of once per
     tensor (RAdam's step 3x faster for QMIX's 20 tensors), with bitwise the same result:
-    Adam and RAdam act element by element. Gradients accumulate into the views, so clear
-    them with ``zero_grad(set_to_none=False)``.
+    Adam and RAdam act element by element (`training.optim.FlatAdam` takes it). Gradients
+    accumulate into the views, so clear them in place (`FlatAdam.zero_grad`).
     """
     flat = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in params]))
     flat.grad = torch.zeros_like(flat)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from lero.sandbox import get_sandbox
-from lero.sandbox.types import Job, Limits
+from lero.sandbox.types import JOB_PROCESS_ENV, Job, Limits
 from lero.training import Policy, PolicyMeta, make_env, save_policy
 from tests.sandbox.test_contract import VALID
 
@@ -149,6 +149,7 @@ def test_host_secret_absent_from_job_results(sandbox, monkeypatch) -> None:
     result = sandbox.run_job(job("validate", leak, static_check=False))
     assert result.status == "code_error"
     assert "OMP_NUM_THREADS" in result.error["message"]  # the environment was printed ...
+    assert all(f"'{key}': '{value}'" in result.error["message"] for key, value in JOB_PROCESS_ENV.items())
     assert secret not in str(result.to_dict())  # ... and the host's key is not in it
 
 

@@ -26,6 +26,7 @@ from torch import nn
 
 from lero.training.algos.hooked_env import HookedEnv
 from lero.training.networks import RunningMeanStd, flatten_parameters, mlp, with_agent_id
+from lero.training.optim import FlatAdam
 from lero.training.policy import Policy, PolicyMeta
 from lero.training.validation import check_hparam_fields, require
 
@@ -60,6 +61,12 @@ class PPOHparams:
         )
 
 
+def log_softmax(scores: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities over the last dim (the actions): `x - logsumexp(x)`, torch.log_softmax's
+    maths, 2-3x faster with its backward on a last dim of a few actions (torch 2.13, CPU)."""
+    return scores - scores.logsumexp(dim=-1, keepdim=True)
+
+
 def train_ppo(
     meta: PolicyMeta, hp: PPOHparams, env: HookedEnv, resume: dict[str, Any] | None = None
 ) -> tuple[Policy, dict[str, Any]]:
@@ -82,7 +89,7 @@ def train_ppo(
         return critic_net(with_agent_id(torch.cat([obs, tau_per_agent], dim=-1))).squeeze(-1)
 
     params = [*policy.parameters(), *critic_net.parameters()]
-    optimizer = torch.optim.Adam([flatten_parameters(params)], lr=hp.lr, eps=1e-5, foreach=True)
+    optimizer = FlatAdam(flatten_parameters(params), lr=hp.lr, eps=1e-5)
     value_norm = RunningMeanStd()
     if resume is not None:
         policy.load_state_dict(resume["policy"])
@@ -104,8 +111,7 @@ def train_ppo(
     while not env.finished:
         iteration = env.done_steps // (n_envs * horizon)  # a continuation starts mid-plan
         if hp.anneal_lr:
-            for group in optimizer.param_groups:
-                group["lr"] = hp.lr * (1.0 - iteration / n_iterations)
+            optimizer.lr = hp.lr * (1.0 - iteration / n_iterations)
 
         # ---- rollout: one policy call and one env step per timestep ----
         with torch.inference_mode():
@@ -114,7 +120,7 @@ def train_ppo(
                 tau_buf[t] = env.elapsed()
                 if centralised:
                     state_buf[t] = env.global_state()
-                log_probs = torch.log_softmax(policy(obs), dim=-1)  # [B, N, A]
+                log_probs = log_softmax(policy(obs))  # [B, N, A]
                 probs = log_probs.exp().reshape(n_envs * n_agents, n_actions)
                 action = torch.multinomial(probs, 1).reshape(n_envs, n_agents)  # [B, N]
                 logp_buf[t] = log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)
@@ -162,7 +168,7 @@ def train_ppo(
             for obs_m, state_m, tau_m, actions_m, logp_m, adv, old_values, target in zip(
                 *shuffled, strict=True
             ):
-                log_probs = torch.log_softmax(policy(obs_m), dim=-1)  # [M, N, A]
+                log_probs = log_softmax(policy(obs_m))  # [M, N, A]
                 new_logp = log_probs.gather(-1, actions_m.unsqueeze(-1)).squeeze(-1)  # [M, N]
                 entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
                 ratio = torch.exp(new_logp - logp_m)
@@ -178,7 +184,7 @@ def train_ppo(
                 value_loss = 0.5 * value_error.mean()
 
                 loss = policy_loss - hp.ent_coef * entropy + hp.vf_coef * value_loss
-                optimizer.zero_grad(set_to_none=False)
+                optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
                 optimizer.step()

@@ -40,6 +40,7 @@ from torch import nn
 
 from lero.training.algos.hooked_env import HookedEnv
 from lero.training.networks import flatten_parameters
+from lero.training.optim import FlatAdam
 from lero.training.policy import Policy, PolicyMeta
 from lero.training.validation import check_hparam_fields, require
 
@@ -139,7 +140,7 @@ def train_value_decomposition(
         else QMixer(n_agents, state_dim + 1, hp.mixer_embed, hp.hidden)
     )
     params = [*q_net.parameters(), *mixer.parameters()]
-    optimizer = torch.optim.RAdam([flatten_parameters(params)], lr=hp.lr, foreach=True)
+    optimizer = FlatAdam(flatten_parameters(params), lr=hp.lr, rectified=True)  # RAdam
     if resume is not None:
         q_net.load_state_dict(resume["q_net"])
         mixer.load_state_dict(resume["mixer"])
@@ -196,7 +197,7 @@ def train_value_decomposition(
             for obs_m, actions_m, state_m, targets_m in zip(*shuffled, strict=True):
                 chosen_q = q_net(obs_m).gather(-1, actions_m.unsqueeze(-1)).squeeze(-1)  # [M, N]
                 loss = F.mse_loss(mixer(chosen_q, state_m), targets_m)
-                optimizer.zero_grad(set_to_none=False)
+                optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
                 optimizer.step()
