@@ -68,15 +68,29 @@ def greedy_assignment(dist):
 '''
 
 OPTIMAL_HELPER = '''
-def optimal_assignment(dist):
-    """Landmark index per agent [B, N] with the least summed distance (Hungarian method).
+def enumerated_assignment(dist):
+    """The least-cost one-to-one assignment [B, N] (N <= L), every one of them scored at once."""
+    B, N, L = dist.shape
+    tuples = torch.cartesian_prod(*[torch.arange(L)] * N).reshape(-1, N)  # [L^N, N]
+    ordered = tuples.sort(dim=1).values
+    one_to_one = tuples[(ordered[:, 1:] != ordered[:, :-1]).all(dim=1)]  # [P, N]
+    cost = dist[:, torch.arange(N), one_to_one].sum(dim=-1)  # [B, P]
+    return one_to_one[cost.argmin(dim=1)]
 
-    Shortest augmenting paths with row/column potentials: O(N^2 L) steps, each vectorised
-    over the batch; index 0 of rows and columns is a dummy. Greedy when N > L.
+
+def optimal_assignment(dist):
+    """Landmark index per agent [B, N] with the least summed distance.
+
+    Few agents and landmarks (L^N <= 4096): all assignments scored in a few batched ops.
+    Otherwise the Hungarian method, shortest augmenting paths with row/column potentials:
+    O(N^2 L) steps, each vectorised over the batch; index 0 of rows and columns is a dummy.
+    Greedy when N > L.
     """
     B, N, L = dist.shape
     if N > L:
         return greedy_assignment(dist)
+    if L**N <= 4096:
+        return enumerated_assignment(dist)
     rows = torch.arange(B)
     inf = float("inf")
     cost = torch.zeros(B, N + 1, L + 1, dtype=dist.dtype)  # [B, N + 1, L + 1]
