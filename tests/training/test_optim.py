@@ -1,16 +1,13 @@
-"""The learners' hand-written pieces equal torch's: `training.optim.FlatAdam` is torch's
-foreach Adam / RAdam to the bit, and their saved states load into each other (learner states
-written before the switch still resume); PPO's log-softmax is torch.log_softmax."""
+"""`training.optim.FlatAdam` is torch's foreach Adam / RAdam to the bit, and their saved
+states load into each other (learner states written before the switch still resume)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lero.training.algos.ppo import log_softmax
 from lero.training.networks import flatten_parameters, mlp
 from lero.training.optim import FlatAdam
-from lero.training.policy import MASKED
 
 STEPS = 60  # RAdam leaves its un-rectified phase (rho_t > 5) at step 6
 
@@ -79,16 +76,3 @@ def test_a_parameter_without_a_grad_buffer_is_refused() -> None:
     with pytest.raises(ValueError, match="grad buffer"):
         FlatAdam(torch.nn.Parameter(torch.zeros(3)), lr=1e-3)
 
-
-def test_ppo_log_softmax_is_torchs_with_masked_actions_and_grads() -> None:
-    """PPO's `x - logsumexp(x)` (faster on a few actions) is torch.log_softmax, value and
-    gradient, also where an action is masked (policy.MASKED): no NaN in the entropy."""
-    scores = torch.randn(64, 3, 5, dtype=torch.float64)
-    scores[:, 1, 4] = MASKED
-    mine, theirs = scores.clone().requires_grad_(), scores.clone().requires_grad_()
-    ours, reference = log_softmax(mine), torch.log_softmax(theirs, dim=-1)
-    assert torch.allclose(ours, reference, atol=1e-12)
-    entropy = -(ours.exp() * ours).sum(-1).mean()
-    entropy.backward()
-    (-(reference.exp() * reference).sum(-1).mean()).backward()
-    assert torch.isfinite(entropy) and torch.allclose(mine.grad, theirs.grad, atol=1e-12)
