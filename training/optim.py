@@ -81,4 +81,3 @@ class FlatAdam:
         self.exp_avg.copy_(state["exp_avg"])
         self.exp_avg_sq.copy_(state["exp_avg_sq"])
         self.lr = float(group["lr"])
-

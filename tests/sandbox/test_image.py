@@ -196,3 +196,12 @@ def test_check_says_which_backend_a_run_would_use(sandbox_image, monkeypatch, tm
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
     report = check()
     assert report["daemon"][0] is False and "PROCESS" in report["backend"][1]
+
+
+def test_the_dockerfile_sets_the_offline_images_environment() -> None:
+    """A Dockerfile cannot import `IMAGE_ENV` (nor `types.JOB_PROCESS_ENV` in it), so it
+    restates it: both build modes must give every job the same environment."""
+    text = (image.DOCKERFILE_DIR / "Dockerfile").read_text()
+    block = text[text.index("\nENV ") + len("\nENV "):].split("\n\n")[0]
+    entries = [line.strip().rstrip("\\").strip() for line in block.splitlines()]
+    assert dict(entry.split("=", 1) for entry in entries if entry) == image.IMAGE_ENV

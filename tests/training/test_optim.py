@@ -12,15 +12,20 @@ from lero.training.optim import FlatAdam
 STEPS = 60  # RAdam leaves its un-rectified phase (rho_t > 5) at step 6
 
 
+def optimizer(kind: str, ours: bool, flat: torch.nn.Parameter, lr: float):
+    """Ours or torch's foreach optimizer of KIND, with the eps each learner uses."""
+    eps = 1e-5 if kind == "adam" else 1e-8
+    if ours:
+        return FlatAdam(flat, lr=lr, eps=eps, rectified=kind == "radam")
+    torch_class = torch.optim.Adam if kind == "adam" else torch.optim.RAdam
+    return torch_class([flat], lr=lr, eps=eps, foreach=True)
+
+
 def make(kind: str, ours: bool, lr: float = 3e-3) -> tuple[torch.nn.Module, torch.nn.Parameter, object]:
     torch.manual_seed(0)
     net = mlp(7, 16, 4)
     flat = flatten_parameters(list(net.parameters()))
-    eps = 1e-5 if kind == "adam" else 1e-8
-    if ours:
-        return net, flat, FlatAdam(flat, lr=lr, eps=eps, rectified=kind == "radam")
-    torch_class = torch.optim.Adam if kind == "adam" else torch.optim.RAdam
-    return net, flat, torch_class([flat], lr=lr, eps=eps, foreach=True)
+    return net, flat, optimizer(kind, ours, flat, lr)
 
 
 def train_steps(net: torch.nn.Module, flat: torch.nn.Parameter, optimizer, steps: int, seed: int = 1) -> None:
@@ -60,12 +65,7 @@ def test_saved_states_cross_load_and_continue_to_the_same_bits(kind: str, first_
 
     net, flat, first = make(kind, first_ours, lr=1e-3)
     train_steps(net, flat, first, STEPS // 2)
-    eps = 1e-5 if kind == "adam" else 1e-8
-    if first_ours:
-        torch_class = torch.optim.Adam if kind == "adam" else torch.optim.RAdam
-        second = torch_class([flat], lr=5.0, eps=eps, foreach=True)
-    else:
-        second = FlatAdam(flat, lr=5.0, eps=eps, rectified=kind == "radam")
+    second = optimizer(kind, not first_ours, flat, lr=5.0)
     second.load_state_dict(first.state_dict())
     assert second.state_dict()["param_groups"][0]["lr"] == 1e-3
     train_steps(net, flat, second, STEPS - STEPS // 2, seed=2)
@@ -75,4 +75,3 @@ def test_saved_states_cross_load_and_continue_to_the_same_bits(kind: str, first_
 def test_a_parameter_without_a_grad_buffer_is_refused() -> None:
     with pytest.raises(ValueError, match="grad buffer"):
         FlatAdam(torch.nn.Parameter(torch.zeros(3)), lr=1e-3)
-
