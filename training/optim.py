@@ -1,4 +1,4 @@
-"""Adam and RAdam for one flat parameter (`networks.flatten_parameters`), written out.
+"""Adam and RAdam for one flat parameter (`networks.StackedParameters`), written out.
 
 Why not torch.optim: building its first optimizer imports `torch._dynamo`, about 1.3 s of
 CPU (as much as importing torch), which every sandbox job paid (a warm runner preloaded
@@ -15,6 +15,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from lero.training.networks import StackedParameters
+
 
 class FlatAdam:
     """Adam on one parameter; `rectified=True` is RAdam (Liu et al. 2020: no update scaling
@@ -29,14 +31,14 @@ class FlatAdam:
         rectified: bool = False,
     ) -> None:
         if param.grad is None:
-            raise ValueError("FlatAdam needs a parameter with a grad buffer (flatten_parameters)")
+            raise ValueError("FlatAdam needs a parameter with a grad buffer (networks.StackedParameters)")
         self.param, self.lr, self.betas, self.eps, self.rectified = param, lr, betas, eps, rectified
         self.steps = 0
         self.exp_avg = torch.zeros_like(param)  # first moment, same shape as param
         self.exp_avg_sq = torch.zeros_like(param)  # second moment
 
     def zero_grad(self) -> None:
-        """Clear the grad in place: the views `flatten_parameters` made keep pointing at it."""
+        """Clear the grad in place: the views `StackedParameters` made keep pointing at it."""
         self.param.grad.zero_()
 
     @torch.no_grad()
@@ -81,3 +83,25 @@ class FlatAdam:
         self.exp_avg.copy_(state["exp_avg"])
         self.exp_avg_sq.copy_(state["exp_avg_sq"])
         self.lr = float(group["lr"])
+
+
+def seed_states(saved: dict[str, Any], stack: StackedParameters) -> list[dict[str, Any]]:
+    """The state of a FlatAdam over `stack.flat` -> one state per seed, each laid out as a
+    one-seed optimizer's (what a one-seed job saves and resumes)."""
+    state = saved["state"][0]
+    moments = {key: stack.split(state[key]) for key in ("exp_avg", "exp_avg_sq")}
+    return [
+        {"state": {0: {"step": state["step"].clone(), **{key: parts[seed] for key, parts in moments.items()}}},
+         "param_groups": [dict(saved["param_groups"][0])]}
+        for seed in range(stack.n_seeds)
+    ]  # fmt: skip
+
+
+def joined_state(states: list[dict[str, Any]], stack: StackedParameters) -> dict[str, Any]:
+    """The inverse of `seed_states`; the seeds must be at the same step (one plan, one point of it)."""
+    steps = {float(s["state"][0]["step"]) for s in states}
+    if len(steps) != 1:
+        raise ValueError(f"the seeds' optimizer states are at different steps: {sorted(steps)}")
+    state = {key: stack.join([s["state"][0][key] for s in states]) for key in ("exp_avg", "exp_avg_sq")}
+    return {"state": {0: {"step": states[0]["state"][0]["step"], **state}},
+            "param_groups": states[0]["param_groups"]}  # fmt: skip

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from lero.training.networks import mlp, with_agent_id
+from lero.training.networks import clones, mlp, with_agent_id
 
 POLICY_FILE = "policy.pt"
 MASKED = -1e9  # score of an action the agent may not take (exp() = 0, finite for the losses)
@@ -74,13 +74,18 @@ class Policy(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """obs [..., N, D'] -> scores [..., N, A] (invalid actions: MASKED)."""
+        return self.masked(self.net(self.inputs(obs)))
+
+    def inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """The network's input: obs [..., N, D'] -> [..., N, D' + N (+ R)] with agent (and role) ids."""
         x = with_agent_id(obs)  # [..., N, D' + N]
         if self.role_onehot.numel():
             x = torch.cat([x, self.role_onehot.expand(*obs.shape[:-1], -1)], dim=-1)
-        scores = self.net(x)
-        if self.invalid.numel():
-            scores = scores.masked_fill(self.invalid, MASKED)
-        return scores
+        return x
+
+    def masked(self, scores: torch.Tensor) -> torch.Tensor:
+        """scores [..., N, A] with the actions an agent may not take set to MASKED."""
+        return scores.masked_fill(self.invalid, MASKED) if self.invalid.numel() else scores
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, greedy: bool = True) -> torch.Tensor:
@@ -102,10 +107,7 @@ def save_policy(policy: Policy, path: str | Path) -> Path:
     if path.is_dir():
         path = path / POLICY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    # clones: a learner's parameters may be views of one buffer (networks.flatten_parameters),
-    # and saving a view writes its whole storage
-    weights = {name: tensor.clone() for name, tensor in policy.state_dict().items()}
-    torch.save({"meta": asdict(policy.meta), "state_dict": weights}, path)
+    torch.save({"meta": asdict(policy.meta), "state_dict": clones(policy.state_dict())}, path)
     return path
 
 

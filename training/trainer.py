@@ -1,4 +1,5 @@
-"""`train(cfg, hooks, progress)`: one seeded run of one learner, then trusted evaluation."""
+"""`train(cfg, hooks, progress)`: one seeded run of one learner, then trusted evaluation;
+`train_seeds`: several seeds of one plan in one process."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from lero.training.evaluation import evaluate
 from lero.training.hooks import Hooks
 from lero.training.policy import Policy, policy_meta
 from lero.training.resume import load_learner
+from lero.training.seeds import RngStream, SeedRun
 
 
 @contextmanager
@@ -80,47 +82,122 @@ def train(
     """
     if not isinstance(cfg, TrainConfig):
         raise ValueError(f"train expects a TrainConfig, got {type(cfg).__name__}")
-    if hooks is not None and not isinstance(hooks, Hooks):
-        raise ValueError(f"hooks must be a training.Hooks or None, got {type(hooks).__name__}")
+    checkpoints = None if checkpoint is None else [checkpoint]
+    return train_seeds([cfg], [hooks], progress, checkpoints, evaluation)[0]
+
+
+def train_seeds(
+    cfgs: list[TrainConfig],
+    hooks: list[Hooks | None] | None = None,
+    progress: Callable[[int, int, dict], None] | None = None,
+    checkpoints: list[Callable[[int, Policy], None]] | None = None,
+    evaluation: bool = True,
+) -> list[TrainResult]:
+    """`train` for several seeds of one plan in one process: CFGS differ only in `seed` and
+    `resume`, HOOKS and CHECKPOINTS (when given) hold one per seed.
+
+    Each seed runs on its own env and random stream (`training.seeds`), so its result is
+    bitwise what `train` gives it alone. `progress` sees the seeds' steps summed. The
+    seconds of the job are shared: each seed's `train_s` and `wall_s` are 1/S of them.
+    """
+    check_seed_configs(cfgs)
+    hooks = [None] * len(cfgs) if hooks is None else hooks
+    checkpoints = [None] * len(cfgs) if checkpoints is None else checkpoints
+    if len(hooks) != len(cfgs) or len(checkpoints) != len(cfgs):
+        raise ValueError(f"train_seeds needs one hooks and one checkpoint entry per seed ({len(cfgs)})")
+    for entry in hooks:
+        if entry is not None and not isinstance(entry, Hooks):
+            raise ValueError(f"hooks must be a training.Hooks or None, got {type(entry).__name__}")
     if progress is not None and not callable(progress):
         raise ValueError("progress must be callable(done_steps, total_steps, info) or None")
-    hooks = hooks or Hooks()
+    cfg, n_seeds = cfgs[0], len(cfgs)
     hparams = cfg.algo_hparams()
-    start, resume = load_learner(cfg) if cfg.resume is not None else (0, None)
+    loaded = [load_learner(c) if c.resume is not None else (0, None) for c in cfgs]
+    starts = {start for start, _ in loaded}
+    if len(starts) != 1:
+        raise ValueError(f"the seeds of one job must continue from the same step, got {sorted(starts)}")
+    start = starts.pop()
+    joint = JointProgress(progress, n_seeds)
     with torch_threads(cfg.threads):
-        torch.manual_seed(cfg.seed + start)
         started = time.perf_counter()
-        env = HookedEnv(
-            make_env(cfg.env, hparams.n_envs, **cfg.env_kwargs),
-            hooks,
-            cfg.steps,
-            cfg.seed,
-            progress,
-            checkpoint=checkpoint,
-            checkpoint_every=cfg.checkpoint_every,
+        runs = []
+        for k, (c, seed_hooks, seed_checkpoint) in enumerate(zip(cfgs, hooks, checkpoints, strict=True)):
+            rng = RngStream(c.seed + start)
+            with rng:  # the OEF meets its first obs here, and may draw from torch's generator
+                env = HookedEnv(
+                    make_env(c.env, hparams.n_envs, **c.env_kwargs),
+                    seed_hooks or Hooks(),
+                    c.steps,
+                    c.seed,
+                    joint.of_seed(k),
+                    checkpoint=seed_checkpoint,
+                    checkpoint_every=c.checkpoint_every,
+                    start_steps=start,
+                    stop_steps=c.stop_at,
+                )
+            runs.append(SeedRun(env, loaded[k][1], rng))
+        if len({run.env.obs_dim for run in runs}) != 1:
+            raise ValueError("the seeds' enhanced observations differ in width; the OEF must not depend on the seed")
+        meta = policy_meta(cfg.algo, runs[0].env, hparams.hidden, cfg.env, cfg.env_kwargs)
+        trained = ALGORITHMS[cfg.algo].learner(meta, hparams, runs)
+        for run in runs:
+            run.env.finish()
+        train_s = (time.perf_counter() - started) / n_seeds
+        metrics = []
+        for run, (policy, _), seed_hooks in zip(runs, trained, hooks, strict=True):
+            policy.eval()
+            with run.rng:
+                metrics.append(
+                    evaluate(policy, cfg.env, cfg.env_kwargs, (seed_hooks or Hooks()).enhance_observation,
+                             cfg.eval_episodes)
+                    if evaluation
+                    else {}
+                )  # fmt: skip
+    wall_s = (time.perf_counter() - started) / n_seeds
+    return [
+        TrainResult(
+            config=c,
+            eval=seed_metrics,
+            curves=run.env.log.curves,
+            reflection_stats=run.env.log.reflection_stats(),
+            policy=policy,
+            learner=learner,
             start_steps=start,
-            stop_steps=cfg.stop_at,
+            steps=run.env.done_steps - start,
+            wall_s=wall_s,
+            train_s=train_s,
+            steps_per_s=(run.env.done_steps - start) / max(train_s, 1e-9),
         )
-        meta = policy_meta(cfg.algo, env, hparams.hidden, cfg.env, cfg.env_kwargs)
-        policy, learner = ALGORITHMS[cfg.algo].learner(meta, hparams, env, resume)
-        env.finish()
-        train_s = time.perf_counter() - started
-        policy.eval()
-        metrics = (
-            evaluate(policy, cfg.env, cfg.env_kwargs, hooks.enhance_observation, cfg.eval_episodes)
-            if evaluation
-            else {}
-        )
-    return TrainResult(
-        config=cfg,
-        eval=metrics,
-        curves=env.log.curves,
-        reflection_stats=env.log.reflection_stats(),
-        policy=policy,
-        learner=learner,
-        start_steps=start,
-        steps=env.done_steps - start,
-        wall_s=time.perf_counter() - started,
-        train_s=train_s,
-        steps_per_s=(env.done_steps - start) / max(train_s, 1e-9),
-    )
+        for c, run, (policy, learner), seed_metrics in zip(cfgs, runs, trained, metrics, strict=True)
+    ]
+
+
+def check_seed_configs(cfgs: list[TrainConfig]) -> None:
+    """ValueError unless CFGS are TrainConfigs of one plan with distinct seeds."""
+    if not cfgs or not all(isinstance(c, TrainConfig) for c in cfgs):
+        raise ValueError("train_seeds expects a non-empty list of TrainConfig")
+    plan = {**cfgs[0].to_dict(), "seed": None, "resume": None}
+    for c in cfgs[1:]:
+        if {**c.to_dict(), "seed": None, "resume": None} != plan:
+            raise ValueError("the seeds of one job must share every setting but seed and resume")
+    seeds = [c.seed for c in cfgs]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"the seeds of one job must differ, got {seeds}")
+
+
+class JointProgress:
+    """Folds the seeds' progress reports into one: steps summed over the seeds."""
+
+    def __init__(self, progress: Callable[[int, int, dict], None] | None, n_seeds: int) -> None:
+        self.progress = progress
+        self.done, self.total = [0] * n_seeds, [0] * n_seeds
+
+    def of_seed(self, seed: int) -> Callable[[int, int, dict], None] | None:
+        if self.progress is None:
+            return None
+
+        def report(done: int, total: int, info: dict) -> None:
+            self.done[seed], self.total[seed] = done, total
+            self.progress(sum(self.done), sum(self.total), info)
+
+        return report

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lero.training.networks import flatten_parameters, mlp
+from lero.training.networks import StackedParameters, mlp
 from lero.training.optim import FlatAdam
 
 STEPS = 60  # RAdam leaves its un-rectified phase (rho_t > 5) at step 6
@@ -24,7 +24,7 @@ def optimizer(kind: str, ours: bool, flat: torch.nn.Parameter, lr: float):
 def make(kind: str, ours: bool, lr: float = 3e-3) -> tuple[torch.nn.Module, torch.nn.Parameter, object]:
     torch.manual_seed(0)
     net = mlp(7, 16, 4)
-    flat = flatten_parameters(list(net.parameters()))
+    flat = StackedParameters([list(net.parameters())]).flat
     return net, flat, optimizer(kind, ours, flat, lr)
 
 

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lero.training.algos.hooked_env import HookedEnv
 from lero.training.algos.ppo import PPOHparams, train_ppo
 from lero.training.algos.value_decomposition import (
     ValueDecompositionHparams,
     train_value_decomposition,
 )
 from lero.training.policy import Policy, PolicyMeta
+from lero.training.seeds import SeedRun
 
 Hparams = PPOHparams | ValueDecompositionHparams
 
@@ -27,8 +27,9 @@ Hparams = PPOHparams | ValueDecompositionHparams
 class Algorithm:
     """One row of the table."""
 
-    # (meta, hparams, env, learner state to resume or None) -> (policy, learner state)
-    learner: Callable[[PolicyMeta, Hparams, HookedEnv, dict[str, Any] | None], tuple[Policy, dict[str, Any]]]
+    # (meta, hparams, one SeedRun per seed: env, learner state to resume or None, random
+    # stream) -> (policy, learner state) per seed
+    learner: Callable[[PolicyMeta, Hparams, list[SeedRun]], list[tuple[Policy, dict[str, Any]]]]
     hparams: type[Hparams]
 
 

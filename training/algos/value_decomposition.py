@@ -39,9 +39,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from lero.training.algos.hooked_env import HookedEnv
-from lero.training.networks import flatten_parameters
+from lero.training.networks import StackedParameters
 from lero.training.optim import FlatAdam
 from lero.training.policy import Policy, PolicyMeta
+from lero.training.seeds import SeedRun
 from lero.training.validation import check_hparam_fields, require
 
 
@@ -125,11 +126,22 @@ def lambda_returns(
 
 
 def train_value_decomposition(
-    meta: PolicyMeta, hp: ValueDecompositionHparams, env: HookedEnv, resume: dict[str, Any] | None = None
+    meta: PolicyMeta, hp: ValueDecompositionHparams, runs: list[SeedRun]
+) -> list[tuple[Policy, dict[str, Any]]]:
+    """Train VDN (`meta.algo == "vdn"`) or QMIX for each seed of RUNS, one after another,
+    each on its own random stream; returns per seed the shared Q-network as the policy and
+    the learner state to continue from."""
+    trained = []
+    for run in runs:
+        with run.rng:
+            trained.append(train_one_seed(meta, hp, run.env, run.resume))
+    return trained
+
+
+def train_one_seed(
+    meta: PolicyMeta, hp: ValueDecompositionHparams, env: HookedEnv, resume: dict[str, Any] | None
 ) -> tuple[Policy, dict[str, Any]]:
-    """Train VDN (`meta.algo == "vdn"`) or QMIX on `env` until `env.finished`, from the
-    learner state RESUME when given; returns the shared Q-network as the policy and the
-    learner state to continue from."""
+    """One seed's VDN or QMIX on `env` until `env.finished`, from the learner state RESUME when given."""
     n_envs, n_agents = env.n_envs, env.n_agents
     obs_dim, state_dim, horizon = env.obs_dim, env.state_dim, hp.rollout_len
 
@@ -140,7 +152,7 @@ def train_value_decomposition(
         else QMixer(n_agents, state_dim + 1, hp.mixer_embed, hp.hidden)
     )
     params = [*q_net.parameters(), *mixer.parameters()]
-    optimizer = FlatAdam(flatten_parameters(params), lr=hp.lr, rectified=True)  # RAdam
+    optimizer = FlatAdam(StackedParameters([params]).flat, lr=hp.lr, rectified=True)  # RAdam
     if resume is not None:
         q_net.load_state_dict(resume["q_net"])
         mixer.load_state_dict(resume["mixer"])
