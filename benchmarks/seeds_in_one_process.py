@@ -26,12 +26,12 @@ from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import torch  # noqa: E402
+import torch
 
-from benchmarks.vs_jaxmarl import peer_config_from_yaml, peer_hparams  # noqa: E402
-from lero.training import TrainConfig, train  # noqa: E402
-from lero.training.bench import format_table  # noqa: E402
-from lero.training.trainer import train_seeds  # noqa: E402
+from benchmarks.vs_jaxmarl import peer_config_from_yaml, peer_hparams
+from lero.training import TrainConfig, train
+from lero.training.bench import format_table
+from lero.training.trainer import train_seeds
 
 
 def same_weights(first: Any, second: Any) -> bool:

@@ -64,6 +64,23 @@ def promoted(at_rung: dict[str, list[dict[str, Any]]], seeds: int) -> list[str]:
     return best[: math.ceil(len(at_rung) / 2)]
 
 
+def seed_groups(seeds: list[int], branches: int, slots: int) -> list[list[int]]:
+    """A candidate's SEEDS split into sandbox jobs, for a fan-out of BRANCHES candidates on
+    SLOTS concurrent jobs.
+
+    The seeds of one job (`Sandbox.train_and_evaluate_seeds`) pay one sandbox start (about
+    1.5 CPU-s) and each gets what it gets alone, but a job of g seeds runs g times as long.
+    So the largest g whose jobs still end within as many seed-lengths (rounds x g) as one
+    job per seed does: with 2 slots, 4 candidates of 2 seeds train as 4 jobs of 2, while 5
+    (a first generation with its baseline) train as 10 jobs of 1.
+    """
+    def length(size: int) -> int:
+        return math.ceil(branches * math.ceil(len(seeds) / size) / slots) * size
+
+    size = max(g for g in range(1, len(seeds) + 1) if length(g) <= length(1))
+    return [seeds[k : k + size] for k in range(0, len(seeds), size)]
+
+
 def latest_by_seed(results: Iterable[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
     """(candidate, seed) -> its latest result: a later rung (or a re-run branch) replaces an earlier one."""
     latest: dict[tuple[str, int], dict[str, Any]] = {}

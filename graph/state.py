@@ -75,17 +75,22 @@ class Candidate(TypedDict, total=False):
 
 
 class TrainTask(TypedDict):
-    """What one parallel `train` branch receives through `Send` (one candidate, one seed)."""
+    """What one parallel `train` branch receives through `Send`: one candidate, some of its
+    seeds (`graph.schedule.seed_groups`), trained in one sandbox job."""
 
     candidate_id: str
     generation: int
     code: str | None  # None = baseline: native reward, raw observations
-    seed: int
+    seeds: NotRequired[list[int]]
     spec: dict[str, Any]
     # graph.schedule: 0 (or the only rung) first, the baseline the last; absent in branches a
     # checkpoint saved before schedules existed (rung 0 of `full`)
     rung: NotRequired[int]
-    resume_dir: NotRequired[str | None]  # the previous rung's policy dir, whose learner state this job continues
+    # per seed: the previous rung's policy dir, whose learner state the job continues (None: fresh)
+    resume_dirs: NotRequired[list[str | None]]
+    # a branch a checkpoint saved before seed groups existed: one seed, one resume dir
+    seed: NotRequired[int]
+    resume_dir: NotRequired[str | None]
 
 
 class RunState(TypedDict, total=False):

@@ -22,7 +22,6 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from lero.sandbox.runner import (
     POLICY_SUBDIR,
     PROGRESS_FILE,
     RESULT_FILE,
+    group_policy_dir,
 )
 from lero.sandbox.seal import is_sealed, new_key
 from lero.sandbox.types import (
@@ -155,6 +155,26 @@ def read_result(job_dir: Path, kind: str, key: bytes | None = None) -> JobResult
         return _check_schema(data, kind)
     except (ValueError, TypeError, RecursionError) as error:
         return JobResult.failure("crashed", "BadResult", f"malformed {RESULT_FILE}: {error}"[:500])
+
+
+def read_group_result(job_dir: Path, seeds: list[int]) -> list[JobResult]:
+    """A group train job's result.json (`runner.train`): one result per seed, in SEEDS'
+    order; a failure (or anything malformed) is every seed's."""
+    whole = read_result(job_dir, "train")
+    if whole.status != "ok":
+        return [JobResult.from_dict(whole.to_dict()) for _ in seeds]
+    try:
+        data = json.loads(_read_capped(job_dir / RESULT_FILE, MAX_RESULT_BYTES) or b"")
+        entries = data.get("group")
+        if not isinstance(entries, list) or [e.get("seed") if isinstance(e, dict) else None for e in entries] != seeds:
+            raise ValueError(f"'group' must hold one entry per seed {seeds}")
+        results = [_check_schema(entry, "train") for entry in entries]
+    except (OSError, ValueError, TypeError, RecursionError) as error:
+        failed = JobResult.failure("crashed", "BadResult", f"malformed {RESULT_FILE}: {error}"[:500])
+        return [JobResult.from_dict(failed.to_dict()) for _ in seeds]
+    for result in results:
+        result.run_s = whole.run_s / len(seeds)  # the runner's clock, shared
+    return results
 
 
 def _read_policy(policy_dir: Path, name: str = POLICY_FILE) -> bytes | JobResult:
@@ -358,40 +378,74 @@ class Sandbox(ABC):
         """validate / train / evaluate one candidate (statuses in DESIGN.md); never raises for bad code."""
         if not isinstance(job, Job):
             raise TypeError(f"run_job expects a Job, got {type(job).__name__}")
-        fields = self._event_fields(job)
-        key = cache_key(
+        return self._run_jobs([job])[0]
+
+    def run_train_group(self, jobs: list[Job]) -> list[JobResult]:
+        """Train jobs of one plan that differ only in seed and resume_dir, in one sandbox:
+        the runner trains them together (`training.train_seeds`, every seed bitwise what it
+        gives alone), so S seeds pay one start. Results, cache entries and events stay per
+        job; a job's seconds are its share (1/S) of the group's."""
+        if not jobs or any(not isinstance(job, Job) or job.kind != "train" for job in jobs):
+            raise TypeError("run_train_group expects a non-empty list of train Jobs")
+        plan = {**jobs[0].to_dict(), "seed": None, "resume_dir": None, "job_id": None}
+        if any({**job.to_dict(), "seed": None, "resume_dir": None, "job_id": None} != plan for job in jobs):
+            raise ValueError("the jobs of a train group must differ only in seed and resume_dir")
+        if len({job.seed for job in jobs}) != len(jobs):
+            raise ValueError("the jobs of a train group need distinct seeds")
+        return self._run_jobs(jobs)
+
+    @staticmethod
+    def _job_cache_key(job: Job) -> str:
+        return cache_key(
             job.code,
             {**job.config(), "policy_dir": job.policy_dir, "static_check": job.static_check,
              **({"resume_dir": job.resume_dir} if job.resume_dir else {})},
             job.seed,
         )  # fmt: skip
-        cached = self.cache.get(key) if self.cache is not None else None
-        self._check_cancelled(job)
-        self._emit("job_started", **fields)
-        result = cached or self._run_uncached(job)
-        self._check_cancelled(job)
-        if self.cache is not None and cached is None:
-            self.cache.put(key, result)
-        timing = {} if cached else result.timing()  # a cache hit cost nothing
-        self._emit("job_finished", **fields, status=result.status, cached=result.cached, **timing)
-        return result
 
-    def _run_uncached(self, job: Job) -> JobResult:
+    def _run_jobs(self, jobs: list[Job]) -> list[JobResult]:
+        """One job, or a train group, through the cache; the ones it misses run together."""
+        keys = [self._job_cache_key(job) for job in jobs]
+        cached = [self.cache.get(key) if self.cache is not None else None for key in keys]
+        self._check_cancelled(jobs[0])
+        for job in jobs:
+            self._emit("job_started", **self._event_fields(job))
+        missed = [job for job, hit in zip(jobs, cached, strict=True) if hit is None]
+        fresh = iter(self._run_uncached(missed) if missed else [])
+        results = [hit or next(fresh) for hit in cached]
+        self._check_cancelled(jobs[0])
+        for job, key, hit, result in zip(jobs, keys, cached, results, strict=True):
+            if self.cache is not None and hit is None:
+                self.cache.put(key, result)
+            timing = {} if hit else result.timing()  # a cache hit cost nothing
+            self._emit("job_finished", **self._event_fields(job), status=result.status, cached=result.cached,
+                       **timing)  # fmt: skip
+        return results
+
+    def _run_uncached(self, jobs: list[Job]) -> list[JobResult]:
+        """Jobs (one, or a train group) that missed the cache: the static check, the payloads
+        (evaluate's weights, a resumed train job's learner state), then one run for all."""
         started = time.perf_counter()
+        job = jobs[0]
         violations = static_check(job.code) if job.code is not None and job.static_check else []
         if violations:
             message = "; ".join(str(v) for v in violations[:20])
-            return JobResult.failure("rejected", "StaticCheck", message[:4000])
-        payload = None  # what the job loads: evaluate's weights, a resumed train's learner state
-        if job.kind == "evaluate":
-            payload = _read_policy(Path(job.policy_dir))
-        elif job.resume_dir is not None:
-            payload = self._read_own_learner(Path(job.resume_dir))
-        if isinstance(payload, JobResult):
-            return payload
-        result = self._execute(job, payload)
-        result.elapsed_s = time.perf_counter() - started
-        return result
+            return [JobResult.failure("rejected", "StaticCheck", message[:4000]) for _ in jobs]
+        payloads: list[bytes | JobResult | None] = []
+        for member in jobs:
+            if member.kind == "evaluate":
+                payloads.append(_read_policy(Path(member.policy_dir)))
+            else:
+                payloads.append(None if member.resume_dir is None else self._read_own_learner(Path(member.resume_dir)))
+        ready = [i for i, payload in enumerate(payloads) if not isinstance(payload, JobResult)]
+        results: list[JobResult] = [p if isinstance(p, JobResult) else None for p in payloads]  # type: ignore[misc]
+        if ready:
+            ran = ([self._execute(jobs[ready[0]], payloads[ready[0]])] if len(ready) == 1 else
+                   self._execute_group([jobs[i] for i in ready], [payloads[i] for i in ready]))  # fmt: skip
+            for i, result in zip(ready, ran, strict=True):
+                result.elapsed_s = (time.perf_counter() - started) / len(ready)
+                results[i] = result
+        return results
 
     def _read_own_learner(self, resume_dir: Path) -> bytes | JobResult:
         """The learner state an earlier train job of this sandbox left. `resume_dir` comes from
@@ -404,76 +458,92 @@ class Sandbox(ABC):
     def _execute(self, job: Job, payload: bytes | None) -> JobResult:
         """Run a checked job on this machine (PAYLOAD: evaluate's weights or a resumed train
         job's learner state); an executor overrides it."""
+        return self._execute_group([job], [payload])[0]
+
+    def _execute_group(self, jobs: list[Job], payloads: list[bytes | None]) -> list[JobResult]:
+        """Run checked jobs (one, or a train group) in one sandbox on this machine, in one slot."""
         queued = time.perf_counter()
         with self.slots:
             wait_s = time.perf_counter() - queued
-            self._check_cancelled(job)
-            job_dir = self._job_dir_for(job)
+            self._check_cancelled(jobs[0])
+            job_dir = self._job_dir_for(jobs[0])
             try:
-                result = self._run_in(job, job_dir, payload)
+                results = self._run_in(jobs, job_dir, payloads)
             except BaseException:
                 shutil.rmtree(job_dir, ignore_errors=True)
                 raise
-            if job.kind != "train" or result.status != "ok":
+            if jobs[0].kind != "train" or all(result.status != "ok" for result in results):
                 shutil.rmtree(job_dir, ignore_errors=True)
-        result.wait_s = wait_s
-        return result
+        for result in results:
+            result.wait_s = wait_s / len(jobs)
+        return results
 
-    def _run_in(self, job: Job, job_dir: Path, payload: bytes | None) -> JobResult:
+    def _run_in(self, jobs: list[Job], job_dir: Path, payloads: list[bytes | None]) -> list[JobResult]:
+        job, group = jobs[0], len(jobs) > 1
         spec = job.to_dict()
         spec["env"] = self._env_inside(job.env)
         # a copy of the weights (evaluate: the runner loads them before any candidate code)
         # or of the learner state (a resumed train job) in the job dir
-        if payload is not None:
-            field, subdir, name = (("policy_dir", INPUT_POLICY_SUBDIR, POLICY_FILE) if job.kind == "evaluate"
-                                   else ("resume_dir", INPUT_LEARNER_SUBDIR, LEARNER_FILE))  # fmt: skip
-            (job_dir / subdir).mkdir(mode=0o755)
-            (job_dir / subdir / name).write_bytes(payload)
-            spec[field] = self._job_path_inside(job_dir, subdir)
+        members = []
+        for member, payload in zip(jobs, payloads, strict=True):
+            inside = None
+            if payload is not None:
+                field, subdir, name = (("policy_dir", INPUT_POLICY_SUBDIR, POLICY_FILE) if job.kind == "evaluate"
+                                       else ("resume_dir", INPUT_LEARNER_SUBDIR, LEARNER_FILE))  # fmt: skip
+                subdir = f"{subdir}-{member.seed}" if group else subdir
+                (job_dir / subdir).mkdir(mode=0o755)
+                (job_dir / subdir / name).write_bytes(payload)
+                inside = spec[field] = self._job_path_inside(job_dir, subdir)
+            members.append({"seed": member.seed, "resume_dir": inside})
+        if group:  # the runner trains these seeds together (runner.train)
+            spec |= {"group": members, "resume_dir": None}
         temp_path = job_dir / f".{JOB_FILE}.tmp"
         temp_path.write_text(json.dumps(spec))
         temp_path.replace(job_dir / JOB_FILE)  # atomic: a warm runner may be polling for it
         key = new_key() if job.kind == "evaluate" else None  # never in job.json: see sandbox.seal
         try:
-            script = self._launch_with_progress(job, job_dir, key)
+            script = self._launch_with_progress(jobs, job_dir, key)
         except SandboxUnavailable as error:
-            return JobResult.failure("crashed", "SandboxUnavailable", str(error))
+            return [JobResult.failure("crashed", "SandboxUnavailable", str(error)) for _ in jobs]
         if script.status in ("timeout", "oom"):
-            return JobResult.failure(
-                script.status,
-                script.status.capitalize(),
-                f"the {job.kind} job hit its {script.status} limit",
-            )
+            return [JobResult.failure(script.status, script.status.capitalize(),
+                                      f"the {job.kind} job hit its {script.status} limit") for _ in jobs]  # fmt: skip
         if script.status != "ok":  # killed or failed: whatever it left is not a result
             tail = script.stderr.strip().splitlines()[-1:] or [f"exit code {script.exit_code}"]
-            return JobResult.failure(
-                "crashed",
-                "RunnerFailed",
-                f"{script.status}: {tail[0]}"[:500],
-                script.stderr[-4000:],
-            )
-        result = read_result(job_dir, job.kind, key)
-        if result.status == "ok" and job.kind == "train":
-            policy = job_dir / POLICY_SUBDIR
-            if policy.is_symlink() or not policy.is_dir():
-                return JobResult.failure(
-                    "crashed", "NoPolicy", "training finished without saving the policy"
-                )
-            result.policy_dir = str(policy)
-        return result
+            return [JobResult.failure("crashed", "RunnerFailed", f"{script.status}: {tail[0]}"[:500],
+                                      script.stderr[-4000:]) for _ in jobs]  # fmt: skip
+        if not group:
+            results = [read_result(job_dir, job.kind, key)]
+            policy_dirs = [job_dir / POLICY_SUBDIR]
+        else:
+            results = read_group_result(job_dir, [member.seed for member in jobs])
+            policy_dirs = [group_policy_dir(job_dir, member.seed) for member in jobs]
+        for i, (result, policy) in enumerate(zip(results, policy_dirs, strict=True)):
+            if result.status != "ok" or job.kind != "train":
+                continue
+            if policy.is_symlink() or policy.parent.is_symlink() or not policy.is_dir():
+                results[i] = JobResult.failure("crashed", "NoPolicy", "training finished without saving the policy")
+            else:
+                result.policy_dir = str(policy)
+        return results
 
-    def _launch_with_progress(self, job: Job, job_dir: Path, key: bytes | None) -> ScriptResult:
+    def _launch_with_progress(self, jobs: list[Job], job_dir: Path, key: bytes | None) -> ScriptResult:
         """Run the job; for `train` with an events callback, relay `train_progress` meanwhile.
 
         The runner cannot reach the host while it runs, so a polling thread turns its
         progress.json into events (the CLI's progress bars); one last read after the
-        job sends the final count before `job_finished`.
+        job sends the final count before `job_finished`. A group's progress (its seeds'
+        steps summed) goes to every job of it.
         """
+        job = jobs[0]
         if job.kind != "train" or self.events is None:
             return self._launch_runner(job_dir, job.limits, key)
-        relay = ProgressRelay(
-            job_dir, partial(self._emit, "train_progress", **self._event_fields(job))
-        )
+
+        def report(**progress: Any) -> None:
+            for member in jobs:
+                self._emit("train_progress", **self._event_fields(member), **progress)
+
+        relay = ProgressRelay(job_dir, report)
         with Poller(PROGRESS_POLL_S, relay):
             script = self._launch_runner(job_dir, job.limits, key)
         relay()
@@ -483,36 +553,58 @@ class Sandbox(ABC):
         self, code: str | None, env: dict, algo: str, steps: int, seed: int, **job_fields: Any
     ) -> JobResult:
         """Train, then evaluate the weights in a fresh sandbox with the OEF only; cached as a whole."""
-        train_job = Job(
-            kind="train", code=code, env=env, algo=algo, steps=steps, seed=seed, **job_fields
-        )
+        resume_dir = job_fields.pop("resume_dir", None)
+        return self.train_and_evaluate_seeds(code, env, algo, steps, [seed], [resume_dir], **job_fields)[0]
+
+    def train_and_evaluate_seeds(
+        self,
+        code: str | None,
+        env: dict,
+        algo: str,
+        steps: int,
+        seeds: list[int],
+        resume_dirs: list[str | None] | None = None,
+        **job_fields: Any,
+    ) -> list[JobResult]:
+        """`train_and_evaluate` for several seeds of one candidate: the seeds the cache
+        misses train in one sandbox (`run_train_group`), each trained policy is evaluated in
+        its own. Every seed's result and cache entry are what it gets alone."""
+        resume_dirs = [None] * len(seeds) if resume_dirs is None else resume_dirs
+        if len(resume_dirs) != len(seeds) or ("job_id" in job_fields and len(seeds) > 1):
+            raise ValueError("train_and_evaluate_seeds: one resume_dir per seed, and no shared job_id")
+        train_jobs = [Job(kind="train", code=code, env=env, algo=algo, steps=steps, seed=seed,
+                          resume_dir=resume_dir, **job_fields)
+                      for seed, resume_dir in zip(seeds, resume_dirs, strict=True)]  # fmt: skip
+        keys = [self._combined_cache_key(job) for job in train_jobs]
+        results: list[JobResult | None] = [self.cache.get(key) if self.cache is not None else None for key in keys]
+        for job, hit in zip(train_jobs, results, strict=True):
+            if hit is not None:
+                fields = self._event_fields(job)
+                self._emit("job_started", **fields)
+                self._emit("job_finished", **fields, status=hit.status, cached=True)
+        missed = [i for i, hit in enumerate(results) if hit is None]
+        trained = self.run_train_group([train_jobs[i] for i in missed]) if missed else []
+        eval_fields = {k: v for k, v in job_fields.items() if k not in ("job_id", "stop_at")}
+        for i, train_result in zip(missed, trained, strict=True):
+            results[i] = train_result if train_result.status != "ok" else self._evaluate_trained(
+                train_jobs[i], train_result, eval_fields, keys[i])  # fmt: skip
+        return results  # type: ignore[return-value]
+
+    @staticmethod
+    def _combined_cache_key(train_job: Job) -> str:
         held_out = {} if train_job.eval_seed is None else {"eval_seed": train_job.eval_seed}
         if train_job.resume_dir is not None:
             held_out["resume_dir"] = train_job.resume_dir
-        key = cache_key(
-            code, {**train_job.config(), "kind": "train_and_evaluate", **held_out}, seed
+        return cache_key(
+            train_job.code, {**train_job.config(), "kind": "train_and_evaluate", **held_out}, train_job.seed
         )
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            fields = self._event_fields(train_job)
-            self._emit("job_started", **fields)
-            self._emit("job_finished", **fields, status=hit.status, cached=True)
-            return hit
-        trained = self.run_job(train_job)
-        if trained.status != "ok":
-            return trained
-        eval_fields = {k: v for k, v in job_fields.items() if k not in ("job_id", "stop_at", "resume_dir")}
+
+    def _evaluate_trained(self, train_job: Job, trained: JobResult, eval_fields: dict[str, Any], key: str) -> JobResult:
+        """Evaluate TRAINED's weights in a fresh sandbox; the pair is cached under KEY."""
         evaluated = self.run_job(
-            Job(
-                kind="evaluate",
-                code=code,
-                env=env,
-                algo=algo,
-                steps=steps,
-                seed=seed,
-                policy_dir=trained.policy_dir,
-                **eval_fields,
-            )
-        )
+            Job(kind="evaluate", code=train_job.code, env=train_job.env, algo=train_job.algo, steps=train_job.steps,
+                seed=train_job.seed, policy_dir=trained.policy_dir, **eval_fields)
+        )  # fmt: skip
         combined = JobResult(
             status=evaluated.status,
             error=evaluated.error,

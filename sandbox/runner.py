@@ -29,6 +29,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
 POLICY_SUBDIR = "policy"
 CHECKPOINT_PREFIX = "step-"  # policy/step-<env steps>/: an interval checkpoint
+GROUP_SEED_PREFIX = "seed-"  # policy/seed-<seed>/: one seed's files of a group train job
 PROGRESS_FILE = "progress.json"  # train: {"done", "total", "return"}, polled by the host
 PROGRESS_INTERVAL_S = 0.5
 VALIDATE_ENVS = 1024  # the PPO batch: hooks are timed at the size training calls them with
@@ -341,48 +343,74 @@ def train(job: dict, job_dir: Path) -> dict[str, Any]:
     continues) go to JOB_DIR/policy, interval checkpoints (when the job asks for them) to
     JOB_DIR/policy/step-<env steps>.
 
+    A job with a `group` trains those seeds of the plan together (`training.train_seeds`,
+    each seed bitwise what it gives alone) and leaves each seed's files in
+    JOB_DIR/policy/seed-<seed>; its result lists one entry per seed.
+
     No evaluation here: the fitness comes from the separate evaluate job, which runs no
     candidate code but the OEF, so an evaluation next to the candidate would be wasted.
     """
-    from lero.training import Hooks, TrainConfig, load_candidate, save_learner, save_policy
-    from lero.training import train as train_policy
-
-    cfg = TrainConfig(
-        env=job["env"]["name"],
-        env_kwargs=env_kwargs(job),
-        algo=job["algo"],
-        steps=job["steps"],
-        seed=job["seed"],
-        n_envs=job["n_envs"],
-        eval_episodes=job["eval_episodes"],
-        hparams=job["hparams"],
-        threads=max(1, int(job["limits"]["cpus"])),
-        checkpoint_every=job.get("checkpoint_every"),
-        stop_at=job.get("stop_at"),
-        resume=job.get("resume_dir"),
+    from lero.training import (
+        Hooks,
+        TrainConfig,
+        load_candidate,
+        save_learner,
+        save_policy,
+        train_seeds,
     )
-    hooks = Hooks() if job["code"] is None else load_candidate(job["code"])
-    (job_dir / POLICY_SUBDIR).mkdir(exist_ok=True)
 
-    def checkpoint(step: int, policy: Any) -> None:
-        folder = job_dir / POLICY_SUBDIR / f"{CHECKPOINT_PREFIX}{step}"
-        folder.mkdir()
-        save_policy(policy, folder)
+    members = job.get("group") or [{"seed": job["seed"], "resume_dir": job.get("resume_dir")}]
+    cfgs = [
+        TrainConfig(
+            env=job["env"]["name"],
+            env_kwargs=env_kwargs(job),
+            algo=job["algo"],
+            steps=job["steps"],
+            seed=member["seed"],
+            n_envs=job["n_envs"],
+            eval_episodes=job["eval_episodes"],
+            hparams=job["hparams"],
+            threads=max(1, int(job["limits"]["cpus"])),
+            checkpoint_every=job.get("checkpoint_every"),
+            stop_at=job.get("stop_at"),
+            resume=member["resume_dir"],
+        )
+        for member in members
+    ]
+    folders = [group_policy_dir(job_dir, cfg.seed) if "group" in job else job_dir / POLICY_SUBDIR for cfg in cfgs]
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    # a module per seed: a candidate's module-level state must not pass between seeds
+    hooks = [Hooks() if job["code"] is None else load_candidate(job["code"]) for _ in cfgs]
 
-    result = train_policy(cfg, hooks, progress=ProgressFile(job_dir), checkpoint=checkpoint, evaluation=False)
-    save_policy(result.policy, job_dir / POLICY_SUBDIR)
-    save_learner(cfg, result.start_steps + result.steps, result.learner, job_dir / POLICY_SUBDIR)
-    summary = result.to_json()
-    return {
-        "status": "ok",
-        "metrics": {
-            "steps": float(summary["steps"]),
-            "steps_per_s": summary["steps_per_s"],
-            "train_s": summary["train_s"],
-        },
-        "curves": summary["curves"],
-        "reflection_stats": summary["reflection_stats"],
-    }
+    def checkpointer(folder: Path) -> Callable[[int, Any], None]:
+        def checkpoint(step: int, policy: Any) -> None:
+            (folder / f"{CHECKPOINT_PREFIX}{step}").mkdir()
+            save_policy(policy, folder / f"{CHECKPOINT_PREFIX}{step}")
+
+        return checkpoint
+
+    results = train_seeds(cfgs, hooks, ProgressFile(job_dir), [checkpointer(f) for f in folders], evaluation=False)
+    outputs = []
+    for cfg, result, folder in zip(cfgs, results, folders, strict=True):
+        save_policy(result.policy, folder)
+        save_learner(cfg, result.start_steps + result.steps, result.learner, folder)
+        summary = result.to_json()
+        outputs.append({
+            "status": "ok",
+            "metrics": {"steps": float(summary["steps"]), "steps_per_s": summary["steps_per_s"],
+                        "train_s": summary["train_s"]},
+            "curves": summary["curves"],
+            "reflection_stats": summary["reflection_stats"],
+        })  # fmt: skip
+    if "group" not in job:
+        return outputs[0]
+    return {"status": "ok", "group": [{"seed": cfg.seed, **out} for cfg, out in zip(cfgs, outputs, strict=True)]}
+
+
+def group_policy_dir(job_dir: Path, seed: int) -> Path:
+    """Where a group train job leaves SEED's weights, learner state and checkpoints."""
+    return job_dir / POLICY_SUBDIR / f"{GROUP_SEED_PREFIX}{seed}"
 
 
 def evaluate(job: dict, inbox: KeyInbox) -> dict[str, Any]:

@@ -34,6 +34,7 @@ _HOMES = {
     "save_policy": "lero.training.policy",
     "task_spec": "lero.training.envs",
     "train": "lero.training.trainer",
+    "train_seeds": "lero.training.trainer",
 }
 
 __all__ = sorted(_HOMES)

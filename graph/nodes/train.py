@@ -1,7 +1,7 @@
-"""Training fan-out (one `Send` per candidate and seed, plus the baseline), the rungs of
-successive halving (`promote`) and selection.
+"""Training fan-out (one `Send` per candidate and seed group, plus the baseline), the rungs
+of successive halving (`promote`) and selection.
 
-Each `train` branch runs one sandboxed train+evaluate job. Branches of a generation run
+Each `train` branch runs one sandboxed train job for its seeds, then one evaluate job per seed. Branches of a generation run
 in parallel (at most `max_parallel` jobs at once: the sandbox's semaphore); a finished
 branch's result is saved as a pending write, so a crash mid-generation re-runs only the
 unfinished branches, and the sandbox's result cache answers any that finished in the
@@ -18,29 +18,47 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from lero.graph.configuration import parallel_jobs
 from lero.graph.context import RunContext
 from lero.graph.nodes.candidates import at_stage, replace
 from lero.graph.reflection import candidate_feedback
 from lero.graph.rundir import BASELINE_ID
-from lero.graph.schedule import last_rung, latest_by_seed, promoted, rung_end, rung_stop
+from lero.graph.schedule import (
+    last_rung,
+    latest_by_seed,
+    promoted,
+    rung_end,
+    rung_stop,
+    seed_groups,
+)
 from lero.graph.state import Candidate, RunState, TrainTask
+from lero.sandbox.types import Limits
 from lero.training.envs.task import TaskSpec
 
 
 def training_sends(state: RunState) -> list[Send]:
-    """One branch per (approved candidate, seed), plus the baseline once per run."""
-    seeds = state["spec"]["seeds"]  # the validated spec (routers may run without a context)
+    """One branch per (approved candidate, seed group), plus the baseline once per run."""
+    spec = state["spec"]  # the validated spec (routers may run without a context)
     generation = state["generation"]
     jobs: list[tuple[str, str | None]] = [(c["candidate_id"], c["code"]) for c in at_stage(state["candidates"], "approved")]
     if not any(r["candidate_id"] == BASELINE_ID for r in state.get("evaluated", [])):
         jobs.insert(0, (BASELINE_ID, None))
-    last = last_rung(_schedule(state["spec"]))
+    last = last_rung(_schedule(spec))
+    groups = _seed_groups(spec, list(range(spec["seeds"])), len(jobs))
     return [
-        Send("train", TrainTask(candidate_id=cid, generation=generation, code=code, seed=seed, spec=state["spec"],
-                                rung=last if cid == BASELINE_ID else 0, resume_dir=None))
+        Send("train", TrainTask(candidate_id=cid, generation=generation, code=code, seeds=seeds, spec=spec,
+                                rung=last if cid == BASELINE_ID else 0, resume_dirs=[None] * len(seeds)))
         for cid, code in jobs
-        for seed in range(seeds)
+        for seeds in groups
     ]  # fmt: skip
+
+
+def _seed_groups(spec: dict[str, Any], seeds: list[int], branches: int) -> list[list[int]]:
+    """`graph.schedule.seed_groups` on this run's slots; one seed per job on a Ray cluster,
+    which spreads the seeds over its nodes instead."""
+    if spec.get("executor") == "ray":
+        return [[seed] for seed in seeds]
+    return seed_groups(seeds, branches, parallel_jobs(spec.get("max_parallel"), Limits().cpus))
 
 
 def _schedule(spec: dict[str, Any]) -> str:
@@ -69,12 +87,15 @@ def rung_sends(state: RunState) -> list[Send]:
     if rung >= last_rung(_schedule(spec)):
         return []
     codes = {c["candidate_id"]: c["code"] for c in state["candidates"]}
-    return [
-        Send("train", TrainTask(candidate_id=cid, generation=state["generation"], code=codes[cid],
-                                seed=result["seed"], spec=spec, rung=rung + 1, resume_dir=result["policy_dir"]))
-        for cid in promoted(at_rung, spec["seeds"])
-        for result in sorted(at_rung[cid], key=lambda r: r["seed"])
-    ]  # fmt: skip
+    going_on = promoted(at_rung, spec["seeds"])
+    sends = []
+    for cid in going_on:
+        policy_dirs = {r["seed"]: r["policy_dir"] for r in at_rung[cid]}
+        for seeds in _seed_groups(spec, sorted(policy_dirs), len(going_on)):
+            sends.append(Send("train", TrainTask(candidate_id=cid, generation=state["generation"], code=codes[cid],
+                                                 seeds=seeds, spec=spec, rung=rung + 1,
+                                                 resume_dirs=[policy_dirs[seed] for seed in seeds])))  # fmt: skip
+    return sends
 
 
 def route_rungs(state: RunState) -> list[Send] | str:
@@ -93,39 +114,57 @@ def promote(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
 
 def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """Train and evaluate one candidate with one seed in the sandbox.
+    """Train and evaluate one candidate with some of its seeds in the sandbox (the seeds in
+    one job, each evaluated in its own).
 
     A seed whose result the run directory already holds (the process died after writing
     it, before the graph saved the branch) is not trained again: the file stays as it is.
     """
     res = runtime.context
     spec = res.spec
-    rung, resume_dir = task.get("rung", 0), task.get("resume_dir")
-    ids = {"candidate_id": task["candidate_id"], "generation": task["generation"], "seed": task["seed"], "rung": rung}
-    saved = res.rundir.read_seed_result(task["candidate_id"], task["seed"])
-    if (saved is not None and saved.get("generation") == task["generation"] and saved.get("status") == "ok"
-            and saved.get("rung", 0) == rung):  # fmt: skip
-        res.emit("train_finished", kind="train", status="ok", cached=True, fitness=saved.get("fitness"),
-                 elapsed_s=saved.get("elapsed_s"), **ids)
-        return {"results": [saved]}
-    res.emit("train_started", kind="train", **ids)
-    result = res.sandbox.train_and_evaluate(
-        task["code"], res.job_env, spec.algo, spec.steps, task["seed"],
-        candidate_id=task["candidate_id"], eval_episodes=spec.eval_episodes, hparams=spec.hparams,
-        limits=res.job_limits, stop_at=rung_stop(spec.steps, spec.schedule, rung), resume_dir=resume_dir,
-    )  # fmt: skip
-    record = {**ids, **result.to_dict()}
-    resumed = saved if resume_dir is not None and saved is not None else None  # the previous rung
-    start = _trained(resumed) if resumed is not None else 0
-    end = max(_trained(record), start) or rung_end(spec.steps, spec.schedule, rung)
-    record |= {"env_steps": end - start, "trained_steps": end, "full_budget": rung == last_rung(spec.schedule)}
-    if resumed is not None:  # one curve over the rungs
-        record["curves"] = {k: [*resumed.get("curves", {}).get(k, []), *v] for k, v in result.curves.items()}
-    res.rundir.write_seed_result(task["candidate_id"], task["seed"], record)
-    res.hooks.job_result(res.rundir, task["candidate_id"], task["seed"], result)
-    res.emit("train_finished", kind="train", status=result.status, cached=result.cached,
-             fitness=result.fitness, elapsed_s=result.elapsed_s, **ids)
-    return {"results": [record]}
+    rung = task.get("rung", 0)
+    seeds, resume_dirs = task_seeds(task)
+    cid = task["candidate_id"]
+    records: dict[int, dict[str, Any]] = {}
+    saved = {seed: res.rundir.read_seed_result(cid, seed) for seed in seeds}
+    for seed in seeds:
+        ids = {"candidate_id": cid, "generation": task["generation"], "seed": seed, "rung": rung}
+        done = saved[seed]
+        if (done is not None and done.get("generation") == task["generation"] and done.get("status") == "ok"
+                and done.get("rung", 0) == rung):  # fmt: skip
+            res.emit("train_finished", kind="train", status="ok", cached=True, fitness=done.get("fitness"),
+                     elapsed_s=done.get("elapsed_s"), **ids)  # fmt: skip
+            records[seed] = done
+    todo = [(seed, resume_dir) for seed, resume_dir in zip(seeds, resume_dirs, strict=True) if seed not in records]
+    for seed, _ in todo:
+        res.emit("train_started", kind="train", candidate_id=cid, generation=task["generation"], seed=seed, rung=rung)
+    results = res.sandbox.train_and_evaluate_seeds(
+        task["code"], res.job_env, spec.algo, spec.steps, [seed for seed, _ in todo], [r for _, r in todo],
+        candidate_id=cid, eval_episodes=spec.eval_episodes, hparams=spec.hparams, limits=res.job_limits,
+        stop_at=rung_stop(spec.steps, spec.schedule, rung),
+    ) if todo else []  # fmt: skip
+    for (seed, resume_dir), result in zip(todo, results, strict=True):
+        ids = {"candidate_id": cid, "generation": task["generation"], "seed": seed, "rung": rung}
+        record = {**ids, **result.to_dict()}
+        resumed = saved[seed] if resume_dir is not None and saved[seed] is not None else None  # the previous rung
+        start = _trained(resumed) if resumed is not None else 0
+        end = max(_trained(record), start) or rung_end(spec.steps, spec.schedule, rung)
+        record |= {"env_steps": end - start, "trained_steps": end, "full_budget": rung == last_rung(spec.schedule)}
+        if resumed is not None:  # one curve over the rungs
+            record["curves"] = {k: [*resumed.get("curves", {}).get(k, []), *v] for k, v in result.curves.items()}
+        res.rundir.write_seed_result(cid, seed, record)
+        res.hooks.job_result(res.rundir, cid, seed, result)
+        res.emit("train_finished", kind="train", status=result.status, cached=result.cached,
+                 fitness=result.fitness, elapsed_s=result.elapsed_s, **ids)  # fmt: skip
+        records[seed] = record
+    return {"results": [records[seed] for seed in seeds]}
+
+
+def task_seeds(task: TrainTask) -> tuple[list[int], list[str | None]]:
+    """A branch's seeds and their resume dirs (a branch saved before seed groups: its one seed)."""
+    if "seeds" in task:
+        return list(task["seeds"]), list(task.get("resume_dirs") or [None] * len(task["seeds"]))
+    return [task["seed"]], [task.get("resume_dir")]
 
 
 def _trained(record: dict[str, Any]) -> int:

@@ -1,0 +1,84 @@
+"""A candidate's seeds train in one sandbox job when that costs the generation no extra
+round (`graph.schedule.seed_groups`); results, events and crash recovery stay per seed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lero.graph.configuration import RunSpec
+from lero.graph.nodes.train import rung_sends, task_seeds, training_sends
+from lero.graph.runner import start_run
+from lero.graph.schedule import seed_groups
+from tests.graph.test_graph_e2e import RecordingUI, assert_complete_run_dir, events, spec
+
+
+@pytest.mark.parametrize(
+    ("seeds", "branches", "slots", "groups"),
+    [
+        (2, 4, 2, [[0, 1]]),  # 4 jobs of 2 seeds: two rounds of two seed-lengths, as 8 jobs of 1
+        (2, 5, 2, [[0], [1]]),  # 5 jobs of 2 would take 3 rounds of two: one seed-length more than 10 of 1
+        (3, 1, 1, [[0, 1, 2]]),
+        (3, 2, 2, [[0, 1, 2]]),
+        (3, 4, 2, [[0, 1, 2]]),  # 4 jobs of 3: two rounds of three seed-lengths, as 12 jobs of 1
+        (3, 2, 4, [[0, 1], [2]]),  # 4 jobs of <= 2 fill 4 slots in two seed-lengths; 2 jobs of 3 take 3
+        (2, 4, 16, [[0], [1]]),  # a big machine: every seed on its own core
+        (1, 4, 2, [[0]]),
+    ],
+)
+def test_seeds_go_together_only_when_no_round_is_lost(seeds: int, branches: int, slots: int, groups: list) -> None:
+    assert seed_groups(list(range(seeds)), branches, slots) == groups
+
+
+def run_state(**spec_fields: Any) -> dict[str, Any]:
+    spec = RunSpec(population=4, seeds=2, **spec_fields).model_dump(mode="json")
+    candidates = [{"candidate_id": f"0-{k}", "code": f"# {k}", "stage": "approved"} for k in range(4)]
+    return {"spec": spec, "generation": 0, "candidates": candidates, "evaluated": [{"candidate_id": "baseline"}]}
+
+
+def test_the_fan_out_sends_each_candidates_seeds_in_groups() -> None:
+    sends = training_sends(run_state(max_parallel=2))
+    assert [(s.arg["candidate_id"], s.arg["seeds"], s.arg["resume_dirs"]) for s in sends] == [
+        (f"0-{k}", [0, 1], [None, None]) for k in range(4)
+    ]
+    with_baseline = training_sends({**run_state(max_parallel=2), "evaluated": []})
+    assert [s.arg["seeds"] for s in with_baseline] == [[0], [1]] * 5  # 5 branches on 2 slots
+    on_ray = training_sends(run_state(max_parallel=2, executor="ray", ray_address="127.0.0.1:1"))
+    assert [s.arg["seeds"] for s in on_ray] == [[0], [1]] * 4
+
+
+def test_the_next_rung_sends_each_seed_its_own_learner_state() -> None:
+    state = run_state(max_parallel=1, schedule="halving")
+    state["results"] = [
+        {"candidate_id": f"0-{k}", "generation": 0, "seed": seed, "rung": 0, "status": "ok",
+         "fitness": float(k + seed), "policy_dir": f"/jobs/{k}/policy/seed-{seed}"}
+        for k in range(4) for seed in (1, 0)
+    ]  # fmt: skip
+    sends = rung_sends(state)
+    assert [(s.arg["candidate_id"], s.arg["rung"], s.arg["seeds"], s.arg["resume_dirs"]) for s in sends] == [
+        (f"0-{k}", 1, [0, 1], [f"/jobs/{k}/policy/seed-0", f"/jobs/{k}/policy/seed-1"]) for k in (3, 2)
+    ]
+
+
+def test_a_branch_saved_before_seed_groups_still_runs_its_one_seed() -> None:
+    old = {"candidate_id": "0-0", "generation": 0, "code": None, "seed": 3, "spec": {}, "resume_dir": "/p"}
+    assert task_seeds(old) == ([3], ["/p"])
+    assert task_seeds({**old, "seeds": [0, 1]}) == ([0, 1], [None, None])
+
+
+def test_a_run_on_one_slot_trains_each_candidates_seeds_in_one_job(tmp_path: Path) -> None:
+    outcome = start_run(spec(tmp_path, seeds=2, max_parallel=1), RecordingUI())
+    records = assert_complete_run_dir(outcome.run_dir, generations=1)
+    assert records
+    for folder in [outcome.run_dir / "baseline", *sorted((outcome.run_dir / "candidates").iterdir())]:
+        seeds = [json.loads((folder / f"seed-{seed}.json").read_text()) for seed in (0, 1)]
+        assert [r["status"] for r in seeds] == ["ok", "ok"]
+        dirs = [Path(r["policy_dir"]) for r in seeds]
+        assert [d.name for d in dirs] == ["seed-0", "seed-1"] and dirs[0].parent == dirs[1].parent  # one job
+        assert seeds[0]["curves"] != seeds[1]["curves"]
+    log = events(outcome.run_dir)
+    finished = [(e["candidate_id"], e["seed"]) for e in log if e["event"] == "train_finished"]
+    assert len(finished) == len(set(finished)) == 2 * (1 + len(records))  # the baseline and each candidate
