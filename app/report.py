@@ -139,11 +139,11 @@ def time_markdown(summary: dict) -> list[str]:
              f"Wall clock {fmt_number(summary.get('wall_s'), 1)} s. Job seconds add up over jobs "
              "running side by side; a job's seconds are its wait for a free slot, the sandbox's "
              "start and imports, and the work itself.", "",
-             "| job kind | jobs (cached) | job seconds | waiting for a slot | sandbox start + imports | work |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+             "| job kind | jobs (cached) | sandboxes | job seconds | waiting for a slot | sandbox start + imports | work |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
     for kind, row in jobs.items():
         lines.append(
-            f"| {kind} | {row['jobs']} ({row['cached']}) | {fmt_number(row['elapsed_s'], 1)} | "
+            f"| {kind} | {row['jobs']} ({row['cached']}) | {row.get('sandboxes', '—')} | {fmt_number(row['elapsed_s'], 1)} | "
             f"{fmt_number(row['wait_s'], 1)} | {fmt_number(row['start_s'], 1)} | "
             f"{fmt_number(row['run_s'], 1)} ({WORK.get(kind, kind)}) |"
         )

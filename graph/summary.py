@@ -182,19 +182,25 @@ LOOP_ONLY = "train"  # the train node's time is its jobs' time, counted under `j
 
 
 def time_breakdown(events: list[dict]) -> dict:
-    """Where the time went, from events.jsonl: per job kind, the jobs (and cache hits) and
-    their seconds (`elapsed_s` = `wait_s` for a slot + `start_s` sandbox start and imports +
-    `run_s` the work itself); per graph node but train, its wall seconds (`loop`)."""
+    """Where the time went, from events.jsonl: per job kind, the jobs (and cache hits), the
+    sandboxes they started (a candidate's seeds may share one: `group_of`) and their seconds
+    (`elapsed_s` = `wait_s` for a slot + `start_s` sandbox start and imports + `run_s` the
+    work itself); per graph node but train, its wall seconds (`loop`)."""
     jobs: dict[str, dict] = {}
     for event in events:
         if event.get("event") != "job_finished" or not isinstance(event.get("kind"), str):
             continue
-        empty = {"jobs": 0, "cached": 0} | dict.fromkeys(JOB_SECONDS, 0.0)
+        empty = {"jobs": 0, "cached": 0, "sandboxes": 0.0} | dict.fromkeys(JOB_SECONDS, 0.0)
         row = jobs.setdefault(event["kind"], empty)
         row["jobs"] += 1
         row["cached"] += bool(event.get("cached"))
+        if not event.get("cached"):
+            group_of = event.get("group_of")
+            row["sandboxes"] += 1.0 / group_of if isinstance(group_of, int) and group_of > 0 else 1.0
         for key in JOB_SECONDS:
             row[key] += float(event[key]) if is_number(event.get(key)) else 0.0
+    for row in jobs.values():
+        row["sandboxes"] = round(row["sandboxes"])
     loop: dict[str, float] = {}
     for event in events:
         node, seconds = event.get("node"), event.get("seconds")

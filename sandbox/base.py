@@ -157,10 +157,10 @@ def read_result(job_dir: Path, kind: str, key: bytes | None = None) -> JobResult
         return JobResult.failure("crashed", "BadResult", f"malformed {RESULT_FILE}: {error}"[:500])
 
 
-def read_group_result(job_dir: Path, seeds: list[int]) -> list[JobResult]:
-    """A group train job's result.json (`runner.train`): one result per seed, in SEEDS'
-    order; a failure (or anything malformed) is every seed's."""
-    whole = read_result(job_dir, "train")
+def read_group_result(job_dir: Path, kind: str, seeds: list[int], key: bytes | None = None) -> list[JobResult]:
+    """A group job's result.json (`runner.train`, `runner.evaluate`: sealed as a whole with
+    KEY): one result per seed, in SEEDS' order; a failure (or anything malformed) is every seed's."""
+    whole = read_result(job_dir, kind, key)
     if whole.status != "ok":
         return [JobResult.from_dict(whole.to_dict()) for _ in seeds]
     try:
@@ -168,7 +168,7 @@ def read_group_result(job_dir: Path, seeds: list[int]) -> list[JobResult]:
         entries = data.get("group")
         if not isinstance(entries, list) or [e.get("seed") if isinstance(e, dict) else None for e in entries] != seeds:
             raise ValueError(f"'group' must hold one entry per seed {seeds}")
-        results = [_check_schema(entry, "train") for entry in entries]
+        results = [_check_schema(entry, kind) for entry in entries]
     except (OSError, ValueError, TypeError, RecursionError) as error:
         failed = JobResult.failure("crashed", "BadResult", f"malformed {RESULT_FILE}: {error}"[:500])
         return [JobResult.from_dict(failed.to_dict()) for _ in seeds]
@@ -380,18 +380,20 @@ class Sandbox(ABC):
             raise TypeError(f"run_job expects a Job, got {type(job).__name__}")
         return self._run_jobs([job])[0]
 
-    def run_train_group(self, jobs: list[Job]) -> list[JobResult]:
-        """Train jobs of one plan that differ only in seed and resume_dir, in one sandbox:
-        the runner trains them together (`training.train_seeds`, every seed bitwise what it
-        gives alone), so S seeds pay one start. Results, cache entries and events stay per
-        job; a job's seconds are its share (1/S) of the group's."""
-        if not jobs or any(not isinstance(job, Job) or job.kind != "train" for job in jobs):
-            raise TypeError("run_train_group expects a non-empty list of train Jobs")
-        plan = {**jobs[0].to_dict(), "seed": None, "resume_dir": None, "job_id": None}
-        if any({**job.to_dict(), "seed": None, "resume_dir": None, "job_id": None} != plan for job in jobs):
-            raise ValueError("the jobs of a train group must differ only in seed and resume_dir")
+    def run_group(self, jobs: list[Job]) -> list[JobResult]:
+        """Train (or evaluate) jobs of one candidate and plan that differ only in their seed
+        and the files they continue (resume_dir) or measure (policy_dir), in one sandbox, so
+        S seeds pay one start. The runner trains them together (`training.train_seeds`,
+        every seed bitwise what it gives alone), or measures each policy with its own OEF
+        worker on the same episodes. Results, cache entries and events stay per job; a
+        job's seconds are its share (1/S) of the group's; a failure is every job's."""
+        if not jobs or any(not isinstance(job, Job) or job.kind not in ("train", "evaluate") for job in jobs):
+            raise TypeError("run_group expects a non-empty list of train or evaluate Jobs")
+        apart = {"seed": None, "resume_dir": None, "policy_dir": None, "job_id": None}
+        if any({**job.to_dict(), **apart} != {**jobs[0].to_dict(), **apart} for job in jobs):
+            raise ValueError("the jobs of a group must differ only in seed, resume_dir and policy_dir")
         if len({job.seed for job in jobs}) != len(jobs):
-            raise ValueError("the jobs of a train group need distinct seeds")
+            raise ValueError("the jobs of a group need distinct seeds")
         return self._run_jobs(jobs)
 
     @staticmethod
@@ -417,7 +419,8 @@ class Sandbox(ABC):
         for job, key, hit, result in zip(jobs, keys, cached, results, strict=True):
             if self.cache is not None and hit is None:
                 self.cache.put(key, result)
-            timing = {} if hit else result.timing()  # a cache hit cost nothing
+            # a cache hit cost nothing; `group_of`: the jobs that shared this job's sandbox
+            timing = {} if hit else {**result.timing(), "group_of": len(missed)}
             self._emit("job_finished", **self._event_fields(job), status=result.status, cached=result.cached,
                        **timing)  # fmt: skip
         return results
@@ -494,9 +497,9 @@ class Sandbox(ABC):
                 (job_dir / subdir).mkdir(mode=0o755)
                 (job_dir / subdir / name).write_bytes(payload)
                 inside = spec[field] = self._job_path_inside(job_dir, subdir)
-            members.append({"seed": member.seed, "resume_dir": inside})
-        if group:  # the runner trains these seeds together (runner.train)
-            spec |= {"group": members, "resume_dir": None}
+            members.append({"seed": member.seed, ("policy_dir" if job.kind == "evaluate" else "resume_dir"): inside})
+        if group:  # the runner trains (runner.train) or measures (runner.evaluate) these seeds together
+            spec |= {"group": members, "resume_dir": None, "policy_dir": None}
         temp_path = job_dir / f".{JOB_FILE}.tmp"
         temp_path.write_text(json.dumps(spec))
         temp_path.replace(job_dir / JOB_FILE)  # atomic: a warm runner may be polling for it
@@ -516,7 +519,7 @@ class Sandbox(ABC):
             results = [read_result(job_dir, job.kind, key)]
             policy_dirs = [job_dir / POLICY_SUBDIR]
         else:
-            results = read_group_result(job_dir, [member.seed for member in jobs])
+            results = read_group_result(job_dir, job.kind, [member.seed for member in jobs], key)
             policy_dirs = [group_policy_dir(job_dir, member.seed) for member in jobs]
         for i, (result, policy) in enumerate(zip(results, policy_dirs, strict=True)):
             if result.status != "ok" or job.kind != "train":
@@ -567,8 +570,8 @@ class Sandbox(ABC):
         **job_fields: Any,
     ) -> list[JobResult]:
         """`train_and_evaluate` for several seeds of one candidate: the seeds the cache
-        misses train in one sandbox (`run_train_group`), each trained policy is evaluated in
-        its own. Every seed's result and cache entry are what it gets alone."""
+        misses train in one sandbox, and their policies are measured in one fresh sandbox
+        (`run_group`). Every seed's result and cache entry are what it gets alone."""
         resume_dirs = [None] * len(seeds) if resume_dirs is None else resume_dirs
         if len(resume_dirs) != len(seeds) or ("job_id" in job_fields and len(seeds) > 1):
             raise ValueError("train_and_evaluate_seeds: one resume_dir per seed, and no shared job_id")
@@ -583,11 +586,16 @@ class Sandbox(ABC):
                 self._emit("job_started", **fields)
                 self._emit("job_finished", **fields, status=hit.status, cached=True)
         missed = [i for i, hit in enumerate(results) if hit is None]
-        trained = self.run_train_group([train_jobs[i] for i in missed]) if missed else []
+        trained = dict(zip(missed, self.run_group([train_jobs[i] for i in missed]), strict=True)) if missed else {}
+        ok = [i for i in missed if trained[i].status == "ok"]
         eval_fields = {k: v for k, v in job_fields.items() if k not in ("job_id", "stop_at")}
-        for i, train_result in zip(missed, trained, strict=True):
-            results[i] = train_result if train_result.status != "ok" else self._evaluate_trained(
-                train_jobs[i], train_result, eval_fields, keys[i])  # fmt: skip
+        eval_jobs = [Job(kind="evaluate", code=code, env=env, algo=algo, steps=steps, seed=seeds[i],
+                         policy_dir=trained[i].policy_dir, **eval_fields) for i in ok]  # fmt: skip
+        evaluated = dict(zip(ok, self.run_group(eval_jobs), strict=True)) if ok else {}
+        for i in missed:
+            results[i] = trained[i] if i not in evaluated else combined(trained[i], evaluated[i])
+            if self.cache is not None and i in evaluated:
+                self.cache.put(keys[i], results[i])
         return results  # type: ignore[return-value]
 
     @staticmethod
@@ -599,25 +607,19 @@ class Sandbox(ABC):
             train_job.code, {**train_job.config(), "kind": "train_and_evaluate", **held_out}, train_job.seed
         )
 
-    def _evaluate_trained(self, train_job: Job, trained: JobResult, eval_fields: dict[str, Any], key: str) -> JobResult:
-        """Evaluate TRAINED's weights in a fresh sandbox; the pair is cached under KEY."""
-        evaluated = self.run_job(
-            Job(kind="evaluate", code=train_job.code, env=train_job.env, algo=train_job.algo, steps=train_job.steps,
-                seed=train_job.seed, policy_dir=trained.policy_dir, **eval_fields)
-        )  # fmt: skip
-        combined = JobResult(
-            status=evaluated.status,
-            error=evaluated.error,
-            metrics=evaluated.metrics,
-            curves=trained.curves,
-            reflection_stats=trained.reflection_stats,
-            fitness=evaluated.fitness,
-            elapsed_s=trained.elapsed_s + evaluated.elapsed_s,
-            wait_s=trained.wait_s + evaluated.wait_s,
-            run_s=trained.run_s + evaluated.run_s,
-            policy_dir=trained.policy_dir,
-            episodes=evaluated.episodes,
-        )
-        if self.cache is not None:
-            self.cache.put(key, combined)
-        return combined
+
+def combined(trained: JobResult, evaluated: JobResult) -> JobResult:
+    """A seed's train and evaluate results as one: the curves of the one, the score of the other."""
+    return JobResult(
+        status=evaluated.status,
+        error=evaluated.error,
+        metrics=evaluated.metrics,
+        curves=trained.curves,
+        reflection_stats=trained.reflection_stats,
+        fitness=evaluated.fitness,
+        elapsed_s=trained.elapsed_s + evaluated.elapsed_s,
+        wait_s=trained.wait_s + evaluated.wait_s,
+        run_s=trained.run_s + evaluated.run_s,
+        policy_dir=trained.policy_dir,
+        episodes=evaluated.episodes,
+    )

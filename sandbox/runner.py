@@ -418,38 +418,47 @@ def evaluate(job: dict, inbox: KeyInbox) -> dict[str, Any]:
     each metric's mean, and its value in every episode (`episodes`).
 
     Order: weights loaded, worker forked, key received, only then the candidate source sent.
+    A job with a `group` measures those seeds' policies on the same episodes, each with its
+    own worker (a fresh module, as alone); its result lists one entry per seed.
     """
     import torch
 
     from lero.training import evaluate_episodes, load_policy
 
     torch.set_num_threads(max(1, int(job["limits"]["cpus"])))
-    policy = load_policy(job["policy_dir"])
-    worker = None if job["code"] is None else OEFWorker()
+    members = job.get("group") or [{"seed": job["seed"], "policy_dir": job["policy_dir"]}]
+    policies = [load_policy(member["policy_dir"]) for member in members]
+    workers = [None if job["code"] is None else OEFWorker() for _ in members]
+    outputs = []
     try:
         inbox.key()
-        if worker is not None:
-            worker.load(job["code"])
-        episodes = evaluate_episodes(
-            policy,
-            job["env"]["name"],
-            env_kwargs(job),
-            enhance_observation=worker,
-            episodes=job["eval_episodes"],
-            seed=EVAL_SEED if job.get("eval_seed") is None else job["eval_seed"],
-        )
+        for policy, worker in zip(policies, workers, strict=True):
+            if worker is not None:
+                worker.load(job["code"])
+            episodes = evaluate_episodes(
+                policy,
+                job["env"]["name"],
+                env_kwargs(job),
+                enhance_observation=worker,
+                episodes=job["eval_episodes"],
+                seed=EVAL_SEED if job.get("eval_seed") is None else job["eval_seed"],
+            )
+            metrics = {name: float(values.mean()) for name, values in episodes.items()}
+            outputs.append({
+                "status": "ok",
+                "metrics": metrics,
+                "episodes": {name: values.tolist() for name, values in episodes.items()},
+                "fitness": metrics["return"],
+                "curves": {},
+                "reflection_stats": {},
+            })  # fmt: skip
     finally:
-        if worker is not None:
-            worker.close()
-    metrics = {name: float(values.mean()) for name, values in episodes.items()}
-    return {
-        "status": "ok",
-        "metrics": metrics,
-        "episodes": {name: values.tolist() for name, values in episodes.items()},
-        "fitness": metrics["return"],
-        "curves": {},
-        "reflection_stats": {},
-    }
+        for worker in workers:
+            if worker is not None:
+                worker.close()
+    if "group" not in job:
+        return outputs[0]
+    return {"status": "ok", "group": [{"seed": m["seed"], **out} for m, out in zip(members, outputs, strict=True)]}
 
 
 def failure(status: str, error_type: str, message: str, traceback: str = "") -> dict[str, Any]:

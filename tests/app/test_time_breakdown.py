@@ -30,12 +30,13 @@ def test_a_tiny_docker_run_reports_where_its_time_went(tmp_path):
         assert parts == pytest.approx(row["elapsed_s"], abs=1e-6), kind
     # baseline + one candidate, one seed each: two train and two evaluate jobs
     assert jobs["train"]["jobs"] == jobs["evaluate"]["jobs"] == 2
+    assert jobs["train"]["sandboxes"] == jobs["evaluate"]["sandboxes"] == 2  # one seed: no groups
     assert {"setup", "design", "validate", "select", "reflect"} <= set(loop)
     assert "train" not in loop and all(seconds >= 0 for seconds in loop.values())
     write_report(outcome.run_dir)
     markdown = (outcome.run_dir / "report.md").read_text()
     assert "## Where the time went" in markdown
-    assert "| train | 2 (0) |" in markdown and "| evaluate | 2 (0) |" in markdown
+    assert "| train | 2 (0) | 2 |" in markdown and "| evaluate | 2 (0) | 2 |" in markdown
     app = create_app(str(outcome.run_dir.parent), "t0ken", 8765, LLMConfig.from_spec("offline"))
     with TestClient(app, base_url="http://127.0.0.1:8765") as client:
         page = client.get("/runs/t?token=t0ken").text

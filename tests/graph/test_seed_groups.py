@@ -82,3 +82,6 @@ def test_a_run_on_one_slot_trains_each_candidates_seeds_in_one_job(tmp_path: Pat
     log = events(outcome.run_dir)
     finished = [(e["candidate_id"], e["seed"]) for e in log if e["event"] == "train_finished"]
     assert len(finished) == len(set(finished)) == 2 * (1 + len(records))  # the baseline and each candidate
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    for kind in ("train", "evaluate"):  # two seeds per sandbox
+        assert report["time"]["jobs"][kind]["jobs"] == 2 * report["time"]["jobs"][kind]["sandboxes"] == 2 * 3
