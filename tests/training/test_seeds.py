@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from lero.training import Hooks, TrainConfig, save_learner, train
+from lero.training.algos.ppo import STACK_ROWS
 from lero.training.networks import (
     RunningMeanStd,
     StackedParameters,
@@ -42,8 +43,8 @@ def oef(obs):
 
 
 def configs(algo: str, **extra) -> list[TrainConfig]:
-    cfg = TrainConfig(algo=algo, steps=2400, eval_episodes=4, threads=1, env_kwargs={"N": 2},
-                      hparams=SMALL[algo], **extra)  # fmt: skip
+    fields = {"steps": 2400, "hparams": SMALL[algo], **extra}
+    cfg = TrainConfig(algo=algo, eval_episodes=4, threads=1, env_kwargs={"N": 2}, **fields)
     return [replace(cfg, seed=seed) for seed in SEEDS]
 
 
@@ -67,11 +68,13 @@ def assert_same_tensors(mine, theirs, where: str = "learner") -> None:
         assert mine == theirs, where
 
 
-@pytest.mark.parametrize("algo", sorted(SMALL))
+@pytest.mark.parametrize("algo", [*sorted(SMALL), "mappo-large"])
 def test_each_seed_of_a_job_is_bitwise_the_seed_trained_alone(algo: str) -> None:
-    """With a candidate that draws random numbers: the seeds' streams stay apart too."""
+    """With a candidate that draws random numbers: the seeds' streams stay apart too.
+    `mappo-large`: a batch past ppo.STACK_ROWS, where the seeds train one after another."""
     hooks = Hooks(hybrid_reward=noisy_hrf, enhance_observation=oef)
-    cfgs = configs(algo)
+    large = {"n_envs": STACK_ROWS // 2 + 8, "rollout_len": 4, "epochs": 1}  # 2 agents: past STACK_ROWS
+    cfgs = configs("mappo", hparams=large, steps=8000) if algo == "mappo-large" else configs(algo)
     joint = train_seeds(cfgs, [hooks] * len(cfgs))
     for cfg, result in zip(cfgs, joint, strict=True):
         assert_same_result(result, train(cfg, hooks))
