@@ -319,3 +319,23 @@ def test_a_rungs_learner_state_travels_to_and_from_the_node(tmp_path) -> None:
     assert first.status == rest.status == "ok", (first.error, rest.error)
     assert (Path(first.policy_dir) / LEARNER_FILE).is_file()
     assert first.curves["steps"][-1] == 800 and rest.curves["steps"][0] > 800 and rest.curves["steps"][-1] == 1600
+
+
+def test_a_group_runs_as_its_jobs_on_the_cluster(tmp_path) -> None:
+    """A train (and evaluate) group on Ray runs as its separate jobs, side by side: each
+    seed's result comes back with its own weights, as from a local group."""
+    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    fields = {"eval_episodes": 8, "hparams": {"n_envs": 8, "rollout_len": 25}}
+    try:
+        sandbox = get_sandbox("process", work_dir=tmp_path, executor="ray", ray_address=cluster.address)
+        results = sandbox.train_and_evaluate_seeds(None, {"name": "simple_spread"}, "mappo", 800, [0, 1], **fields)
+        local = get_sandbox("process", work_dir=tmp_path / "local").train_and_evaluate_seeds(
+            None, {"name": "simple_spread"}, "mappo", 800, [0, 1], **fields)
+        sandbox.close()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert [r.status for r in results] == ["ok", "ok"], [r.error for r in results]
+    assert len({Path(r.policy_dir).parent for r in results}) == 2  # two jobs, not one group
+    for remote, here in zip(results, local, strict=True):
+        assert remote.curves == here.curves and remote.fitness == here.fitness
