@@ -406,7 +406,7 @@ class Sandbox(ABC):
         )  # fmt: skip
 
     def _run_jobs(self, jobs: list[Job]) -> list[JobResult]:
-        """One job, or a train group, through the cache; the ones it misses run together."""
+        """One job, or a group, through the cache; the ones it misses run together."""
         keys = [self._job_cache_key(job) for job in jobs]
         cached = [self.cache.get(key) if self.cache is not None else None for key in keys]
         self._check_cancelled(jobs[0])
@@ -426,7 +426,7 @@ class Sandbox(ABC):
         return results
 
     def _run_uncached(self, jobs: list[Job]) -> list[JobResult]:
-        """Jobs (one, or a train group) that missed the cache: the static check, the payloads
+        """Jobs (one, or a group) that missed the cache: the static check, the payloads
         (evaluate's weights, a resumed train job's learner state), then one run for all."""
         started = time.perf_counter()
         job = jobs[0]
@@ -440,15 +440,15 @@ class Sandbox(ABC):
                 payloads.append(_read_policy(Path(member.policy_dir)))
             else:
                 payloads.append(None if member.resume_dir is None else self._read_own_learner(Path(member.resume_dir)))
-        ready = [i for i, payload in enumerate(payloads) if not isinstance(payload, JobResult)]
-        results: list[JobResult] = [p if isinstance(p, JobResult) else None for p in payloads]  # type: ignore[misc]
+        results = {i: payload for i, payload in enumerate(payloads) if isinstance(payload, JobResult)}
+        ready = [i for i in range(len(jobs)) if i not in results]
         if ready:
             ran = ([self._execute(jobs[ready[0]], payloads[ready[0]])] if len(ready) == 1 else
                    self._execute_group([jobs[i] for i in ready], [payloads[i] for i in ready]))  # fmt: skip
             for i, result in zip(ready, ran, strict=True):
                 result.elapsed_s = (time.perf_counter() - started) / len(ready)
                 results[i] = result
-        return results
+        return [results[i] for i in range(len(jobs))]
 
     def _read_own_learner(self, resume_dir: Path) -> bytes | JobResult:
         """The learner state an earlier train job of this sandbox left. `resume_dir` comes from
@@ -464,7 +464,7 @@ class Sandbox(ABC):
         return self._execute_group([job], [payload])[0]
 
     def _execute_group(self, jobs: list[Job], payloads: list[bytes | None]) -> list[JobResult]:
-        """Run checked jobs (one, or a train group) in one sandbox on this machine, in one slot."""
+        """Run checked jobs (one, or a group) in one sandbox on this machine, in one slot."""
         queued = time.perf_counter()
         with self.slots:
             wait_s = time.perf_counter() - queued

@@ -275,7 +275,7 @@ class RaySandbox(Sandbox):
         super()._emit(event, **fields)
 
     def _execute_group(self, jobs: list[Job], payloads: list[bytes | None]) -> list[JobResult]:
-        """A train group runs as its jobs, side by side on the cluster: a task ships one
+        """A group runs as its jobs, side by side on the cluster: a task ships one
         policy back, and spreading the seeds over nodes beats one process there."""
         with ThreadPoolExecutor(len(jobs), thread_name_prefix="lero-ray-group") as pool:
             return list(pool.map(self._execute, jobs, payloads))
