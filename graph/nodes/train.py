@@ -1,8 +1,8 @@
 """Training fan-out (one `Send` per candidate and seed group, plus the baseline), the rungs
 of successive halving (`promote`) and selection.
 
-Each `train` branch runs one sandboxed train job for its seeds, then one evaluate job per seed. Branches of a generation run
-in parallel (at most `max_parallel` jobs at once: the sandbox's semaphore); a finished
+Each `train` branch trains its seeds in one sandboxed job and measures them in one more
+(`Sandbox.train_and_evaluate_seeds`). Branches of a generation run in parallel (at most `max_parallel` jobs at once: the sandbox's semaphore); a finished
 branch's result is saved as a pending write, so a crash mid-generation re-runs only the
 unfinished branches, and the sandbox's result cache answers any that finished in the
 sandbox but not in the graph. Under `--schedule halving` a generation trains in rungs
@@ -114,8 +114,8 @@ def promote(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
 
 def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """Train and evaluate one candidate with some of its seeds in the sandbox (the seeds in
-    one job, each evaluated in its own).
+    """Train and evaluate one candidate with some of its seeds in the sandbox (one train job
+    for them, one evaluate job for their policies).
 
     A seed whose result the run directory already holds (the process died after writing
     it, before the graph saved the branch) is not trained again: the file stays as it is.
@@ -125,27 +125,28 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
     rung = task.get("rung", 0)
     seeds, resume_dirs = task_seeds(task)
     cid = task["candidate_id"]
+    def ids(seed: int) -> dict[str, Any]:
+        return {"candidate_id": cid, "generation": task["generation"], "seed": seed, "rung": rung}
+
     records: dict[int, dict[str, Any]] = {}
     saved = {seed: res.rundir.read_seed_result(cid, seed) for seed in seeds}
     for seed in seeds:
-        ids = {"candidate_id": cid, "generation": task["generation"], "seed": seed, "rung": rung}
         done = saved[seed]
         if (done is not None and done.get("generation") == task["generation"] and done.get("status") == "ok"
                 and done.get("rung", 0) == rung):  # fmt: skip
             res.emit("train_finished", kind="train", status="ok", cached=True, fitness=done.get("fitness"),
-                     elapsed_s=done.get("elapsed_s"), **ids)  # fmt: skip
+                     elapsed_s=done.get("elapsed_s"), **ids(seed))  # fmt: skip
             records[seed] = done
     todo = [(seed, resume_dir) for seed, resume_dir in zip(seeds, resume_dirs, strict=True) if seed not in records]
     for seed, _ in todo:
-        res.emit("train_started", kind="train", candidate_id=cid, generation=task["generation"], seed=seed, rung=rung)
+        res.emit("train_started", kind="train", **ids(seed))
     results = res.sandbox.train_and_evaluate_seeds(
         task["code"], res.job_env, spec.algo, spec.steps, [seed for seed, _ in todo], [r for _, r in todo],
         candidate_id=cid, eval_episodes=spec.eval_episodes, hparams=spec.hparams, limits=res.job_limits,
         stop_at=rung_stop(spec.steps, spec.schedule, rung),
     ) if todo else []  # fmt: skip
     for (seed, resume_dir), result in zip(todo, results, strict=True):
-        ids = {"candidate_id": cid, "generation": task["generation"], "seed": seed, "rung": rung}
-        record = {**ids, **result.to_dict()}
+        record = {**ids(seed), **result.to_dict()}
         resumed = saved[seed] if resume_dir is not None and saved[seed] is not None else None  # the previous rung
         start = _trained(resumed) if resumed is not None else 0
         end = max(_trained(record), start) or rung_end(spec.steps, spec.schedule, rung)
@@ -155,7 +156,7 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
         res.rundir.write_seed_result(cid, seed, record)
         res.hooks.job_result(res.rundir, cid, seed, result)
         res.emit("train_finished", kind="train", status=result.status, cached=result.cached,
-                 fitness=result.fitness, elapsed_s=result.elapsed_s, **ids)  # fmt: skip
+                 fitness=result.fitness, elapsed_s=result.elapsed_s, **ids(seed))  # fmt: skip
         records[seed] = record
     return {"results": [records[seed] for seed in seeds]}
 
