@@ -64,21 +64,37 @@ def promoted(at_rung: dict[str, list[dict[str, Any]]], seeds: int) -> list[str]:
     return best[: math.ceil(len(at_rung) / 2)]
 
 
-def seed_groups(seeds: list[int], branches: int, slots: int) -> list[list[int]]:
-    """A candidate's SEEDS split into sandbox jobs, for a fan-out of BRANCHES candidates on
-    SLOTS concurrent jobs.
+def seed_groups(lengths: list[float], seeds: list[int], slots: int) -> list[list[list[int]]]:
+    """How each branch of a fan-out splits its SEEDS into sandbox jobs. LENGTHS: one seed's
+    training in each branch (its share of the budget), in the order the branches are sent;
+    SLOTS: jobs at once.
 
     The seeds of one job (`Sandbox.train_and_evaluate_seeds`) pay one sandbox start (about
     1.5 CPU-s) and each gets what it gets alone, but a job of g seeds runs g times as long.
-    So the largest g whose jobs still end within as many seed-lengths (rounds x g) as one
-    job per seed does: with 2 slots, 4 candidates of 2 seeds train as 4 jobs of 2, while 5
-    (a first generation with its baseline) train as 10 jobs of 1.
+    Of the plans that split the last k branches' seeds into jobs of g (the others one job
+    per seed), the one with the fewest jobs that ends no later (the jobs taken in order by
+    the first free slot) than one job per seed: with 2 slots, 4 candidates of 2 seeds train
+    as 4 jobs of 2, and a first generation (the baseline first) as 2 baseline jobs of 1 and
+    4 jobs of 2.
     """
-    def length(size: int) -> int:
-        return math.ceil(branches * math.ceil(len(seeds) / size) / slots) * size
 
-    size = max(g for g in range(1, len(seeds) + 1) if length(g) <= length(1))
-    return [seeds[k : k + size] for k in range(0, len(seeds), size)]
+    def makespan(plan: list[list[list[int]]]) -> float:
+        free = [0.0] * slots
+        for length, jobs in zip(lengths, plan, strict=True):
+            for job in jobs:
+                first = free.index(min(free))
+                free[first] += length * len(job)
+        return max(free)
+
+    singles = [[[seed] for seed in seeds] for _ in lengths]
+    best, limit = singles, makespan(singles) + 1e-9
+    for size in range(2, len(seeds) + 1):
+        jobs = [seeds[k : k + size] for k in range(0, len(seeds), size)]
+        for k in range(1, len(lengths) + 1):
+            plan = singles[: len(lengths) - k] + [jobs] * k
+            if sum(map(len, plan)) < sum(map(len, best)) and makespan(plan) <= limit:
+                best = plan
+    return best
 
 
 def latest_by_seed(results: Iterable[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:

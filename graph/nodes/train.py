@@ -28,6 +28,7 @@ from lero.graph.schedule import (
     latest_by_seed,
     promoted,
     rung_end,
+    rung_steps,
     rung_stop,
     seed_groups,
 )
@@ -43,22 +44,24 @@ def training_sends(state: RunState) -> list[Send]:
     jobs: list[tuple[str, str | None]] = [(c["candidate_id"], c["code"]) for c in at_stage(state["candidates"], "approved")]
     if not any(r["candidate_id"] == BASELINE_ID for r in state.get("evaluated", [])):
         jobs.insert(0, (BASELINE_ID, None))
-    last = last_rung(_schedule(spec))
-    groups = _seed_groups(spec, list(range(spec["seeds"])), len(jobs))
+    schedule = _schedule(spec)
+    rungs = [last_rung(schedule) if cid == BASELINE_ID else 0 for cid, _ in jobs]
+    lengths = [rung_end(spec["steps"], schedule, rung) / spec["steps"] for rung in rungs]  # each from step 0
+    plan = _seed_groups(spec, lengths, list(range(spec["seeds"])))
     return [
         Send("train", TrainTask(candidate_id=cid, generation=generation, code=code, seeds=seeds, spec=spec,
-                                rung=last if cid == BASELINE_ID else 0, resume_dirs=[None] * len(seeds)))
-        for cid, code in jobs
+                                rung=rung, resume_dirs=[None] * len(seeds)))
+        for (cid, code), rung, groups in zip(jobs, rungs, plan, strict=True)
         for seeds in groups
     ]  # fmt: skip
 
 
-def _seed_groups(spec: dict[str, Any], seeds: list[int], branches: int) -> list[list[int]]:
+def _seed_groups(spec: dict[str, Any], lengths: list[float], seeds: list[int]) -> list[list[list[int]]]:
     """`graph.schedule.seed_groups` on this run's slots; one seed per job on a Ray cluster,
     which spreads the seeds over its nodes instead."""
     if spec.get("executor") == "ray":
-        return [[seed] for seed in seeds]
-    return seed_groups(seeds, branches, parallel_jobs(spec.get("max_parallel"), Limits().cpus))
+        return [[[seed] for seed in seeds] for _ in lengths]
+    return seed_groups(lengths, seeds, parallel_jobs(spec.get("max_parallel"), Limits().cpus))
 
 
 def _schedule(spec: dict[str, Any]) -> str:
@@ -88,10 +91,12 @@ def rung_sends(state: RunState) -> list[Send]:
         return []
     codes = {c["candidate_id"]: c["code"] for c in state["candidates"]}
     going_on = promoted(at_rung, spec["seeds"])
+    length = rung_steps(spec["steps"], _schedule(spec), rung + 1) / spec["steps"]
+    plan = _seed_groups(spec, [length] * len(going_on), list(range(spec["seeds"])))
     sends = []
-    for cid in going_on:
+    for cid, groups in zip(going_on, plan, strict=True):
         policy_dirs = {r["seed"]: r["policy_dir"] for r in at_rung[cid]}
-        for seeds in _seed_groups(spec, sorted(policy_dirs), len(going_on)):
+        for seeds in groups:
             sends.append(Send("train", TrainTask(candidate_id=cid, generation=state["generation"], code=codes[cid],
                                                  seeds=seeds, spec=spec, rung=rung + 1,
                                                  resume_dirs=[policy_dirs[seed] for seed in seeds])))  # fmt: skip

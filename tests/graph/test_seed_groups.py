@@ -17,20 +17,25 @@ from tests.graph.test_graph_e2e import RecordingUI, assert_complete_run_dir, eve
 
 
 @pytest.mark.parametrize(
-    ("seeds", "branches", "slots", "groups"),
+    ("lengths", "seeds", "slots", "plan"),
     [
-        (2, 4, 2, [[0, 1]]),  # 4 jobs of 2 seeds: two rounds of two seed-lengths, as 8 jobs of 1
-        (2, 5, 2, [[0], [1]]),  # 5 jobs of 2 would take 3 rounds of two: one seed-length more than 10 of 1
-        (3, 1, 1, [[0, 1, 2]]),
-        (3, 2, 2, [[0, 1, 2]]),
-        (3, 4, 2, [[0, 1, 2]]),  # 4 jobs of 3: two rounds of three seed-lengths, as 12 jobs of 1
-        (3, 2, 4, [[0, 1], [2]]),  # 4 jobs of <= 2 fill 4 slots in two seed-lengths; 2 jobs of 3 take 3
-        (2, 4, 16, [[0], [1]]),  # a big machine: every seed on its own core
-        (1, 4, 2, [[0]]),
+        # 4 jobs of 2 seeds end after 4 seed-lengths on 2 slots, as 8 jobs of 1
+        ([1] * 4, 2, 2, [[[0, 1]]] * 4),
+        # the baseline first: its 2 seeds alone, then 4 jobs of 2 end at 5, as 10 jobs of 1;
+        # 5 jobs of 2 would end at 6
+        ([1] * 5, 2, 2, [[[0], [1]]] + [[[0, 1]]] * 4),
+        # successive halving's first rung: the baseline, 4x as long, fills one slot while the
+        # 4 candidates' jobs fill the other
+        ([1] + [0.25] * 4, 2, 2, [[[0, 1]]] * 5),
+        ([1], 3, 1, [[[0, 1, 2]]]),
+        ([1] * 4, 3, 2, [[[0, 1, 2]]] * 4),
+        ([1] * 2, 3, 4, [[[0, 1], [2]]] * 2),  # 4 jobs of <= 2 fill 4 slots in 2 seed-lengths; jobs of 3 take 3
+        ([1] * 4, 2, 16, [[[0], [1]]] * 4),  # a big machine: every seed on its own core
+        ([1] * 4, 1, 2, [[[0]]] * 4),
     ],
 )
-def test_seeds_go_together_only_when_no_round_is_lost(seeds: int, branches: int, slots: int, groups: list) -> None:
-    assert seed_groups(list(range(seeds)), branches, slots) == groups
+def test_seeds_go_together_only_where_the_fan_out_ends_no_later(lengths, seeds: int, slots: int, plan) -> None:
+    assert seed_groups([float(x) for x in lengths], list(range(seeds)), slots) == plan
 
 
 def run_state(**spec_fields: Any) -> dict[str, Any]:
@@ -45,7 +50,9 @@ def test_the_fan_out_sends_each_candidates_seeds_in_groups() -> None:
         (f"0-{k}", [0, 1], [None, None]) for k in range(4)
     ]
     with_baseline = training_sends({**run_state(max_parallel=2), "evaluated": []})
-    assert [s.arg["seeds"] for s in with_baseline] == [[0], [1]] * 5  # 5 branches on 2 slots
+    assert [(s.arg["candidate_id"], s.arg["seeds"]) for s in with_baseline] == [
+        ("baseline", [0]), ("baseline", [1]), *((f"0-{k}", [0, 1]) for k in range(4))
+    ]
     on_ray = training_sends(run_state(max_parallel=2, executor="ray", ray_address="127.0.0.1:1"))
     assert [s.arg["seeds"] for s in on_ray] == [[0], [1]] * 4
 
