@@ -160,6 +160,7 @@ def test_run_job_cache_and_events(tmp_path) -> None:
         "status": "ok",
         "cached": False,
         **first.timing(),  # where the job's seconds went (the run's time breakdown)
+        "group_of": 1,  # the jobs that shared its sandbox: it ran alone
     }
     assert first.run_s > 0 and first.elapsed_s > first.run_s
     assert events[3][1]["cached"] is True and "elapsed_s" not in events[3][1]  # a hit cost nothing
