@@ -134,6 +134,38 @@ def read_result(job_dir: Path, kind: str, key: bytes | None = None) -> JobResult
     With KEY (evaluate jobs) the result must carry the runner's seal made with it: a
     result.json the candidate wrote is `crashed` (ForgedResult), whatever it claims.
     """
+    data = _read_sealed(job_dir, key)
+    if isinstance(data, JobResult):
+        return data
+    try:
+        return _check_schema(data, kind)
+    except (ValueError, TypeError, RecursionError) as error:
+        return _malformed(error)
+
+
+def read_group_result(job_dir: Path, kind: str, seeds: list[int], key: bytes | None = None) -> list[JobResult]:
+    """A group job's result.json (`runner.train`, `runner.evaluate`: sealed as a whole with
+    KEY), read once like `read_result`: one result per seed, in SEEDS' order; a failure (or
+    anything malformed) is every seed's."""
+    data = _read_sealed(job_dir, key)
+    try:
+        whole = data if isinstance(data, JobResult) else _check_schema(data, kind)
+        if whole.status != "ok":
+            return [JobResult.from_dict(whole.to_dict()) for _ in seeds]
+        entries = data.get("group")
+        if not isinstance(entries, list) or [e.get("seed") if isinstance(e, dict) else None for e in entries] != seeds:
+            raise ValueError(f"'group' must hold one entry per seed {seeds}")
+        results = [_check_schema(entry, kind) for entry in entries]
+    except (ValueError, TypeError, RecursionError) as error:
+        return [_malformed(error) for _ in seeds]
+    for result in results:
+        result.run_s = whole.run_s / len(seeds)  # the runner's clock, shared
+    return results
+
+
+def _read_sealed(job_dir: Path, key: bytes | None) -> Any:
+    """JOB_DIR/result.json parsed (capped, no links, sealed with KEY when given), or the
+    `crashed` result saying why not."""
     try:
         raw = _read_capped(job_dir / RESULT_FILE, MAX_RESULT_BYTES)
     except OSError as error:
@@ -152,29 +184,13 @@ def read_result(job_dir: Path, kind: str, key: bytes | None = None) -> JobResult
             return JobResult.failure(
                 "crashed", "ForgedResult", f"{RESULT_FILE} does not carry this job's seal"
             )
-        return _check_schema(data, kind)
     except (ValueError, TypeError, RecursionError) as error:
-        return JobResult.failure("crashed", "BadResult", f"malformed {RESULT_FILE}: {error}"[:500])
+        return _malformed(error)
+    return data
 
 
-def read_group_result(job_dir: Path, kind: str, seeds: list[int], key: bytes | None = None) -> list[JobResult]:
-    """A group job's result.json (`runner.train`, `runner.evaluate`: sealed as a whole with
-    KEY): one result per seed, in SEEDS' order; a failure (or anything malformed) is every seed's."""
-    whole = read_result(job_dir, kind, key)
-    if whole.status != "ok":
-        return [JobResult.from_dict(whole.to_dict()) for _ in seeds]
-    try:
-        data = json.loads(_read_capped(job_dir / RESULT_FILE, MAX_RESULT_BYTES) or b"")
-        entries = data.get("group")
-        if not isinstance(entries, list) or [e.get("seed") if isinstance(e, dict) else None for e in entries] != seeds:
-            raise ValueError(f"'group' must hold one entry per seed {seeds}")
-        results = [_check_schema(entry, kind) for entry in entries]
-    except (OSError, ValueError, TypeError, RecursionError) as error:
-        failed = JobResult.failure("crashed", "BadResult", f"malformed {RESULT_FILE}: {error}"[:500])
-        return [JobResult.from_dict(failed.to_dict()) for _ in seeds]
-    for result in results:
-        result.run_s = whole.run_s / len(seeds)  # the runner's clock, shared
-    return results
+def _malformed(error: BaseException) -> JobResult:
+    return JobResult.failure("crashed", "BadResult", f"malformed {RESULT_FILE}: {error}"[:500])
 
 
 def _read_policy(policy_dir: Path, name: str = POLICY_FILE) -> bytes | JobResult:
@@ -487,17 +503,17 @@ class Sandbox(ABC):
         spec["env"] = self._env_inside(job.env)
         # a copy of the weights (evaluate: the runner loads them before any candidate code)
         # or of the learner state (a resumed train job) in the job dir
+        field, input_subdir, name = (("policy_dir", INPUT_POLICY_SUBDIR, POLICY_FILE) if job.kind == "evaluate"
+                                     else ("resume_dir", INPUT_LEARNER_SUBDIR, LEARNER_FILE))  # fmt: skip
         members = []
         for member, payload in zip(jobs, payloads, strict=True):
             inside = None
             if payload is not None:
-                field, subdir, name = (("policy_dir", INPUT_POLICY_SUBDIR, POLICY_FILE) if job.kind == "evaluate"
-                                       else ("resume_dir", INPUT_LEARNER_SUBDIR, LEARNER_FILE))  # fmt: skip
-                subdir = f"{subdir}-{member.seed}" if group else subdir
+                subdir = f"{input_subdir}-{member.seed}" if group else input_subdir
                 (job_dir / subdir).mkdir(mode=0o755)
                 (job_dir / subdir / name).write_bytes(payload)
                 inside = spec[field] = self._job_path_inside(job_dir, subdir)
-            members.append({"seed": member.seed, ("policy_dir" if job.kind == "evaluate" else "resume_dir"): inside})
+            members.append({"seed": member.seed, field: inside})
         if group:  # the runner trains (runner.train) or measures (runner.evaluate) these seeds together
             spec |= {"group": members, "resume_dir": None, "policy_dir": None}
         temp_path = job_dir / f".{JOB_FILE}.tmp"

@@ -39,7 +39,7 @@ class StackedParameters:
     """
 
     def __init__(self, per_seed: list[list[nn.Parameter]]) -> None:
-        n_seeds = len(per_seed)
+        self.n_seeds = len(per_seed)
         self.shapes = [p.shape for p in per_seed[0]]
         if any([p.shape for p in params] != self.shapes for params in per_seed):
             raise ValueError("every seed needs parameters of the same shapes")
@@ -55,13 +55,11 @@ class StackedParameters:
             self.tensors.append(leaf)
             for seed, params in enumerate(per_seed):
                 params[i].data, params[i].grad = data[seed], grad[seed]
-        self.n_seeds = n_seeds
 
     def _stacked(self, flat: torch.Tensor) -> list[torch.Tensor]:
         """Views [S, *shape_i] of a tensor laid out like `flat`."""
-        n_seeds = len(flat) // sum(shape.numel() for shape in self.shapes)
-        sizes = [n_seeds * shape.numel() for shape in self.shapes]
-        return [part.view(n_seeds, *shape) for part, shape in zip(flat.split(sizes), self.shapes, strict=True)]
+        sizes = [self.n_seeds * shape.numel() for shape in self.shapes]
+        return [part.view(self.n_seeds, *shape) for part, shape in zip(flat.split(sizes), self.shapes, strict=True)]
 
     def split(self, flat: torch.Tensor) -> list[torch.Tensor]:
         """A tensor laid out like `flat` (an optimizer moment) -> one flat copy per seed."""

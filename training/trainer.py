@@ -108,6 +108,7 @@ def train_seeds(
     for entry in hooks:
         if entry is not None and not isinstance(entry, Hooks):
             raise ValueError(f"hooks must be a training.Hooks or None, got {type(entry).__name__}")
+    hooks = [entry or Hooks() for entry in hooks]  # None: the baseline
     if progress is not None and not callable(progress):
         raise ValueError("progress must be callable(done_steps, total_steps, info) or None")
     cfg, n_seeds = cfgs[0], len(cfgs)
@@ -126,7 +127,7 @@ def train_seeds(
             with rng:  # the OEF meets its first obs here, and may draw from torch's generator
                 env = HookedEnv(
                     make_env(c.env, hparams.n_envs, **c.env_kwargs),
-                    seed_hooks or Hooks(),
+                    seed_hooks,
                     c.steps,
                     c.seed,
                     joint.of_seed(k),
@@ -148,8 +149,7 @@ def train_seeds(
             policy.eval()
             with run.rng:
                 metrics.append(
-                    evaluate(policy, cfg.env, cfg.env_kwargs, (seed_hooks or Hooks()).enhance_observation,
-                             cfg.eval_episodes)
+                    evaluate(policy, cfg.env, cfg.env_kwargs, seed_hooks.enhance_observation, cfg.eval_episodes)
                     if evaluation
                     else {}
                 )  # fmt: skip
