@@ -453,9 +453,9 @@ class Sandbox(ABC):
         payloads: list[bytes | JobResult | None] = []
         for member in jobs:
             if member.kind == "evaluate":
-                payloads.append(_read_policy(Path(member.policy_dir)))
+                payloads.append(self._read_own(Path(member.policy_dir), POLICY_FILE))
             else:
-                payloads.append(None if member.resume_dir is None else self._read_own_learner(Path(member.resume_dir)))
+                payloads.append(None if member.resume_dir is None else self._read_own(Path(member.resume_dir), LEARNER_FILE))
         results = {i: payload for i, payload in enumerate(payloads) if isinstance(payload, JobResult)}
         ready = [i for i in range(len(jobs)) if i not in results]
         if ready:
@@ -466,13 +466,14 @@ class Sandbox(ABC):
                 results[i] = result
         return [results[i] for i in range(len(jobs))]
 
-    def _read_own_learner(self, resume_dir: Path) -> bytes | JobResult:
-        """The learner state an earlier train job of this sandbox left. `resume_dir` comes from
-        the run's state (a run directory), so the host reads only inside its own job
-        directories: a path elsewhere, or one that links out of them, is refused."""
-        if not resume_dir.resolve().is_relative_to(self.work_dir):
-            return JobResult.failure("crashed", "NoPolicy", f"{resume_dir} is not a job directory of this sandbox")
-        return _read_policy(resume_dir, LEARNER_FILE)
+    def _read_own(self, policy_dir: Path, name: str) -> bytes | JobResult:
+        """The weights (NAME=POLICY_FILE) or learner state an earlier train job of this sandbox
+        left. Both paths come from the run's state or its result cache (files in a run
+        directory), so the host reads only inside its own job directories: a path elsewhere,
+        or one that links out of them, is refused."""
+        if not policy_dir.resolve().is_relative_to(self.work_dir):
+            return JobResult.failure("crashed", "NoPolicy", f"{policy_dir} is not a job directory of this sandbox")
+        return _read_policy(policy_dir, name)
 
     def _execute(self, job: Job, payload: bytes | None) -> JobResult:
         """Run a checked job on this machine (PAYLOAD: evaluate's weights or a resumed train

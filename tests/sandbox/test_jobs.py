@@ -7,6 +7,7 @@ boundary itself (a candidate that got past the check).
 from __future__ import annotations
 
 import secrets
+import shutil
 import time
 from pathlib import Path
 
@@ -34,6 +35,14 @@ def enhance_observation(obs):
 
 def job(kind: str, code: str | None, **fields) -> Job:
     return Job(kind=kind, code=code, env=ENV, limits=fields.pop("limits", LIMITS), **fields)
+
+
+def own(sandbox, policy_dir: Path) -> str:
+    """POLICY_DIR copied into the sandbox's job directories: evaluate reads weights only there."""
+    target = sandbox.work_dir / "given-policy"
+    if not target.exists():
+        shutil.copytree(policy_dir, target)
+    return str(target)
 
 
 @pytest.fixture(scope="module")
@@ -211,7 +220,7 @@ def test_candidate_cannot_change_its_score(
 ) -> None:
     if sandbox.kind not in honest_results:
         honest_job = job(
-            "evaluate", HONEST_OEF, policy_dir=str(policy_dir), eval_episodes=EVAL_EPISODES
+            "evaluate", HONEST_OEF, policy_dir=own(sandbox, policy_dir), eval_episodes=EVAL_EPISODES
         )
         honest_results[sandbox.kind] = sandbox.run_job(honest_job)
     honest = honest_results[sandbox.kind]
@@ -224,7 +233,7 @@ def test_candidate_cannot_change_its_score(
         job(
             "evaluate",
             cheating,
-            policy_dir=str(policy_dir),
+            policy_dir=own(sandbox, policy_dir),
             eval_episodes=EVAL_EPISODES,
             static_check=False,
         )
@@ -301,7 +310,7 @@ def test_what_the_oef_reads_cannot_seal_a_forged_result(
 ) -> None:
     code = FORGE_FROM.replace("LEAK", LEAKS[source]) + HONEST_OEF
     result = leaky_sandbox.run_job(
-        job("evaluate", code, policy_dir=str(policy_dir), eval_episodes=64, static_check=False)
+        job("evaluate", code, policy_dir=own(leaky_sandbox, policy_dir), eval_episodes=64, static_check=False)
     )
     assert result.status == "crashed" and result.fitness is None, result
     assert result.error["type"] == "ForgedResult"

@@ -246,13 +246,19 @@ def test_docker_failure_during_a_job_is_crashed_not_raised(sandbox_image, tmp_pa
     assert result.status == "crashed" and result.error["type"] == "SandboxUnavailable"
 
 
-def test_evaluate_refuses_a_linked_or_missing_policy(tmp_path) -> None:
-    sandbox = get_sandbox("process", work_dir=tmp_path / "jobs")
-    (tmp_path / "linked").symlink_to("/etc")
-    (tmp_path / "policy").mkdir()
-    (tmp_path / "policy" / "policy.pt").symlink_to("/etc/passwd")
-    for policy_dir in (tmp_path / "linked", tmp_path / "policy", tmp_path / "missing"):
+def test_evaluate_refuses_a_linked_missing_or_foreign_policy(tmp_path) -> None:
+    """The weights' folder comes from the run's state or result cache: the host reads it only
+    inside its own job directories, and there never through a link."""
+    jobs = tmp_path / "jobs"
+    sandbox = get_sandbox("process", work_dir=jobs)
+    (jobs / "linked").symlink_to("/etc")
+    (jobs / "policy").mkdir()
+    (jobs / "policy" / "policy.pt").symlink_to("/etc/passwd")
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "policy.pt").write_bytes(b"weights")  # a plain file, outside
+    for policy_dir in (jobs / "linked", jobs / "policy", jobs / "missing", tmp_path / "foreign"):
         result = sandbox.run_job(
             Job(kind="evaluate", code=None, env=ENV, policy_dir=str(policy_dir))
         )
         assert result.status == "crashed" and result.error["type"] == "NoPolicy"
+    assert "not a job directory of this sandbox" in result.error["message"]
