@@ -233,7 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", required=True, type=Path, help="output directory")
     train.add_argument("--n-envs", type=_positive_int, help="parallel envs (default: algo's)")
     train.add_argument("--eval-episodes", type=_positive_int, default=EVAL_EPISODES)
-    train.add_argument("--threads", type=_positive_int, help="torch threads")
+    train.add_argument("--threads", type=_positive_int,
+                       help="torch threads (default: every core on an idle machine, 1 on a busy one)")
 
     bench = sub.add_parser("bench", help="env throughput vs mpe2, and MAPPO training")
     bench.add_argument("--env", default=DEFAULT_ENV, help="environment to measure")

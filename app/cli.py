@@ -46,10 +46,6 @@ from lero.graph.context import CancelScope
 if TYPE_CHECKING:
     from lero.graph.runner import RunOutcome
 
-# OpenMP's default busy-wait makes 2-thread torch 5-10x slower on a shared machine;
-# it must be set before torch is first imported (commands import it lazily).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 

@@ -7,18 +7,18 @@
 
 Absolute numbers depend on what else the machine runs; compare the ratio column.
 
-OpenMP's default active waiting makes multi-threaded torch collapse (5-10x slower)
-when the cores are shared with other work, so this script sets
-OMP_WAIT_POLICY=PASSIVE unless the caller chose a policy; it must be set before
-torch is imported, hence the late import in main().
+Threads wait between torch ops the way the `lero` command's do (`training.openmp`),
+unless the caller chose an OpenMP wait; that must be settled before torch is imported,
+hence the late import in main().
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from lero.training.openmp import settle_openmp_wait
+
+settle_openmp_wait()
 
 SPREAD = "simple_spread"
 SETTINGS = {  # simple_spread's observability settings; the other envs take no arguments here

@@ -24,8 +24,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import torch
 
 from benchmarks.vs_jaxmarl import peer_config_from_yaml, peer_hparams

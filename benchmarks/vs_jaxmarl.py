@@ -20,8 +20,8 @@ the wall-clock until the (smoothed) training return first reaches JaxMARL's own 
 Ratios are against the JaxMARL row of the same round. Absolute speeds depend on the load of
 the (shared) machine; the load average is recorded before and after every row.
 
-OpenMP's active waiting collapses multi-threaded torch on a busy machine, so
-OMP_WAIT_POLICY=PASSIVE is set before torch is imported, unless the caller set a policy.
+lero's rows wait between torch ops the way the `lero` command does
+(`training.openmp`), unless the caller chose an OpenMP wait; rows record it as `omp_wait`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from lero.training.openmp import openmp_wait, settle_openmp_wait
+
+settle_openmp_wait()
 
 DRIVER = Path(__file__).with_name("jaxmarl_driver.py")
 PEER = "jaxmarl-ippo-ff"
@@ -240,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     "date": datetime.now(UTC).isoformat(timespec="seconds"),
                     "machine": {"cpus": os.cpu_count(), "processor": platform.processor()},
-                    "omp_wait": os.environ["OMP_WAIT_POLICY"],
+                    "omp_wait": openmp_wait(),
                     "args": {k: str(v) for k, v in vars(args).items()},
                     "summary": summary,
                     "rounds": rounds,

@@ -5,15 +5,13 @@ comparable is the ratio of two measurements taken in the same run. ``bench_env``
 therefore alternates short rounds of both envs and reports their ratio.
 A joint step is one step of all agents in one environment.
 
-With more than one torch thread on a busy machine, OpenMP's default active waiting
-can make torch 5-10x slower; set OMP_WAIT_POLICY=PASSIVE in the environment before
-torch is imported (rows report the policy in effect as ``omp_wait``).
+With more than one torch thread, how OpenMP's idle threads wait decides much of the
+speed (`training.openmp`); rows report the wait in effect as ``omp_wait``.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import time
 from typing import Any
 
@@ -23,6 +21,7 @@ import torch
 from lero.training.config import TrainConfig
 from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV
 from lero.training.envs import make_env
+from lero.training.openmp import openmp_wait
 from lero.training.trainer import torch_threads, train
 
 
@@ -99,7 +98,7 @@ def bench_env(
         "env_kwargs": env_kwargs,
         "n_envs": n_envs,
         "threads": torch.get_num_threads() if threads is None else threads,
-        "omp_wait": os.environ.get("OMP_WAIT_POLICY", "default"),
+        "omp_wait": openmp_wait(),
         "lero_steps_per_s": lero_rate,
         "mpe2_steps_per_s": mpe2_rate,
         "ratio": lero_rate / mpe2_rate,

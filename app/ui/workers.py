@@ -34,9 +34,8 @@ class Worker:
         self.stderr: deque[str] = deque(maxlen=STDERR_LINES)
         self.outcome: dict[str, Any] | None = None
         self._lock = threading.Lock()
-        env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "lero.app.worker", *argv], cwd=cwd, env=env, text=True,
+            [sys.executable, "-m", "lero.app.worker", *argv], cwd=cwd, text=True,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         self._readers = [
