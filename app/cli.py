@@ -1,6 +1,6 @@
-"""`lero`: the command line (argparse). Commands import their packages lazily so that
-`lero train` / `lero bench` need only `training`, and a broken optional part (no Docker,
-no LLM) never stops the others from starting.
+"""`lero`: the command line (argparse). The optional parts (Docker's SDK, Ray, the web
+server) load only in the commands that use them, so a broken one never stops the others
+from starting.
 
 Errors the user can fix (bad flags, bad config, unknown run, invalid spec) print one line
 `lero: error: ...` on stderr and exit with status 2; no traceback.
