@@ -229,7 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_env_args(train)
     train.add_argument("--algo", required=True)
     train.add_argument("--steps", required=True, type=_positive_int, help="joint env steps")
-    train.add_argument("--seed", required=True, type=_non_negative_int)
+    train.add_argument("--seed", required=True, type=_non_negative_int, nargs="+",
+                       help="one seed, or several: trained in one process, each in DIR/seed-<k>/")
     train.add_argument("--out", required=True, type=Path, help="output directory")
     train.add_argument("--n-envs", type=_positive_int, help="parallel envs (default: algo's)")
     train.add_argument("--eval-episodes", type=_positive_int, default=EVAL_EPISODES)

@@ -13,6 +13,7 @@ import csv
 import json
 import os
 import signal
+import statistics
 import sys
 import threading
 from collections.abc import Iterator
@@ -45,6 +46,7 @@ from lero.graph.context import CancelScope
 
 if TYPE_CHECKING:
     from lero.graph.runner import RunOutcome
+    from lero.training import TrainResult
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -292,35 +294,61 @@ def write_curve_csv(curves: dict[str, list[float]], path: Path) -> None:
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
+    """One seed writes DIR/{policy.pt, curve.csv, result.json}; several (`--seed 0 1 2`)
+    train in one process (`training.train_seeds`, each seed bitwise what it gives alone),
+    write that per seed in DIR/seed-<k>/, and DIR/seeds.json the evaluation over the seeds."""
     from lero.app.console import train_progress
     from lero.graph.safefs import write_atomic
-    from lero.training import TrainConfig, make_env, save_policy, train
+    from lero.training import TrainConfig, make_env, train_seeds
 
+    seeds = args.seed
+    if len(set(seeds)) != len(seeds):
+        raise UsageError(f"--seed values must differ, got {' '.join(map(str, seeds))}")
     env_kwargs = dict(args.env_args)
-    cfg = TrainConfig(
-        env=args.env,
-        env_kwargs=env_kwargs,
-        algo=args.algo,
-        steps=args.steps,
-        seed=args.seed,
-        n_envs=args.n_envs,
-        eval_episodes=args.eval_episodes,
-        threads=args.threads,
-    )
+    cfgs = [
+        TrainConfig(env=args.env, env_kwargs=env_kwargs, algo=args.algo, steps=args.steps, seed=seed,
+                    n_envs=args.n_envs, eval_episodes=args.eval_episodes, threads=args.threads)
+        for seed in seeds
+    ]  # fmt: skip
     make_env(args.env, 1, **env_kwargs)  # bad env kwargs (N=0, typos) fail before any output
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} exists and is not a directory")
     args.out.mkdir(parents=True, exist_ok=True)
-    with train_progress(console, f"{args.algo} on {args.env}") as progress:
-        result = train(cfg, progress=progress)
-    save_policy(result.policy, args.out / "policy.pt")
-    write_curve_csv(result.curves, args.out / "curve.csv")
+    label = f"{args.algo} on {args.env}" + (f", seeds {' '.join(map(str, seeds))}" if len(seeds) > 1 else "")
+    with train_progress(console, label) as progress:
+        results = train_seeds(cfgs, progress=progress)
+    if len(results) == 1:
+        write_train_result(results[0], args.out)
+    else:
+        for result in results:
+            write_train_result(result, args.out / f"seed-{result.config.seed}")
+        summary = seeds_summary(results)
+        write_atomic(args.out / "seeds.json", json.dumps(summary, indent=2) + "\n")
+    for result in results:
+        metrics = ", ".join(f"{k} {v:.3f}" for k, v in result.eval.items())
+        console.print(f"seed {result.config.seed} eval: {metrics}")
+    steps = sum(result.steps for result in results)  # each seed holds 1/S of the job's seconds:
+    wall_s, train_s = (sum(getattr(result, name) for result in results) for name in ("wall_s", "train_s"))
+    written = args.out / ("result.json" if len(results) == 1 else "seeds.json")
+    console.print(f"{steps} steps in {wall_s:.1f} s ({steps / train_s:.0f} steps/s) -> {written}")
+    return EXIT_OK
+
+
+def write_train_result(result: TrainResult, out: Path) -> None:
+    """One seed's policy.pt, curve.csv and, last and atomically, result.json in OUT."""
+    from lero.graph.safefs import write_atomic
+    from lero.training import save_policy
+
+    out.mkdir(parents=True, exist_ok=True)
+    save_policy(result.policy, out / "policy.pt")
+    write_curve_csv(result.curves, out / "curve.csv")
+    cfg = result.config
     document = {
-        "env": args.env,
-        "env_kwargs": env_kwargs,
-        "algo": args.algo,
+        "env": cfg.env,
+        "env_kwargs": cfg.env_kwargs,
+        "algo": cfg.algo,
         "steps": result.steps,
-        "seed": args.seed,
+        "seed": cfg.seed,
         "wall_s": result.wall_s,
         "steps_per_s": result.steps_per_s,
         "eval": result.eval,
@@ -329,14 +357,22 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         "config": cfg.to_dict(),
         "policy_path": "policy.pt",
     }
-    write_atomic(args.out / "result.json", json.dumps(document, indent=2) + "\n")
-    metrics = ", ".join(f"{k} {v:.3f}" for k, v in result.eval.items())
-    console.print(f"eval: {metrics}")
-    console.print(
-        f"{result.steps} steps in {result.wall_s:.1f} s ({result.steps_per_s:.0f} steps/s) "
-        f"-> {args.out / 'result.json'}"
-    )
-    return EXIT_OK
+    write_atomic(out / "result.json", json.dumps(document, indent=2) + "\n")
+
+
+def seeds_summary(results: list[TrainResult]) -> dict[str, Any]:
+    """seeds.json: per metric the seeds' greedy evaluations, their mean and sample std."""
+    metrics = {}
+    for name in results[0].eval:
+        values = [result.eval[name] for result in results]
+        metrics[name] = {"values": values, "mean": statistics.fmean(values), "std": statistics.stdev(values)}
+    return {
+        "seeds": [result.config.seed for result in results],
+        "results": [f"seed-{result.config.seed}/result.json" for result in results],
+        "eval": metrics,
+        "steps": sum(result.steps for result in results),
+        "wall_s": sum(result.wall_s for result in results),
+    }
 
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:

@@ -109,3 +109,48 @@ def test_train_reports_progress_before_the_first_episode_ends(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert json.loads((out / "result.json").read_text())["algo"] == "qmix"
     assert "result.json" in (tmp_path / "stdout.txt").read_text()
+
+
+def test_several_seeds_train_in_one_process_each_as_it_would_alone(tmp_path: Path) -> None:
+    """`--seed 1 2` writes each seed's files in DIR/seed-<k>/, bitwise what `--seed k`
+    writes alone, and DIR/seeds.json their evaluations' mean and spread."""
+    from lero.training import load_policy
+
+    def train_cli(out: Path, *seeds: str) -> None:
+        argv = ["train", "--env", "simple_spread", "--env-arg", "N=2", "--algo", "ippo",
+                "--seed", *seeds, "--out", str(out), *TINY]  # fmt: skip
+        assert main(argv, console=Console(file=io.StringIO())) == 0
+
+    train_cli(tmp_path / "both", "1", "2")
+    for seed in ("1", "2"):
+        train_cli(tmp_path / f"alone-{seed}", seed)
+    summary = json.loads((tmp_path / "both" / "seeds.json").read_text())
+    assert summary["seeds"] == [1, 2] and summary["results"] == ["seed-1/result.json", "seed-2/result.json"]
+    for seed in ("1", "2"):
+        together = json.loads((tmp_path / "both" / f"seed-{seed}" / "result.json").read_text())
+        alone = json.loads((tmp_path / f"alone-{seed}" / "result.json").read_text())
+        assert together["seed"] == int(seed) and together["config"] == alone["config"]
+        for key in ("eval", "curves", "reflection_stats", "steps"):
+            assert together[key] == alone[key], key
+        mine = load_policy(tmp_path / "both" / f"seed-{seed}" / "policy.pt").state_dict()
+        theirs = load_policy(tmp_path / f"alone-{seed}" / "policy.pt").state_dict()
+        assert all(torch.equal(mine[k], theirs[k]) for k in theirs)
+        assert (tmp_path / "both" / f"seed-{seed}" / "curve.csv").read_text() == (
+            tmp_path / f"alone-{seed}" / "curve.csv"
+        ).read_text()
+    returns = [json.loads((tmp_path / f"alone-{s}" / "result.json").read_text())["eval"]["return"] for s in "12"]
+    assert summary["eval"]["return"]["values"] == returns
+    assert summary["eval"]["return"]["mean"] == pytest.approx(sum(returns) / 2)
+    assert summary["eval"]["return"]["std"] == pytest.approx(abs(returns[0] - returns[1]) / 2**0.5)
+    assert not (tmp_path / "both" / "result.json").exists()
+
+
+def test_repeated_seeds_are_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    argv = ["train", "--env", "simple_spread", "--algo", "mappo", "--seed", "0", "0", "--out", str(out), *TINY]
+    assert main(argv, console=Console(file=io.StringIO())) == 2
+    err = capsys.readouterr().err
+    assert err == "lero: error: --seed values must differ, got 0 0\n"
+    assert not out.exists()
