@@ -297,9 +297,12 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     """One seed writes DIR/{policy.pt, curve.csv, result.json}; several (`--seed 0 1 2`)
     train in one process (`training.train_seeds`, each seed bitwise what it gives alone),
     write that per seed in DIR/seed-<k>/, and DIR/seeds.json the evaluation over the seeds."""
+    import torch
+
     from lero.app.console import train_progress
     from lero.graph.safefs import write_atomic
     from lero.training import TrainConfig, make_env, train_seeds
+    from lero.training.openmp import openmp_wait
 
     seeds = args.seed
     if len(set(seeds)) != len(seeds):
@@ -317,11 +320,12 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     label = f"{args.algo} on {args.env}" + (f", seeds {' '.join(map(str, seeds))}" if len(seeds) > 1 else "")
     with train_progress(console, label) as progress:
         results = train_seeds(cfgs, progress=progress)
+    measured_on = {"threads": args.threads or torch.get_num_threads(), "omp_wait": openmp_wait()}
     if len(results) == 1:
-        write_train_result(results[0], args.out)
+        write_train_result(results[0], args.out, measured_on)
     else:
         for result in results:
-            write_train_result(result, args.out / f"seed-{result.config.seed}")
+            write_train_result(result, args.out / f"seed-{result.config.seed}", measured_on)
         summary = seeds_summary(results)
         write_atomic(args.out / "seeds.json", json.dumps(summary, indent=2) + "\n")
     for result in results:
@@ -330,12 +334,14 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     steps = sum(result.steps for result in results)  # each seed holds 1/S of the job's seconds:
     wall_s, train_s = (sum(getattr(result, name) for result in results) for name in ("wall_s", "train_s"))
     written = args.out / ("result.json" if len(results) == 1 else "seeds.json")
-    console.print(f"{steps} steps in {wall_s:.1f} s ({steps / train_s:.0f} steps/s) -> {written}")
+    console.print(f"{steps} steps in {wall_s:.1f} s ({steps / train_s:.0f} steps/s on {measured_on['threads']} "
+                  f"thread(s), OpenMP wait {measured_on['omp_wait']}) -> {written}")
     return EXIT_OK
 
 
-def write_train_result(result: TrainResult, out: Path) -> None:
-    """One seed's policy.pt, curve.csv and, last and atomically, result.json in OUT."""
+def write_train_result(result: TrainResult, out: Path, measured_on: dict[str, Any]) -> None:
+    """One seed's policy.pt, curve.csv and, last and atomically, result.json in OUT;
+    MEASURED_ON: torch's threads and OpenMP wait, which its steps/s depend on."""
     from lero.graph.safefs import write_atomic
     from lero.training import save_policy
 
@@ -351,6 +357,7 @@ def write_train_result(result: TrainResult, out: Path) -> None:
         "seed": cfg.seed,
         "wall_s": result.wall_s,
         "steps_per_s": result.steps_per_s,
+        **measured_on,
         "eval": result.eval,
         "curves": result.curves,
         "reflection_stats": result.reflection_stats,

@@ -15,6 +15,7 @@ import torch
 from rich.console import Console
 
 from lero.app.cli import main
+from lero.training.openmp import openmp_wait
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--steps", "200", "--n-envs", "4", "--eval-episodes", "4", "--threads", "1"]
@@ -40,6 +41,7 @@ def test_train_writes_result_curve_and_policy(
     assert (result["env"], result["algo"], result["seed"]) == ("simple_spread", "mappo", 3)
     assert result["env_kwargs"] == {"N": 2}
     assert result["steps"] >= 200 and result["wall_s"] > 0 and result["steps_per_s"] > 0
+    assert result["threads"] == 1 and result["omp_wait"] == openmp_wait()  # what the speed was measured on
     assert set(result["eval"]) == {"return", "coverage", "occupied", "collisions"}
     assert all(math.isfinite(v) for v in result["eval"].values())
     assert "return" in result["curves"] and "return" in result["reflection_stats"]
