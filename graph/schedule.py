@@ -97,6 +97,16 @@ def seed_groups(lengths: list[float], seeds: list[int], slots: int) -> list[list
     return best
 
 
+def sandbox_groups(
+    lengths: list[float], seeds: list[int], slots: int, executor: str = "local"
+) -> list[list[list[int]]]:
+    """`seed_groups`, except on a Ray cluster: one seed per job there, which spreads the
+    seeds over its nodes instead."""
+    if executor == "ray":
+        return [[[seed] for seed in seeds] for _ in lengths]
+    return seed_groups(lengths, seeds, slots)
+
+
 def latest_by_seed(results: Iterable[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
     """(candidate, seed) -> its latest result: a later rung (or a re-run branch) replaces an earlier one."""
     latest: dict[tuple[str, int], dict[str, Any]] = {}

@@ -401,13 +401,14 @@ class Sandbox(ABC):
         and the files they continue (resume_dir) or measure (policy_dir), in one sandbox, so
         S seeds pay one start. The runner trains them together (`training.train_seeds`,
         every seed bitwise what it gives alone), or measures each policy with its own OEF
-        worker on the same episodes. Results, cache entries and events stay per job; a
-        job's seconds are its share (1/S) of the group's; a failure is every job's."""
+        worker on its episodes (`eval_seed`'s, the same for all where they share it). Results,
+        cache entries and events stay per job; a job's seconds are its share (1/S) of the
+        group's; a failure is every job's."""
         if not jobs or any(not isinstance(job, Job) or job.kind not in ("train", "evaluate") for job in jobs):
             raise TypeError("run_group expects a non-empty list of train or evaluate Jobs")
-        apart = {"seed": None, "resume_dir": None, "policy_dir": None, "job_id": None}
+        apart = {"seed": None, "resume_dir": None, "policy_dir": None, "eval_seed": None, "job_id": None}
         if any({**job.to_dict(), **apart} != {**jobs[0].to_dict(), **apart} for job in jobs):
-            raise ValueError("the jobs of a group must differ only in seed, resume_dir and policy_dir")
+            raise ValueError("the jobs of a group must differ only in seed, eval_seed, resume_dir and policy_dir")
         if len({job.seed for job in jobs}) != len(jobs):
             raise ValueError("the jobs of a group need distinct seeds")
         return self._run_jobs(jobs)
@@ -514,7 +515,7 @@ class Sandbox(ABC):
                 (job_dir / subdir).mkdir(mode=0o755)
                 (job_dir / subdir / name).write_bytes(payload)
                 inside = spec[field] = self._job_path_inside(job_dir, subdir)
-            members.append({"seed": member.seed, field: inside})
+            members.append({"seed": member.seed, field: inside, "eval_seed": member.eval_seed})
         if group:  # the runner trains (runner.train) or measures (runner.evaluate) these seeds together
             spec |= {"group": members, "resume_dir": None, "policy_dir": None}
         temp_path = job_dir / f".{JOB_FILE}.tmp"
@@ -584,17 +585,23 @@ class Sandbox(ABC):
         steps: int,
         seeds: list[int],
         resume_dirs: list[str | None] | None = None,
+        eval_seeds: list[int | None] | None = None,
         **job_fields: Any,
     ) -> list[JobResult]:
         """`train_and_evaluate` for several seeds of one candidate: the seeds the cache
         misses train in one sandbox, and their policies are measured in one fresh sandbox
-        (`run_group`). Every seed's result and cache entry are what it gets alone."""
+        (`run_group`), each on its own EVAL_SEEDS' episodes where given (a study's held-out
+        seeds), else all on `eval_seed`'s. Every seed's result and cache entry are what it
+        gets alone."""
         resume_dirs = [None] * len(seeds) if resume_dirs is None else resume_dirs
-        if len(resume_dirs) != len(seeds) or ("job_id" in job_fields and len(seeds) > 1):
-            raise ValueError("train_and_evaluate_seeds: one resume_dir per seed, and no shared job_id")
+        if eval_seeds is None:
+            eval_seeds = [job_fields.pop("eval_seed", None)] * len(seeds)
+        if len(resume_dirs) != len(seeds) or len(eval_seeds) != len(seeds) or "eval_seed" in job_fields \
+                or ("job_id" in job_fields and len(seeds) > 1):
+            raise ValueError("train_and_evaluate_seeds: one resume_dir and eval seed per seed, and no shared job_id")
         train_jobs = [Job(kind="train", code=code, env=env, algo=algo, steps=steps, seed=seed,
-                          resume_dir=resume_dir, **job_fields)
-                      for seed, resume_dir in zip(seeds, resume_dirs, strict=True)]  # fmt: skip
+                          resume_dir=resume_dir, eval_seed=eval_seed, **job_fields)
+                      for seed, resume_dir, eval_seed in zip(seeds, resume_dirs, eval_seeds, strict=True)]  # fmt: skip
         keys = [self._combined_cache_key(job) for job in train_jobs]
         results: list[JobResult | None] = [self.cache.get(key) if self.cache is not None else None for key in keys]
         for job, hit in zip(train_jobs, results, strict=True):
@@ -607,7 +614,8 @@ class Sandbox(ABC):
         ok = [i for i in missed if trained[i].status == "ok"]
         eval_fields = {k: v for k, v in job_fields.items() if k not in ("job_id", "stop_at")}
         eval_jobs = [Job(kind="evaluate", code=code, env=env, algo=algo, steps=steps, seed=seeds[i],
-                         policy_dir=trained[i].policy_dir, **eval_fields) for i in ok]  # fmt: skip
+                         policy_dir=trained[i].policy_dir, eval_seed=eval_seeds[i], **eval_fields)
+                     for i in ok]  # fmt: skip
         evaluated = dict(zip(ok, self.run_group(eval_jobs), strict=True)) if ok else {}
         for i in missed:
             results[i] = trained[i] if i not in evaluated else combined(trained[i], evaluated[i])

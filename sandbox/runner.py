@@ -418,21 +418,24 @@ def evaluate(job: dict, inbox: KeyInbox) -> dict[str, Any]:
     each metric's mean, and its value in every episode (`episodes`).
 
     Order: weights loaded, worker forked, key received, only then the candidate source sent.
-    A job with a `group` measures those seeds' policies on the same episodes, each with its
-    own worker (a fresh module, as alone); its result lists one entry per seed.
+    A job with a `group` measures those seeds' policies, each with its own worker (a fresh
+    module, as alone) on its member's `eval_seed` episodes (the same episodes where the
+    members share it); its result lists one entry per seed.
     """
     import torch
 
     from lero.training import evaluate_episodes, load_policy
 
     torch.set_num_threads(max(1, int(job["limits"]["cpus"])))
-    members = job.get("group") or [{"seed": job["seed"], "policy_dir": job["policy_dir"]}]
+    members = job.get("group") or [
+        {"seed": job["seed"], "policy_dir": job["policy_dir"], "eval_seed": job.get("eval_seed")}
+    ]
     policies = [load_policy(member["policy_dir"]) for member in members]
     workers = [None if job["code"] is None else OEFWorker() for _ in members]
     outputs = []
     try:
         inbox.key()
-        for policy, worker in zip(policies, workers, strict=True):
+        for member, policy, worker in zip(members, policies, workers, strict=True):
             if worker is not None:
                 worker.load(job["code"])
             episodes = evaluate_episodes(
@@ -441,7 +444,7 @@ def evaluate(job: dict, inbox: KeyInbox) -> dict[str, Any]:
                 env_kwargs(job),
                 enhance_observation=worker,
                 episodes=job["eval_episodes"],
-                seed=EVAL_SEED if job.get("eval_seed") is None else job["eval_seed"],
+                seed=EVAL_SEED if member.get("eval_seed") is None else member["eval_seed"],
             )
             metrics = {name: float(values.mean()) for name, values in episodes.items()}
             outputs.append({

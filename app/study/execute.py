@@ -2,8 +2,8 @@
 
 Layout under `runs/<run_id>/studies/<study_id>/` (or `<runs_dir>/studies/<study_id>/` for
 a candidate file): `study.json`, `study.md`, `plots/`, `candidate.py` (the module studied)
-and `cells/<algo>/<variant>/seed-<n>.json`, one per finished job, written as each job
-ends. A second call with the same settings skips every cell that has its file, and the
+and `cells/<algo>/<variant>/seed-<n>.json`, one per seed, written when the sandbox job that
+trained it ends (an arm's seeds train together, as a loop's candidate's do). A second call with the same settings skips every cell that has its file, and the
 sandbox's result cache (the run's own `cache/`) answers jobs that finished before the file
 was written.
 """
@@ -27,6 +27,7 @@ from lero.app.study.variants import LOOP_ARM, VARIANTS, step_multiple, variant_c
 from lero.graph.configuration import MAX_STEPS, RunError, RunSpec
 from lero.graph.rundir import STUDIES_DIR, RunDir
 from lero.graph.safefs import write_atomic
+from lero.graph.schedule import sandbox_groups
 from lero.graph.summary import best_candidate, load_run, summarize
 from lero.training.defaults import DEFAULT_ALGO
 
@@ -166,24 +167,45 @@ def _start_dir(plan: Plan) -> None:
                                    "config": plan.config()}, indent=2) + "\n")  # fmt: skip
 
 
-def _run_cell(plan: Plan, sandbox: Any, algo: str, variant: str, index: int) -> dict[str, Any]:
-    """One (algorithm, variant, seed) job in the sandbox; its file is written when it ends."""
-    seed, eval_seed = plan.spec.train_seeds[index], plan.spec.eval_seeds[index]
-    result = sandbox.train_and_evaluate(
-        variant_code(plan.code, variant), plan.env, algo, plan.steps_of(variant), seed,
-        eval_seed=eval_seed, eval_episodes=plan.spec.eval_episodes, hparams=plan.hparams[algo],
+def _run_seeds(plan: Plan, sandbox: Any, algo: str, variant: str, indexes: list[int]) -> list[dict[str, Any]]:
+    """Some seeds of one (algorithm, variant) trained in one sandbox and measured in one more
+    (`Sandbox.train_and_evaluate_seeds`; each seed's result is what it gets alone), each on
+    its own held-out episodes; every seed's cell file is written when they end."""
+    seeds = [plan.spec.train_seeds[i] for i in indexes]
+    eval_seeds = [plan.spec.eval_seeds[i] for i in indexes]
+    results = sandbox.train_and_evaluate_seeds(
+        variant_code(plan.code, variant), plan.env, algo, plan.steps_of(variant), seeds,
+        eval_seeds=eval_seeds, eval_episodes=plan.spec.eval_episodes, hparams=plan.hparams[algo],
         candidate_id=f"study:{algo}:{variant}", checkpoint_every=plan.checkpoint_every(variant),
     )  # fmt: skip
-    record = {"algo": algo, "variant": variant, "seed": seed, "eval_seed": eval_seed,
-              **result.to_dict()}  # fmt: skip
-    if result.status == "ok" and plan.spec.checkpoints:
-        record["checkpoints"] = score_cell(plan, sandbox, algo, variant, index, record)
-        record["status"] = record["checkpoints"]["status"]
-    record.pop("policy_dir", None)
-    path = plan.cell_path(algo, variant, seed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(record) + "\n")
-    return record
+    records = []
+    for index, seed, eval_seed, result in zip(indexes, seeds, eval_seeds, results, strict=True):
+        record = {"algo": algo, "variant": variant, "seed": seed, "eval_seed": eval_seed,
+                  **result.to_dict()}  # fmt: skip
+        if result.status == "ok" and plan.spec.checkpoints:
+            record["checkpoints"] = score_cell(plan, sandbox, algo, variant, index, record)
+            record["status"] = record["checkpoints"]["status"]
+        record.pop("policy_dir", None)
+        path = plan.cell_path(algo, variant, seed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(record) + "\n")
+        records.append(record)
+    return records
+
+
+def _seed_jobs(plan: Plan, slots: int) -> list[tuple[str, str, list[int]]]:
+    """The cells still to train, as (algorithm, variant, seed indexes) sandbox jobs: the
+    seeds of one arm grouped as the loop groups a candidate's (`graph.schedule.sandbox_groups`,
+    which keeps the study no longer on its slots than one job per seed)."""
+    arms = [(algo, variant) for algo in plan.algos for variant in plan.spec.variants]
+    missing = {arm: [i for i, seed in enumerate(plan.spec.train_seeds)
+                     if (plan.read_cell(*arm, seed) or {}).get("status") != "ok"] for arm in arms}  # fmt: skip
+    todo = [arm for arm in arms if missing[arm]]
+    lengths = [float(plan.steps_of(variant)) for _, variant in todo]
+    seeds = list(range(plan.spec.seeds))
+    groups = sandbox_groups(lengths, seeds, slots, plan.executor["executor"])
+    return [(*arm, [i for i in group if i in missing[arm]]) for arm, jobs in zip(todo, groups, strict=True)
+            for group in jobs if set(group) & set(missing[arm])]  # fmt: skip
 
 
 def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | None = None) -> dict[str, Any]:
@@ -200,20 +222,21 @@ def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | 
         # one env slot (in the sandbox for a custom env): bad env kwargs fail before any job
         metrics = list(env_facts(plan.env, sandbox)[0].metric_names)
         _start_dir(plan)
-        todo = [(algo, variant, i) for algo in plan.algos for variant in spec.variants
-                for i, seed in enumerate(spec.train_seeds)
-                if (plan.read_cell(algo, variant, seed) or {}).get("status") != "ok"]  # fmt: skip
+        jobs = _seed_jobs(plan, sandbox.max_parallel)
+        todo = sum(len(indexes) for *_, indexes in jobs)
         total = len(plan.algos) * len(spec.variants) * spec.seeds
-        say(f"study {plan.study_dir.name}: {total - len(todo)} of {total} cells done, {len(todo)} to train")
+        say(f"study {plan.study_dir.name}: {total - todo} of {total} cells done, {todo} to train")
         started = time.monotonic()
+        done = 0
         with ThreadPoolExecutor(max_workers=sandbox.max_parallel) as pool:
-            futures = [pool.submit(_run_cell, plan, sandbox, *cell) for cell in todo]
-            for done, future in enumerate(futures, start=1):
-                record = future.result()
-                value = record.get("fitness")
-                shown = f"return {value:.3f}" if value is not None else record["status"]
-                say(f"[{done}/{len(todo)}] {record['algo']} {record['variant']} "
-                    f"seed {record['seed']}: {shown}{' (cached)' if record['cached'] else ''}")  # fmt: skip
+            futures = [pool.submit(_run_seeds, plan, sandbox, *job) for job in jobs]
+            for future in futures:
+                for record in future.result():
+                    done += 1
+                    value = record.get("fitness")
+                    shown = f"return {value:.3f}" if value is not None else record["status"]
+                    say(f"[{done}/{todo}] {record['algo']} {record['variant']} "
+                        f"seed {record['seed']}: {shown}{' (cached)' if record['cached'] else ''}")  # fmt: skip
         if spec.recheck and not recheck_path(plan).is_file():
             say(f"reward-hacking check: {plan.algos[0]} at {RECHECK_FACTOR}x {plan.steps} steps")
             say(f"reward-hacking check: {run_recheck(plan, sandbox)['status']}")

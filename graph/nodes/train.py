@@ -30,7 +30,7 @@ from lero.graph.schedule import (
     rung_end,
     rung_steps,
     rung_stop,
-    seed_groups,
+    sandbox_groups,
 )
 from lero.graph.state import Candidate, RunState, TrainTask
 from lero.sandbox.types import Limits
@@ -57,11 +57,9 @@ def training_sends(state: RunState) -> list[Send]:
 
 
 def _seed_groups(spec: dict[str, Any], lengths: list[float], seeds: list[int]) -> list[list[list[int]]]:
-    """`graph.schedule.seed_groups` on this run's slots; one seed per job on a Ray cluster,
-    which spreads the seeds over its nodes instead."""
-    if spec.get("executor") == "ray":
-        return [[[seed] for seed in seeds] for _ in lengths]
-    return seed_groups(lengths, seeds, parallel_jobs(spec.get("max_parallel"), Limits().cpus))
+    """`graph.schedule.sandbox_groups` on this run's slots and executor."""
+    slots = parallel_jobs(spec.get("max_parallel"), Limits().cpus)
+    return sandbox_groups(lengths, seeds, slots, spec.get("executor") or "local")
 
 
 def _schedule(spec: dict[str, Any]) -> str:

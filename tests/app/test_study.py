@@ -233,6 +233,50 @@ def test_evaluate_job_measures_the_held_out_episodes_it_is_given(tmp_path: Path)
     assert "eval_seed" not in Job(kind="train", eval_seed=5, **common).config()
 
 
+def test_seeds_measured_together_each_get_their_own_held_out_episodes(tmp_path: Path) -> None:
+    """A study's seeds train in one sandbox and are measured in one more, each policy on its
+    own eval seed's episodes: every seed's result is what it gets alone."""
+    from lero.sandbox import get_sandbox
+    from lero.training import evaluate, load_policy
+
+    env = {"name": "simple_spread", "N": 2}
+    common = {"hparams": TINY_HPARAMS["mappo"], "eval_episodes": 16, "candidate_id": "study:mappo:oef"}
+    code = variant_code(CANDIDATE, "oef")
+    together = get_sandbox("process", work_dir=tmp_path / "together").train_and_evaluate_seeds(
+        code, env, "mappo", 400, [3, 4], eval_seeds=[100_003, 100_004], **common)
+    alone = [get_sandbox("process", work_dir=tmp_path / f"alone-{seed}").train_and_evaluate(
+        code, env, "mappo", 400, seed, eval_seed=100_000 + seed, **common) for seed in (3, 4)]  # fmt: skip
+    oef = load_candidate(code).enhance_observation
+    for grouped, single, eval_seed in zip(together, alone, (100_003, 100_004), strict=True):
+        assert grouped.status == single.status == "ok"
+        assert grouped.metrics == single.metrics and grouped.episodes == single.episodes
+        assert grouped.curves == single.curves
+        expected = evaluate(load_policy(grouped.policy_dir), "simple_spread", {"N": 2}, episodes=16,
+                            seed=eval_seed, enhance_observation=oef)  # fmt: skip
+        assert grouped.metrics == pytest.approx(expected)
+    assert together[0].metrics != together[1].metrics
+
+
+def test_a_study_groups_the_seeds_it_still_lacks_per_arm(tmp_path: Path) -> None:
+    """On 2 slots the 4 arms' 2 seeds go as 4 sandbox jobs of 2 seeds (not 8 of 1); a
+    resumed study trains only the seeds whose cells are missing."""
+    from lero.app.study.execute import _seed_jobs, plan_study
+
+    module = tmp_path / "cand.py"
+    module.write_text(CANDIDATE)
+    plan = plan_study(StudySpec.parse({"candidate": str(module), "runs_dir": str(tmp_path / "runs"),
+                                       "seeds": 2, "variants": list(VARIANTS)}))  # fmt: skip
+    assert _seed_jobs(plan, slots=2) == [("mappo", variant, [0, 1]) for variant in VARIANTS]
+    assert _seed_jobs(plan, slots=8) == [("mappo", variant, [i]) for variant in VARIANTS for i in (0, 1)]
+    for variant in VARIANTS:
+        for seed in plan.spec.train_seeds:
+            if (variant, seed) != ("hrf", plan.spec.train_seeds[1]):
+                path = plan.cell_path("mappo", variant, seed)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps({"status": "ok"}))
+    assert _seed_jobs(plan, slots=2) == [("mappo", "hrf", [1])]
+
+
 def test_study_executor_flags_reach_the_sandbox_settings(tmp_path: Path) -> None:
     """`lero study --executor/--ray-address` (like run and resume): the plan opens its
     sandbox with them; a file's study defaults to the local executor."""
