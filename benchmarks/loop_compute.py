@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.sandbox_overhead import container_start_cpu_s
 from lero.app.hooks import app_front
 from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec, machine_cores, parallel_jobs
 from lero.graph.context import open_sandbox
@@ -159,6 +160,31 @@ def slot_shares(time_: dict[str, Any], wall_s: float, slots: int) -> dict[str, f
     return shares
 
 
+def ceiling(train_cpu_s: float, sandboxes: int, start_cpu_s: float) -> float:
+    """The loop's best ratio to cores x one job when only its sandbox starts cost: training
+    that needs TRAIN_CPU_S at the reference's speed shares the cores with SANDBOXES starts."""
+    return train_cpu_s / (train_cpu_s + sandboxes * start_cpu_s)
+
+
+def start_costs(spec: RunSpec, time_: dict[str, Any], train_cpu_s: float, repeats: int = 5) -> dict[str, Any]:
+    """One sandbox start's machine CPU-seconds, measured now, and the loop's ceilings."""
+    sandbox = open_sandbox(spec, cache_dir=None)
+    try:
+        start_cpu_s = container_start_cpu_s(sandbox, repeats)["engine"]
+    finally:
+        sandbox.close()
+    jobs = time_["jobs"]
+    started = sum(row["sandboxes"] for row in jobs.values())
+    irreducible = sum(jobs.get(kind, {}).get("sandboxes", 0) for kind in ("train", "evaluate"))
+    return {
+        "start_cpu_s": start_cpu_s,
+        "train_cpu_s": train_cpu_s,
+        "sandboxes": started,
+        "ceiling": ceiling(train_cpu_s, started, start_cpu_s),
+        "ceiling_train_and_evaluate_only": ceiling(train_cpu_s, irreducible, start_cpu_s),
+    }
+
+
 def schedule_run(spec: RunSpec, schedule: str, designer_seed: int) -> dict[str, Any]:
     """One offline run with SCHEDULE: its best fitness (whole budget), the best's seed spread, its steps."""
     run_spec = spec.model_copy(update={"schedule": schedule, "designer_seed": designer_seed,
@@ -230,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     alone = sandboxed(spec)
     together = side_by_side(spec, threads, slots)
     ref_rate = statistics.fmean(ref["steps_per_s"] for ref in refs)
+    starts = start_costs(spec, report["time"], report["env_steps"] * threads / ref_rate)
     loop_rate = report["env_steps"] / report["wall_s"]
     train = report["time"]["jobs"].get("train", {})
     result = {
@@ -255,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         "target": TARGET,
         "train_job_steps_per_s": report["env_steps"] / train["run_s"] if train.get("run_s") else None,
         "slot_shares": slot_shares(report["time"], report["wall_s"], slots),
+        "starts": starts,
         "time": report["time"],
     }
     print(json.dumps(result, indent=1))

@@ -9,6 +9,9 @@
    --train-repeats; Docker jobs after the first find a warm container that already
    imported torch. The differences are the fixed per-job overheads; their share of a
    1M-step job uses the measured steps/s.
+3. The CPU-seconds one container start costs the machine (Docker's daemon, runc, the
+   interpreter, and the imports a warm runner makes before a job arrives), counted over all
+   cores from /proc/stat: `benchmarks.loop_compute` turns it into the loop's ceiling.
 Ratios are measured in one run on the same machine.
 """
 
@@ -16,18 +19,49 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 
 from lero.sandbox import Job, Limits, get_sandbox
+from lero.sandbox.base import Sandbox
 from lero.training import TrainConfig, train
 
 ENV = {"name": "simple_spread", "N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
+WARM_RUNNER_IMPORTS = "from lero.sandbox.runner import preload\npreload()\n"  # what a job's container imports
+IDLE_FIELDS = (3, 4)  # /proc/stat's cpu line: idle and iowait; every other field is work
+
+
+def busy_cpu_s(stat: Path = Path("/proc/stat")) -> float:
+    """CPU-seconds the whole machine has worked since boot (all cores, every process:
+    a container's work runs under Docker's daemons, not as this process's children)."""
+    fields = stat.read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(value) for value in fields[:8]]  # user nice system idle iowait irq softirq steal
+    busy = sum(value for index, value in enumerate(ticks) if index not in IDLE_FIELDS)
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def container_start_cpu_s(sandbox: Sandbox, repeats: int) -> dict[str, float]:
+    """Median machine CPU-seconds per contained script, one after another: `pass` (the
+    sandbox alone) and the imports a job's runner makes before its work starts (`engine`)."""
+    limits = Limits(wall_s=120, mem_mb=2048)
+    costs: dict[str, float] = {}
+    for name, source in (("pass", "pass\n"), ("engine", WARM_RUNNER_IMPORTS)):
+        each = []
+        for _ in range(repeats):
+            before = busy_cpu_s()
+            result = sandbox.run_script(source, limits)
+            if result.status != "ok":
+                raise SystemExit(f"sandbox_overhead: the {name} script failed: {result.stderr[-300:]}")
+            each.append(busy_cpu_s() - before)
+        costs[name] = statistics.median(each)
+    return costs
 
 
 def timed(fn, repeats: int) -> list[float]:
@@ -87,8 +121,12 @@ def main() -> None:
     one_million_s = 1_000_000 / host_result.steps_per_s + (
         host_s - host_result.steps / host_result.steps_per_s
     )
+    start_cpu = container_start_cpu_s(sandbox, args.repeats)
     report = {
         "backend": args.backend,
+        "start_cpu_s_pass": start_cpu["pass"],  # machine CPU-seconds per start, all cores
+        "start_cpu_s_engine": start_cpu["engine"],
+        "load": os.getloadavg()[0],
         "bare_python_s_median": statistics.median(bare),
         "run_script_s_median": statistics.median(script),
         "run_script_s_max": max(script),

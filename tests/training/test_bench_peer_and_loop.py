@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import loop_compute, vs_jaxmarl
+from benchmarks import loop_compute, sandbox_overhead, vs_jaxmarl
+from lero.sandbox import get_sandbox
 from lero.training import TrainConfig
 
 # JaxMARL's baselines/IPPO/config/ippo_ff_mpe.yaml, the keys the mapping reads
@@ -74,6 +75,23 @@ def test_slot_shares_split_the_slots_seconds() -> None:
     shares = loop_compute.slot_shares(time_, wall_s=40.0, slots=2)  # 80 slot-seconds
     assert shares["train.run"] == pytest.approx(0.75) and shares["evaluate.start"] == pytest.approx(0.025)
     assert shares["idle"] == pytest.approx(8.0 / 80.0)
+
+
+def test_busy_cpu_s_counts_every_field_but_idle_and_iowait(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 5 50 1000 20 3 2 7 0 0\ncpu0 50 2 25 500 10 1 1 3 0 0\n")
+    ticks = sandbox_overhead.os.sysconf("SC_CLK_TCK")
+    assert sandbox_overhead.busy_cpu_s(stat) == pytest.approx((100 + 5 + 50 + 3 + 2 + 7) / ticks)
+
+
+def test_a_start_costs_cpu_and_the_engine_more_than_an_empty_script(tmp_path: Path) -> None:
+    costs = sandbox_overhead.container_start_cpu_s(get_sandbox("process", work_dir=tmp_path), repeats=1)
+    assert 0 <= costs["pass"] < costs["engine"]  # the engine's imports (torch) are CPU work, whatever the clock
+
+
+def test_the_ceiling_shares_the_cores_between_training_and_starts() -> None:
+    assert loop_compute.ceiling(train_cpu_s=100.0, sandboxes=20, start_cpu_s=2.5) == pytest.approx(100 / 150)
+    assert loop_compute.ceiling(train_cpu_s=100.0, sandboxes=0, start_cpu_s=2.5) == 1.0
 
 
 @pytest.mark.slow  # two spawned interpreters import torch and lero (~15 s)
