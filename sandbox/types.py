@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
+from lero.training.mkl import STRICT
 from lero.training.validation import require
 
 JobKind = Literal["validate", "train", "evaluate", "describe"]
@@ -32,6 +33,7 @@ JOB_PROCESS_ENV = {
     "MKL_NUM_THREADS": "1",
     "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20),  # glibc's largest; fixing it keeps trimming off
     "MALLOC_TRIM_THRESHOLD_": str(2**30),
+    **STRICT,  # MKL: the same bits at any alignment (training/mkl.py)
 }
 
 JOB_WALL_S = 3600.0  # a job's default wall-clock limit (a run's jobs: RunSpec.job_timeout_s)

@@ -10,6 +10,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from lero.training.mkl import settle_mkl
+
+settle_mkl()  # before anything of this package calls MKL (training/mkl.py)
+
 _HOMES = {
     "ALGORITHMS": "lero.training.algos",
     "ALGOS": "lero.training.algos",

@@ -77,9 +77,11 @@ class StackedParameters:
 def stacked_mlp(layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor) -> torch.Tensor:
     """S seeds' `mlp`s at once: layers [(weight [S, out, in], bias [S, out])], x [S, ..., in] -> [S, ..., out].
 
-    Each seed's slice is bitwise its own `mlp` on its slice (test): baddbmm runs the same
-    gemm per seed as nn.Linear's addmm, except for one output unit, where addmm takes
-    another kernel, so that layer runs per seed.
+    Each seed's slice is bitwise the same seed stacked alone, forward and backward, and its
+    forward bitwise its own `mlp` on its slice (tests; with MKL's alignment-independent
+    mode, training/mkl.py): baddbmm runs the same gemm per seed as nn.Linear's addmm,
+    except for one output unit, where addmm takes another kernel, so that layer runs per
+    seed. The backward matches nn.Linear's to rounding only on some CPUs (an AVX-512 EPYC).
     """
     n_seeds, lead = x.shape[0], x.shape[1:-1]
     h = x.reshape(n_seeds, -1, x.shape[-1])  # [S, M, in]

@@ -3,12 +3,16 @@ so no seed's data, gradient or random draw reaches another."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+from lero.sandbox.types import JOB_PROCESS_ENV
 from lero.training import Hooks, TrainConfig, save_learner, train
 from lero.training.algos.ppo import STACK_ROWS
 from lero.training.networks import (
@@ -123,8 +127,10 @@ def test_bad_seed_jobs_are_refused(tmp_path: Path) -> None:
 
 
 def test_stacked_networks_keep_every_gradient_within_its_seed() -> None:
-    """A loss on one seed's output reaches only that seed's parameters, and each seed's
-    slice of the stacked forward and backward is bitwise its own nn.Linear network."""
+    """A loss on one seed's output reaches only that seed's parameters; each seed's slice
+    of the stacked forward is bitwise its own nn.Linear network, and of the backward
+    bitwise the same seed stacked alone (lero trains a seed alone that way), and equal to
+    nn.Linear's to rounding (on some CPUs the batched gemm's backward rounds otherwise)."""
     torch.manual_seed(0)
     nets = [mlp(6, 16, 1) for _ in range(3)] + [mlp(6, 16, 4) for _ in range(3)]
     for group in (nets[:3], nets[3:]):
@@ -143,8 +149,11 @@ def test_stacked_networks_keep_every_gradient_within_its_seed() -> None:
             assert torch.equal(out[seed], alone)
             if seed == 1:
                 alone.square().sum().backward()
-                for t, p in zip(stack.tensors, copy.parameters(), strict=True):
-                    assert torch.equal(t.grad[seed], p.grad)
+                single = StackedParameters([[p.detach().clone().requires_grad_() for p in copy.parameters()]])
+                stacked_mlp(mlp_layers(single.tensors), x[seed : seed + 1])[0].square().sum().backward()
+                for t, p, one in zip(stack.tensors, copy.parameters(), single.tensors, strict=True):
+                    assert torch.equal(t.grad[seed], one.grad[0])
+                    torch.testing.assert_close(t.grad[seed], p.grad, rtol=1e-5, atol=1e-6)
         # the seeds' own modules are views of the stack: they see every update
         stack.flat.data.add_(1.0)
         assert torch.equal(group[2][0].weight, stack.tensors[0][2])
@@ -206,3 +215,14 @@ def test_a_stream_alone_draws_what_manual_seed_draws_and_restores_the_outer_stre
     assert torch.equal(torch.cat([first, second]), expected)
     with pytest.raises(RuntimeError, match="re-entrant"), stream, stream:
         pass
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "AUTO,STRICT"), ("COMPATIBLE", "COMPATIBLE")])
+def test_lero_training_asks_mkl_for_the_same_bits_at_any_alignment(given: str | None, seen: str) -> None:
+    """Importing `lero.training` sets MKL_CBWR before MKL's first call (without it an IPPO
+    seed in a group drifted from itself alone on an AVX-512 EPYC); a caller's choice stays."""
+    env = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"} | ({} if given is None else {"MKL_CBWR": given})
+    probe = "import os, lero.training; print(os.environ['MKL_CBWR'])"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == seen
+    assert JOB_PROCESS_ENV["MKL_CBWR"] == "AUTO,STRICT"
