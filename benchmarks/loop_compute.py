@@ -170,14 +170,16 @@ def start_costs(spec: RunSpec, time_: dict[str, Any], train_cpu_s: float, repeat
     """One sandbox start's machine CPU-seconds, measured now, and the loop's ceilings."""
     sandbox = open_sandbox(spec, cache_dir=None)
     try:
-        start_cpu_s = container_start_cpu_s(sandbox, repeats)["engine"]
+        costs = container_start_cpu_s(sandbox, repeats)
     finally:
         sandbox.close()
+    start_cpu_s = costs["engine"]
     jobs = time_["jobs"]
     started = sum(row["sandboxes"] for row in jobs.values())
     irreducible = sum(jobs.get(kind, {}).get("sandboxes", 0) for kind in ("train", "evaluate"))
     return {
         "start_cpu_s": start_cpu_s,
+        "start_cpu_s_sandbox_alone": costs["pass"],  # of which the container and an empty script
         "train_cpu_s": train_cpu_s,
         "sandboxes": started,
         "ceiling": ceiling(train_cpu_s, started, start_cpu_s),

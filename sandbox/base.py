@@ -574,8 +574,9 @@ class Sandbox(ABC):
         self, code: str | None, env: dict, algo: str, steps: int, seed: int, **job_fields: Any
     ) -> JobResult:
         """Train, then evaluate the weights in a fresh sandbox with the OEF only; cached as a whole."""
-        resume_dir = job_fields.pop("resume_dir", None)
-        return self.train_and_evaluate_seeds(code, env, algo, steps, [seed], [resume_dir], **job_fields)[0]
+        resume_dir, eval_seed = job_fields.pop("resume_dir", None), job_fields.pop("eval_seed", None)
+        return self.train_and_evaluate_seeds(code, env, algo, steps, [seed], [resume_dir], [eval_seed],
+                                             **job_fields)[0]  # fmt: skip
 
     def train_and_evaluate_seeds(
         self,
@@ -590,13 +591,12 @@ class Sandbox(ABC):
     ) -> list[JobResult]:
         """`train_and_evaluate` for several seeds of one candidate: the seeds the cache
         misses train in one sandbox, and their policies are measured in one fresh sandbox
-        (`run_group`), each on its own EVAL_SEEDS' episodes where given (a study's held-out
-        seeds), else all on `eval_seed`'s. Every seed's result and cache entry are what it
-        gets alone."""
+        (`run_group`), each on its own EVAL_SEEDS' episodes (None: the selection episodes; a
+        study gives each seed its held-out one). Every seed's result and cache entry are what
+        it gets alone."""
         resume_dirs = [None] * len(seeds) if resume_dirs is None else resume_dirs
-        if eval_seeds is None:
-            eval_seeds = [job_fields.pop("eval_seed", None)] * len(seeds)
-        if len(resume_dirs) != len(seeds) or len(eval_seeds) != len(seeds) or "eval_seed" in job_fields \
+        eval_seeds = [None] * len(seeds) if eval_seeds is None else eval_seeds
+        if len(resume_dirs) != len(seeds) or len(eval_seeds) != len(seeds) \
                 or ("job_id" in job_fields and len(seeds) > 1):
             raise ValueError("train_and_evaluate_seeds: one resume_dir and eval seed per seed, and no shared job_id")
         train_jobs = [Job(kind="train", code=code, env=env, algo=algo, steps=steps, seed=seed,

@@ -3,9 +3,9 @@
 Layout under `runs/<run_id>/studies/<study_id>/` (or `<runs_dir>/studies/<study_id>/` for
 a candidate file): `study.json`, `study.md`, `plots/`, `candidate.py` (the module studied)
 and `cells/<algo>/<variant>/seed-<n>.json`, one per seed, written when the sandbox job that
-trained it ends (an arm's seeds train together, as a loop's candidate's do). A second call with the same settings skips every cell that has its file, and the
-sandbox's result cache (the run's own `cache/`) answers jobs that finished before the file
-was written.
+trained it ends (an arm's seeds train together, as a loop's candidate's do). A second call
+with the same settings skips every cell that has its file, and the sandbox's result cache
+(the run's own `cache/`) answers jobs that finished before the file was written.
 """
 
 from __future__ import annotations
