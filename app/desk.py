@@ -23,7 +23,7 @@ from rich.markup import escape
 from lero.app.console import Asker
 from lero.graph.configuration import APPROVE_MODES, CANDIDATE_ID, RunError, RunSpec, check_run_id
 from lero.graph.rundir import CODE_FILE, RESULT_FILE, REVIEW_FILE, RunDir
-from lero.graph.trust import confirm_env, confirm_hint
+from lero.graph.trust import OPERATOR_CAPS, OPERATOR_FIELDS, confirm_env, confirm_hint
 
 if TYPE_CHECKING:
     from lero.agents import LLMConfig
@@ -78,12 +78,15 @@ class ExperimentDesk:
 
     def set_fields(self, updates: dict) -> str:
         """Change fields of the experiment spec (RunSpec names: env, env_kwargs, algo, generations,
-        population, steps, seeds, llm, sandbox, approve, task, ...). env_kwargs entries are merged.
+        population, steps, seeds, llm, approve, task, ...). env_kwargs entries are merged.
 
         Args:
             updates: the fields to change and their new values, e.g. {"generations": 2, "env_kwargs": {"N": 4}}
         """
-        fixed = sorted(set(updates) & set(FIXED_FIELDS))
+        return self._update(updates, (*FIXED_FIELDS, *OPERATOR_FIELDS, *OPERATOR_CAPS))
+
+    def _update(self, updates: dict, fixed_fields: tuple[str, ...]) -> str:
+        fixed = sorted(set(updates) & set(fixed_fields))
         if fixed:
             return f"not changed: {', '.join(fixed)} cannot be changed from the chat"
         fields = {**self.fields, **updates}
@@ -100,8 +103,9 @@ class ExperimentDesk:
 
     def typed_fields(self, updates: dict[str, Any]) -> str:
         """`set_fields` for what the user typed (`/set`, the guided dialogue): an env they name
-        is confirmed by that (graph.trust)."""
-        answer = self.set_fields(updates)
+        is confirmed by that (graph.trust), and they may choose the sandbox, executor, cluster,
+        URL and job limits the assistant's `set_fields` may not (graph.trust.OPERATOR_FIELDS)."""
+        answer = self._update(updates, FIXED_FIELDS)
         if not answer.startswith("not changed") and "env" in updates:
             try:
                 self.confirmed = confirm_env(self.spec.env, self.spec.env)

@@ -28,11 +28,13 @@ from typing import Any
 
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.safefs import Confined, UnsafeFile, write_atomic
+from lero.graph.trust import sign_spec, signed_here
 
 __all__ = ["BASELINE_ID", "EVENTS_FILE", "RunDir", "UnsafeFile", "read_events", "write_atomic"]
 
 BASELINE_ID = "baseline"
 SPEC_FILE, STATE_FILE, EVENTS_FILE = "spec.json", "state.json", "events.jsonl"
+SPEC_SIGNATURE_FILE = "spec.sig"  # HMAC of spec.json with the installation key (graph.trust)
 CHECKPOINT_FILE = "checkpoints.sqlite"
 STUDIES_DIR = "studies"
 REPORT_JSON, REPORT_MD, PLOTS_DIR = "report.json", "report.md", "plots"
@@ -213,8 +215,18 @@ class RunDir:
     # -- spec, state, events
 
     def write_spec(self, spec: RunSpec) -> None:
-        """Replace spec.json (a resume with more budget or another server)."""
-        self.write_json(SPEC_FILE, spec.model_dump(mode="json"))
+        """Replace spec.json (a resume with more budget or another server), signed with this
+        installation's key so that its own crash can resume unattended (`written_here`)."""
+        data = (json.dumps(spec.model_dump(mode="json"), indent=2) + "\n").encode()
+        self.files.write(SPEC_FILE, data)
+        self.files.write(SPEC_SIGNATURE_FILE, (sign_spec(data) or "").encode())
+
+    def written_here(self) -> bool:
+        """Whether spec.json is exactly as this installation wrote it (graph.trust.signed_here):
+        a run directory copied in from elsewhere, or edited, is not."""
+        data = self.files.read(SPEC_FILE, JSON_LIMIT)
+        signature = self.files.read(SPEC_SIGNATURE_FILE, 256)
+        return data is not None and signature is not None and signed_here(data, signature.decode(errors="replace"))
 
     def read_spec(self) -> RunSpec:
         payload = self.read_json(SPEC_FILE)

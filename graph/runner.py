@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from lero.agents.config import LLMSetupError, server_models
+from lero.graph.checkpoints import check_checkpoints, open_saver
 from lero.graph.configuration import LLM_SETTINGS, RunError, RunSpec
 from lero.graph.context import (
     CancelScope,
@@ -37,7 +37,7 @@ from lero.graph.graph import build_graph, recursion_limit
 from lero.graph.nodes import normalize_answer
 from lero.graph.rundir import RunDir
 from lero.graph.summary import write_summary
-from lero.graph.trust import confirm_env, job_env
+from lero.graph.trust import confirm_endpoints, confirm_env, job_env
 from lero.sandbox.base import JobCancelled
 from lero.training import ALGOS, TrainConfig
 from lero.training.envs.registry import ConfirmedEnv
@@ -155,8 +155,10 @@ def resume_run(
     `answer` answers the pending approval (else `ui.ask` is asked). `overrides` (fields of
     RESUME_OVERRIDES: more LLM budget, more wall clock, another server) replace the stored
     spec's. `confirm`: the env a person typed to confirm a stored `package.module:factory`
-    env (graph.trust). A `stopped` run goes on with the next generation; another finished
-    run just reports how it ended. Everything is checked before anything is written.
+    env (graph.trust). A stored base URL, executor or Ray address is used only when the
+    spec is one this installation wrote (`RunDir.written_here`) or `overrides` gives it
+    again. A `stopped` run goes on with the next generation; another finished run just
+    reports how it ended. Everything is checked before anything is written.
     """
     rundir = RunDir.open(runs_dir, run_id)
     rundir.claim()  # before anything is read or written: a second driver stops here
@@ -166,13 +168,18 @@ def resume_run(
     unknown = set(overrides or {}) - set(RESUME_OVERRIDES)
     if unknown:
         raise RunError(f"resume cannot change {', '.join(sorted(unknown))}")
+    confirm_endpoints(stored, overrides or {}, rundir.written_here())
     confirmed = confirm_env(stored.env, confirm)
     spec = RunSpec.parse({**stored.model_dump(mode="json"), **(overrides or {}),
                           "runs_dir": str(rundir.path.parent)})
     state = rundir.read_state()
+    try:  # a planted blob naming other code: refused before anything runs or is written
+        check_checkpoints(rundir.checkpoint_path)
+    except sqlite3.DatabaseError as error:
+        raise RunError(f"run {run_id!r}: cannot read {rundir.checkpoint_path.name}: {error}") from None
     preflight(spec, confirmed)
     try:
-        with SqliteSaver.from_conn_string(str(rundir.checkpoint_path)) as saver:
+        with open_saver(rundir.checkpoint_path) as saver:
             compiled = build_graph().compile(checkpointer=saver)
             snapshot = compiled.get_state(_config(spec))
             if not snapshot.values:
@@ -256,7 +263,7 @@ def _drive(rundir: RunDir, spec: RunSpec, ui: RunUI, graph_input: Any,
     rundir.update_state(status="running", stop_reason=None, error=None)
     config = _config(spec)
     try:
-        with SqliteSaver.from_conn_string(str(rundir.checkpoint_path)) as saver:
+        with open_saver(rundir.checkpoint_path) as saver:
             compiled = build_graph().compile(checkpointer=saver)
             while True:
                 for event in compiled.stream(graph_input, config, context=context, stream_mode="custom",

@@ -6,7 +6,13 @@ the factory opens the `RunContext` when the first node runs (a request that only
 state never opens one) and closes it when the request ends. The run is described by the
 thread's stored spec, else by `configurable` (thread id = run id). Nobody confirmed
 anything there, so a `package.module:factory` env is refused, and so is any runs dir but
-the server's own (`LERO_RUNS_DIR`, default `runs` in its working directory).
+the server's own (`LERO_RUNS_DIR`, default `runs` in its working directory). Where LLM
+code runs and where the run connects (graph.trust.OPERATOR_FIELDS: sandbox, executor,
+Ray address, LLM base URL) are the operator's, set in the server's environment
+(`LERO_SANDBOX`, `LERO_EXECUTOR`, `LERO_RAY_ADDRESS`, `LERO_BASE_URL`); a request naming
+another value is refused. A request's job timeout and parallel jobs are capped
+(OPERATOR_CAPS: `LERO_MAX_JOB_TIMEOUT_S`, default JOB_WALL_S; `LERO_MAX_PARALLEL`,
+default the host's cores).
 """
 
 from __future__ import annotations
@@ -25,9 +31,47 @@ from lero.graph.configuration import DEFAULT_RUNS_DIR, RunError, RunSpec, absolu
 from lero.graph.context import RunContext, open_context
 from lero.graph.graph import build_graph
 from lero.graph.rundir import RunDir
-from lero.graph.trust import job_env
+from lero.graph.trust import OPERATOR_CAPS, OPERATOR_FIELDS, job_env
+from lero.sandbox.types import JOB_WALL_S
 
 SERVER_RUNS_DIR_VARIABLE = "LERO_RUNS_DIR"  # where a `langgraph dev` server keeps its runs
+SERVER_FIELD_VARIABLES = {field: f"LERO_{field.upper()}" for field in OPERATOR_FIELDS}
+
+
+def operator_fields() -> dict[str, Any]:
+    """The operator's sandbox, executor, Ray address and base URL (RunSpec's defaults when unset)."""
+    values = {field: os.environ[variable] for field, variable in SERVER_FIELD_VARIABLES.items()
+              if os.environ.get(variable)}
+    chosen = RunSpec.parse({**values, "runs_dir": server_runs_dir()})
+    return {field: getattr(chosen, field) for field in OPERATOR_FIELDS}
+
+
+def operator_caps() -> dict[str, float]:
+    """The most a request may ask of each OPERATOR_CAPS budget."""
+    defaults = {"job_timeout_s": JOB_WALL_S, "max_parallel": os.cpu_count() or 1}
+    caps = {}
+    for field, variable in OPERATOR_CAPS.items():
+        try:
+            caps[field] = float(os.environ.get(variable) or defaults[field])
+        except ValueError:
+            raise RunError(f"{variable} must be a number") from None
+    return caps
+
+
+def _operator_rules(spec: RunSpec) -> RunSpec:
+    """The spec with the operator's fields; RunError when a request named others or asked
+    for more than a cap."""
+    operator = operator_fields()
+    for field, value in operator.items():
+        if field in spec.model_fields_set and getattr(spec, field) != value:
+            raise RunError(f"a request may not choose {field} (the server's is {value!r}; its operator "
+                           f"sets {SERVER_FIELD_VARIABLES[field]} where the server starts)")
+    for field, cap in operator_caps().items():
+        asked = getattr(spec, field)
+        if asked is not None and asked > cap:
+            raise RunError(f"{field} {asked:g} is over this server's cap of {cap:g} "
+                           f"(its operator sets {OPERATOR_CAPS[field]})")
+    return spec.model_copy(update=operator)
 
 
 def server_runs_dir() -> str:
@@ -37,7 +81,8 @@ def server_runs_dir() -> str:
 
 def server_spec(node_input: dict[str, Any], config: RunnableConfig) -> RunSpec:
     """The run a server request drives: the stored spec, else `configurable`; refused
-    (RunError) when it names an unconfirmed env or another runs dir."""
+    (RunError) when it names an unconfirmed env, another runs dir, a sandbox, executor,
+    cluster or LLM URL other than the operator's, or a budget over the server's caps."""
     configurable = config.get("configurable", {})
     if node_input.get("spec"):
         values = dict(node_input["spec"])
@@ -50,6 +95,7 @@ def server_spec(node_input: dict[str, Any], config: RunnableConfig) -> RunSpec:
     if spec.runs_dir != server_runs_dir():
         raise RunError(f"runs_dir {spec.runs_dir} is not this server's ({server_runs_dir()}; "
                        f"set {SERVER_RUNS_DIR_VARIABLE} where the server starts)")
+    spec = _operator_rules(spec)
     job_env(spec)  # an env nobody confirmed: refused before any directory exists
     return spec
 

@@ -20,6 +20,12 @@ from lero.sandbox.types import SandboxUnavailable
 NO_DAEMON = "no Docker daemon answered"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def installation_key(tmp_path_factory) -> None:
+    """The spec-signing key (graph.trust.key_path) of this test session, not the user's."""
+    os.environ.setdefault("LERO_KEY_FILE", str(tmp_path_factory.mktemp("lero-config") / "run-key"))
+
+
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() == "true"
 

@@ -81,7 +81,7 @@ def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
     `confirm`: the `package.module:factory` env a person typed (`--env`, graph.trust); a
     run's stored spec env is imported only when it equals that.
     """
-    from lero.graph.trust import confirm_env, job_env
+    from lero.graph.trust import confirm_endpoints, confirm_env, job_env
 
     runs_dir = Path(spec.runs_dir)
     if spec.run_id is not None:
@@ -108,8 +108,14 @@ def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
         algos = spec.algos or (run_spec.algo,)
         steps = spec.steps or run_spec.steps
         sandbox = spec.sandbox or run_spec.sandbox
+        given = {k: v for k, v in (("executor", spec.executor), ("ray_address", spec.ray_address)) if v}
+        if spec.ray_address:
+            given.setdefault("executor", "ray")  # an address implies the ray executor
+        if spec.executor == "local":
+            given["ray_address"] = None  # the local executor uses no stored address
+        confirm_endpoints(run_spec, given, rundir.written_here(), "lero study", ("executor", "ray_address"))
         executor = {"executor": spec.executor or run_spec.executor,
-                    "ray_address": spec.ray_address or run_spec.ray_address}
+                    "ray_address": given.get("ray_address", run_spec.ray_address)}
         hparams = {run_spec.algo: dict(run_spec.hparams)} if run_spec.hparams else {}
         parent, cache_dir = rundir.studies_dir, rundir.cache_dir
         generations = generation_gains(rundir.path)

@@ -1,0 +1,234 @@
+"""Attack suite, round 2: a stored run, a server request or an LLM tool cannot reach past
+its boundary (issue 31).
+
+A copied-in run directory plants a checkpoint blob naming `os.system`, or a spec naming
+a loopback listener as its LLM server or Ray cluster; a LangGraph-server request or the
+chat's LLM names the sandbox, the cluster or the URL. Nothing may run, connect or send
+the key; each is refused in one line (exit 2) with the run as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import sqlite3
+import threading
+from pathlib import Path
+
+import ormsgpack
+import pytest
+
+from lero.graph.checkpoints import LERO_CHECKPOINT_TYPES, UnsafeCheckpoint, open_saver
+from lero.graph.configuration import RunError, RunSpec
+from lero.graph.rundir import RunDir
+from tests.graph.test_security_env import desk_with
+from tests.support.cli import lero, run_files
+
+TINY = ["--llm", "offline", "--sandbox", "process", "--generations", "1", "--population", "1", "--steps", "100"]
+
+
+class Listener:
+    """A loopback TCP listener that records every byte any client sends (HTTP or Ray); it
+    answers 401, so a run that reached it stops at its first check, in one line."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.received: list[bytes] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.socket.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(2)
+                data = b""
+                try:
+                    while b"\r\n\r\n" not in data and len(data) < 65536:
+                        chunk = conn.recv(4096)
+                        if not chunk:
+                            break
+                        data += chunk
+                    conn.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                except OSError:
+                    pass
+                self.received.append(data)
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+@pytest.fixture
+def listener():
+    server = Listener()
+    yield server
+    server.close()
+
+
+def run_cli(tmp_path: Path, run_id: str, capsys, *extra: str) -> Path:
+    code, out, err = lero(["run", *TINY, "--run-id", run_id, *extra], capsys)
+    assert code in (0, 3), out + err
+    return tmp_path / "runs" / run_id
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def plant_system_call(checkpoints: Path, command: str) -> None:
+    """Put one msgpack extension object naming ("os", "system", command) into the
+    `channel_values` of the run's latest checkpoint, every other byte kept."""
+    keep = lambda code, data: ormsgpack.Ext(code, data)  # noqa: E731 - nested ext objects stay as stored
+    with sqlite3.connect(checkpoints) as db:
+        checkpoint_id, blob = db.execute(
+            "SELECT checkpoint_id, checkpoint FROM checkpoints ORDER BY checkpoint_id DESC LIMIT 1").fetchone()
+        checkpoint = ormsgpack.unpackb(blob, ext_hook=keep, option=ormsgpack.OPT_NON_STR_KEYS)
+        checkpoint["channel_values"]["planted"] = ormsgpack.Ext(0, ormsgpack.packb(("os", "system", command)))
+        db.execute("UPDATE checkpoints SET checkpoint = ? WHERE checkpoint_id = ?",
+                   (ormsgpack.packb(checkpoint, option=ormsgpack.OPT_NON_STR_KEYS), checkpoint_id))
+    db.close()
+
+
+def test_a_planted_checkpoint_blob_is_refused_and_runs_nothing(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    run = run_cli(tmp_path, "c", capsys)  # a real run: LangGraph's SqliteSaver wrote its checkpoints
+    marker = tmp_path / "MARKER"
+    plant_system_call(run / "checkpoints.sqlite", f"touch {marker}")
+    before = run_files(run)
+    code, _, err = lero(["resume", "c"], capsys)
+    assert code == 2 and "names os.system" in err and err.count("\n") == 1, err
+    assert not marker.exists()
+    assert run_files(run) == before  # no event, no state change, the database as it was
+    with open_saver(run / "checkpoints.sqlite") as saver, pytest.raises(UnsafeCheckpoint, match=r"os\.system"):
+        saver.get_tuple({"configurable": {"thread_id": "c"}})  # the saver the drive uses refuses it too
+    assert not marker.exists()
+
+
+def test_the_allow_list_covers_what_a_real_run_stores(tmp_path, monkeypatch, capsys) -> None:
+    """A run waiting at each approval and its answers (Interrupt, Command, Send) still resume."""
+    monkeypatch.chdir(tmp_path)
+    run = run_cli(tmp_path, "w", capsys, "--approve", "all")
+    answer = tmp_path / "approve.json"
+    answer.write_text(json.dumps({"action": "approve"}))
+    for _ in range(4):
+        code, out, err = lero(["resume", "w", "--answer", str(answer)], capsys)
+        if code == 0:
+            break
+        assert code == 3, out + err
+    assert code == 0 and "run w: completed" in out, out + err
+    named = set()
+    with sqlite3.connect(run / "checkpoints.sqlite") as db:
+        def note(code: int, data: bytes) -> None:
+            named.add(tuple(ormsgpack.unpackb(data, ext_hook=note)[:2]))
+        for (blob,) in db.execute("SELECT value FROM writes WHERE type = 'msgpack'"):
+            ormsgpack.unpackb(blob, ext_hook=note, option=ormsgpack.OPT_NON_STR_KEYS)
+    db.close()
+    assert named and named <= LERO_CHECKPOINT_TYPES, named
+
+
+# ---------------------------------------------------------------- a stored spec's URL and cluster
+
+
+def edit_spec(run: Path, **fields) -> None:
+    """What a copied-in (or hand-edited) run directory says: fields no installation signed."""
+    spec = json.loads((run / "spec.json").read_text())
+    (run / "spec.json").write_text(json.dumps({**spec, **fields}))
+
+
+def test_a_stored_base_url_gets_no_key_until_confirmed(tmp_path, monkeypatch, capsys, listener) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "canary-key")
+    run = run_cli(tmp_path, "w", capsys, "--approve", "spec")
+    edit_spec(run, llm="openai:x", base_url=listener.url)
+    answer = tmp_path / "a.json"
+    answer.write_text(json.dumps({"action": "approve"}))
+    before = run_files(run)
+    code, _, err = lero(["resume", "w", "--answer", str(answer)], capsys)
+    assert code == 2 and f"--base-url {listener.url}" in err and err.count("\n") == 1, err
+    assert listener.received == [] and run_files(run) == before
+    # the person gives it again: now it is theirs, and the server is asked (it answers 401)
+    code, _, err = lero(["resume", "w", "--answer", str(answer), "--base-url", listener.url], capsys)
+    assert code == 2 and "refused the key" in err and any(b"canary-key" in r for r in listener.received), err
+
+
+def test_a_run_this_installation_wrote_keeps_its_url_a_copied_one_does_not(
+        tmp_path, monkeypatch, capsys, listener) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "canary-key")
+    run = run_cli(tmp_path, "w", capsys, "--approve", "spec")
+    rundir = RunDir(run)
+    rundir.write_spec(rundir.read_spec().model_copy(update={"llm": "openai:x", "base_url": listener.url}))
+    assert rundir.written_here()
+    copied = tmp_path / "elsewhere" / "runs" / "w"
+    shutil.copytree(run, copied)
+    code, _, err = lero(["resume", "w"], capsys)  # its own run after a crash: no flag needed
+    assert code == 2 and "refused the key" in err and listener.received, err  # it asked its own server
+    asked = len(listener.received)
+    monkeypatch.setenv("LERO_KEY_FILE", str(tmp_path / "other-installation.key"))
+    monkeypatch.chdir(copied.parent.parent)
+    code, _, err = lero(["resume", "w"], capsys)  # the same bytes on another installation
+    assert code == 2 and "--base-url" in err and len(listener.received) == asked, err
+
+
+@pytest.mark.parametrize("command", ["resume", "study"])
+def test_a_stored_ray_cluster_is_not_contacted_until_confirmed(tmp_path, monkeypatch, capsys, listener,
+                                                               command) -> None:
+    monkeypatch.chdir(tmp_path)
+    run = run_cli(tmp_path, "r", capsys)
+    edit_spec(run, executor="ray", ray_address=f"127.0.0.1:{listener.port}")
+    before = run_files(run)
+    argv = ["resume", "r"] if command == "resume" else ["study", "r", "--seeds", "1", "--variants", "native"]
+    code, _, err = lero(argv, capsys)
+    assert code == 2 and "--executor ray" in err and err.count("\n") == 1, err
+    assert listener.received == [] and run_files(run) == before
+    assert not (run / "studies").exists()
+
+
+# ---------------------------------------------------------------- the server's request, the chat's LLM
+
+
+@pytest.mark.parametrize(("fields", "needle"), [
+    ({"sandbox": "process"}, "may not choose sandbox"),
+    ({"executor": "ray"}, "may not choose executor"),
+    ({"executor": "ray", "ray_address": "10.0.0.1:6379"}, "may not choose executor"),
+    ({"base_url": "http://127.0.0.1:9/v1"}, "may not choose base_url"),
+    ({"job_timeout_s": 86400}, "over this server's cap of 3600"),
+    ({"max_parallel": 64}, "over this server's cap of 2"),
+])
+def test_a_server_request_chooses_no_sandbox_cluster_url_or_big_budget(tmp_path, monkeypatch, fields, needle):
+    from lero.graph.server import server_spec
+
+    monkeypatch.chdir(tmp_path)  # the server's runs dir: `runs` in its working directory
+    monkeypatch.setenv("LERO_MAX_PARALLEL", "2")
+    for request in ({"spec": {**fields, "run_id": "s1"}}, {}):
+        config = {"configurable": {"thread_id": "s1", **(fields if not request else {})}}
+        with pytest.raises(RunError, match=needle):
+            server_spec(request, config)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_servers_operator_chooses_them(tmp_path, monkeypatch) -> None:
+    from lero.graph.server import server_spec
+
+    monkeypatch.chdir(tmp_path)  # the server's runs dir: `runs` in its working directory
+    monkeypatch.setenv("LERO_SANDBOX", "process")
+    spec = server_spec({}, {"configurable": {"thread_id": "s2", "max_parallel": 1}})
+    assert (spec.sandbox, spec.executor, spec.base_url, spec.max_parallel) == ("process", "local", None, 1)
+    assert server_spec({"spec": spec.model_dump(mode="json")}, {}).sandbox == "process"  # its stored spec
+
+
+def test_the_chat_llm_cannot_choose_the_sandbox_cluster_or_url(tmp_path) -> None:
+    desk = desk_with("", tmp_path / "runs")
+    for updates in ({"sandbox": "docker"}, {"executor": "ray"}, {"ray_address": "10.0.0.1:6379"},
+                    {"base_url": "http://127.0.0.1:9/v1"}, {"job_timeout_s": 86400}, {"max_parallel": 64}):
+        answer = desk.call("set_fields", {"updates": updates})
+        assert answer.startswith("not changed:") and "cannot be changed from the chat" in answer, answer
+    assert desk.spec == RunSpec.parse(desk.fields) and desk.spec.sandbox == "process"
+    assert desk.typed_fields({"max_parallel": 2}).startswith("updated")  # what the person types
