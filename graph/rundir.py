@@ -37,6 +37,7 @@ SPEC_FILE, STATE_FILE, EVENTS_FILE = "spec.json", "state.json", "events.jsonl"
 SPEC_SIGNATURE_FILE = "spec.sig"  # HMAC of spec.json with the installation key (graph.trust)
 CHECKPOINT_FILE = "checkpoints.sqlite"
 STUDIES_DIR = "studies"
+CACHE_DIR, JOBS_DIR = "cache", "jobs"  # the sandbox's result cache and its job folders (sandbox.base)
 REPORT_JSON, REPORT_MD, PLOTS_DIR = "report.json", "report.md", "plots"
 CANDIDATES_DIR, CODE_FILE, REVIEW_FILE, RESULT_FILE = "candidates", "candidate.py", "review.md", "result.json"
 
@@ -168,12 +169,16 @@ class RunDir:
 
     @property
     def cache_dir(self) -> Path:
-        return self.files.ensure_dir("cache")
+        """The sandbox's result cache, with its `jobs/` folder made here too: the sandbox
+        resolves that path and mounts job folders below it, so a planted link is refused now."""
+        self.files.ensure_dir(f"{CACHE_DIR}/{JOBS_DIR}")
+        return self.files.ensure_dir(CACHE_DIR)
 
     @property
     def studies_dir(self) -> Path:
-        """`studies/<study_id>/`: `lero study`'s folders (their layout is the study's own)."""
-        return self.path / STUDIES_DIR
+        """`studies/<study_id>/`: `lero study`'s folders (their layout is the study's own, each
+        folder made through `study.plan.Plan.folder`, confined to the run like this one)."""
+        return self.files.ensure_dir(STUDIES_DIR)
 
     def tensorboard_dir(self, candidate_id: str, seed: int) -> Path:
         """Where one training job's TensorBoard event file goes (`tensorboard --logdir runs/`)."""

@@ -53,7 +53,8 @@ DENIED_ATTRIBUTES = frozenset(
         "load", "save", "loadtxt", "savetxt", "savez", "savez_compressed", "genfromtxt",
         "fromfile", "tofile", "memmap", "open_memmap", "fromregex", "DataSource", "from_file",
         "load_state_dict", "state_dict", "serialization", "hub", "package", "lib", "npyio",
-        "format", "f2py", "distutils", "testing",
+        "format", "f2py", "distutils", "testing", "dump", "dumps", "profiler", "onnx",
+        "share_memory_",  # ndarray.dump (a pickle file), .dumps, trace and model files, shm
         # native code and compilers
         "cpp_extension", "load_library", "load_inline", "library", "ops", "jit", "compile",
         "_dynamo", "export", "fx", "utils", "backends", "distributed", "cuda",

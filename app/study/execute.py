@@ -159,7 +159,7 @@ def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
 
 def _start_dir(plan: Plan) -> None:
     """Create the study directory, or check that an existing one has the same settings."""
-    path = plan.study_dir / "study.json"
+    path = plan.folder() / "study.json"
     if path.is_file():
         recorded = json.loads(path.read_text()).get("config")
         if recorded != json.loads(json.dumps(plan.config())):
@@ -167,7 +167,6 @@ def _start_dir(plan: Plan) -> None:
                 f"study {plan.study_dir.name!r} exists with other settings; pass another --study-id"
             )
         return
-    plan.study_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(plan.study_dir / "candidate.py", plan.code)
     write_atomic(path, json.dumps({"study_id": plan.study_dir.name, "status": "running",
                                    "config": plan.config()}, indent=2) + "\n")  # fmt: skip
@@ -193,7 +192,7 @@ def _run_seeds(plan: Plan, sandbox: Any, algo: str, variant: str, indexes: list[
             record["status"] = record["checkpoints"]["status"]
         record.pop("policy_dir", None)
         path = plan.cell_path(algo, variant, seed)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        plan.folder(str(path.parent.relative_to(plan.study_dir)))
         write_atomic(path, json.dumps(record) + "\n")
         records.append(record)
     return records

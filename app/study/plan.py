@@ -10,6 +10,7 @@ from typing import Any
 
 from lero.app.study.spec import SELECTION_EVAL_SEED, StudySpec
 from lero.graph.configuration import RunSpec
+from lero.graph.safefs import Confined
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,17 @@ class Plan:
             **({"checkpoints": self.spec.checkpoints, "validation_seeds": self.spec.validation_seeds}
                if self.spec.checkpoints else {}),
         }
+
+    def folder(self, relative: str = "") -> Path:
+        """A folder of the study (`""`: the study's own), made when absent. A run's study
+        lives in the run (`runs/<id>/studies/<study_id>/`), which may be hostile: every
+        part below the run is made without following a symlink (graph.safefs)."""
+        path = self.study_dir / relative if relative else self.study_dir
+        if "run_id" not in self.source:  # a file's study, under the person's runs dir
+            path.mkdir(parents=True, exist_ok=True)
+            return path
+        run = self.study_dir.parents[1]
+        return Confined(run).ensure_dir("/".join(path.relative_to(run).parts))
 
     def cell_path(self, algo: str, variant: str, seed: int) -> Path:
         return self.study_dir / "cells" / algo / variant / f"seed-{seed}.json"

@@ -279,7 +279,7 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
 def write_study(plan: Plan, metrics: list[str], wall_s: float) -> dict[str, Any]:
     """Write study.json, study.md and plots/ for PLAN from its cell files; returns study.json."""
     study = build_study(plan, metrics, wall_s)
-    plots_dir = plan.study_dir / "plots"
+    plots_dir = plan.folder("plots")
     plots = []
     for algo in study["algos"]:
         cells = [c for c in study["cells"] if c["algo"] == algo]

@@ -232,3 +232,44 @@ def test_the_chat_llm_cannot_choose_the_sandbox_cluster_or_url(tmp_path) -> None
         assert answer.startswith("not changed:") and "cannot be changed from the chat" in answer, answer
     assert desk.spec == RunSpec.parse(desk.fields) and desk.spec.sandbox == "process"
     assert desk.typed_fields({"max_parallel": 2}).startswith("updated")  # what the person types
+
+
+# ---------------------------------------------------------------- symlinks inside a stored run
+
+
+def backend(request, name: str) -> str:
+    if name == "docker":
+        request.getfixturevalue("sandbox_image")
+    return name
+
+
+@pytest.mark.parametrize("sandbox", ["process", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_linked_jobs_folder_gets_no_job_directories(tmp_path, monkeypatch, capsys, request, sandbox) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = lero(["run", *TINY, "--sandbox", backend(request, sandbox), "--run-id", "j",
+                           "--approve", "spec"], capsys)
+    assert code == 3, out + err
+    run, elsewhere = tmp_path / "runs" / "j", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(run / "cache" / "jobs", ignore_errors=True)
+    (run / "cache").mkdir(exist_ok=True)
+    (run / "cache" / "jobs").symlink_to(elsewhere)
+    answer = tmp_path / "a.json"
+    answer.write_text(json.dumps({"action": "approve"}))
+    code, _, err = lero(["resume", "j", "--answer", str(answer)], capsys)
+    assert code == 2 and "a symlink" in err and err.count("\n") == 1, err
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("planted", ["studies", "studies/s1", "studies/s1/cells"])
+def test_a_linked_studies_folder_gets_no_study(tmp_path, monkeypatch, capsys, planted) -> None:
+    monkeypatch.chdir(tmp_path)
+    run = run_cli(tmp_path, "s", capsys)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (run / planted).parent.mkdir(parents=True, exist_ok=True)
+    (run / planted).symlink_to(elsewhere)
+    code, _, err = lero(["study", "s", "--study-id", "s1", "--seeds", "1", "--variants", "native",
+                         "--steps", "100"], capsys)
+    assert code == 2 and "a symlink" in err and err.count("\n") == 1, err
+    assert list(elsewhere.iterdir()) == []

@@ -97,6 +97,11 @@ def test_module_level_tricks_are_flagged(line: str, rule: str) -> None:
         ("torch.save(obs, 'x.pt')", "denied-attribute"),
         ("np.load('secrets.npy')", "denied-attribute"),
         ("obs.numpy().tofile('x')", "denied-attribute"),
+        ("np.ones(200_000_000, np.uint8).dump('junk.bin')", "denied-attribute"),  # issue 31
+        ("obs.numpy().dumps()", "denied-attribute"),
+        ("torch.profiler.profile()", "denied-attribute"),
+        ("torch.onnx.export(obs, obs, 'm.onnx')", "denied-attribute"),
+        ("obs.share_memory_()", "denied-attribute"),
         ("torch.ops.load_library('evil.so')", "denied-attribute"),
         ("torch.utils.cpp_extension.load_inline('x', '')", "denied-attribute"),
         ("torch.jit.script(obs)", "denied-attribute"),
