@@ -35,7 +35,7 @@ from lero.graph.context import (
 )
 from lero.graph.graph import build_graph, recursion_limit
 from lero.graph.nodes import normalize_answer
-from lero.graph.rundir import RunDir
+from lero.graph.rundir import CODE_FILE, RunDir
 from lero.graph.summary import write_summary
 from lero.graph.trust import confirm_endpoints, confirm_env, job_env
 from lero.sandbox.base import JobCancelled
@@ -246,6 +246,18 @@ def _config(spec: RunSpec) -> dict[str, Any]:
     return {"configurable": {"thread_id": spec.run_id}, "recursion_limit": recursion_limit(spec)}
 
 
+def _by_reference(rundir: RunDir, payload: dict[str, Any]) -> dict[str, Any]:
+    """An interrupt as events.jsonl keeps it: each candidate's code by reference (`code_file`,
+    its candidate.py, with its `code_sha`), not inline, so an approval of 64 candidates is not
+    one multi-MiB line that every reader of the stream must parse."""
+    if not isinstance(payload.get("candidates"), list):
+        return payload
+    return {**payload, "candidates": [
+        {**{k: v for k, v in candidate.items() if k != "code"},
+         "code_file": f"{rundir.candidate_folder(candidate['candidate_id'])}/{CODE_FILE}"}
+        for candidate in payload["candidates"]]}
+
+
 def _answer(rundir: RunDir, payload: dict[str, Any], answer: object) -> Command:
     checked = normalize_answer(payload["kind"], answer, payload)
     rundir.append_event("interrupt_answered", kind=payload["kind"], answer=checked)
@@ -275,7 +287,7 @@ def _drive(rundir: RunDir, spec: RunSpec, ui: RunUI, graph_input: Any,
                     return RunOutcome(state.get("status", "completed"), run_id, rundir.path,
                                       stop_reason=state.get("stop_reason"))
                 payload = snapshot.interrupts[0].value
-                rundir.append_event("interrupt", kind=payload["kind"], payload=payload)
+                rundir.append_event("interrupt", kind=payload["kind"], payload=_by_reference(rundir, payload))
                 rundir.update_state(status="interrupted")
                 ui.on_event({"type": "interrupt", "kind": payload["kind"], "payload": payload})
                 answer = ui.ask(payload)

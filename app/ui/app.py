@@ -39,6 +39,7 @@ from lero.graph.summary import load_run
 
 HERE = Path(__file__).parent
 STREAM_POLL_S = 0.25  # how often the SSE stream looks at the run directory
+STREAM_CHUNK = 1 << 20  # bytes of events.jsonl one look reads; a longer line is skipped
 START_FIELDS = ("env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url", "llm_timeout_s",
                 "context_tokens", "sandbox", "approve", "run_id")
 FLAG = {"llm_timeout_s": "--llm-timeout"}  # the start fields whose flag is not the field's name
@@ -250,15 +251,24 @@ def _sse(kind: str, payload: Any) -> str:
     return f"event: {kind}\ndata: {json.dumps(payload, default=str)}\n\n"
 
 
-def _poll(rundir: RunDir, offset: int) -> tuple[list[dict[str, Any]], int, dict[str, Any]]:
-    """New complete events.jsonl lines from `offset`, the new offset, and the state snapshot
-    (blocking file reads: called in the threadpool, never on the event loop)."""
+def _poll(rundir: RunDir, offset: int, skipping: bool = False
+          ) -> tuple[list[dict[str, Any]], int, bool, dict[str, Any]]:
+    """New complete events.jsonl lines from `offset`, the new offset, whether the stream is
+    inside a line longer than a chunk (STREAM_CHUNK: skipped to its end, never re-read), and
+    the state snapshot (blocking file reads: called in the threadpool, never on the event loop)."""
     try:
-        chunk = rundir.read_events_from(offset)
+        chunk = rundir.read_events_from(offset, STREAM_CHUNK)
     except ValueError:  # refused (a FIFO, a symlink): the snapshot's state read says why
         chunk = b""
+    if skipping:
+        end = chunk.find(b"\n")
+        if end < 0:
+            return [], offset + len(chunk), True, views.stream_snapshot(rundir)
+        offset, chunk = offset + end + 1, chunk[end + 1:]
     complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits
-    return parse_events(complete), offset + len(complete), views.stream_snapshot(rundir)
+    if not complete and len(chunk) >= STREAM_CHUNK:  # one line fills the chunk: move past it
+        return [], offset + len(chunk), True, views.stream_snapshot(rundir)
+    return parse_events(complete), offset + len(complete), False, views.stream_snapshot(rundir)
 
 
 async def run_stream(request: Request) -> Response:
@@ -268,9 +278,9 @@ async def run_stream(request: Request) -> Response:
     workers = request.app.state.workers
 
     async def generate():
-        offset, last = 0, None
+        offset, skipping, last = 0, False, None
         while not await request.is_disconnected():
-            events, offset, snapshot = await run_in_threadpool(_poll, rundir, offset)
+            events, offset, skipping, snapshot = await run_in_threadpool(_poll, rundir, offset, skipping)
             for event in events:
                 yield _sse("run", event)
             worker = workers.get(run_id)

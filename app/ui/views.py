@@ -19,6 +19,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
+from lero.agents.types import code_digest
 from lero.app.report import llm_request_row, run_rows
 from lero.graph.rundir import BASELINE_ID, REPORT_MD, RunDir
 from lero.graph.summary import CandidateRecord, RunFiles, best_candidate, metric_names, summarize
@@ -77,7 +78,22 @@ def pending_question(run: RunFiles) -> dict[str, Any] | None:
     if asked < 0 or answered > asked:
         return None
     event = run.events[asked]
-    return {"ts": str(event.get("ts")), **(event.get("payload") or {})}
+    payload = {"ts": str(event.get("ts")), **(event.get("payload") or {})}
+    if isinstance(payload.get("candidates"), list):  # code by reference (graph.runner): read back
+        payload["candidates"] = [_with_code(run, c) for c in payload["candidates"] if isinstance(c, dict)]
+    return payload
+
+
+def _with_code(run: RunFiles, candidate: dict[str, Any]) -> dict[str, Any]:
+    """An asked candidate with its code from its candidate.py, when that file still holds the
+    code it was asked about (`code_sha`); else without code (the form shows none)."""
+    if "code" in candidate or not isinstance(candidate.get("candidate_id"), str):
+        return candidate
+    try:
+        code = run.rundir.read_code(candidate["candidate_id"])
+    except ValueError:
+        code = None
+    return {**candidate, "code": code} if code is not None and code_digest(code) == candidate.get("code_sha") else candidate
 
 
 def run_view(run: RunFiles) -> dict[str, Any]:

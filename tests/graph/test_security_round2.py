@@ -273,3 +273,48 @@ def test_a_linked_studies_folder_gets_no_study(tmp_path, monkeypatch, capsys, pl
                          "--steps", "100"], capsys)
     assert code == 2 and "a symlink" in err and err.count("\n") == 1, err
     assert list(elsewhere.iterdir()) == []
+
+
+# ---------------------------------------------------------------- the events stream
+
+
+def test_a_line_over_a_mib_does_not_stop_the_live_stream(tmp_path) -> None:
+    import httpx
+
+    from lero.agents import LLMConfig
+    from lero.app.ui.app import create_app
+    from lero.app.ui.auth import cookie_name
+    from tests.app.test_ui_robustness import CLIENT_TIMEOUT_S, TOKEN, LoopbackServer, good_run
+
+    rundir = good_run(tmp_path / "runs", "big")
+    for index in range(47):
+        rundir.append_event("note", index=index, blob="x" * (3 << 19) if index == 2 else "")  # 1.5 MiB
+    app = create_app(str(tmp_path / "runs"), TOKEN, 0, LLMConfig.from_spec("offline"), cwd=tmp_path)
+    server = LoopbackServer(app)
+    try:
+        with httpx.Client(base_url=server.base, cookies={cookie_name(0): TOKEN}, timeout=CLIENT_TIMEOUT_S) as client, \
+                client.stream("GET", "/runs/big/stream") as stream:
+            seen = []
+            for line in stream.iter_lines():
+                if line.startswith("data: ") and '"event": "note"' in line:
+                    seen.append(json.loads(line[6:])["index"])
+                    if seen[-1] == 46:
+                        break
+    finally:
+        server.close()
+        app.state.workers.close()
+    assert seen == [i for i in range(47) if i != 2]  # every event but the oversized line, in order
+
+
+def test_an_approval_event_carries_code_by_reference(tmp_path, monkeypatch, capsys) -> None:
+    from lero.app.ui.views import pending_question
+    from lero.graph.summary import load_run
+
+    monkeypatch.chdir(tmp_path)
+    run = run_cli(tmp_path, "a", capsys, "--approve", "candidates")
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    asked = [e for e in events if e["event"] == "interrupt"][-1]["payload"]["candidates"]
+    assert asked and all("code" not in c and c["code_file"] == f"candidates/{c['candidate_id']}/candidate.py"
+                         for c in asked)
+    shown = pending_question(load_run(run))["candidates"]  # the UI's form reads the code back
+    assert [c["code"] for c in shown] == [(run / c["code_file"]).read_text() for c in asked]
