@@ -226,6 +226,28 @@ def checkpoint_dirs(policy_dir: str | Path) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
+def keep_outputs(job_dir: Path, policy_dirs: list[Path]) -> None:
+    """After a train job, leave in JOB_DIR only what lero reads back from it: each ok seed's
+    weights, learner state and interval checkpoints' weights (regular files). Anything else
+    the candidate wrote there (a `junk.bin` of hundreds of MB, links, folders) is deleted, so
+    a kept job directory costs the disk its policy and no more."""
+    keep = set()
+    for policy in policy_dirs:
+        keep |= {policy / POLICY_FILE, policy / LEARNER_FILE}
+        keep |= {folder / POLICY_FILE for folder in checkpoint_dirs(policy).values()}
+    needed = {parent for path in keep for parent in path.parents if parent.is_relative_to(job_dir)}
+    for root, dirs, files in os.walk(job_dir, topdown=False):
+        here = Path(root)
+        for name in files + [d for d in dirs if (here / d).is_symlink()]:
+            path = here / name
+            if path not in keep or not stat.S_ISREG(path.lstat().st_mode):
+                path.unlink(missing_ok=True)
+        for name in dirs:
+            path = here / name
+            if path not in needed and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+
+
 def read_checkpoints(job: Job, policy_dir: Path) -> dict[int, bytes] | JobResult:
     """The weights of every interval checkpoint JOB's train job left, read like its final
     weights (`_read_policy`); at most one per `checkpoint_every` steps (the candidate could
@@ -495,6 +517,8 @@ class Sandbox(ABC):
                 raise
             if jobs[0].kind != "train" or all(result.status != "ok" for result in results):
                 shutil.rmtree(job_dir, ignore_errors=True)
+            else:
+                keep_outputs(job_dir, [Path(r.policy_dir) for r in results if r.status == "ok" and r.policy_dir])
         for result in results:
             result.wait_s = wait_s / len(jobs)
         return results
