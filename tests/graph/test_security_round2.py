@@ -318,3 +318,27 @@ def test_an_approval_event_carries_code_by_reference(tmp_path, monkeypatch, caps
                          for c in asked)
     shown = pending_question(load_run(run))["candidates"]  # the UI's form reads the code back
     assert [c["code"] for c in shown] == [(run / c["code_file"]).read_text() for c in asked]
+
+
+def test_the_ui_resume_of_a_copied_run_sends_no_key(tmp_path, monkeypatch, capsys, listener) -> None:
+    import re
+
+    from starlette.testclient import TestClient
+
+    from lero.agents import LLMConfig
+    from lero.app.ui.app import create_app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "canary-key")
+    run = run_cli(tmp_path, "u", capsys, "--approve", "spec")
+    edit_spec(run, llm="openai:x", base_url=listener.url)
+    app = create_app("runs", "ui-token", 8765, LLMConfig.from_spec("offline"), cwd=tmp_path)
+    with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+        home = client.get("/?token=ui-token")
+        csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', home.text).group(1)
+        assert client.post("/runs/u/resume", data={"csrf": csrf}, follow_redirects=False).status_code == 303
+        worker = app.state.workers.get("u")
+        assert worker.process.wait(timeout=300) == 2
+        assert f"--base-url {listener.url}" in worker.error()
+    app.state.workers.close()
+    assert listener.received == []
