@@ -32,7 +32,8 @@ def server_url(tmp_path):
     log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below, read on failure
     env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false",
            "LANGCHAIN_TRACING_V2": "false", "PYTHONPATH": str(REPO),
-           "LERO_RUNS_DIR": str(tmp_path / "runs")}  # the server's runs dir: its input may name no other
+           "LERO_RUNS_DIR": str(tmp_path / "runs"),  # the server's runs dir: its input may name no other
+           "LERO_SANDBOX": "process"}  # the operator's sandbox: a request may not choose one
     server = subprocess.Popen(
         [shutil.which("langgraph") or "langgraph", "dev", "--no-browser", "--no-reload", "--allow-blocking",
          "--port", str(port), "--config", "langgraph.json"],
@@ -64,7 +65,7 @@ def server_url(tmp_path):
 def test_langgraph_dev_runs_the_graph_through_an_interrupt_and_a_resume(server_url, tmp_path):
     client = get_sync_client(url=server_url)
     thread_id = client.threads.create()["thread_id"]
-    configurable = {"approve": "spec", "sandbox": "process", "runs_dir": str(tmp_path / "runs"),
+    configurable = {"approve": "spec", "runs_dir": str(tmp_path / "runs"),
                     "generations": 1, "population": 1, "steps": 1600, "eval_episodes": 8,
                     "hparams": {"n_envs": 32, "epochs": 1}}
 
