@@ -40,9 +40,10 @@ def test_recursion_limit_grows_with_every_bounded_loop():
 
 def test_configurable_drives_a_run_through_an_interrupt_and_a_resume(tmp_path, monkeypatch):
     monkeypatch.setenv(SERVER_RUNS_DIR_VARIABLE, str(tmp_path))  # the server's own runs dir
+    monkeypatch.setenv("LERO_SANDBOX", "process")  # the operator's sandbox (a request may not choose one)
     saver = InMemorySaver()
     config = {"configurable": {"thread_id": "thread-7", "run_id": "server-request-1", "approve": "spec",
-                               "sandbox": "process", "runs_dir": str(tmp_path), "population": 1}}
+                               "runs_dir": str(tmp_path), "population": 1}}
     with hosted_graph(saver) as hosted:  # one server request
         hosted.invoke({}, config)
         pending = hosted.get_state(config)
