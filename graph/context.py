@@ -27,7 +27,7 @@ from lero.graph.rundir import RunDir
 from lero.graph.trust import job_env
 from lero.sandbox import Job, JobResult, Limits, Sandbox, SandboxUnavailable, get_sandbox
 from lero.training import make_env
-from lero.training.envs.registry import ENV_NAMES, ConfirmedEnv
+from lero.training.envs.registry import ConfirmedEnv, is_native
 from lero.training.envs.task import TaskSpec
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def env_facts(env: dict[str, Any], sandbox: Sandbox | None = None) -> tuple[Task
     """ENV's (a job env dict) TaskSpec and one instance's facts (`registry.describe_env`):
     built here, or in a `describe` job when SANDBOX is Docker and the env is custom, so its
     code never runs on this host. RunError (one line) when it cannot be built."""
-    if sandbox is not None and sandbox.kind == "docker" and env["name"] not in ENV_NAMES:
+    if sandbox is not None and sandbox.kind == "docker" and not is_native(env["name"]):
         facts = _described(sandbox, env)
         return TaskSpec.from_dict(facts["task"]), facts
     kwargs = {key: value for key, value in env.items() if key != "name"}
@@ -95,7 +95,7 @@ def env_sandbox(spec: RunSpec, confirmed: ConfirmedEnv | None = None
     an env before any run (the chat) puts its code where the run's would go. None for a
     native env: its code is lero's own."""
     env = job_env(spec, confirmed)
-    if env["name"] in ENV_NAMES:
+    if is_native(env["name"]):
         yield env, None
         return
     with tempfile.TemporaryDirectory(prefix="lero-env-", ignore_cleanup_errors=True) as scratch:

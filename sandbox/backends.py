@@ -74,9 +74,9 @@ def local_sandbox(
 
 def _env_image(env: dict[str, Any] | None, client: Any, log: Callable[[str], None]) -> dict[str, Any]:
     """DockerSandbox's `image` and `import_root` for ENV: the base image for a native env."""
-    from lero.training.envs.registry import ENV_NAMES
+    from lero.training.envs.registry import is_native
 
-    if env is None or env["name"] in ENV_NAMES:
+    if env is None or is_native(env["name"]):
         return {}
     from lero.sandbox.env_layer import ensure_env_layer
 

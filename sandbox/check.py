@@ -62,9 +62,9 @@ def _env_report(env: dict[str, Any], client: Any) -> tuple[bool, str]:
     """Would a run on ENV use Docker, on which image layer (`sandbox.env_layer`), or why not?"""
     from lero.sandbox.env_layer import EnvNotServed, base_image_id, layer_exists, plan_layer
     from lero.sandbox.image import IMAGE
-    from lero.training.envs.registry import ENV_NAMES
+    from lero.training.envs.registry import is_native
 
-    if env["name"] in ENV_NAMES:
+    if is_native(env["name"]):
         return True, f"{env['name']} is native: a run uses Docker on {IMAGE}"
     try:
         layer = plan_layer(env, base_image_id(client))

@@ -209,10 +209,10 @@ def env_kwargs(job: dict) -> dict[str, Any]:
     not one per CPU of the machine: inside a container the machine's count says nothing
     about the job, and every worker counts against its pids and memory limits.
     """
-    from lero.training.envs.registry import ENV_NAMES
+    from lero.training.envs.registry import is_native
 
     kwargs = {k: v for k, v in job["env"].items() if k != "name"}
-    if job["env"]["name"] in ENV_NAMES or "workers" in kwargs:
+    if is_native(job["env"]["name"]) or "workers" in kwargs:
         return kwargs
     from lero.training.envs.pettingzoo_adapter import MAX_WORKERS
 

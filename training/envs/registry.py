@@ -1,8 +1,9 @@
 """``make_env``: build a batched environment by name, validating its arguments once.
 
-A name is a native env (``ENV_NAMES``), a PettingZoo env registered under the entry-point
-group ``lero.envs`` (its object: a callable returning a ``ParallelEnv``), or a
-``package.module:factory`` spec. The last two run through ``PettingZooEnv``; their
+A name is a native env (``ENV_NAMES``), a VMAS scenario ``vmas:<scenario>`` (batched in
+this process, ``vmas_adapter``; the family wins over the spec syntax), a PettingZoo env
+registered under the entry-point group ``lero.envs`` (its object: a callable returning a
+``ParallelEnv``), or a ``package.module:factory`` spec. The last two run through ``PettingZooEnv``; their
 keyword arguments go to the factory except the adapter's own ``ADAPTER_OPTIONS``.
 
 Importing a spec's module runs its code. Installed envs (native, entry points) are
@@ -31,6 +32,8 @@ from lero.training.envs.simple_speaker_listener import (
 )
 from lero.training.envs.simple_spread import SimpleSpread, SimpleSpreadConfig
 from lero.training.envs.task import TaskSpec
+from lero.training.envs.vmas_adapter import PREFIX as VMAS_PREFIX
+from lero.training.envs.vmas_adapter import is_vmas_name
 
 _ENVS: dict[str, tuple[type[BatchedEnv], type]] = {
     "simple_spread": (SimpleSpread, SimpleSpreadConfig),
@@ -45,6 +48,8 @@ def make_env(name: str, n_envs: int, **kwargs: Any) -> BatchedEnv:
 
     Unknown names, unknown keywords and bad values raise a one-line ValueError.
     """
+    if is_vmas_name(name):
+        return _make_vmas(name, n_envs, kwargs)
     if name not in _ENVS:
         return _make_pettingzoo(name, n_envs, kwargs)
     return _ENVS[name][0](_native_config(name, n_envs, kwargs))
@@ -63,24 +68,36 @@ def registered_envs() -> tuple[str, ...]:
     return (*ENV_NAMES, *plugins)
 
 
+def is_native(name: str) -> bool:
+    """An env lero builds from its own code, batched in the training process (a built-in MPE
+    task or a VMAS scenario): no worker pool, no image layer, nothing of the person's to import."""
+    return name in _ENVS or is_vmas_name(name)
+
+
 def is_installed(name: str) -> bool:
     """A native env or one an installed package registers: trusted (the person installed it).
 
     Anything else is a ``package.module:factory`` spec, whose import runs its code.
     """
-    return name in registered_envs()
+    return is_vmas_name(name) or name in registered_envs()
 
 
 def check_env_name(name: str) -> None:
     """One-line ValueError unless ``name`` is a registered env or a well-formed spec (nothing imported).
 
     A spec naming a standard-library module (``subprocess:run``) is refused: it is no env.
+    ``vmas:<scenario>`` is VMAS's, never a spec: VMAS must have the scenario (and be installed).
     """
+    if is_vmas_name(name):
+        from lero.training.envs.vmas_adapter import check_name
+
+        check_name(name)
+        return
     match = _SPEC.match(name) if isinstance(name, str) else None
     if not isinstance(name, str) or not (name in registered_envs() or match):
         raise ValueError(
             f"unknown env {name!r}; available: {', '.join(registered_envs())}, "
-            "or a PettingZoo ParallelEnv as package.module:factory"
+            f"{VMAS_PREFIX}<scenario>, or a PettingZoo ParallelEnv as package.module:factory"
         )
     if match is not None and _top(match.group(1)) in _STDLIB:
         raise ValueError(f"env {name!r}: {_top(match.group(1))} is a standard-library module, not a PettingZoo env")
@@ -102,6 +119,9 @@ def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
     if name in _ENVS:
         _native_config(name, 1, kwargs)
         return
+    if is_vmas_name(name):
+        _make_vmas(name, 1, dict(kwargs))  # a scenario's keywords are known only to its make_world
+        return
     if "import_root" in kwargs:
         raise ValueError(f"env {name!r}: import_root is not an env argument; lero imports a spec from "
                          "the directory it was confirmed in")
@@ -111,6 +131,8 @@ def task_spec(name: str, **kwargs: Any) -> TaskSpec:
     """The task of env ``name``; a PettingZoo env is built once, in-process, to read it."""
     if name in _ENVS:
         return _ENVS[name][0].task
+    if is_vmas_name(name):
+        return make_env(name, 1, **kwargs).task
     env = make_env(name, 1, **{**kwargs, "workers": 0})
     try:
         return env.task
@@ -214,6 +236,12 @@ def _import(name: str, module: str, root: str | None) -> Any:
     except Exception as error:
         message = " ".join(str(error).split())
         raise ValueError(f"env {name!r}: cannot import {module}: {type(error).__name__}: {message}") from None
+
+
+def _make_vmas(name: str, n_envs: int, kwargs: dict[str, Any]) -> BatchedEnv:
+    from lero.training.envs.vmas_adapter import VmasConfig, VmasEnv
+
+    return VmasEnv(VmasConfig.of(name, n_envs, kwargs))
 
 
 def _make_pettingzoo(name: str, n_envs: int, kwargs: dict[str, Any]) -> BatchedEnv:
