@@ -155,12 +155,20 @@ def run_peer(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_lero(row: str, steps: int, seed: int, threads: int | None, peer_config: dict) -> dict[str, Any]:
-    """Train one lero row; progress points (wall s, return) make its time-to-return curve."""
-    from lero.training import TrainConfig, train
-
+    """Train one lero row on simple_spread (at the peer's configuration for ``@jaxmarl`` rows)."""
     algo = row.removeprefix("lero-").removesuffix("@jaxmarl")
     hparams = peer_hparams(peer_config) if row.endswith("@jaxmarl") else {}
-    cfg = TrainConfig(algo=algo, steps=steps, seed=seed, hparams=hparams, threads=threads)
+    return run_lero_curve(row, algo, steps, seed, threads, hparams)
+
+
+def run_lero_curve(row: str, algo: str, steps: int, seed: int, threads: int | None, hparams: dict[str, Any],
+                   env: str | None = None, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Train ALGO once on ENV (default: lero's); progress points (wall s, return) make its
+    time-to-return curve. Shared by the peer benchmarks (vs_benchmarl)."""
+    from lero.training import TrainConfig, train
+
+    where = {} if env is None else {"env": env, "env_kwargs": dict(env_kwargs or {})}
+    cfg = TrainConfig(algo=algo, steps=steps, seed=seed, hparams=hparams, threads=threads, **where)
     times: list[float] = []
     returns: list[float] = []
 
@@ -172,13 +180,13 @@ def run_lero(row: str, steps: int, seed: int, threads: int | None, peer_config: 
     load_before = load()
     started = time.perf_counter()
     result = train(cfg, progress=progress)
-    curve = result.curves["return"]
+    curve = result.curves.get("return", [])  # empty when no episode ended within the steps
     return {
         "row": row,
         "steps": result.steps,
         "steps_per_s": result.steps_per_s,
         "train_s": result.train_s,
-        "final_return": statistics.fmean(curve[-max(1, len(curve) // SMOOTH) :]),
+        "final_return": statistics.fmean(curve[-max(1, len(curve) // SMOOTH) :]) if curve else None,
         "eval_return": result.eval.get("return"),
         "load_before": load_before,
         "load_after": load(),
