@@ -181,3 +181,26 @@ def test_cli_unknown_scenario_is_one_line_listing_vmas_scenarios(
                             "--out", "runs/x"], capsys)
     assert code == 2
     assert lines == [f"lero: error: VMAS has no scenario 'nope'; it has: {', '.join(scenario_names())}"]
+
+
+def test_envs_stepped_in_turn_draw_what_each_draws_alone() -> None:
+    """VMAS shares one random state between its envs; each adapter keeps its own, so seeds
+    trained side by side (one process, a study's group) are the seeds trained alone."""
+
+    def play(env, actions: torch.Tensor) -> list[torch.Tensor]:
+        return [env.step(joint)[0] for joint in actions]  # obs after each step, resets included
+
+    def actions_for(env) -> torch.Tensor:
+        return torch.stack([env.random_actions(torch.Generator().manual_seed(t)) for t in range(12)])
+
+    kwargs = {"n_agents": 2, "max_steps": 3}  # four episode ends in 12 steps: four resets
+    alone = make_env("vmas:navigation", 4, **kwargs)
+    alone.reset(seed=1)
+    expected = play(alone, actions_for(alone))
+    first, second = make_env("vmas:navigation", 4, **kwargs), make_env("vmas:navigation", 4, **kwargs)
+    first.reset(seed=1)
+    second.reset(seed=2)
+    moves = actions_for(first)
+    for t, joint in enumerate(moves):
+        second.step(joint)
+        assert torch.equal(first.step(joint)[0], expected[t]), f"step {t}"

@@ -16,8 +16,11 @@ PettingZoo adapter there is no worker pool: one ``vmas.make_env(num_envs=B)`` is
   (zero-padded to the longest) and its own ``reward()`` as the native reward. A slot is
   done when the scenario's ``done()`` says so or after ``max_steps`` (VMAS's own flag); it
   is reset inside ``step`` as TorchRL resets VMAS: all slots with one ``reset()`` when all
-  are done, else ``reset_at`` each finished slot. ``reset(seed)`` is VMAS's ``reset(seed)``
-  (VMAS keeps its own random state apart from the process's).
+  are done, else ``reset_at`` each finished slot. ``reset(seed)`` is VMAS's ``reset(seed)``.
+- **Random state.** VMAS keeps one random state (torch, numpy, random) apart from the
+  process's, shared by all its envs in a process; each ``VmasEnv`` swaps in its own around
+  every VMAS call (``_own_random_state``), so two envs stepped in turn (seeds trained in one
+  process, a training and an evaluation env) draw exactly what each would draw alone.
 - **Reward context.** ``world()`` holds every entity's physical state, agents and then the
   scenario's landmarks (goals, packages, obstacles: ``task.notes["landmarks"]`` names them
   in order): ``agent_pos`` / ``agent_vel`` [B, N, 2], ``agent_rot`` / ``agent_ang_vel``
@@ -31,6 +34,8 @@ from __future__ import annotations
 
 import importlib
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,12 +153,16 @@ class VmasEnv(BatchedEnv):
         self.cfg = cfg
         self.name = f"{PREFIX}{cfg.scenario}"
         self.env = env = build_vmas(cfg)
+        # VMAS's shared [torch, numpy, random] state, which its calls swap in (module docstring)
+        self._shared_state = type(env).vmas_random_state
+        self._random_state = list(self._shared_state)
         self.n_envs, self.max_steps, self.device = cfg.n_envs, cfg.max_steps, cfg.device
         self._agents = list(env.agents)  # the policy agents, VMAS's order
         self._landmarks = list(env.world.landmarks)
         self.n_agents = len(self._agents)
-        first_obs = env.get_from_scenario(get_observations=True, get_rewards=False, get_infos=True,
-                                          get_dones=False, dict_agent_names=False)
+        with self._own_random_state():
+            first_obs = env.get_from_scenario(get_observations=True, get_rewards=False, get_infos=True,
+                                              get_dones=False, dict_agent_names=False)
         obs_rows, infos = first_obs
         if not all(isinstance(row, torch.Tensor) for row in obs_rows):
             raise ValueError(f"{self.name}: the scenario's observations are dicts; lero takes flat tensors")
@@ -168,6 +177,17 @@ class VmasEnv(BatchedEnv):
         self._sums = {key: torch.zeros(self.n_envs, device=self.device) for key in self._info_keys}
         self._steps = torch.zeros(self.n_envs, dtype=torch.long, device=self.device)
         self._obs = self._pad(obs_rows)
+
+    @contextmanager
+    def _own_random_state(self) -> Iterator[None]:
+        """This env's random state in VMAS's shared slot for the duration of one VMAS call."""
+        shared, outside = self._shared_state, list(self._shared_state)
+        shared[:] = self._random_state
+        try:
+            yield
+        finally:
+            self._random_state = list(shared)
+            shared[:] = outside
 
     # ------------------------------------------------------------------ tensors
     def _pad(self, rows: list[torch.Tensor]) -> torch.Tensor:
@@ -190,7 +210,8 @@ class VmasEnv(BatchedEnv):
     def reset(self, seed: int | None = None) -> torch.Tensor:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"{self.name}: seed must be an int or None, got {seed!r}")
-        self._obs = self._pad(self.env.reset(seed=seed))
+        with self._own_random_state():
+            self._obs = self._pad(self.env.reset(seed=seed))
         self._steps.zero_()
         for total in self._sums.values():
             total.zero_()
@@ -202,7 +223,8 @@ class VmasEnv(BatchedEnv):
         actions = self.check_actions(actions)  # [B, N]
         if not bool((actions < self._action_counts.to(actions.device)).all()):
             raise ValueError(f"{self.name}.step: an agent took an action outside its action_mask()")
-        obs_rows, rewards, done, infos = self.env.step(list(actions.unbind(dim=1)))
+        with self._own_random_state():
+            obs_rows, rewards, done, infos = self.env.step(list(actions.unbind(dim=1)))
         final_obs = self._pad(obs_rows)  # [B, N, D]
         reward = torch.stack(rewards, dim=1).to(torch.float32)  # [B, N]
         done = done.to(self.device, torch.bool)  # [B]
@@ -216,7 +238,8 @@ class VmasEnv(BatchedEnv):
         info = {"final_obs": final_obs, "world": self.world(), "step": step, "episode_metrics": metrics}
         self._obs = final_obs
         if bool(done.any()):
-            self._obs = self._auto_reset(done)
+            with self._own_random_state():
+                self._obs = self._auto_reset(done)
             self._steps = torch.where(done, 0, self._steps)
             for total in self._sums.values():
                 total[done] = 0.0
