@@ -67,7 +67,7 @@ def budgets(text: str) -> dict[str, int]:
 
 def ensure_run(task: str, algo: str, steps: int, args: argparse.Namespace) -> str:
     """The task's offline run with ALGO: started, resumed, or (finished) reused."""
-    run_id = f"lero-table-{task}-{algo}"
+    run_id = f"lero-table-{task.replace(':', '-')}-{algo}"  # vmas:navigation -> vmas-navigation
     started = time.perf_counter()
     if (Path(args.runs_dir) / run_id).is_dir():
         outcome = resume_run(run_id, args.runs_dir, QuietUI(), front=app_front())

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from lero.app.cli import main
 from lero.training.envs import make_env
+from lero.training.envs.pettingzoo_view import ParallelView
 from lero.training.envs.registry import (
     check_env_name,
     check_kwargs,
@@ -105,6 +106,14 @@ def test_task_spec_names_the_scenarios_world(scenario: str) -> None:
                                       get_dones=False)[0]
     assert set(infos[0]) <= set(env.task.metric_names)
     assert env.task.success_metric == "return" and env.task.grammar is None
+
+
+def test_pettingzoo_api_through_lero_s_view() -> None:
+    """VMAS ships no PettingZoo wrapper (gym, gymnasium and RLlib only); lero's ParallelView
+    of one slot passes PettingZoo's own API test."""
+    from pettingzoo.test import parallel_api_test
+
+    parallel_api_test(ParallelView(make_env("vmas:balance", 1, n_agents=2, max_steps=30)), num_cycles=70)
 
 
 def test_episode_metrics_sum_the_scenarios_info_over_the_episode() -> None:
