@@ -9,7 +9,8 @@ per step is the action checks, stacking the agents' observations and rewards, `w
 the reward context and the episode metrics. Both sides take the same random valid actions
 and reset their slots at the horizon the same way (every slot done: one `reset()`); short
 rounds alternate so that drift in the machine's load hits both alike. Compare the ratio
-column; absolute rates depend on the load, recorded in every row.
+columns (`ratio` over all rounds, `ratio_median` the median of the rounds' own ratios); absolute
+rates depend on the load, recorded in every row.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -68,21 +70,25 @@ def bench(scenario: str, n_envs: int, seconds: float, rounds: int, kwargs: dict[
     theirs.reset(seed=0)
     slice_s = seconds / (2 * rounds)
     totals = {"lero": [0, 0.0], "vmas": [0, 0.0]}
+    round_ratios = []  # lero / vmas per round: its median resists a burst of load in one round
     load_before = os.getloadavg()[0]
     with torch.inference_mode():
         run_adapter(ours, bank, min(0.2, slice_s))  # warm-up
         run_vmas(theirs, vmas_bank, min(0.2, slice_s))
         for index in range(rounds):
             order = [("lero", run_adapter, ours, bank), ("vmas", run_vmas, theirs, vmas_bank)]
+            rates = {}
             for name, run, env, actions in order if index % 2 == 0 else order[::-1]:
                 steps, wall = run(env, actions, slice_s)
                 totals[name][0] += steps
                 totals[name][1] += wall
+                rates[name] = steps / wall
+            round_ratios.append(rates["lero"] / rates["vmas"])
     lero_rate = totals["lero"][0] / totals["lero"][1]
     vmas_rate = totals["vmas"][0] / totals["vmas"][1]
     return {"scenario": scenario, "kwargs": kwargs, "n_envs": n_envs, "threads": torch.get_num_threads(),
             "lero_steps_per_s": lero_rate, "vmas_steps_per_s": vmas_rate, "ratio": lero_rate / vmas_rate,
-            "load": (load_before + os.getloadavg()[0]) / 2}
+            "ratio_median": statistics.median(round_ratios), "load": (load_before + os.getloadavg()[0]) / 2}
 
 
 def main(argv: list[str] | None = None) -> int:
