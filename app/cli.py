@@ -252,7 +252,7 @@ def _combine(args: argparse.Namespace, console: Console, export: tuple[str, Path
 def cmd_study(args: argparse.Namespace, console: Console) -> int:
     from lero.app.study import StudySpec, run_study
     from lero.app.study.export import write_export
-    from lero.app.study.report import equal_compute_sentences
+    from lero.app.study.report import cell_line, equal_compute_sentences, seed_notes
 
     export = study_export(args)
     if args.combine:
@@ -262,14 +262,8 @@ def cmd_study(args: argparse.Namespace, console: Console) -> int:
     spec = StudySpec.parse(study_fields(args))
     study = run_study(spec, progress=lambda line: console.print(line, markup=False, soft_wrap=True),
                       confirm=args.env)
-    for cell in study["cells"]:
-        summary = cell["summary"].get("return")
-        test = cell["vs_native"].get("return", {})
-        shown = (f"return {summary['mean']:.3f} [{summary['ci_low']:.3f}, {summary['ci_high']:.3f}]"
-                 if summary else "no result")  # fmt: skip
-        if test.get("welch_p") is not None:
-            shown += f", vs native p={test['welch_p']:.3g} g={test['hedges_g'] or 0:.2f}"
-        console.print(f"{cell['algo']:6s} {cell['variant']:8s} {shown}", markup=False)
+    for line in [*seed_notes(study), *map(cell_line, study["cells"])]:
+        console.print(line, markup=False, soft_wrap=True)
     for line in equal_compute_sentences(study["equal_compute"]):
         console.print(line, markup=False, soft_wrap=True)
     if (check := study["recheck"]) is not None:
@@ -277,7 +271,7 @@ def cmd_study(args: argparse.Namespace, console: Console) -> int:
                       f"(native return past the budget: {check['trends'].get('return', {}).get('direction')})")
     if export is not None:
         console.print(f"export: {write_export(export[0], [study], export[1])}", soft_wrap=True)
-    console.print(f"study {study['study_id']}: {study['status']}")
+    console.print(f"study {study['study_id']}: {study['status']}; report: {study['study_md']}", soft_wrap=True)
     return EXIT_OK if study["status"] == "completed" else EXIT_FAILED
 
 

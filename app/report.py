@@ -3,6 +3,7 @@ run listing shared by `lero runs` and the web UI."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import statistics
 from collections.abc import Callable
@@ -36,16 +37,18 @@ def _seed_fitnesses(result: dict | None) -> list[float]:
 
 
 def _spread(result: dict | None) -> str:
-    """'mean ± std (n seeds: a, b, c)' for a baseline/candidate result."""
+    """'mean ± std (n seeds: a, b, c)' for a baseline/candidate result; one seed has no
+    spread to show, so it reads 'value (1 seed, no spread)'."""
     if not result or not is_number(result.get("fitness")):
         return "—"
     seeds = _seed_fitnesses(result)
+    if len(seeds) <= 1:
+        return fmt_number(result["fitness"]) + (" (1 seed, no spread)" if seeds else "")
     std = result.get("fitness_std")
     if not is_number(std):
-        std = statistics.pstdev(seeds) if len(seeds) > 1 else 0.0
+        std = statistics.pstdev(seeds)
     listed = ", ".join(fmt_number(s) for s in seeds)
-    plural = "seed" if len(seeds) == 1 else "seeds"
-    return f"{fmt_number(result['fitness'])} ± {fmt_number(std)} ({len(seeds)} {plural}: {listed})"
+    return f"{fmt_number(result['fitness'])} ± {fmt_number(std)} ({len(seeds)} seeds: {listed})"
 
 
 DESIGNER_GROUP = "designer"  # requests about no candidate and no generation (a generation's designs)
@@ -154,6 +157,58 @@ def time_markdown(summary: dict) -> list[str]:
     return lines
 
 
+def _changed_lines(before: str, after: str) -> str:
+    added = removed = 0
+    for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm=""):
+        if not line.startswith(("+++", "---")):
+            added += line.startswith("+")
+            removed += line.startswith("-")
+    return f"+{added} / -{removed} lines"
+
+
+def human_decisions(events: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Every answer a person gave about candidates and generations, from events.jsonl (the
+    `interrupt` questions and their `interrupt_answered` answers), and every edit the gate
+    refused: {"generation", "candidate" ("" for a generation), "decision", "detail"} rows in order."""
+    rows: list[dict[str, str]] = []
+    asked: dict[str, Any] = {}
+    for event in events:
+        if event.get("event") == "interrupt" and isinstance(event.get("payload"), dict):
+            asked = event["payload"]
+            for cand in asked.get("candidates") or []:
+                if isinstance(refused := cand.get("refused_edit"), dict):
+                    reason = " ".join(str(refused.get("reason", "")).split())
+                    rows.append({"generation": str(asked.get("generation")), "candidate": str(cand.get("candidate_id")),
+                                 "decision": "edit refused by the gate (not trained)", "detail": reason})  # fmt: skip
+        elif event.get("event") == "interrupt_answered" and isinstance(answer := event.get("answer"), dict):
+            generation = str(asked.get("generation"))
+            if event.get("kind") == "generation" and answer.get("feedback"):
+                rows.append({"generation": generation, "candidate": "", "decision": f"{answer.get('action')} with feedback",
+                             "detail": str(answer["feedback"])})  # fmt: skip
+            if event.get("kind") != "candidates":
+                continue
+            code = {c.get("candidate_id"): c.get("code") or "" for c in asked.get("candidates") or []}
+            for cid, decision in (answer.get("decisions") or {}).items():
+                action = decision.get("action")
+                detail = {"comment": str(decision.get("comment", "")),
+                          "edit": _changed_lines(code.get(cid, ""), str(decision.get("code", "")))}.get(action, "")  # fmt: skip
+                rows.append({"generation": generation, "candidate": str(cid), "decision": str(action), "detail": detail})
+    return rows
+
+
+def human_markdown(events: list[dict[str, Any]]) -> list[str]:
+    """The "Your decisions" section (nothing when nobody was asked)."""
+    rows = [r for r in human_decisions(events) if r["decision"] != "approve"]
+    if not rows:
+        return []
+    lines = ["", "## Your decisions", "", "Comments, edits and refused edits (approvals are not listed; "
+             "`events.jsonl` holds every answer).", "", "| generation | candidate | decision | detail |", "|---|---|---|---|"]  # fmt: skip
+    for row in rows:
+        candidate = f"`{row['candidate']}`" if row["candidate"] else "—"
+        lines.append(f"| {row['generation']} | {candidate} | {row['decision']} | {_cell(row['detail'])} |")
+    return lines
+
+
 def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str:
     """Human-readable report: comparison, generations, candidates, the best code."""
     spec, best = run.spec, best_candidate(run)
@@ -211,6 +266,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         trained = (c.result.get("trained_steps") or spec.get("steps")) if c.result.get("per_seed") else None
         shown = "—" if trained is None else f"{trained:,}" + (" (stopped by halving)" if c.stopped_at else "")
         lines.append(f"| `{c.candidate_id}` | {c.status} | {_spread(c.result)} | {shown} |")
+    lines += human_markdown(run.events)
     lines += time_markdown(summary)
     lines += lineage_markdown(summary.get("lineage") or [])
     lines += llm_requests_markdown(run.rundir.read_llm_records())

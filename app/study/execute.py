@@ -214,7 +214,8 @@ def _seed_jobs(plan: Plan, slots: int) -> list[tuple[str, str, list[int]]]:
 
 
 def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | None = None) -> dict[str, Any]:
-    """Train what is missing, then write study.json / study.md / plots; returns study.json.
+    """Train what is missing, then write study.json / study.md / plots; returns study.json
+    with `study_md`, where study.md went (for the person; not stored in study.json).
 
     `confirm`: the env a person typed to confirm a `package.module:factory` env (plan_study).
     """
@@ -247,4 +248,5 @@ def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | 
             say(f"reward-hacking check: {run_recheck(plan, sandbox)['status']}")
     finally:
         sandbox.close()
-    return write_study(plan, metrics, time.monotonic() - started)
+    study = write_study(plan, metrics, time.monotonic() - started)
+    return {**study, "study_md": str(plan.study_dir / "study.md")}

@@ -41,13 +41,15 @@ def plot_metric(metric: str, cells: list[dict[str, Any]], path: Path) -> Path:
         summary = cell["summary"].get(metric)
         if summary is None:
             continue
-        ax.errorbar([x], [summary["mean"]], yerr=[[summary["mean"] - summary["ci_low"]],
-                    [summary["ci_high"] - summary["mean"]]], fmt="o", capsize=4, color="C0")  # fmt: skip
+        spread = None if summary["ci_low"] is None else [[summary["mean"] - summary["ci_low"]],
+                                                         [summary["ci_high"] - summary["mean"]]]  # fmt: skip
+        ax.errorbar([x], [summary["mean"]], yerr=spread, fmt="o", capsize=4, color="C0")  # no CI: too few seeds
         values = cell["per_seed"][metric]
         ax.scatter([x + 0.15] * len(values), values, s=10, color="C1", alpha=0.7)
     ax.set_xticks(range(len(cells)), labels, fontsize=8)
     ax.set_ylabel(f"{metric} (held-out episodes)")
-    ax.set_title(f"{metric}: mean and 95% CI over seeds")
+    few = any(c["summary"].get(metric, {}).get("no_ci") for c in cells)
+    ax.set_title(f"{metric}: mean, 95% CI over seeds" + (" (none: too few seeds)" if few else ""))
     ax.grid(alpha=0.3, axis="y")
     return save_figure(fig, path)
 

@@ -183,10 +183,47 @@ def _p(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
-def _interval(summary: dict[str, float] | None, key: str, ci: str) -> str:
+def _interval(summary: dict[str, Any] | None, key: str, ci: str) -> str:
+    """"value [low, high]"; without a CI (too few seeds) the value with the seeds' values."""
     if not summary:
         return "-"
+    if summary.get(ci + "_low") is None:
+        return f"{fmt_number(summary[key])} (no CI)"
     return f"{fmt_number(summary[key])} [{fmt_number(summary[ci + '_low'])}, {fmt_number(summary[ci + '_high'])}]"
+
+
+def _mean_cell(summary: dict[str, Any] | None, values: list[float]) -> str:
+    """A table cell of one metric over seeds: mean [CI], or below the CI's seed count the
+    mean and every seed's value."""
+    if summary and summary.get("no_ci"):
+        return f"{fmt_number(summary['mean'])} (seeds: {', '.join(fmt_number(v) for v in values)})"
+    return _interval(summary, "mean", "ci")
+
+
+def fewest_seeds(study: dict[str, Any]) -> int:
+    """The fewest successful seeds of any arm: what the study's weakest comparison rests on."""
+    return min((len(c["seeds"]) for c in study["cells"]), default=0)
+
+
+def seed_notes(study: dict[str, Any]) -> list[str]:
+    """The warning (once) and the reasons for missing intervals and tests, for the terminal
+    and the top of study.md alike."""
+    seeds = fewest_seeds(study)
+    notes = [w] if (w := stats.few_seeds_warning(seeds)) else []
+    reasons = [stats.no_interval_reason(seeds), stats.no_test_reason(seeds, seeds)]
+    return notes + [r for r in reasons if r]
+
+
+def cell_line(cell: dict[str, Any]) -> str:
+    """One arm in the terminal: held-out return, and its test against native when it has one."""
+    summary = cell["summary"].get(CURVE)
+    test = cell["vs_native"].get(CURVE, {})
+    shown = f"return {_mean_cell(summary, cell['per_seed'].get(CURVE, []))}" if summary else "no result"
+    if test.get("welch_p") is not None:
+        shown += f", vs native p={test['welch_p']:.3g} g={_p(test['hedges_g'])}"
+    elif test:
+        shown += f", vs native diff {fmt_number(test['diff'])}, P(>) {fmt_number(test['poi']['value'])}"
+    return f"{cell['algo']:6s} {cell['variant']:8s} {shown}"
 
 
 def equal_compute_sentences(rows: list[dict[str, Any]]) -> list[str]:
@@ -217,13 +254,16 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
         f"probability of improvement [95% CI], Hedges' g, Welch p, Mann-Whitney p. Steps to reach return {fmt_number(study['target_return'])} "
         f"({study['target_source']}): seeds that reached it, mean step.", "",
     ]  # fmt: skip
+    if notes := seed_notes(study):
+        lines[2:2] = [f"> **{notes[0]}**" if notes[0].startswith("warning") else f"> {notes[0]}",
+                      *(f"> {n}" for n in notes[1:]), ""]  # fmt: skip
     metrics = study["metrics"]
     for algo in study["algos"]:
         lines += [f"## {algo}", "",
                   "| arm | steps | " + " | ".join(metrics) + " | IQM return | P(> native) | g | Welch p | MWU p "
                   "| reached target |", "|---" * (len(metrics) + 8) + "|"]  # fmt: skip
         for cell in (c for c in study["cells"] if c["algo"] == algo):
-            values = [_interval(cell["summary"].get(m), "mean", "ci") for m in metrics]
+            values = [_mean_cell(cell["summary"].get(m), cell["per_seed"].get(m, [])) for m in metrics]
             test = cell["vs_native"].get("return", {})
             reach = cell["steps_to_target"]
             reached = f"{reach['reached']}/{len(reach['per_seed'])}"

@@ -23,7 +23,43 @@ BOOTSTRAP_SAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 CURVE_POINTS = 50
 PROFILE_POINTS = 101
-MIN_VERDICT_SEEDS = 3  # fewer seeds per arm: no "better" / "worse" verdict
+# How many seeds a number needs. With n seeds the percentile bootstrap draws n^n resamples:
+# 2 seeds give the interval [min, max] of the two, 1 seed a point, and Agarwal et al. (2021,
+# rliable) show that percentile intervals under-cover in that few-run regime. Welch's t on
+# 2 + 2 seeds rests on two 1-degree-of-freedom variances, and the exact two-sided
+# Mann-Whitney p of 2 vs 2 seeds cannot go below 1/3. Gorsane et al. (2022, the cooperative
+# MARL evaluation protocol) ask for 10 independent runs per arm with 95% bootstrap CIs.
+MIN_INTERVAL_SEEDS = 3  # fewer seeds: per-seed values, no CI
+MIN_TEST_SEEDS = 3  # fewer seeds in either arm: no p-value, effect size or P(improvement) CI
+MIN_VERDICT_SEEDS = MIN_TEST_SEEDS  # fewer seeds per arm: no "better" / "worse" verdict
+WARN_SEEDS = 5  # a verdict on fewer seeds per arm is flagged in the terminal and study.md
+RECOMMENDED_SEEDS = 10  # Gorsane et al. (2022)
+
+
+def no_interval_reason(seeds: int) -> str | None:
+    """Why SEEDS values get no confidence interval (None when they do)."""
+    if seeds >= MIN_INTERVAL_SEEDS:
+        return None
+    shown = "1 seed has no spread" if seeds == 1 else f"{seeds} seeds bootstrap to their own range"
+    return f"no CI: {shown}; an interval needs >= {MIN_INTERVAL_SEEDS} seeds"
+
+
+def no_test_reason(treated: int, control: int) -> str | None:
+    """Why arms of TREATED and CONTROL seeds get no test (None when they do)."""
+    fewest = min(treated, control)
+    if fewest >= MIN_TEST_SEEDS:
+        return None
+    return f"no p-value: {fewest} seed{'s' * (fewest != 1)} in an arm; a test needs >= {MIN_TEST_SEEDS} per arm"
+
+
+def few_seeds_warning(seeds: int) -> str | None:
+    """The one warning for a study whose verdicts rest on fewer than WARN_SEEDS seeds per arm."""
+    if seeds >= WARN_SEEDS:
+        return None
+    return (f"warning: {seeds} seed{'s' * (seeds != 1)} per arm. Intervals need >= {MIN_INTERVAL_SEEDS} and "
+            f"tests >= {MIN_TEST_SEEDS} (below that, per-seed values are shown instead); below "
+            f"{WARN_SEEDS} they are coarse, and Gorsane et al. (2022) recommend {RECOMMENDED_SEEDS} "
+            f"runs per arm. Read any difference here as a pilot, not a result.")  # fmt: skip
 
 
 def _finite(value: float) -> float | None:
@@ -144,20 +180,25 @@ def performance_profile(strata: Strata, thresholds: Sequence[float]) -> dict[str
             "low": np.asarray(low).tolist(), "high": np.asarray(high).tolist()}  # fmt: skip
 
 
-def summary(values: Sequence[float]) -> dict[str, float | int | None]:
-    """Mean, sample std, IQM and their 95% bootstrap CIs of one metric over seeds."""
+def summary(values: Sequence[float]) -> dict[str, Any]:
+    """Mean, sample std, IQM and their 95% bootstrap CIs of one metric over seeds; below
+    MIN_INTERVAL_SEEDS the CIs (and with one seed the std) are None and `no_ci` says why."""
     data = np.asarray(values, dtype=np.float64)
-    low, high = bootstrap_ci(data)
-    iqm_low, iqm_high = aggregate_ci([data], "iqm")
+    reason = no_interval_reason(int(data.size))
+    low = high = iqm_low = iqm_high = None
+    if reason is None:
+        low, high = bootstrap_ci(data)
+        iqm_low, iqm_high = aggregate_ci([data], "iqm")
     return {
         "n": int(data.size),
         "mean": float(data.mean()),
-        "std": float(data.std(ddof=1)) if data.size > 1 else 0.0,
+        "std": float(data.std(ddof=1)) if data.size > 1 else None,
         "ci_low": low,
         "ci_high": high,
         "iqm": iqm(data),
         "iqm_ci_low": iqm_low,
         "iqm_ci_high": iqm_high,
+        "no_ci": reason,
     }
 
 
@@ -207,23 +248,29 @@ def hedges_g(treated: Sequence[float], control: Sequence[float]) -> float | None
 
 def compare(treated: Sequence[float], control: Sequence[float]) -> dict[str, Any]:
     """An arm against another on one metric: difference, probability of improvement with its
-    CI, Hedges' g, Welch t and Mann-Whitney U."""
+    CI, Hedges' g, Welch t and Mann-Whitney U. Below MIN_TEST_SEEDS in either arm only the
+    difference and the point P(improvement) are given, and `no_test` says why."""
     a, b = np.asarray(treated, np.float64), np.asarray(control, np.float64)
+    reason = no_test_reason(a.size, b.size)
     result: dict[str, Any] = {
         "diff": float(a.mean() - b.mean()),
-        "poi": probability_of_improvement([a], [b]),
-        "hedges_g": hedges_g(a, b),
+        "poi": {"value": float(_poi_along(a, b)), "ci_low": None, "ci_high": None},
+        "hedges_g": None,
         "welch_t": None,
         "welch_p": None,
         "mannwhitney_u": None,
         "mannwhitney_p": None,
+        "no_test": reason,
     }
-    if a.size >= 2 and b.size >= 2 and (a.var(ddof=1) > 0 or b.var(ddof=1) > 0):
+    if reason is not None:
+        return result
+    result["poi"] = probability_of_improvement([a], [b])
+    result["hedges_g"] = hedges_g(a, b)
+    if a.var(ddof=1) > 0 or b.var(ddof=1) > 0:
         welch = stats.ttest_ind(a, b, equal_var=False)
         result["welch_t"], result["welch_p"] = _finite(welch.statistic), _finite(welch.pvalue)
-    if a.size >= 1 and b.size >= 1:
-        mann = stats.mannwhitneyu(a, b, alternative="two-sided")
-        result["mannwhitney_u"], result["mannwhitney_p"] = _finite(mann.statistic), _finite(mann.pvalue)
+    mann = stats.mannwhitneyu(a, b, alternative="two-sided")
+    result["mannwhitney_u"], result["mannwhitney_p"] = _finite(mann.statistic), _finite(mann.pvalue)
     return result
 
 

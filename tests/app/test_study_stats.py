@@ -130,3 +130,28 @@ def test_the_recheck_flags_only_a_rising_reward_with_a_falling_return() -> None:
     assert judge({**record, "curves": {"steps": steps, "return": late_rise, "train_reward": up}})["native_keeps_rising"]
     flat = judge({**record, "curves": {"steps": steps, "return": [1.0, -1.0] * 10, "train_reward": up}})
     assert flat["trends"]["return"]["direction"] == "flat" and not flat["reward_hacking"]
+
+
+@pytest.mark.parametrize("seeds", [1, 2])
+def test_too_few_seeds_give_values_and_a_reason_not_an_interval(seeds: int) -> None:
+    values = [-19.5, -17.0][:seeds]
+    summary = study_stats.summary(values)
+    assert summary["mean"] == pytest.approx(np.mean(values)) and summary["n"] == seeds
+    assert summary["ci_low"] is summary["ci_high"] is summary["iqm_ci_low"] is None
+    assert "no CI" in summary["no_ci"] and str(study_stats.MIN_INTERVAL_SEEDS) in summary["no_ci"]
+    result = study_stats.compare(values, [-20.0, -21.0, -22.0])
+    assert result["welch_p"] is result["mannwhitney_p"] is result["hedges_g"] is None
+    assert result["poi"] == {"value": 1.0, "ci_low": None, "ci_high": None}
+    assert result["no_test"].startswith(f"no p-value: {seeds} seed")
+    warning = study_stats.few_seeds_warning(seeds)
+    assert warning.startswith(f"warning: {seeds} seed") and "Gorsane" in warning
+
+
+def test_enough_seeds_get_intervals_and_tests() -> None:
+    treated, control = [1.0, 2.0, 4.0], [0.0, 0.5, 1.5]
+    summary = study_stats.summary(treated)
+    assert summary["no_ci"] is None and summary["ci_low"] <= summary["mean"] <= summary["ci_high"]
+    result = study_stats.compare(treated, control)
+    assert result["no_test"] is None and result["welch_p"] is not None and result["poi"]["ci_low"] is not None
+    assert study_stats.few_seeds_warning(study_stats.WARN_SEEDS - 1) is not None
+    assert study_stats.few_seeds_warning(study_stats.WARN_SEEDS) is None
