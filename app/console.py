@@ -38,6 +38,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from lero.app.approval_view import candidate_card
 from lero.app.report import fmt_number
 from lero.graph.summary import metric_names
 
@@ -384,40 +385,58 @@ class RichUI:
         return {"action": "approve" if ok else "reject"}
 
     def _ask_candidates(self, payload: dict) -> dict:
+        """One screen per candidate (app.approval_view): its number, terms and features, the
+        diff against its parent, the critic's points; the whole module on `code`."""
+        candidates = payload.get("candidates", [])
         decisions = {}
-        for cand in payload.get("candidates", []):
-            cid = str(cand.get("candidate_id"))
-            self.console.print(
-                Panel(
-                    Syntax(cand.get("code") or "", "python", line_numbers=True),
-                    title=f"candidate {cid} ({cand.get('origin', '?')})",
-                )
-            )
-            review = cand.get("review") or {}
-            if review:
-                points = "\n".join(f"- {p}" for p in review.get("points", []))
-                body = Text(points or review.get("text", ""))
-                self.console.print(Panel(body, title=f"critic: {review.get('verdict')}"))
-            decisions[cid] = self._decide_candidate(cand)
+        for index, cand in enumerate(candidates, start=1):
+            card = candidate_card(cand, index, len(candidates))
+            self._show_card(card)
+            decisions[card["candidate_id"]] = self._decide_candidate(cand, card)
         return {"decisions": decisions, "default": "approve"}
 
-    def _decide_candidate(self, cand: dict) -> dict:
-        """approve / reject, or a non-empty comment / edited module (asked again if empty)."""
+    def _show_card(self, card: dict) -> None:
+        source = f"{card['kind']} of {card['parent']}" if card["parent"] else card["kind"]
+        self.console.print(f"[bold]candidate {card['candidate_id']}[/] ({card['number']}): {escape(source)}, "
+                           f"by {escape(card['origin'])}, {card['lines']} lines")  # fmt: skip
+        for label, names in (("reward terms", card["terms"]), ("features", card["features"])):
+            self.console.print(f"  {label}: {escape(', '.join(names)) if names else '—'}")
+        if card["diff"]:
+            self.console.print(Panel(Syntax("\n".join(card["diff"]), "diff"), title=f"diff against {card['parent']}"))
+        else:
+            self.console.print("  [dim]a new design (no parent to compare with): answer `code` to read it[/]")
+        if card["verdict"]:
+            points = Text("\n".join(f"- {p}" for p in card["points"]))
+            self.console.print(Panel(points, title=f"critic: {card['verdict']}"))
+        if refused := card["refused_edit"]:
+            self.console.print(Panel(
+                Text(f"{refused['reason']}\n\nThe code above is the one before your edit. Answer `edit` to fix "
+                     "your text (it opens again as you left it), or anything else to drop it."),
+                title="[red]your edit was NOT trained: the gate stopped it[/]", border_style="red"))  # fmt: skip
+
+    def _decide_candidate(self, cand: dict, card: dict) -> dict:
+        """approve / reject, or a non-empty comment / edited module (asked again if empty);
+        `code` shows the whole module first. An edit the gate refused reopens as it was left."""
         while True:
             action = self.asker.choice(
-                f"candidate {cand.get('candidate_id')}",
-                ["approve", "reject", "edit", "comment"],
+                f"candidate {card['candidate_id']} ({card['number']})",
+                ["approve", "reject", "edit", "comment", "code"],
                 "approve",
             )
             if action in ("approve", "reject"):
                 return {"action": action}
+            if action == "code":
+                self.console.print(Panel(Syntax(cand.get("code") or "", "python", line_numbers=True),
+                                         title=f"candidate {card['candidate_id']}"))  # fmt: skip
+                continue
             if action == "comment":
                 comment = self.asker.text("comment for the designer")
                 if comment:
                     return {"action": "comment", "comment": comment}
                 continue
+            start = (card["refused_edit"] or {}).get("code") or cand.get("code") or ""
             try:
-                code = self.edit_code(cand.get("code") or "")
+                code = self.edit_code(start)
             except (OSError, ValueError) as error:  # no such editor, editor failed
                 self.console.print(f"[red]edit failed:[/] {escape(str(error))}")
                 continue

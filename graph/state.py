@@ -25,9 +25,12 @@ kind "candidates" — after validation, before training:
     payload {"kind": "candidates", "generation", "question", "answers": [...],
              "candidates": [{"candidate_id", "code", "code_sha", "origin", "kind", "parents",
                              "review": {"verdict", "points", "text", "code_sha", "rules", "by"} | null,
-                             "note": str | null}]}
+                             "parent_code": str | null (the first parent's module, for a diff),
+                             "note": str | null, "refused_edit": {"code", "reason"} | null}]}
     `review.code_sha` equals `code_sha`: the verdict shown is the one on the code shown.
-    `note` says why an earlier edit was stopped by the gate (the code before it is shown).
+    `note` says why an earlier edit was stopped by the gate (the code before it is shown);
+    `refused_edit` is that edit as the person wrote it and the gate's reason, so a front end
+    can give it back to fix (answer `edit` again) or drop (any other answer).
     answer  {"decisions": {candidate_id: {"action": "approve" | "reject" | "edit" | "comment",
                                           "code": str (edit), "comment": str (comment)}},
              "default": "approve" | "reject"}           (candidates not named get `default`)
@@ -72,6 +75,7 @@ class Candidate(TypedDict, total=False):
     human: str | None  # the human's decision once given: approve / edit / comment
     human_comment: str | None
     previous: dict[str, Any] | None  # code, review, origin before a human edit (restored if the gate stops it)
+    refused_edit: dict[str, str] | None  # {"code", "reason"}: the person's edit the gate stopped, until answered
 
 
 class TrainTask(TypedDict):

@@ -199,8 +199,9 @@ def answer_from_form(form: FormData, pending: dict[str, Any]) -> object:
         action = str(form.get(f"action:{cid}"))
         code = str(form.get(f"code:{cid}", "")).replace("\r\n", "\n")
         decision: dict[str, Any] = {"action": action}
-        if action == "approve" and code.strip() and code.strip() != (candidate.get("code") or "").strip():
-            decision = {"action": "edit", "code": code}  # approved with changes = an edit
+        shown = {(candidate.get("code") or "").strip(), ((candidate.get("refused_edit") or {}).get("code") or "").strip()}
+        if action == "approve" and code.strip() and code.strip() not in shown:
+            decision = {"action": "edit", "code": code}  # approved with changes = an edit (a refused one kept: dropped)
         elif action == "edit":
             decision["code"] = code
         elif action == "comment":

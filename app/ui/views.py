@@ -20,6 +20,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 from lero.agents.types import code_digest
+from lero.app.approval_view import candidate_card
 from lero.app.report import llm_request_row, run_rows
 from lero.graph.rundir import BASELINE_ID, REPORT_MD, RunDir
 from lero.graph.summary import CandidateRecord, RunFiles, best_candidate, metric_names, summarize
@@ -105,7 +106,8 @@ def run_view(run: RunFiles) -> dict[str, Any]:
         "status": summary["status"], "best": best,
         "candidates": [{"id": c.candidate_id, "generation": c.generation, "status": c.status,
                         "fitness": c.fitness, "stopped_at": c.stopped_at} for c in run.candidates],
-        "pending": pending_question(run),
+        "pending": (pending := pending_question(run)),
+        "cards": decision_cards(pending),
         "has_report": run.rundir.is_file(REPORT_MD),
         "plots": [name for name in run.rundir.plot_names() if PLOT_NAME.match(name)],
         "metrics": metric_names(summary["baseline"]["eval"], summary["best"]["eval"]),
@@ -135,14 +137,26 @@ def parent_of(run: RunFiles, candidate_id: str) -> tuple[str, str] | None:
     return parents[0], run.rundir.read_code(sources[parents[0]]) or ""
 
 
+def diff_classes(lines: list[str]) -> list[tuple[str, str]]:
+    """Unified diff lines as (css class, line) pairs."""
+    return [("hunk" if line.startswith("@@") else "add" if line.startswith("+") else
+             "del" if line.startswith("-") else "ctx", line) for line in lines]  # fmt: skip
+
+
 def diff_lines(parent: str, code: str, parent_id: str, candidate_id: str) -> list[tuple[str, str]]:
     """Unified diff as (css class, line) pairs."""
-    lines = []
-    for line in difflib.unified_diff(parent.splitlines(), code.splitlines(), parent_id, candidate_id, lineterm=""):
-        kind = "hunk" if line.startswith("@@") else "add" if line.startswith("+") else \
-            "del" if line.startswith("-") else "ctx"
-        lines.append((kind, line))
-    return lines
+    return diff_classes(list(difflib.unified_diff(parent.splitlines(), code.splitlines(), parent_id,
+                                                  candidate_id, lineterm="")))  # fmt: skip
+
+
+def decision_cards(pending: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A pending `candidates` question's cards (app.approval_view), diffs with css classes."""
+    if not pending or pending.get("kind") != "candidates":
+        return []
+    asked = pending.get("candidates") or []
+    cards = [candidate_card(c, i, len(asked)) for i, c in enumerate(asked, start=1)]
+    return [{**card, "diff": diff_classes(card["diff"]), "refused_diff": diff_classes(card["refused_diff"]),
+             "code": c.get("code") or ""} for card, c in zip(cards, asked, strict=True)]  # fmt: skip
 
 
 def chart(curves: dict[str, list[float]], names: list[str]) -> dict[str, Any] | None:

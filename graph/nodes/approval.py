@@ -101,6 +101,7 @@ def approve_candidates(state: RunState, runtime: Runtime[RunContext]) -> dict[st
     ready = at_stage(state["candidates"], "ready")
     if "candidates" not in spec.approvals or not ready:
         return {"candidates": replace(state["candidates"], [{**c, "stage": "approved"} for c in ready])}
+    elite_code = {e["candidate_id"]: e.get("code") for e in state.get("elites") or []}
     payload = {
         "kind": "candidates", "generation": state["generation"],
         "question": "Train these candidates? Answer per candidate: approve, reject, edit (new code) or comment.",
@@ -108,7 +109,8 @@ def approve_candidates(state: RunState, runtime: Runtime[RunContext]) -> dict[st
         "candidates": [{"candidate_id": c["candidate_id"], "code": c["code"], "code_sha": code_digest(c["code"]),
                         "origin": c.get("origin"), "kind": c.get("kind", "explore"),
                         "parents": c.get("parents") or [], "review": c.get("review"),
-                        "note": c.get("error")} for c in ready],
+                        "parent_code": elite_code.get((c.get("parents") or [None])[0]),
+                        "note": c.get("error"), "refused_edit": c.get("refused_edit")} for c in ready],
     }
     answer = normalize_answer("candidates", interrupt(payload), payload)
     decided = [_apply(c, answer["decisions"].get(c["candidate_id"], {"action": answer["default"]})) for c in ready]
@@ -117,6 +119,7 @@ def approve_candidates(state: RunState, runtime: Runtime[RunContext]) -> dict[st
 
 def _apply(candidate: Candidate, decision: dict[str, Any]) -> Candidate:
     action = decision["action"]
+    candidate = {**candidate, "refused_edit": None}  # answered: fixed (a new edit) or dropped
     if action == "approve":
         return {**candidate, "stage": "approved", "human": "approve"}
     if action == "reject":

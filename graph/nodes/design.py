@@ -128,11 +128,14 @@ def _after_review(candidate: Candidate, review: Review, critic_rounds: int) -> C
 
 
 def _edit_stopped(reviewed: Candidate) -> Candidate:
-    """A human edit the gate stopped: the module before the edit comes back for approval."""
+    """A human edit the gate stopped: the module before the edit comes back for approval, with
+    the edit and the gate's reason beside it (`refused_edit`) for the person to fix or drop."""
     previous = reviewed.get("previous") or {}
+    reason = reviewed["review"]["text"]
     return {**reviewed, "code": previous.get("code"), "review": previous.get("review"), "stage": "ready",
             "human": None, "previous": None, "origin": previous.get("origin", reviewed.get("origin")),
-            "error": f"the edit was stopped by the gate:\n{reviewed['review']['text']}"}
+            "error": f"the edit was stopped by the gate:\n{reason}",
+            "refused_edit": {"code": reviewed["code"], "reason": reason}}
 
 
 def revise(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:

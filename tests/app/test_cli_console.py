@@ -77,7 +77,7 @@ def test_candidates_approve_reject_comment_edit(tmp_path: Path) -> None:
         "p.write_text(p.read_text() + '# edited by a human\\n')\n"
     )
     ui, out = make_ui(
-        "approve\nreject\ncomment\n\ncomment\npenalise collisions harder\nedit\n",
+        "approve\nreject\ncode\ncomment\n\ncomment\npenalise collisions harder\nedit\n",
         editor=f"{sys.executable} {editor}",
     )
     with ui:
@@ -92,7 +92,54 @@ def test_candidates_approve_reject_comment_edit(tmp_path: Path) -> None:
         "default": "approve",
     }
     text = out.getvalue()
-    assert "def hybrid_reward" in text and "point 3" in text and "critic: accept" in text
+    assert "point 3" in text and "critic: accept" in text and "(2 of 4)" in text
+    assert text.count("def hybrid_reward") == 1  # the whole module only where `code` asked for it
+    assert text.index("def hybrid_reward") > text.index("candidate 0-2 (3 of 4)")
+
+
+PARENT = (
+    "import torch\n\n\ndef hybrid_reward(ctx):\n    near = -ctx.obs[..., 0]\n"
+    + "".join(f"    # line {i}\n" for i in range(60))
+    + "    return ctx.env_reward + 0.1 * near, {'near': near}\n\n\ndef enhance_observation(obs):\n"
+    "    return torch.cat([obs, obs[:, :1] * 2], dim=1)\n"
+)
+CHILD = PARENT.replace("0.1 * near, {'near': near}", "0.3 * near - 0.2 * crowd, {'near': near, 'crowd': crowd}").replace(
+    "    near = -ctx.obs[..., 0]\n", "    near = -ctx.obs[..., 0]\n    crowd = ctx.obs[..., 1]\n")
+
+
+def test_a_revision_shows_its_diff_terms_and_features_not_the_whole_module() -> None:
+    child = {"candidate_id": "1-0", "code": CHILD, "origin": "designer", "kind": "exploit", "parents": ["0-2"],
+             "parent_code": PARENT, "review": {"verdict": "accept", "points": ["scale ok"], "text": ""}}  # fmt: skip
+    ui, out = make_ui("approve\n")
+    with ui:
+        assert ui.ask({**CANDIDATES_PAYLOAD, "candidates": [child]})["decisions"]["1-0"] == {"action": "approve"}
+    text = out.getvalue()
+    assert "candidate 1-0 (1 of 1): exploit of 0-2" in text and "diff against 0-2" in text
+    assert "reward terms: near, crowd" in text and "features: obs[:, :1] * 2" in text
+    assert "+    crowd = ctx.obs[..., 1]" in text and "# line 30" not in text  # a diff, not 66 lines
+    assert "scale ok" in text
+
+
+def test_an_edit_the_gate_refused_is_shown_with_its_reason_and_reopens_as_left(tmp_path: Path) -> None:
+    seen = tmp_path / "seen.py"
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import sys, pathlib, shutil\n"
+        f"shutil.copy(sys.argv[1], {str(seen)!r})\n"
+        "p = pathlib.Path(sys.argv[1])\n"
+        "p.write_text(p.read_text().replace('def hybrid_reward(ctx:', 'def hybrid_reward(ctx):'))\n"
+    )
+    broken = CODE.replace("def hybrid_reward(ctx):", "def hybrid_reward(ctx:")
+    refused = {**CANDIDATES_PAYLOAD["candidates"][0], "note": "the edit was stopped by the gate:\nsyntax error",
+               "refused_edit": {"code": broken, "reason": "static checks failed: syntax error line 3"}}  # fmt: skip
+    ui, out = make_ui("edit\n", editor=f"{sys.executable} {editor}")
+    with ui:
+        answer = ui.ask({**CANDIDATES_PAYLOAD, "candidates": [refused]})
+    text = " ".join(out.getvalue().split())
+    assert "your edit was NOT trained: the gate stopped it" in text
+    assert "static checks failed: syntax error line 3" in text
+    assert seen.read_text() == broken  # the person's text, not the code before the edit
+    assert answer["decisions"]["0-0"] == {"action": "edit", "code": CODE}
 
 
 def test_failing_editor_is_reported_and_the_decision_asked_again(tmp_path: Path) -> None:

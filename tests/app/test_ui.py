@@ -106,6 +106,44 @@ def wait_for_question(page, generation: int) -> None:
     page.wait_for_selector(f"#pending:has-text('Generation {generation}.')", timeout=WAIT_MS)
 
 
+def test_an_edit_the_gate_refuses_comes_back_with_its_reason_and_the_text_kept(tmp_path, browser, shots):
+    """The edit a researcher typed with a syntax error is not trained, says why where it was
+    made, and comes back as they left it; fixed, it trains, and report.md lists both."""
+    run_dir = start_waiting_run(tmp_path, "ui-refused", "--generations", "1", "--population", "1")
+    server = UIServer(tmp_path)
+    watched = Watched(browser)
+    page = watched.page
+    try:
+        page.goto(server.url)
+        page.click("text=ui-refused")
+        wait_for_question(page, 0)
+        page.click("#decide-0-0 summary")
+        editor = page.locator("textarea[name='code:0-0']")
+        broken = editor.input_value().replace("def hybrid_reward(ctx", "def hybrid_reward(ctx:", 1)
+        editor.fill(broken)
+        page.check("input[name='action:0-0'][value='edit']")
+        page.click("#submit-decisions")
+
+        page.wait_for_selector("#refused-0-0", timeout=WAIT_MS)  # asked again, with the reason
+        reason = page.locator("#refused-0-0").inner_text()
+        assert "Your edit was not trained" in reason and "syntax" in reason.lower()
+        kept = page.locator("textarea[name='code:0-0']")
+        assert kept.is_visible() and "def hybrid_reward(ctx:" in kept.input_value()  # the person's text
+        assert page.locator("input[name='action:0-0'][value='edit']").is_checked()
+        page.screenshot(path=shots / "approval-refused.png", full_page=True)
+        kept.fill(kept.input_value().replace("def hybrid_reward(ctx:", "def hybrid_reward(ctx", 1) + f"{EDIT_MARK}\n")
+        page.click("#submit-decisions")
+        wait_for_status(page, "completed")
+        page.wait_for_selector("#run[data-working='no'] #report-link", timeout=WAIT_MS)
+        assert watched.dialogs == [] and watched.errors == []
+    finally:
+        watched.close()
+        server.close()
+    assert EDIT_MARK in (run_dir / "candidates/0-0/candidate.py").read_text()
+    md = (run_dir / "report.md").read_text()
+    assert "| 0 | `0-0` | edit refused by the gate (not trained) |" in md and md.count("| 0 | `0-0` | edit |") == 2
+
+
 def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shots):
     """Test 1: a CLI run waiting at `--approve candidates` is answered in the browser."""
     run_dir = start_waiting_run(tmp_path, "ui-flow", "--generations", "2", "--population", "2")
@@ -123,6 +161,9 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
         wait_for_question(page, 0)
         assert page.locator(".candidate-decision").count() == 2
         page.screenshot(path=shots / "approval.png", full_page=True)
+        assert "(1 of 2)" in page.locator("#decide-0-0 h3").inner_text()
+        assert not page.locator("textarea[name='code:0-0']").is_visible()  # the module on request only
+        page.click("#decide-0-0 summary")
         editor = page.locator("textarea[name='code:0-0']")
         editor.fill(f"{EDIT_MARK}\n{editor.input_value()}")
         page.click("#submit-decisions")
@@ -133,6 +174,9 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
         assert answered[0]["answer"]["decisions"]["0-1"]["action"] == "approve"
         header, edited = (run_dir / "candidates/0-0/candidate.py").read_text().split("\n", 1)
         assert header.startswith("# lero: candidate 0-0") and edited.startswith(EDIT_MARK)  # lineage line first
+        refining = [c for c in page.locator(".candidate-decision").all() if "exploit of" in c.inner_text()]
+        assert refining and all(c.locator("pre.diff .add, pre.diff .del").count() > 0 for c in refining)
+        page.screenshot(path=shots / "approval-diff.png", full_page=True)
         page.click("#submit-decisions")
 
         wait_for_status(page, "completed")

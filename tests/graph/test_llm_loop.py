@@ -172,6 +172,14 @@ def test_a_human_edit_adding_import_os_is_stopped_by_the_gate(tmp_path):
     again = ui.asked[0]["candidates"][0]  # the module before the edit, asked about again
     assert again["code"] == offered["code"] and again["review"]["code_sha"] == code_digest(again["code"])
     assert "stopped by the gate" in again["note"] and "'os'" in again["note"]
+    # the person's text comes back beside the reason, to fix or drop
+    assert "os.system('id')" in again["refused_edit"]["code"] and "'os'" in again["refused_edit"]["reason"]
+    from lero.app.report import write_report
+
+    write_report(outcome.run_dir)
+    md = (outcome.run_dir / "report.md").read_text()
+    assert "## Your decisions" in md and "| 0 | `0-0` | edit | +" in md
+    assert "| 0 | `0-0` | edit refused by the gate (not trained) |" in md
     assert not any("import os" in json.dumps(r) for r in requests)  # no LLM saw it: the gate needs none
     folder = outcome.run_dir / "candidates" / "0-0"
     assert "import os" not in (folder / "candidate.py").read_text()
