@@ -43,6 +43,12 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    """Exact flag names only: `--popul 3` is an error, never a silent `--population 3`."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
@@ -116,6 +122,11 @@ def _runs_dir(text: str) -> Path:
     return Path(absolute_runs_dir(text))
 
 
+def _default(field: str) -> object:
+    """RunSpec's default for FIELD, for help text (the spec owns its defaults)."""
+    return RunSpec.model_fields[field].default
+
+
 def _add_runs_dir(p: argparse.ArgumentParser, default: str | None = DEFAULT_RUNS_DIR) -> None:
     p.add_argument(
         "--runs-dir",
@@ -176,13 +187,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_env_args(run)
     run.add_argument("--task", help="the task for the LLM in words (default: the env's own text)")
     run.add_argument("--algo", help=f"learning algorithm (default {DEFAULT_ALGO}; an unknown name lists the others)")
-    run.add_argument("--generations", type=_positive_int)
-    run.add_argument("--population", type=_positive_int)
+    run.add_argument("--generations", type=_positive_int, help=f"generations of the evolutionary loop (default {_default('generations')})")
+    run.add_argument("--population", type=_positive_int, help=f"candidates the designer writes per generation (default {_default('population')})")
     run.add_argument("--steps", type=_positive_int, help="env steps per candidate and seed")
     run.add_argument("--seeds", type=_positive_int, help="seeds per candidate and baseline")
     _add_llm_args(run)
     _add_budget_args(run)
-    run.add_argument("--sandbox", choices=("auto", "docker", "process"))
+    run.add_argument("--sandbox", choices=("auto", "docker", "process"),
+                     help="where LLM code runs: docker, process (trusted code only) or auto (default)")
     run.add_argument("--max-parallel", type=_positive_int,
                      help="sandbox jobs at a time (default: one per core, each job one torch thread)")  # fmt: skip
     run.add_argument("--job-timeout", dest="job_timeout_s", type=_positive_float, metavar="SECONDS",
@@ -194,9 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "whole budget (about half the env steps)")  # fmt: skip
     run.add_argument("--designer-seed", type=_non_negative_int, metavar="N",
                      help="the offline designer's random draws (default 0): another seed, another run of the loop")
-    run.add_argument("--approve", choices=APPROVE_MODES)
+    run.add_argument("--approve", choices=APPROVE_MODES, help=f"what waits for your answer (default {_default('approve')})")
     run.add_argument("--exploit-fraction", type=float, help="share of each generation refining an elite (0..1, default 0.75)")
-    run.add_argument("--run-id")
+    run.add_argument("--run-id", help="the run's directory name under --runs-dir (default: from the time)")
     _add_runs_dir(run, default=None)  # None: the config file's, else RunSpec's default
     run.add_argument(
         "--no-prior", dest="offline_prior", action="store_const", const=False,
@@ -205,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_executor_args(run)
 
     resume = sub.add_parser("resume", help="continue an interrupted or stopped run")
-    resume.add_argument("run_id")
+    resume.add_argument("run_id", help="the run to continue (`lero runs` lists them)")
     _add_runs_dir(resume)
     resume.add_argument("--answer", type=Path, help="JSON file answering the pending question")
     resume.add_argument("--env", help="confirm the run's package.module:factory env (it is imported and runs here)")
@@ -221,19 +233,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_runs_dir(runs)
 
     report = sub.add_parser("report", help="rebuild and summarise a run's report")
-    report.add_argument("run_id")
+    report.add_argument("run_id", help="the run to report on (`lero runs` lists them)")
     _add_runs_dir(report)
 
     train = sub.add_parser("train", help="train one policy on the native reward (no LLM)")
-    train.add_argument("--env", required=True)
+    train.add_argument("--env", required=True, help="environment name or package.module:factory")
     _add_env_args(train)
-    train.add_argument("--algo", required=True)
+    train.add_argument("--algo", required=True, help="learning algorithm")
     train.add_argument("--steps", required=True, type=_positive_int, help="joint env steps")
     train.add_argument("--seed", required=True, type=_non_negative_int, nargs="+",
                        help="one seed, or several: trained in one process, each in DIR/seed-<k>/")
     train.add_argument("--out", required=True, type=Path, help="output directory")
     train.add_argument("--n-envs", type=_positive_int, help="parallel envs (default: algo's)")
-    train.add_argument("--eval-episodes", type=_positive_int, default=EVAL_EPISODES)
+    train.add_argument("--eval-episodes", type=_positive_int, default=EVAL_EPISODES,
+                       help=f"greedy evaluation episodes after training (default {EVAL_EPISODES})")
     train.add_argument("--threads", type=_positive_int,
                        help="torch threads (default: every core on an idle machine, 1 on a busy one)")
 
@@ -244,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seconds", type=_positive_float, default=6.0, help="env measuring time")
     bench.add_argument("--threads", type=_positive_int, default=2, help="torch threads")
     bench.add_argument("--algo", default=DEFAULT_ALGO, help="algorithm for the training row")
-    bench.add_argument("--train-steps", type=_positive_int, default=200_000)
+    bench.add_argument("--train-steps", type=_positive_int, default=200_000, help="env steps of the training row")
     bench.add_argument("--skip-train", action="store_true", help="only the env throughput")
 
     _add_study_parser(sub)
@@ -258,7 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox = sub.add_parser("sandbox", help="build or check the Docker sandbox image")
     sandbox_commands = sandbox.add_subparsers(dest="action", required=True, metavar="ACTION")
     build = sandbox_commands.add_parser("build", help="build the sandbox image locally")
-    build.add_argument("--mode", choices=("auto", "dockerfile", "offline"), default="auto")
+    build.add_argument("--mode", choices=("auto", "dockerfile", "offline"), default="auto",
+                       help="dockerfile: pip in the build; offline: from local wheels; auto: either")
     check = sandbox_commands.add_parser("check", help="daemon, image and a contained smoke run")
     check.add_argument("--env", help="also say whether this env (a lero.envs name or "
                        "package.module:factory in the working directory) runs in Docker, and why")
@@ -345,11 +359,11 @@ def _add_study_parser(sub: argparse._SubParsersAction) -> None:
     study.add_argument("--env", help=f"environment (default: the run's, or {DEFAULT_ENV}); names a "
                        "package.module:factory env to confirm importing it")
     _add_env_args(study)
-    study.add_argument("--eval-episodes", type=_positive_int)
+    study.add_argument("--eval-episodes", type=_positive_int, help="held-out episodes per evaluation seed")
     study.add_argument("--target-return", type=float, help="return for steps-to-reach (default: native's)")
     study.add_argument("--study-id", help="directory name (default: from the settings)")
-    study.add_argument("--sandbox", choices=("auto", "docker", "process"))
-    study.add_argument("--max-parallel", type=_positive_int)
+    study.add_argument("--sandbox", choices=("auto", "docker", "process"), help="where the candidate's code runs")
+    study.add_argument("--max-parallel", type=_positive_int, help="sandbox jobs at a time (default: one per core)")
     _add_executor_args(study)
     study.add_argument("--checkpoints", type=_positive_int, help="interval checkpoints per training: the "
                        "best on validation episodes, re-evaluated on 10x the held-out episodes (absolute metric)")

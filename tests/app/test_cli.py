@@ -238,3 +238,30 @@ def test_sandbox_check_reports_every_stage(capsys: pytest.CaptureFixture[str]) -
     lines = [line for line in out.splitlines() if line.split()[:1] in (["ok"], ["FAIL"])]
     assert lines and lines[0].split()[1] == "daemon:"
     assert code == (0 if all(line.startswith("ok") for line in lines) else 1)
+
+
+def test_abbreviated_flags_are_refused_before_anything_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(["run", "--generation", "2", "--popul", "3", "--llm", "offline"], capsys)
+    assert_usage_error(code, err, "unrecognized arguments: --generation 2 --popul 3")
+    assert not Path("runs").exists()
+
+
+def _actions(parser) -> list:
+    """Every option of every (sub)command."""
+    import argparse
+
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += _actions(sub)
+        elif not isinstance(action, argparse._HelpAction):
+            found.append((parser.prog, action))
+    return found
+
+
+def test_every_flag_has_help_text() -> None:
+    bare = [f"{prog} {'/'.join(a.option_strings) or a.dest}" for prog, a in _actions(build_parser()) if not a.help]
+    assert bare == []
