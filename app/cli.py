@@ -426,12 +426,15 @@ def cmd_sandbox(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_ui(args: argparse.Namespace, console: Console) -> int:
     from lero.agents import LLMConfig
-    from lero.app.ui import serve
+    from lero.app.ui import PortUnavailable, serve
 
     fields = llm_fields(args.llm, args.model, args.base_url)
     given = llm_setting_fields(args)
-    serve(str(args.runs_dir), args.host, args.port,
-          LLMConfig.from_spec(fields["llm"], base_url=fields["base_url"], **llm_settings(given)), llm_settings=given)
+    try:
+        serve(str(args.runs_dir), args.host, args.port,
+              LLMConfig.from_spec(fields["llm"], base_url=fields["base_url"], **llm_settings(given)), llm_settings=given)
+    except PortUnavailable as error:
+        return _fail(str(error), EXIT_FAILED)
     return EXIT_OK
 
 

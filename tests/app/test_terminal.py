@@ -1,0 +1,74 @@
+"""`lero` in a pseudo-terminal, the way a person meets it: the README's commands in a
+temporary working directory with the default relative `runs/`, the offline designer and the
+process sandbox with tiny budgets."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.terminal import Terminal
+
+FAST = {"eval_episodes": 8, "max_parallel": 1, "hparams": {"n_envs": 8, "rollout_len": 25, "epochs": 1}}
+RUN = ["run", "--config", "fast.json", "--steps", "400", "--seeds", "1", "--llm", "offline", "--sandbox", "process"]
+# An editor (`EDITOR SEEN FILE`) that breaks the module the first time (the researcher's typo) and, opened again,
+# records what it was given and fixes it.
+EDITOR = """\
+import pathlib, sys
+seen, path = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+text = path.read_text()
+if "def hybrid_reward(ctx:" in text:
+    seen.write_text(text)
+    path.write_text(text.replace("def hybrid_reward(ctx:", "def hybrid_reward(ctx") + "# fixed by hand\\n")
+else:
+    path.write_text(text.replace("def hybrid_reward(ctx", "def hybrid_reward(ctx:", 1))
+"""
+
+
+@pytest.mark.slow
+def test_a_refused_edit_says_why_in_the_terminal_and_reopens_as_left(tmp_path: Path) -> None:
+    (tmp_path / "fast.json").write_text(json.dumps(FAST))
+    (tmp_path / "editor.py").write_text(EDITOR)
+    seen = tmp_path / "seen.py"
+    editor = f"{sys.executable} {tmp_path / 'editor.py'} {seen}"
+    term = Terminal([*RUN, "--approve", "candidates", "--generations", "1", "--population", "1", "--run-id", "t"],
+                    tmp_path, env={"EDITOR": editor, "VISUAL": editor})  # fmt: skip
+    at = term.expect(r"candidate 0-0 \(1 of 1\)")
+    at = term.expect(r"reward terms: \S", at)
+    term.expect(r"\[approve/reject/edit/comment/code\] \(approve\): ", at)
+    term.send("edit")
+    at = term.expect(r"your edit was NOT trained: the gate stopped it", at)
+    at = term.expect(r"(?i)syntax", at)  # the gate's reason, on the screen
+    term.expect(r"\(approve\): ", at)
+    term.send("edit")  # reopens the refused text, which the editor now fixes
+    assert term.wait() == 0, term.text[-3000:]
+    assert "def hybrid_reward(ctx:" in seen.read_text()  # the person's text came back, not the original
+    run = tmp_path / "runs" / "t"
+    assert "# fixed by hand" in (run / "candidates/0-0/candidate.py").read_text()
+    md = (run / "report.md").read_text()
+    assert "| 0 | `0-0` | edit refused by the gate (not trained) |" in md
+
+
+def test_lero_ui_on_a_busy_port_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        term = Terminal(["ui", "--port", str(port), "--llm", "offline"], tmp_path)
+        code = term.wait()
+    lines = [line for line in term.text.splitlines() if line.strip()]
+    assert code == 1 and len(lines) == 1, term.text
+    assert lines[0].startswith(f"lero: error: cannot serve on 127.0.0.1:{port}: Address already in use")
+    assert "--port 0" in lines[0] and "Errno" not in lines[0]
+
+
+def test_ctrl_c_stops_lero_ui_cleanly(tmp_path: Path) -> None:
+    term = Terminal(["ui", "--port", "0", "--llm", "offline"], tmp_path)
+    at = term.expect(r"lero ui: serving \S+/runs/ at http://127\.0\.0\.1:\d+/\?token=")
+    term.interrupt()
+    assert term.wait() == 0, term.text
+    assert "lero ui: stopped" in term.text[at:] and "error" not in term.text
