@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lero.app.run_status import run_status
 from lero.graph.configuration import RUN_ID
 from lero.graph.lineage import lineage_markdown
 from lero.graph.rundir import SPEC_FILE, STATE_FILE, RunDir, UnsafeFile
@@ -213,9 +214,11 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
     """Human-readable report: comparison, generations, candidates, the best code."""
     spec, best = run.spec, best_candidate(run)
     lines = [f"# lero run `{summary['run_id']}`", ""]
-    status = f"- status: **{summary['status']}**"
+    shown = run_status(run, summary["status"])
+    status = f"- status: **{shown['shown']}**"
     if summary["stop_reason"]:
         status += f" ({summary['stop_reason']})"
+    status += f"; generations done: {shown['progress']}"
     if summary["status"] == "stopped":
         status += f"; continue with `lero resume {summary['run_id']}`"
     lines += [
@@ -346,10 +349,17 @@ def run_row(run_dir: str | Path | RunFiles) -> dict:
     """One line of `lero runs`: cheap (no plots, nothing written)."""
     run = run_dir if isinstance(run_dir, RunFiles) else load_run(run_dir)
     summary = summarize(run)
+    shown = run_status(run, summary["status"])
     return {
         "run_id": summary["run_id"],
         "status": summary["status"],
-        "generations_done": len({c.generation for c in run.candidates if c.result}),
+        "shown_status": shown["shown"],
+        "needs_answer": shown["needs_answer"],
+        "generations_done": shown["generations_done"],
+        "generations": shown["progress"],
+        "env": run.spec.get("env"),
+        "algo": run.spec.get("algo"),
+        "steps": run.spec.get("steps"),
         "best_fitness": summary["best"]["fitness"],
         "baseline_fitness": summary["baseline"]["fitness"],
         "started_ts": run.state.get("started_ts"),

@@ -22,6 +22,7 @@ from pygments.lexers import PythonLexer
 from lero.agents.types import code_digest
 from lero.app.approval_view import candidate_card
 from lero.app.report import llm_request_row, run_rows
+from lero.app.run_status import run_status, unanswered_question
 from lero.graph.rundir import BASELINE_ID, REPORT_MD, RunDir
 from lero.graph.summary import CandidateRecord, RunFiles, best_candidate, metric_names, summarize
 
@@ -51,10 +52,10 @@ def highlight_css() -> str:
 
 def _row(run: RunFiles) -> dict[str, Any]:
     summary = summarize(run)
+    shown = run_status(run, summary["status"])
     return {
-        "run_id": run.run_dir.name, "status": summary["status"],
-        "generation": run.state.get("generation", 0),
-        "generations": run.spec.get("generations"),
+        "run_id": run.run_dir.name, "status": summary["status"], "shown": shown,
+        "env": run.spec.get("env"), "algo": run.spec.get("algo"), "steps": run.spec.get("steps"),
         "best": summary["best"]["fitness"], "baseline": summary["baseline"]["fitness"],
         "wall_s": summary["wall_s"], "approve": run.spec.get("approve"),
     }
@@ -67,28 +68,24 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
 
 
 def pending_question(run: RunFiles) -> dict[str, Any] | None:
-    """The approval the run waits for: the last `interrupt` event not yet answered."""
-    if run.state.get("status") != "interrupted":
-        return None
-    asked = answered = -1
-    for index, event in enumerate(run.events):
-        if event.get("event") == "interrupt":
-            asked = index
-        elif event.get("event") == "interrupt_answered":
-            answered = index
-    if asked < 0 or answered > asked:
-        return None
-    event = run.events[asked]
-    payload = {"ts": str(event.get("ts")), **(event.get("payload") or {})}
-    if isinstance(payload.get("candidates"), list):  # code by reference (graph.runner): read back
+    """The approval the run waits for (`run_status.unanswered_question`), each asked candidate
+    with its code read back (events.jsonl holds it by reference, graph.runner) and the code of
+    the parent it refines, for its diff."""
+    payload = unanswered_question(run)
+    if payload is not None and isinstance(payload.get("candidates"), list):
         payload["candidates"] = [_with_code(run, c) for c in payload["candidates"] if isinstance(c, dict)]
     return payload
 
 
 def _with_code(run: RunFiles, candidate: dict[str, Any]) -> dict[str, Any]:
     """An asked candidate with its code from its candidate.py, when that file still holds the
-    code it was asked about (`code_sha`); else without code (the form shows none)."""
-    if "code" in candidate or not isinstance(candidate.get("candidate_id"), str):
+    code it was asked about (`code_sha`); else without code (the form shows none). Its parent's
+    code comes from the parent's candidate.py."""
+    if not isinstance(candidate.get("candidate_id"), str):
+        return candidate
+    if "parent_code" not in candidate and (parent := parent_of(run, candidate["candidate_id"])):
+        candidate = {**candidate, "parent_code": parent[1]}
+    if "code" in candidate:
         return candidate
     try:
         code = run.rundir.read_code(candidate["candidate_id"])
@@ -103,7 +100,7 @@ def run_view(run: RunFiles) -> dict[str, Any]:
     best = best_candidate(run)
     return {
         "run_id": run.run_id, "summary": summary, "spec": run.spec, "state": run.state,
-        "status": summary["status"], "best": best,
+        "status": summary["status"], "shown": run_status(run, summary["status"]), "best": best,
         "candidates": [{"id": c.candidate_id, "generation": c.generation, "status": c.status,
                         "fitness": c.fitness, "stopped_at": c.stopped_at} for c in run.candidates],
         "pending": (pending := pending_question(run)),

@@ -1,8 +1,9 @@
 """Human approval steps: `interrupt()` with a JSON payload, resumed by `Command(resume=answer)`.
 
 These nodes do nothing before `interrupt()` but read the state, because a resumed node
-starts over from its first line: anything with side effects (containers, LLM calls,
-files) lives in other nodes. Payload and answer schemas: see graph.state.
+starts over from its first line: anything with side effects (containers, LLM calls)
+lives in other nodes; after the answer only idempotent writes (a rejected candidate's
+files and event) follow. Payload and answer schemas: see graph.state.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from langgraph.types import interrupt
 from lero.agents.types import code_digest
 from lero.graph.configuration import RunError
 from lero.graph.context import RunContext
-from lero.graph.nodes.candidates import at_stage, drop, replace, with_code
+from lero.graph.nodes.candidates import at_stage, drop, record, replace, with_code
 from lero.graph.reflection import merge_feedback
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.state import Candidate, RunState
@@ -114,6 +115,9 @@ def approve_candidates(state: RunState, runtime: Runtime[RunContext]) -> dict[st
     }
     answer = normalize_answer("candidates", interrupt(payload), payload)
     decided = [_apply(c, answer["decisions"].get(c["candidate_id"], {"action": answer["default"]})) for c in ready]
+    for candidate in decided:
+        if candidate["stage"] == "dropped":  # rejected: every front end shows it dropped, not ready
+            record(runtime.context, candidate)
     return {"candidates": replace(state["candidates"], decided)}
 
 

@@ -163,10 +163,30 @@ def test_runs_lists_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0
     lines = [line for line in out.splitlines() if "run-" in line]
     assert len(lines) == 2
-    assert lines[0].replace("│", " ").split()[:3] == ["run-a", "completed", "2"]  # 2 gens done
-    assert "-24.000" in lines[0] and "-31.000" in lines[0]
+    assert lines[0].split()[:7] == ["run-a", "completed", "2/2", "simple_spread", "mappo", "1,000", "-24.000"]
+    assert "-24.000" in lines[0]
     assert "interrupted" in lines[1]
     assert "not-a-run" not in out
+
+
+def test_runs_at_80_columns_keeps_the_id_whole_and_flags_a_waiting_run(tmp_path: Path) -> None:
+    """The same numbers as the web UI's list and report.md (app.run_status), the run id whole."""
+    from lero.app.report import write_report
+    from lero.app.ui.views import list_runs
+    from lero.graph.rundir import RunDir
+
+    long_id = "20261204-061500-a1b2c3"  # the shape RunSpec.with_run_id gives
+    waiting = make_run_dir(tmp_path, long_id, status="interrupted")
+    RunDir(waiting).append_event("interrupt", kind="candidates", payload={"kind": "candidates", "generation": 1})
+    out = io.StringIO()
+    assert main(["runs", "--runs-dir", str(tmp_path)], console=Console(file=out, width=80)) == 0
+    text = out.getvalue()
+    assert long_id in text and max(map(len, text.splitlines())) <= 80
+    assert "waiting" in text and "interrupted" not in text
+    row = next(r for r in list_runs(tmp_path) if r["run_id"] == long_id)
+    assert row["shown"]["shown"] == "waiting for your answer" and row["shown"]["progress"] == "2/2"
+    write_report(waiting)
+    assert "- status: **waiting for your answer**; generations done: 2/2" in (waiting / "report.md").read_text()
 
 
 def test_runs_on_empty_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -79,6 +79,8 @@ def make_run_dir(root: Path, run_id: str = "run-test", status: str = "completed"
         {"ts": 1_700_000_000.0, "event": "llm_call", "role": "designer"},
         {"ts": 1_700_000_003.0, "event": "job_finished", "job_id": "j1", "kind": "train",
          "candidate_id": "0-0", "status": "ok", "cached": False},
+        {"ts": 1_700_000_004.0, "event": "generation_finished", "generation": 0, "valid": 1},
+        {"ts": 1_700_000_008.0, "event": "generation_finished", "generation": 1, "valid": 1},
     ]  # fmt: skip
     (run / "events.jsonl").write_text("\n".join(json.dumps(e) for e in events) + "\n{torn")
     (run / "baseline" / "result.json").write_text(

@@ -154,11 +154,14 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
         page.goto(server.url)
         assert page.url == f"{server.base}/"  # the token went into a cookie, out of the URL
         row = page.locator("#runs tr", has_text="ui-flow")
-        assert "interrupted" in row.inner_text()
+        assert "waiting for your answer (candidates)" in row.inner_text()  # app.run_status, as `lero runs`
+        assert row.get_attribute("class") == "needs-answer" and "0 / 2" in row.inner_text()
         page.screenshot(path=shots / "runs.png", full_page=True)
 
         page.click("text=ui-flow")
         wait_for_question(page, 0)
+        assert page.locator("#status").inner_text() == "waiting for your answer"
+        assert page.locator("#generation").inner_text() == "0"  # generations done, as `lero runs` says
         assert page.locator(".candidate-decision").count() == 2
         page.screenshot(path=shots / "approval.png", full_page=True)
         assert "(1 of 2)" in page.locator("#decide-0-0 h3").inner_text()
@@ -181,6 +184,7 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
 
         wait_for_status(page, "completed")
         page.wait_for_selector("#run[data-working='no'] #report-link", timeout=WAIT_MS)
+        assert page.locator("#generation").inner_text() == "2"
         page.screenshot(path=shots / "run.png", full_page=True)
         assert page.locator("#live-jobs tbody tr").count() >= 5  # baseline + 2 x 2 candidates
         assert page.locator("#live-candidates tbody tr").count() == 4

@@ -44,7 +44,7 @@
 
   function onEvent(e) {
     const name = e.event;
-    if (name === "generation_started" || name === "generation_finished") {
+    if (name === "generation_started" || name === "generation_finished") {  // generations done (app.run_status)
       $("generation").textContent = String(e.generation + (name === "generation_finished" ? 1 : 0));
     } else if (name === "candidate") {
       upsert("live-candidates", e.candidate_id, [e.candidate_id, e.generation, e.stage, e.status, e.origin],
@@ -78,9 +78,10 @@
 
   function onState(s) {
     const status = $("status");
-    status.textContent = s.working && s.status === "interrupted" ? "resuming" : s.status;
+    // app.run_status: a run stopped at a question reads as waiting for an answer
+    status.textContent = s.working && s.status === "interrupted" ? "resuming"
+      : s.status === "interrupted" && $("pending") ? "waiting for your answer" : s.status;
     status.className = `status status-${status.textContent}`;
-    if ($("generation") && typeof s.generation === "number" && s.status !== "running") $("generation").textContent = String(s.generation);
     if ($("wall") && typeof s.wall_s === "number") $("wall").textContent = s.wall_s.toFixed(1);
     const training = $("training");
     if (training) {
