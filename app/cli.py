@@ -65,7 +65,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from lero.app.hooks import app_front
     from lero.graph.runner import start_run
 
-    ui = RichUI(console=console, generations=spec.generations)
+    ui = RichUI(console=console, generations=spec.generations, env_steps=spec.budget()[1])
     with first_ctrl_c_cancels() as interrupts:
         try:
             with ui:  # --env: the person named it

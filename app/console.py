@@ -17,10 +17,10 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
@@ -69,6 +69,8 @@ def describe_answer(payload: dict) -> str:
     return "\n".join(lines)
 
 
+TASK_KINDS = ("train", "evaluate")  # sandbox job kinds the graph reports as training tasks
+
 # ---------------------------------------------------------------- tables
 
 
@@ -111,22 +113,25 @@ def render_summary(report: dict, console: Console) -> None:
 
 
 def render_runs(rows: list[dict], console: Console) -> None:
-    """`lero runs`: one line per run (rows from graph.report.run_row)."""
-    table = Table(title="runs")
-    for column in ("id", "status", "generations", "best", "baseline", "started"):
-        table.add_column(column, justify="right" if column in ("best", "baseline") else "left")
+    """`lero runs`: one line per run (rows from app.report.run_row). The id never wraps or
+    shortens (it is what people copy; a generated one starts with its UTC start time); the
+    other columns give way on a narrow terminal."""
+    table = Table(title="runs", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("id", no_wrap=True, min_width=max((len(r["run_id"]) for r in rows), default=2))
+    for column in ("status", "gens", "env", "algo", "steps", "best"):
+        table.add_column(column, justify="right" if column in ("gens", "steps", "best") else "left", overflow="fold")
     for row in rows:
         if row.get("error"):  # a run that cannot be read: its reason, not a traceback
-            table.add_row(row["run_id"], f"{row['status']}: {row['error']}", "—", "—", "—", "—")
+            table.add_row(row["run_id"], f"{row['status']}: {row['error']}", *("—",) * 5)
             continue
-        started = row.get("started_ts")
         table.add_row(
             row["run_id"],
-            row["status"],
-            str(row["generations_done"]),
+            Text(row["shown_status"], style="bold yellow" if row["needs_answer"] else ""),
+            row["generations"],
+            str(row.get("env") or "—"),
+            str(row.get("algo") or "—"),
+            f"{row['steps']:,}" if isinstance(row.get("steps"), int) else "—",
             fmt_number(row["best_fitness"]),
-            fmt_number(row["baseline_fitness"]),
-            datetime.fromtimestamp(started, UTC).strftime("%Y-%m-%d %H:%M") if started else "—",
         )
     console.print(table)
 
@@ -244,6 +249,7 @@ class RichUI:
         interactive: bool | None = None,
         editor: str | None = None,
         generations: int | None = None,
+        env_steps: int | None = None,
     ) -> None:
         self.console = console or Console()
         self.stdin = stdin or sys.stdin
@@ -255,6 +261,9 @@ class RichUI:
         self.progress = _progress(self.console)
         self.bars: dict[str, TaskID] = {}
         self.generations = generations  # total, for the generations bar
+        self.env_steps = env_steps  # the run's planned env steps: its bar's ETA runs on measured speed
+        self.trained: dict[str, int] = {}  # steps each training job has reported
+        self.queued: set[str] = set()  # training jobs started, no progress yet (waiting for a slot)
         self.llm_tokens = 0
 
     def __enter__(self) -> RichUI:
@@ -311,12 +320,23 @@ class RichUI:
         )
 
     def _on_job(self, event: dict) -> None:
+        """One bar per running job; a training job waiting for a slot is only counted. The
+        sandbox's own train / evaluate jobs are the graph's training tasks seen from below:
+        no second bar, no second line."""
         key, label = self._job_key(event)
+        if key.startswith("job:") and event.get("kind") in TASK_KINDS:
+            return
         status = event.get("status")
         if event.get("event", "").endswith("_started") or status in (None, "started", "running"):
-            self._bar(key, label, None)
+            if key.startswith("task:"):
+                self.queued.add(key)
+                self._show_queued()
+            else:
+                self._bar(key, label, None)
             return
         self._close_bar(key)
+        self.queued.discard(key)
+        self._show_queued()
         cached = " (cached)" if event.get("cached") else ""
         colour = "green" if status == "ok" else "red"
         fitness = (
@@ -325,12 +345,26 @@ class RichUI:
         style = "" if key.startswith("task:") else "[dim]sandbox[/] "
         self._say(f"{style}{label}: [{colour}]{status}[/]{cached}{fitness}")
 
+    def _show_queued(self) -> None:
+        if not self.queued:
+            self._close_bar("queued")
+            return
+        bar = self._bar("queued", "", None)
+        self.progress.update(bar, description=f"{len(self.queued)} training job(s) queued for a slot")
+
     def _on_train_progress(self, event: dict) -> None:
         key, label = self._job_key({**event, "kind": "train"})
+        self.queued.discard(key)
+        self._show_queued()
         bar = self._bar(key, label, event.get("total"))
         self.progress.update(
             bar, completed=event.get("done", 0), total=event.get("total"), note=return_note(event)
         )
+        done = int(event.get("done") or 0)
+        if self.env_steps:
+            run = self._bar("run", "run (env steps)", self.env_steps)
+            self.progress.advance(run, max(done - self.trained.get(key, 0), 0))
+        self.trained[key] = max(done, self.trained.get(key, 0))
 
     def _on_llm(self, event: dict) -> None:
         bar = self._bar("llm", "LLM requests", None)
@@ -348,12 +382,9 @@ class RichUI:
         self._say(f"[yellow]waiting for approval: {event.get('kind')}[/]")
 
     def _on_log(self, event: dict) -> None:
+        """Sentences for people only; the key=value records stay in events.jsonl."""
         if event.get("message"):
             self._say(escape(str(event["message"])))
-            return
-        skip = {"type", "event", "ts", "payload"}
-        details = " ".join(f"{k}={v}" for k, v in event.items() if k not in skip)
-        self._say(f"[dim]{event.get('event', 'event')}[/] {escape(details)}".rstrip())
 
     # -- interrupts
 

@@ -224,8 +224,40 @@ def test_events_render() -> None:
     assert "train 0-0 seed 1: ok (cached) fitness -21.250" in text
     assert "LLM critic request failed: HTTP 500: boom" in text
     assert "waiting for approval: generation" in text
-    assert "reflection generation=0 chars=812" in text
+    assert "reflection" not in text and "run_started" not in text  # records stay in events.jsonl
     assert "designer stopped: budget" in text
+
+
+def task(ui: RichUI, key: str):
+    """The progress task behind a bar (ids, not positions: bars come and go)."""
+    return next(t for t in ui.progress.tasks if t.id == ui.bars[key])
+
+
+def test_one_bar_per_running_job_a_queued_count_and_a_run_eta_on_measured_steps() -> None:
+    """The sandbox's train job is the graph's training task seen from below: no second bar;
+    a task without progress yet is counted as queued; the run's bar counts env steps."""
+    ui, out = make_ui("", generations=1, env_steps=3000)
+    start = {"type": "job", "kind": "train", "candidate_id": "0-0", "generation": 0}
+    with ui:
+        ui.on_event({"type": "job", "event": "job_started", "job_id": "s1", "kind": "train", "candidate_id": "0-0"})
+        assert set(ui.bars) == set()
+        for seed in (0, 1):
+            ui.on_event({**start, "event": "train_started", "seed": seed})
+        queued = task(ui, "queued")
+        assert queued.description == "2 training job(s) queued for a slot"
+        ui.on_event({"type": "train_progress", "candidate_id": "0-0", "seed": 0, "done": 500, "total": 1000})
+        ui.on_event({"type": "train_progress", "candidate_id": "0-0", "seed": 0, "done": 800, "total": 1000})
+        assert task(ui, "queued").description == "1 training job(s) queued for a slot"
+        assert set(ui.bars) == {"queued", "task:0-0:0", "run"}
+        run = task(ui, "run")
+        assert (run.completed, run.total) == (800, 3000)  # the deltas, not the sum of reports
+        ui.on_event({"type": "train_progress", "candidate_id": "0-0", "seed": 1, "done": 200, "total": 1000})
+        assert "queued" not in ui.bars and task(ui, "run").completed == 1000
+        ui.on_event({"type": "job", "event": "job_finished", "job_id": "s1", "kind": "train",
+                     "candidate_id": "0-0", "status": "ok"})  # fmt: skip
+        ui.on_event({**start, "event": "train_finished", "seed": 0, "status": "ok", "fitness": -20.0})
+    text = out.getvalue()
+    assert "train 0-0 seed 0: ok fitness -20.000" in text and "sandbox train" not in text
 
 
 @pytest.mark.parametrize("payload", [SPEC_PAYLOAD, CANDIDATES_PAYLOAD, GENERATION_PAYLOAD])

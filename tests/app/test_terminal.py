@@ -5,7 +5,9 @@ process sandbox with tiny budgets."""
 from __future__ import annotations
 
 import json
+import re
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -51,6 +53,12 @@ def test_a_refused_edit_says_why_in_the_terminal_and_reopens_as_left(tmp_path: P
     assert "# fixed by hand" in (run / "candidates/0-0/candidate.py").read_text()
     md = (run / "report.md").read_text()
     assert "| 0 | `0-0` | edit refused by the gate (not trained) |" in md
+    # one status and one count of generations in the terminal and report.md (app.run_status)
+    assert "- status: **completed**; generations done: 1/1" in md
+    listing = Terminal(["runs"], tmp_path, columns=80)
+    assert listing.wait() == 0
+    rows = [line.split()[:6] for line in listing.text.splitlines()]
+    assert ["t", "completed", "1/1", "simple_spread", "mappo", "400"] in rows, listing.text
 
 
 def test_lero_ui_on_a_busy_port_is_one_line_and_exit_1(tmp_path: Path) -> None:
@@ -72,3 +80,17 @@ def test_ctrl_c_stops_lero_ui_cleanly(tmp_path: Path) -> None:
     term.interrupt()
     assert term.wait() == 0, term.text
     assert "lero ui: stopped" in term.text[at:] and "error" not in term.text
+
+
+@pytest.mark.slow
+def test_piped_output_is_one_plain_line_per_finished_job_and_generation(tmp_path: Path) -> None:
+    """`lero run ... | tee log`: no bars, no escape codes, no key=value debug records."""
+    (tmp_path / "fast.json").write_text(json.dumps(FAST))
+    done = subprocess.run([sys.executable, "-m", "lero.app.cli", *RUN, "--generations", "1", "--population", "2",
+                           "--run-id", "p"], cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "\x1b[" not in done.stdout and "━" not in done.stdout
+    assert not [line for line in lines if re.search(r"\w+=\S", line)]  # run_finished status=..., reflection chars=...
+    finished = [line for line in lines if re.fullmatch(r"train (baseline|0-[01]) seed 0: ok fitness -?\d+\.\d+", line)]
+    assert len(finished) == 3 and sum(line.startswith("generation 0 done: ") for line in lines) == 1
