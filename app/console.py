@@ -137,6 +137,8 @@ def render_runs(rows: list[dict], console: Console) -> None:
 
 
 def _progress(console: Console) -> Progress:
+    """Live bars on a terminal; none in a pipe or a file, where the lines printed beside
+    them (one per finished job and generation) are the whole output."""
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -146,6 +148,7 @@ def _progress(console: Console) -> Progress:
         TimeRemainingColumn(),
         TextColumn("{task.fields[note]}"),
         console=console,
+        disable=not console.is_terminal,
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from lero.app.plots import plt, save_figure  # the Agg backend is set there
+from lero.app.study.stats import MIN_INTERVAL_SEEDS
 
 
 def plot_curves(algo: str, cells: list[dict[str, Any]], target: float | None, path: Path) -> Path:
@@ -17,7 +18,10 @@ def plot_curves(algo: str, cells: list[dict[str, Any]], target: float | None, pa
         band = cell["curve"]
         if band["steps"]:
             line = ax.plot(band["steps"], band["mean"], label=cell["variant"])[0]
-            ax.fill_between(band["steps"], band["low"], band["high"], color=line.get_color(), alpha=0.2)
+            if band["low"]:
+                ax.fill_between(band["steps"], band["low"], band["high"], color=line.get_color(), alpha=0.2)
+            for seed in band.get("per_seed") or []:  # too few seeds for a band: each seed, thin
+                ax.plot(band["steps"], seed, color=line.get_color(), linewidth=0.7, alpha=0.5)
     ends = [c["curve"]["steps"][-1] for c in cells if c["curve"]["steps"]]
     if ends and min(ends) > 0 and max(ends) > 5 * min(ends):
         ax.set_xscale("log")
@@ -25,7 +29,9 @@ def plot_curves(algo: str, cells: list[dict[str, Any]], target: float | None, pa
         ax.axhline(target, color="black", linestyle=":", label=f"target {target:.2f}")
     ax.set_xlabel("env steps")
     ax.set_ylabel("episode return (native, per agent)")
-    ax.set_title(f"{algo}: learning curves (mean, 95% band over seeds)")
+    few = any(c["curve"].get("per_seed") for c in cells)
+    shown = f"mean and each seed (no band: fewer than {MIN_INTERVAL_SEEDS} seeds)" if few else "mean, 95% band over seeds"
+    ax.set_title(f"{algo}: learning curves ({shown})", fontsize=10)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
@@ -49,7 +55,8 @@ def plot_metric(metric: str, cells: list[dict[str, Any]], path: Path) -> Path:
     ax.set_xticks(range(len(cells)), labels, fontsize=8)
     ax.set_ylabel(f"{metric} (held-out episodes)")
     few = any(c["summary"].get(metric, {}).get("no_ci") for c in cells)
-    ax.set_title(f"{metric}: mean, 95% CI over seeds" + (" (none: too few seeds)" if few else ""))
+    note = f"\nno CI: fewer than {MIN_INTERVAL_SEEDS} seeds (dots: seeds)" if few else ""
+    ax.set_title(f"{metric}: mean and 95% CI over seeds{note}", fontsize=10)
     ax.grid(alpha=0.3, axis="y")
     return save_figure(fig, path)
 

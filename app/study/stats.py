@@ -285,23 +285,24 @@ def steps_to_reach(steps: Sequence[float], values: Sequence[float], target: floa
 def curve_band(
     curves: Sequence[tuple[Sequence[float], Sequence[float]]], points: int = CURVE_POINTS
 ) -> dict[str, list[float]]:
-    """Seeds' (steps, values) curves on one step grid: mean and a 95% t-interval band over seeds."""
+    """Seeds' (steps, values) curves on one step grid: mean and a 95% t-interval band over seeds;
+    below MIN_INTERVAL_SEEDS no band (`low` / `high` empty: with 2 seeds its t-quantile is
+    12.7) but every seed's curve (`per_seed`), for the plot to draw instead."""
     usable = [(np.asarray(s, np.float64), np.asarray(v, np.float64)) for s, v in curves if len(s) > 0]
     if not usable:
-        return {"steps": [], "mean": [], "low": [], "high": []}
+        return {"steps": [], "mean": [], "low": [], "high": [], "per_seed": []}
     end = min(s[-1] for s, _ in usable)
     start = max(s[0] for s, _ in usable)
     grid = np.linspace(start, end, points) if end > start else np.array([end])  # [P]
     table = np.stack([np.interp(grid, s, v) for s, v in usable])  # [S, P]
     mean = table.mean(axis=0)
-    half = (
-        stats.t.ppf(0.5 + CONFIDENCE / 2, table.shape[0] - 1) * table.std(axis=0, ddof=1) / math.sqrt(table.shape[0])
-        if table.shape[0] > 1
-        else np.zeros_like(mean)
-    )
+    if no_interval_reason(table.shape[0]) is not None:
+        return {"steps": grid.tolist(), "mean": mean.tolist(), "low": [], "high": [], "per_seed": table.tolist()}
+    half = stats.t.ppf(0.5 + CONFIDENCE / 2, table.shape[0] - 1) * table.std(axis=0, ddof=1) / math.sqrt(table.shape[0])
     return {
         "steps": grid.tolist(),
         "mean": mean.tolist(),
         "low": (mean - half).tolist(),
         "high": (mean + half).tolist(),
+        "per_seed": [],
     }

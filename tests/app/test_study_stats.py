@@ -155,3 +155,12 @@ def test_enough_seeds_get_intervals_and_tests() -> None:
     assert result["no_test"] is None and result["welch_p"] is not None and result["poi"]["ci_low"] is not None
     assert study_stats.few_seeds_warning(study_stats.WARN_SEEDS - 1) is not None
     assert study_stats.few_seeds_warning(study_stats.WARN_SEEDS) is None
+
+
+def test_a_learning_curve_band_needs_three_seeds() -> None:
+    curves = [([0.0, 10.0], [1.0, 2.0]), ([0.0, 10.0], [3.0, 6.0])]
+    two = study_stats.curve_band(curves, points=3)
+    assert two["mean"] == [2.0, 3.0, 4.0] and two["low"] == two["high"] == []
+    assert two["per_seed"] == [[1.0, 1.5, 2.0], [3.0, 4.5, 6.0]]
+    three = study_stats.curve_band([*curves, ([0.0, 10.0], [2.0, 4.0])], points=3)
+    assert three["per_seed"] == [] and all(lo < m < hi for lo, m, hi in zip(three["low"], three["mean"], three["high"], strict=True))
