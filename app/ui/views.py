@@ -232,5 +232,6 @@ def stream_snapshot(rundir: RunDir) -> dict[str, Any]:
     except ValueError as exc:  # torn, hostile or not a regular file: refused, never waited on
         state, error = {}, str(exc)
     return {"status": state.get("status", "starting"), "generation": state.get("generation", 0),
-            "wall_s": state.get("wall_s"), "llm": state.get("llm") or {}, "best": state.get("best"),
+            "wall_s": state.get("wall_s"), "env_steps": state.get("env_steps"),
+            "llm": state.get("llm") or {}, "best": state.get("best"),
             "report": rundir.is_file(REPORT_MD), "error": error}

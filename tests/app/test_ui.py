@@ -172,6 +172,7 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
         page.click("#submit-decisions")
 
         wait_for_question(page, 1)  # the run went on, trained, and asks about generation 1
+        assert int(page.locator("#env-steps").inner_text()) > 0  # the headline counted the training
         answered = [e for e in events(run_dir) if e["event"] == "interrupt_answered"]
         assert answered[0]["answer"]["decisions"]["0-0"]["action"] == "edit"
         assert answered[0]["answer"]["decisions"]["0-1"]["action"] == "approve"
@@ -185,6 +186,8 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
         wait_for_status(page, "completed")
         page.wait_for_selector("#run[data-working='no'] #report-link", timeout=WAIT_MS)
         assert page.locator("#generation").inner_text() == "2"
+        report_steps = json.loads((run_dir / "report.json").read_text())["env_steps"]
+        assert int(page.locator("#env-steps").inner_text()) == report_steps
         page.screenshot(path=shots / "run.png", full_page=True)
         assert page.locator("#live-jobs tbody tr").count() >= 5  # baseline + 2 x 2 candidates
         assert page.locator("#live-candidates tbody tr").count() == 4

@@ -76,7 +76,23 @@
     }
   }
 
+  // The headline env steps: state.json's count (written as each generation ends) plus what
+  // the jobs in flight have reported since, so it moves during training.
+  const trained = new Map();
+  let countedSteps = null;
+
+  function showEnvSteps(s) {
+    if (!$("env-steps")) return;
+    const base = typeof s.env_steps === "number" ? s.env_steps : 0;
+    if (base !== countedSteps) { countedSteps = base; trained.clear(); }
+    for (const job of s.progress) trained.set(job.job_id, Math.max(trained.get(job.job_id) || 0, job.done || 0));
+    let steps = base;
+    for (const done of trained.values()) steps += done;
+    $("env-steps").textContent = String(Math.max(steps, Number($("env-steps").textContent) || 0));
+  }
+
   function onState(s) {
+    showEnvSteps(s);
     const status = $("status");
     // app.run_status: a run stopped at a question reads as waiting for an answer
     status.textContent = s.working && s.status === "interrupted" ? "resuming"
