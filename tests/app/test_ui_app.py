@@ -121,6 +121,14 @@ def test_a_candidate_approved_with_changed_code_is_an_edit():
     assert answer_from_form(form, pending) == {
         "decisions": {"0-0": {"action": "edit", "code": "a = 1\n# mine\n"}, "0-1": {"action": "approve"}},
         "default": "approve"}
+    # a refused edit kept in the form: approve as left = approve the shown code (the edit dropped),
+    # approve or edit with the text changed = an edit of it
+    refused = {"kind": "candidates", "candidates": [
+        {"candidate_id": "0-0", "code": "a = 1\n", "refused_edit": {"code": "a = (\n", "reason": "syntax"}}]}
+    kept = FormData([("action:0-0", "approve"), ("code:0-0", "a = (\r\n")])
+    assert answer_from_form(kept, refused)["decisions"] == {"0-0": {"action": "approve"}}
+    fixed = FormData([("action:0-0", "approve"), ("code:0-0", "a = (1)\r\n")])
+    assert answer_from_form(fixed, refused)["decisions"] == {"0-0": {"action": "edit", "code": "a = (1)\n"}}
     generation = answer_from_form(FormData([("action", "stop"), ("feedback", "  ")]), {"kind": "generation"})
     assert generation == {"action": "stop", "feedback": None}
 
