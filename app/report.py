@@ -188,11 +188,12 @@ def human_decisions(events: list[dict[str, Any]]) -> list[dict[str, str]]:
                              "detail": str(answer["feedback"])})  # fmt: skip
             if event.get("kind") != "candidates":
                 continue
-            code = {c.get("candidate_id"): c.get("code") or "" for c in asked.get("candidates") or []}
+            code = {c.get("candidate_id"): c["code"] for c in asked.get("candidates") or [] if isinstance(c.get("code"), str)}
             for cid, decision in (answer.get("decisions") or {}).items():
-                action = decision.get("action")
-                detail = {"comment": str(decision.get("comment", "")),
-                          "edit": _changed_lines(code.get(cid, ""), str(decision.get("code", "")))}.get(action, "")  # fmt: skip
+                action, edited = decision.get("action"), str(decision.get("code", ""))
+                # events.jsonl holds asked code by reference (graph.runner): then the edit's size alone
+                change = _changed_lines(code[cid], edited) if cid in code else f"{len(edited.splitlines())} lines"
+                detail = {"comment": str(decision.get("comment", "")), "edit": change}.get(action, "")
                 rows.append({"generation": generation, "candidate": str(cid), "decision": str(action), "detail": detail})
     return rows
 

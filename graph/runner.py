@@ -253,7 +253,7 @@ def _by_reference(rundir: RunDir, payload: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(payload.get("candidates"), list):
         return payload
     return {**payload, "candidates": [
-        {**{k: v for k, v in candidate.items() if k != "code"},
+        {**{k: v for k, v in candidate.items() if k not in ("code", "parent_code")},  # the parent's: its own file
          "code_file": f"{rundir.candidate_folder(candidate['candidate_id'])}/{CODE_FILE}"}
         for candidate in payload["candidates"]]}
 

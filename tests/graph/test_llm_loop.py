@@ -178,7 +178,7 @@ def test_a_human_edit_adding_import_os_is_stopped_by_the_gate(tmp_path):
 
     write_report(outcome.run_dir)
     md = (outcome.run_dir / "report.md").read_text()
-    assert "## Your decisions" in md and "| 0 | `0-0` | edit | +" in md
+    assert "## Your decisions" in md and "| 0 | `0-0` | edit | " in md
     assert "| 0 | `0-0` | edit refused by the gate (not trained) |" in md
     assert not any("import os" in json.dumps(r) for r in requests)  # no LLM saw it: the gate needs none
     folder = outcome.run_dir / "candidates" / "0-0"
