@@ -15,8 +15,10 @@ from typing import NoReturn
 
 from lero.graph.configuration import (
     APPROVE_MODES,
+    CONFIRM_FACTOR,
     DEFAULT_RUNS_DIR,
     LLM_SETTINGS,
+    MIN_CONFIRM_SEEDS,
     MIN_CONTEXT_TOKENS,
     RunSpec,
     absolute_runs_dir,
@@ -31,6 +33,7 @@ RUN_FLAGS = (
     "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
     "wall_clock_s", "exploit_fraction", "task", "offline_prior", "executor", "ray_address",
     "llm_timeout_s", "context_tokens", "max_parallel", "job_timeout_s", "schedule", "designer_seed",
+    "confirm_steps", "confirm_top",
 )  # fmt: skip
 
 
@@ -160,6 +163,15 @@ def _add_executor_args(p: argparse.ArgumentParser) -> None:
                    "instance); implies --executor ray")
 
 
+def _add_confirm_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--confirm-steps", type=_non_negative_int, metavar="N",
+                   help=f"after the last generation, train the best candidate and native again with N env "
+                        f"steps on {MIN_CONFIRM_SEEDS}+ fresh seeds, measured on held-out episodes "
+                        f"(default {CONFIRM_FACTOR} x --steps; 0: no confirmation)")  # fmt: skip
+    p.add_argument("--confirm-top", type=_positive_int, metavar="K",
+                   help="confirm the K best candidates (default 1)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="lero",
@@ -194,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "whole budget (about half the env steps)")  # fmt: skip
     run.add_argument("--designer-seed", type=_non_negative_int, metavar="N",
                      help="the offline designer's random draws (default 0): another seed, another run of the loop")
+    _add_confirm_args(run)
     run.add_argument("--approve", choices=APPROVE_MODES)
     run.add_argument("--exploit-fraction", type=float, help="share of each generation refining an elite (0..1, default 0.75)")
     run.add_argument("--run-id")

@@ -38,7 +38,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from lero.app.report import fmt_number
+from lero.app.numbers import fmt_number
 from lero.graph.summary import metric_names
 
 # ---------------------------------------------------------------- answers without a terminal

@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lero.graph.confirmation import confirmation_block
 from lero.graph.lineage import lineage
 from lero.graph.rundir import BASELINE_ID, SPEC_FILE, STATE_FILE, RunDir
 from lero.graph.schedule import last_rung, rung_end
@@ -280,6 +281,7 @@ def summarize(run: RunFiles) -> dict:
         "schedule": _schedule(run),
         "wall_s": _wall_s(run),
         "time": time_breakdown(run.events),
+        "confirmation": confirmation_block(run.rundir),  # null: the run confirmed nothing
     }
 
 

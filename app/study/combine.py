@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from lero.app.report import fmt_number
+from lero.app.numbers import fmt_number
 from lero.app.study import stats
 from lero.app.study.export import env_and_task
 from lero.app.study.plots import plot_profiles

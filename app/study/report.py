@@ -15,7 +15,7 @@ import json
 import time
 from typing import Any
 
-from lero.app.report import fmt_number
+from lero.app.numbers import fmt_number
 from lero.app.study import stats
 from lero.app.study.plan import Plan
 from lero.app.study.plots import plot_curves, plot_metric, plot_profiles, plot_recheck

@@ -47,7 +47,7 @@ def training_sends(state: RunState) -> list[Send]:
     schedule = _schedule(spec)
     rungs = [last_rung(schedule) if cid == BASELINE_ID else 0 for cid, _ in jobs]
     lengths = [rung_end(spec["steps"], schedule, rung) / spec["steps"] for rung in rungs]  # each from step 0
-    plan = _seed_groups(spec, lengths, list(range(spec["seeds"])))
+    plan = seed_plan(spec, lengths, list(range(spec["seeds"])))
     return [
         Send("train", TrainTask(candidate_id=cid, generation=generation, code=code, seeds=seeds, spec=spec,
                                 rung=rung, resume_dirs=[None] * len(seeds)))
@@ -56,8 +56,9 @@ def training_sends(state: RunState) -> list[Send]:
     ]  # fmt: skip
 
 
-def _seed_groups(spec: dict[str, Any], lengths: list[float], seeds: list[int]) -> list[list[list[int]]]:
-    """`graph.schedule.sandbox_groups` on this run's slots and executor."""
+def seed_plan(spec: dict[str, Any], lengths: list[float], seeds: list[int]) -> list[list[list[int]]]:
+    """`graph.schedule.sandbox_groups` on this run's slots and executor (the state's spec):
+    each branch's seeds split into sandbox jobs."""
     slots = parallel_jobs(spec.get("max_parallel"), Limits().cpus)
     return sandbox_groups(lengths, seeds, slots, spec.get("executor") or "local")
 
@@ -90,7 +91,7 @@ def rung_sends(state: RunState) -> list[Send]:
     codes = {c["candidate_id"]: c["code"] for c in state["candidates"]}
     going_on = promoted(at_rung, spec["seeds"])
     length = rung_steps(spec["steps"], _schedule(spec), rung + 1) / spec["steps"]
-    plan = _seed_groups(spec, [length] * len(going_on), list(range(spec["seeds"])))
+    plan = seed_plan(spec, [length] * len(going_on), list(range(spec["seeds"])))
     sends = []
     for cid, groups in zip(going_on, plan, strict=True):
         policy_dirs = {r["seed"]: r["policy_dir"] for r in at_rung[cid]}
