@@ -349,10 +349,12 @@ def _add_study_parser(sub: argparse._SubParsersAction) -> None:
     study.add_argument("--candidate-id", help="a candidate of the run other than the best")
     study.add_argument("--config", type=Path, help="TOML or JSON file with StudySpec fields")
     _add_runs_dir(study)
-    study.add_argument("--preset", choices=("paper",), help="paper: mappo,ippo,vdn,qmix x 10 seeds")
+    study.add_argument("--preset", choices=("paper",), help="paper: mappo,ippo,vdn,qmix x 10 seeds, the four "
+                       "variants with native@10x and hrf+oef@10x")
     study.add_argument("--algos", help="comma-separated, e.g. mappo,vdn (default: the run's)")
-    study.add_argument("--variants", help="comma-separated arms (default native,hrf,oef,hrf+oef); equal "
-                       "compute: native@<K>x (K x the steps), native@loop (the run's env steps)")
+    study.add_argument("--variants", help="comma-separated arms (default native,hrf,oef,hrf+oef); any of them "
+                       "at K x the steps as <variant>@<K>x (hrf+oef@10x beside native@10x), native@loop (the run's "
+                       "env steps)")
     study.add_argument("--seeds", type=_positive_int, help="fresh training seeds (default 5)")
     study.add_argument("--steps", type=_positive_int, help="env steps per training (default: the run's)")
     study.add_argument("--env", help=f"environment (default: the run's, or {DEFAULT_ENV}); names a "
@@ -392,11 +394,11 @@ def study_export(args: argparse.Namespace) -> tuple[str, Path] | None:
 
 def study_fields(args: argparse.Namespace) -> dict:
     """StudySpec fields from the flags (a preset first, flags over it)."""
-    from lero.app.study.spec import PAPER_ALGOS, PAPER_SEEDS
+    from lero.app.study.spec import PAPER_ALGOS, PAPER_ARMS, PAPER_SEEDS
 
     fields = load_config_file(args.config) if args.config else {}
     if args.preset == "paper":
-        fields |= {"algos": PAPER_ALGOS, "seeds": PAPER_SEEDS}
+        fields |= {"algos": PAPER_ALGOS, "seeds": PAPER_SEEDS, "variants": PAPER_ARMS}
     for name in ("algos", "variants"):
         if getattr(args, name):
             fields[name] = tuple(a.strip() for a in getattr(args, name).split(",") if a.strip())
