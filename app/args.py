@@ -17,6 +17,7 @@ from lero.graph.configuration import (
     APPROVE_MODES,
     CONFIRM_FACTOR,
     DEFAULT_RUNS_DIR,
+    FITNESS_KINDS,
     LLM_SETTINGS,
     MIN_CONFIRM_SEEDS,
     MIN_CONTEXT_TOKENS,
@@ -33,7 +34,7 @@ RUN_FLAGS = (
     "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
     "wall_clock_s", "exploit_fraction", "task", "offline_prior", "executor", "ray_address",
     "llm_timeout_s", "context_tokens", "max_parallel", "job_timeout_s", "schedule", "designer_seed",
-    "confirm_steps", "confirm_top",
+    "confirm_steps", "confirm_top", "fitness",
 )  # fmt: skip
 
 
@@ -170,6 +171,9 @@ def _add_confirm_args(p: argparse.ArgumentParser) -> None:
                         f"(default {CONFIRM_FACTOR} x --steps; 0: no confirmation)")  # fmt: skip
     p.add_argument("--confirm-top", type=_positive_int, metavar="K",
                    help="confirm the K best candidates (default 1)")
+    p.add_argument("--fitness", choices=FITNESS_KINDS,
+                   help="final: held-out return of the trained policy (default); auc: held-out return "
+                        "averaged over the learning curve's checkpoints (learning speed)")
 
 
 def build_parser() -> argparse.ArgumentParser:

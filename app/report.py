@@ -165,7 +165,9 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         status,
         f"- env: `{spec.get('env', '?')}` {json.dumps(spec.get('env_kwargs', {}))}",
         f"- algo: `{spec.get('algo', '?')}`, steps per candidate: {spec.get('steps', '?')}, "
-        f"seeds: {spec.get('seeds', '?')}",
+        f"seeds: {spec.get('seeds', '?')}"
+        + (", fitness: auc (held-out return averaged over the learning curve's checkpoints)"
+           if spec.get("fitness") == "auc" else ""),
         f"- generations: {spec.get('generations', '?')} x population {spec.get('population', '?')}"
         f", llm: `{spec.get('llm', '?')}`",
         f"- env steps: {summary['env_steps'] if summary['env_steps'] is not None else '—'}, "

@@ -31,6 +31,8 @@ MIN_CONTEXT_TOKENS = 256  # a context window smaller than this cannot hold a rol
 CONFIRM_FACTOR = 3  # the confirmation trains at this many times --steps unless --confirm-steps says
 MIN_CONFIRM_SEEDS = 3  # fewer seeds give no verdict (app.study.stats.MIN_VERDICT_SEEDS)
 CONFIRM_STEPS_ENV = "LERO_CONFIRM_STEPS"  # the --confirm-steps default where the flag is not given
+Fitness = Literal["final", "auc"]  # graph.nodes.curve_fitness
+FITNESS_KINDS: tuple[str, ...] = get_args(Fitness)
 # RunSpec fields that are LLMConfig settings under another name (`--llm-timeout`, `--context-tokens`)
 LLM_SETTINGS = {"llm_timeout_s": "timeout_s", "context_tokens": "context_tokens"}
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a safe path part
@@ -151,6 +153,7 @@ class RunSpec(BaseModel):
     confirm_steps: int | None = Field(default_factory=lambda: os.environ.get(CONFIRM_STEPS_ENV) or None,
                                       validate_default=True, ge=0, le=MAX_STEPS)
     confirm_top: int = Field(default=1, ge=1, le=16)  # candidates confirmed, best first
+    fitness: Fitness = "final"  # auc: held-out return averaged over the curve's checkpoints
 
     @field_validator("env")
     @classmethod
@@ -179,6 +182,12 @@ class RunSpec(BaseModel):
     def _ray_address_needs_ray(self) -> RunSpec:
         if self.ray_address is not None and self.executor != "ray":
             raise ValueError("ray_address is only used with executor 'ray'")
+        return self
+
+    @model_validator(mode="after")
+    def _auc_needs_whole_curves(self) -> RunSpec:
+        if self.fitness == "auc" and self.schedule != "full":
+            raise ValueError("fitness 'auc' needs schedule 'full' (a halving rung trains part of the curve)")
         return self
 
     @model_validator(mode="after")

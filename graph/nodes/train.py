@@ -21,6 +21,7 @@ from langgraph.types import Send
 from lero.graph.configuration import parallel_jobs
 from lero.graph.context import RunContext
 from lero.graph.nodes.candidates import at_stage, replace
+from lero.graph.nodes.curve_fitness import auc_checkpoint_every, curve_scores
 from lero.graph.reflection import candidate_feedback
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.schedule import (
@@ -147,10 +148,12 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
     results = res.sandbox.train_and_evaluate_seeds(
         task["code"], res.job_env, spec.algo, spec.steps, [seed for seed, _ in todo], [r for _, r in todo],
         candidate_id=cid, eval_episodes=spec.eval_episodes, hparams=spec.hparams, limits=res.job_limits,
-        stop_at=rung_stop(spec.steps, spec.schedule, rung),
+        stop_at=rung_stop(spec.steps, spec.schedule, rung), checkpoint_every=auc_checkpoint_every(spec),
     ) if todo else []  # fmt: skip
+    curve = curve_scores(res.sandbox, task["code"], res.job_env, spec, [seed for seed, _ in todo], results,
+                         candidate_id=cid, limits=res.job_limits) if spec.fitness == "auc" else {}  # fmt: skip
     for (seed, resume_dir), result in zip(todo, results, strict=True):
-        record = {**ids(seed), **result.to_dict()}
+        record = {**ids(seed), **result.to_dict(), **curve.get(seed, {})}  # auc: the curve's fitness
         resumed = saved[seed] if resume_dir is not None and saved[seed] is not None else None  # the previous rung
         start = _trained(resumed) if resumed is not None else 0
         end = max(_trained(record), start) or rung_end(spec.steps, spec.schedule, rung)
@@ -159,8 +162,8 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
             record["curves"] = {k: [*resumed.get("curves", {}).get(k, []), *v] for k, v in result.curves.items()}
         res.rundir.write_seed_result(cid, seed, record)
         res.hooks.job_result(res.rundir, cid, seed, result)
-        res.emit("train_finished", kind="train", status=result.status, cached=result.cached,
-                 fitness=result.fitness, elapsed_s=result.elapsed_s, **ids(seed))  # fmt: skip
+        res.emit("train_finished", kind="train", status=record["status"], cached=result.cached,
+                 fitness=record["fitness"], elapsed_s=result.elapsed_s, **ids(seed))  # fmt: skip
         records[seed] = record
     return {"results": [records[seed] for seed in seeds]}
 
