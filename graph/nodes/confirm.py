@@ -16,6 +16,7 @@ that finished in the sandbox before their file was written.
 
 from __future__ import annotations
 
+import contextvars
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -66,8 +67,11 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
                                    if (res.rundir.read_confirm_seed(a["candidate_id"], seed) or {}).get("status") != "ok"]
                for a in arms}  # fmt: skip
     todo = [a for a in arms if missing[a["candidate_id"]]]
-    res.emit("confirm_started", steps=steps, seeds=seeds,
-             arms=[a["candidate_id"] for a in arms], todo={a["candidate_id"]: len(missing[a["candidate_id"]]) for a in todo})
+    names = ", ".join("native" if a["code"] is None else a["candidate_id"] for a in arms)
+    res.emit("confirm_started", steps=steps, seeds=seeds, arms=[a["candidate_id"] for a in arms],
+             todo={a["candidate_id"]: len(missing[a["candidate_id"]]) for a in todo},
+             message=f"confirmation: {names} at {steps:,} env steps on {len(seeds)} fresh seeds, "
+                     f"held-out episodes ({sum(map(len, missing.values()))} seeds to train or read from the cache)")  # fmt: skip
     plan = seed_plan(state["spec"], [1.0] * len(todo), list(range(len(seeds))))
     jobs = [(arm, [i for i in group if i in missing[arm["candidate_id"]]]) for arm, groups in zip(todo, plan, strict=True)
             for group in groups if set(group) & set(missing[arm["candidate_id"]])]  # fmt: skip
@@ -87,10 +91,12 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
             record.pop("policy_dir", None)
             res.rundir.write_confirm_seed(cid, seeds[i], record)
             res.hooks.job_result(res.rundir, cid, seeds[i], result)
+            shown = f"held-out return {result.fitness:.3f}" if result.fitness is not None else result.status
             res.emit("confirm_finished", candidate_id=cid, seed=seeds[i], status=result.status,
-                     cached=result.cached, fitness=result.fitness)  # fmt: skip
+                     cached=result.cached, fitness=result.fitness,
+                     message=f"confirmation {'native' if arm['code'] is None else cid} seed {seeds[i]}: {shown}{' (cached)' if result.cached else ''}")  # fmt: skip
 
-    with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
-        for future in [pool.submit(run, arm, indexes) for arm, indexes in jobs]:
+    with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:  # each in a copy of this context: events stream
+        for future in [pool.submit(contextvars.copy_context().run, run, arm, indexes) for arm, indexes in jobs]:
             future.result()
     return {}
