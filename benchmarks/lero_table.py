@@ -77,7 +77,8 @@ def ensure_run(task: str, algo: str, steps: int, args: argparse.Namespace) -> st
         outcome = resume_run(run_id, args.runs_dir, QuietUI(), front=app_front())
     else:
         spec = RunSpec(llm="offline", env=task, algo=algo, steps=steps, sandbox=args.sandbox,
-                       runs_dir=args.runs_dir, offline_prior=False, run_id=run_id)  # fmt: skip
+                       runs_dir=args.runs_dir, offline_prior=False, run_id=run_id,
+                       confirm_steps=0)  # the study's hrf+oef@10x vs native@10x asks it, with more seeds  # fmt: skip
         print(f"run {run_id}: offline designer, no prior, {algo} at {steps} steps", flush=True)
         outcome = start_run(spec, QuietUI(), front=app_front())
     print(f"run {run_id}: {outcome.status} ({time.perf_counter() - started:.0f} s)", flush=True)
