@@ -68,6 +68,7 @@ def test_the_best_candidate_and_native_train_at_the_confirm_budget_on_fresh_seed
             assert record["status"] == "ok" and record["eval_seed"] == eval_seed
             assert record["curves"]["steps"][-1] > 1600  # trained past the loop's budget, to the confirmation's
     assert any(e["event"] == "confirm_started" and e["steps"] == 3200 for e in read_events(confirmed))
+    assert "confirm" not in report["time"]["loop"]  # its time is its jobs', counted under time.jobs
 
 
 def test_a_confirmation_seed_is_what_training_it_alone_on_its_held_out_episodes_gives(confirmed, tmp_path):
