@@ -48,6 +48,10 @@ def confirmed_arms(state: RunState, runtime: Runtime[RunContext]) -> list[dict[s
                       for r in best)]  # fmt: skip
 
 
+def _name(arm: dict[str, Any]) -> str:
+    return "native" if arm["code"] is None else arm["candidate_id"]
+
+
 def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Train and measure every confirmed arm's missing seeds; nothing goes into the state
     (the report reads the files)."""
@@ -67,7 +71,7 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
                                    if (res.rundir.read_confirm_seed(a["candidate_id"], seed) or {}).get("status") != "ok"]
                for a in arms}  # fmt: skip
     todo = [a for a in arms if missing[a["candidate_id"]]]
-    names = ", ".join("native" if a["code"] is None else a["candidate_id"] for a in arms)
+    names = ", ".join(map(_name, arms))
     res.emit("confirm_started", steps=steps, seeds=seeds, arms=[a["candidate_id"] for a in arms],
              todo={a["candidate_id"]: len(missing[a["candidate_id"]]) for a in todo},
              message=f"confirmation: {names} at {steps:,} env steps on {len(seeds)} fresh seeds, "
@@ -94,7 +98,7 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
             shown = f"held-out return {result.fitness:.3f}" if result.fitness is not None else result.status
             res.emit("confirm_finished", candidate_id=cid, seed=seeds[i], status=result.status,
                      cached=result.cached, fitness=result.fitness,
-                     message=f"confirmation {'native' if arm['code'] is None else cid} seed {seeds[i]}: {shown}{' (cached)' if result.cached else ''}")  # fmt: skip
+                     message=f"confirmation {_name(arm)} seed {seeds[i]}: {shown}{' (cached)' if result.cached else ''}")  # fmt: skip
 
     with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:  # each in a copy of this context: events stream
         for future in [pool.submit(contextvars.copy_context().run, run, arm, indexes) for arm, indexes in jobs]:
