@@ -15,8 +15,11 @@ from typing import NoReturn
 
 from lero.graph.configuration import (
     APPROVE_MODES,
+    CONFIRM_FACTOR,
     DEFAULT_RUNS_DIR,
+    FITNESS_KINDS,
     LLM_SETTINGS,
+    MIN_CONFIRM_SEEDS,
     MIN_CONTEXT_TOKENS,
     RunSpec,
     absolute_runs_dir,
@@ -31,6 +34,7 @@ RUN_FLAGS = (
     "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
     "wall_clock_s", "exploit_fraction", "task", "offline_prior", "executor", "ray_address",
     "llm_timeout_s", "context_tokens", "max_parallel", "job_timeout_s", "schedule", "designer_seed",
+    "confirm_steps", "confirm_top", "fitness",
 )  # fmt: skip
 
 
@@ -171,6 +175,18 @@ def _add_executor_args(p: argparse.ArgumentParser) -> None:
                    "instance); implies --executor ray")
 
 
+def _add_confirm_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--confirm-steps", type=_non_negative_int, metavar="N",
+                   help=f"after the last generation, train the best candidate and native again with N env "
+                        f"steps on {MIN_CONFIRM_SEEDS}+ fresh seeds, measured on held-out episodes "
+                        f"(default {CONFIRM_FACTOR} x --steps; 0: no confirmation)")  # fmt: skip
+    p.add_argument("--confirm-top", type=_positive_int, metavar="K",
+                   help="confirm the K best candidates (default 1)")
+    p.add_argument("--fitness", choices=FITNESS_KINDS,
+                   help="final: held-out return of the trained policy (default); auc: held-out return "
+                        "averaged over the learning curve's checkpoints (learning speed)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="lero",
@@ -206,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "whole budget (about half the env steps)")  # fmt: skip
     run.add_argument("--designer-seed", type=_non_negative_int, metavar="N",
                      help="the offline designer's random draws (default 0): another seed, another run of the loop")
+    _add_confirm_args(run)
     run.add_argument("--approve", choices=APPROVE_MODES, help=f"what waits for your answer (default {_default('approve')})")
     run.add_argument("--exploit-fraction", type=float, help="share of each generation refining an elite (0..1, default 0.75)")
     run.add_argument("--run-id", help="the run's directory name under --runs-dir (default: from the time)")
@@ -350,10 +367,12 @@ def _add_study_parser(sub: argparse._SubParsersAction) -> None:
     study.add_argument("--candidate-id", help="a candidate of the run other than the best")
     study.add_argument("--config", type=Path, help="TOML or JSON file with StudySpec fields")
     _add_runs_dir(study)
-    study.add_argument("--preset", choices=("paper",), help="paper: mappo,ippo,vdn,qmix x 10 seeds")
+    study.add_argument("--preset", choices=("paper",), help="paper: mappo,ippo,vdn,qmix x 10 seeds, the four "
+                       "variants with native@10x and hrf+oef@10x")
     study.add_argument("--algos", help="comma-separated, e.g. mappo,vdn (default: the run's)")
-    study.add_argument("--variants", help="comma-separated arms (default native,hrf,oef,hrf+oef); equal "
-                       "compute: native@<K>x (K x the steps), native@loop (the run's env steps)")
+    study.add_argument("--variants", help="comma-separated arms (default native,hrf,oef,hrf+oef); any of them "
+                       "at K x the steps as <variant>@<K>x (hrf+oef@10x beside native@10x), native@loop (the run's "
+                       "env steps)")
     study.add_argument("--seeds", type=_positive_int, help="fresh training seeds (default 5)")
     study.add_argument("--steps", type=_positive_int, help="env steps per training (default: the run's)")
     study.add_argument("--env", help=f"environment (default: the run's, or {DEFAULT_ENV}); names a "
@@ -393,11 +412,11 @@ def study_export(args: argparse.Namespace) -> tuple[str, Path] | None:
 
 def study_fields(args: argparse.Namespace) -> dict:
     """StudySpec fields from the flags (a preset first, flags over it)."""
-    from lero.app.study.spec import PAPER_ALGOS, PAPER_SEEDS
+    from lero.app.study.spec import PAPER_ALGOS, PAPER_ARMS, PAPER_SEEDS
 
     fields = load_config_file(args.config) if args.config else {}
     if args.preset == "paper":
-        fields |= {"algos": PAPER_ALGOS, "seeds": PAPER_SEEDS}
+        fields |= {"algos": PAPER_ALGOS, "seeds": PAPER_SEEDS, "variants": PAPER_ARMS}
     for name in ("algos", "variants"):
         if getattr(args, name):
             fields[name] = tuple(a.strip() for a in getattr(args, name).split(",") if a.strip())

@@ -39,7 +39,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lero.app.approval_view import candidate_card
-from lero.app.report import fmt_number
+from lero.app.numbers import fmt_number
 from lero.graph.summary import metric_names
 
 # ---------------------------------------------------------------- answers without a terminal

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lero.app.numbers import fmt_number
 from lero.app.run_status import run_status
 from lero.graph.configuration import RUN_ID
 from lero.graph.lineage import lineage_markdown
@@ -25,11 +26,6 @@ from lero.graph.summary import (
 )
 
 UNREADABLE = "unreadable"  # the status of a listed run whose files cannot be read
-
-
-def fmt_number(value: object, digits: int = 3) -> str:
-    """Fixed digits, or an em dash for a missing / non-finite value."""
-    return f"{value:.{digits}f}" if is_number(value) else "—"
 
 
 def _seed_fitnesses(result: dict | None) -> list[float]:
@@ -213,8 +209,10 @@ def human_markdown(events: list[dict[str, Any]]) -> list[str]:
 
 def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str:
     """Human-readable report: comparison, generations, candidates, the best code."""
+    from lero.app.confirmation import confirmation_markdown  # app.study's statistics load with it
+
     spec, best = run.spec, best_candidate(run)
-    lines = [f"# lero run `{summary['run_id']}`", ""]
+    lines = [f"# lero run `{summary['run_id']}`", "", *confirmation_markdown(summary.get("confirmation"))]
     shown = run_status(run, summary["status"])
     status = f"- status: **{shown['shown']}**"
     if summary["stop_reason"]:
@@ -226,7 +224,9 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         status,
         f"- env: `{spec.get('env', '?')}` {json.dumps(spec.get('env_kwargs', {}))}",
         f"- algo: `{spec.get('algo', '?')}`, steps per candidate: {spec.get('steps', '?')}, "
-        f"seeds: {spec.get('seeds', '?')}",
+        f"seeds: {spec.get('seeds', '?')}"
+        + (", fitness: auc (held-out return averaged over the learning curve's checkpoints)"
+           if spec.get("fitness") == "auc" else ""),
         f"- generations: {spec.get('generations', '?')} x population {spec.get('population', '?')}"
         f", llm: `{spec.get('llm', '?')}`",
         f"- env steps: {summary['env_steps'] if summary['env_steps'] is not None else '—'}, "
@@ -293,20 +293,21 @@ def write_report(run_dir: str | Path) -> dict:
     """Rebuild report.json, report.md and plots/*.png in run_dir (`lero report`); returns the
     report.json dict."""
     run = load_run(run_dir)
-    summary = summarize(run)
-    run.rundir.write_summary(summary)
-    write_report_files(run, summary)
-    return summary
+    return write_report_files(run, summarize(run))
 
 
-def write_report_files(run: RunFiles, summary: dict) -> None:
+def write_report_files(run: RunFiles, summary: dict) -> dict:
     """report.md and plots/*.png for a run whose report.json is `summary` (the engine writes
-    report.json itself at the end of a run; this adds what people read)."""
+    report.json itself at the end of a run; this adds what people read), and report.json
+    again with the confirmation's statistics (`app.confirmation`); returns report.json."""
+    from lero.app.confirmation import confirmation_verdict
     from lero.app.plots import (  # matplotlib: only when plotting
         plot_fitness,
         plot_learning_curves,
     )
 
+    summary = {**summary, "confirmation": confirmation_verdict(run, summary.get("confirmation"))}
+    run.rundir.write_summary(summary)
     plots = {"fitness": run.rundir.write_plot(
         "fitness.png", plot_fitness(summary["generations"], summary["baseline"]["fitness"]))}
     best = best_candidate(run)
@@ -318,6 +319,7 @@ def write_report_files(run: RunFiles, summary: dict) -> None:
     if curves:
         plots["learning_curves"] = run.rundir.write_plot("learning_curves.png", plot_learning_curves(curves))
     run.rundir.write_report_md(render_markdown(run, summary, plots))
+    return summary
 
 
 def _reason(error: Exception) -> str:

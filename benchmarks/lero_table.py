@@ -2,9 +2,11 @@
 run (no hand-written prior) with each loop algorithm, then `lero study` of each run's best
 candidate for every algorithm, then the studies combined across tasks.
 
-Arms: native, hrf, oef, hrf+oef and native@10x (native with ten times the candidate's
-steps: the equal-compute answer); `--arms` picks others, e.g. native@loop (native with the
-env steps the whole run spent). Every study value is held out (fresh training seeds,
+Arms: native, hrf, oef, hrf+oef, native@10x (native with ten times the candidate's steps:
+the equal-compute answer) and hrf+oef@10x (the candidate at ten times its steps, tested
+against native@10x: does its edge last?); `--arms` picks others, e.g. native@loop (native
+with the env steps the whole run spent). `verdicts` says, per row, the gain at the loop's
+budget and at 10x on return and on each task metric, a null as plainly as a gain. Every study value is held out (fresh training seeds,
 evaluation seeds disjoint from the selection episodes); the combination gives IQM and mean
 over tasks x seeds with stratified bootstrap CIs, the probability of improvement over
 native and performance profiles (`app.study.combine`, the code `lero study --combine` runs).
@@ -30,16 +32,18 @@ from pathlib import Path
 from typing import Any
 
 from lero.app.hooks import app_front
-from lero.app.study import PAPER_ALGOS, VARIANTS, StudySpec, run_study
+from lero.app.study import PAPER_ALGOS, StudySpec, run_study
 from lero.app.study.combine import combine_studies, render_combined
-from lero.app.study.spec import DEFAULT_SEEDS
+from lero.app.study.spec import DEFAULT_SEEDS, PAPER_ARMS, PAPER_SEEDS
+from lero.app.study.stats import poi_verdict
 from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec
 from lero.graph.rundir import STUDIES_DIR, RunDir
 from lero.graph.runner import resume_run, start_run
 from lero.training.envs import ENV_NAMES
 
 LOOP_ALGOS = ("mappo", "qmix")
-ARMS = (*VARIANTS, "native@10x")
+ARMS = PAPER_ARMS  # the four variants, native@10x, hrf+oef@10x
+GAIN_ARMS = (("hrf+oef", "the loop's budget"), ("hrf+oef@10x", "10x"))  # the verdicts' two budgets
 OUT = Path("benchmarks/results/lero_table.json")
 
 
@@ -73,7 +77,8 @@ def ensure_run(task: str, algo: str, steps: int, args: argparse.Namespace) -> st
         outcome = resume_run(run_id, args.runs_dir, QuietUI(), front=app_front())
     else:
         spec = RunSpec(llm="offline", env=task, algo=algo, steps=steps, sandbox=args.sandbox,
-                       runs_dir=args.runs_dir, offline_prior=False, run_id=run_id)  # fmt: skip
+                       runs_dir=args.runs_dir, offline_prior=False, run_id=run_id,
+                       confirm_steps=0)  # the study's hrf+oef@10x vs native@10x asks it, with more seeds  # fmt: skip
         print(f"run {run_id}: offline designer, no prior, {algo} at {steps} steps", flush=True)
         outcome = start_run(spec, QuietUI(), front=app_front())
     print(f"run {run_id}: {outcome.status} ({time.perf_counter() - started:.0f} s)", flush=True)
@@ -101,7 +106,34 @@ def cell_row(cell: dict[str, Any]) -> dict[str, Any]:
     return {"algo": cell["algo"], "arm": cell["variant"], "steps": cell["steps"], "seeds": cell["seeds"],
             "return": cell["per_seed"].get("return"),
             **{k: summary.get(k) for k in ("iqm", "iqm_ci_low", "iqm_ci_high", "mean", "ci_low", "ci_high")},
-            "poi_vs_native": test.get("poi")}  # fmt: skip
+            "poi_vs_native": test.get("poi"), "versus": cell.get("vs_native_arm"),
+            "metrics": {m: {**{k: s[k] for k in ("mean", "ci_low", "ci_high")},
+                            "poi": cell["vs_native"].get(m, {}).get("poi")} for m, s in cell["summary"].items()}}  # fmt: skip
+
+
+def verdicts(rows: list[dict[str, Any]]) -> list[str]:
+    """Per (task, loop algorithm, algorithm): hrf+oef against native at the loop's budget and
+    hrf+oef@10x against native@10x, on every metric: `higher` / `lower` (the probability of
+    improvement's 95% CI excludes 1/2), `no difference`, or `too few seeds`."""
+    said = {"better": "higher", "worse": "lower", "no difference": "no difference", "too few seeds": "too few seeds"}
+    groups: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["task"], row["loop_algo"], row["algo"]), {})[row["arm"]] = row
+    lines = []
+    for (task, loop_algo, algo), by_arm in groups.items():
+        parts = []
+        for arm, budget in GAIN_ARMS:
+            row = by_arm.get(arm)
+            tested = {m: v for m, v in (row or {}).get("metrics", {}).items() if v["poi"] is not None}
+            if not tested:
+                parts.append(f"at {budget}: not measured")
+                continue
+            seeds = len(row["seeds"])
+            parts.append(f"at {budget} ({arm} vs {row['versus']}): " + ", ".join(
+                f"{m} {v['mean']:.2f} {said[poi_verdict(v['poi'], seeds)]} (P {v['poi']['value']:.2f})"
+                for m, v in tested.items()))  # fmt: skip
+        lines.append(f"- {task}, evolved with {loop_algo}, {algo}: " + "; ".join(parts) + ".")
+    return lines
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -148,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=budgets, default={}, help=f"ALGO=STEPS,... (default {RunSpec().steps} each)")
     parser.add_argument("--arms", default=",".join(ARMS),
                         help="study arms (native first; e.g. native,hrf+oef,native@10x,native@loop)")
-    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
+    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help=f"study seeds (the paper preset: {PAPER_SEEDS})")
     parser.add_argument("--checkpoints", type=int, default=0,
                         help="interval checkpoints per training: the table then uses the absolute metric")
     parser.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
@@ -185,6 +217,8 @@ def main(argv: list[str] | None = None) -> None:
     print(table(rows))
     print()
     print(grid(rows, list(arms)))
+    print()
+    print("\n".join(verdicts(rows)))
     for loop_algo, combined in result.get("combined", {}).items():
         print(f"\ncandidates evolved with {loop_algo}, all tasks:\n")
         print(render_combined(combined, []))

@@ -28,6 +28,11 @@ DEFAULT_RUNS_DIR = "runs"  # relative to the working directory
 MAX_STEPS = 100_000_000  # env steps per candidate and seed
 MAX_SEEDS = 32
 MIN_CONTEXT_TOKENS = 256  # a context window smaller than this cannot hold a role's contract prompt
+CONFIRM_FACTOR = 3  # the confirmation trains at this many times --steps unless --confirm-steps says
+MIN_CONFIRM_SEEDS = 3  # fewer seeds give no verdict (app.study.stats.MIN_VERDICT_SEEDS)
+CONFIRM_STEPS_ENV = "LERO_CONFIRM_STEPS"  # the --confirm-steps default where the flag is not given
+Fitness = Literal["final", "auc"]  # graph.nodes.curve_fitness
+FITNESS_KINDS: tuple[str, ...] = get_args(Fitness)
 # RunSpec fields that are LLMConfig settings under another name (`--llm-timeout`, `--context-tokens`)
 LLM_SETTINGS = {"llm_timeout_s": "timeout_s", "context_tokens": "context_tokens"}
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a safe path part
@@ -143,6 +148,12 @@ class RunSpec(BaseModel):
     designer_seed: int = Field(default=0, ge=0)  # offline designer's draws: repeat a run with another to see its spread
     executor: Literal["local", "ray"] = "local"  # where train/evaluate jobs run
     ray_address: str | None = None  # `auto`, `host:port`; None = a new local Ray instance
+    # after the last generation the best candidate(s) and native train again at this budget
+    # on fresh seeds (graph.nodes.confirm); None = CONFIRM_FACTOR x steps, 0 = no confirmation
+    confirm_steps: int | None = Field(default_factory=lambda: os.environ.get(CONFIRM_STEPS_ENV) or None,
+                                      validate_default=True, ge=0, le=MAX_STEPS)
+    confirm_top: int = Field(default=1, ge=1, le=16)  # candidates confirmed, best first
+    fitness: Fitness = "final"  # auc: held-out return averaged over the curve's checkpoints
 
     @field_validator("env")
     @classmethod
@@ -174,6 +185,12 @@ class RunSpec(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _auc_needs_whole_curves(self) -> RunSpec:
+        if self.fitness == "auc" and self.schedule != "full":
+            raise ValueError("fitness 'auc' needs schedule 'full' (a halving rung trains part of the curve)")
+        return self
+
+    @model_validator(mode="after")
     def _fill_env_kwargs(self) -> RunSpec:
         if self.env_kwargs is None:
             self.env_kwargs = self.default_env_kwargs(self.env)
@@ -189,9 +206,22 @@ class RunSpec(BaseModel):
 
     def budget(self) -> tuple[int, int]:
         """(train jobs, env steps) the whole run plans: every generation's candidates at
-        this schedule, and the baseline once, for every seed."""
+        this schedule, and the baseline once, for every seed; then the confirmation."""
         jobs, steps = planned(self.steps, self.schedule, self.population)
-        return (self.generations * jobs + 1) * self.seeds, (self.generations * steps + self.steps) * self.seeds
+        arms = (self.confirm_top + 1) * self.confirm_seeds if self.confirm_budget() else 0
+        return ((self.generations * jobs + 1) * self.seeds + arms,
+                (self.generations * steps + self.steps) * self.seeds + arms * self.confirm_budget())
+
+    def confirm_budget(self) -> int:
+        """Env steps of one confirmation training (0: the run confirms nothing)."""
+        if self.confirm_steps is None:
+            return min(CONFIRM_FACTOR * self.steps, MAX_STEPS)
+        return self.confirm_steps
+
+    @property
+    def confirm_seeds(self) -> int:
+        """Fresh seeds per confirmed arm: the run's seed count, at least MIN_CONFIRM_SEEDS."""
+        return max(self.seeds, MIN_CONFIRM_SEEDS)
 
     def exploit_slots(self, has_elites: bool) -> int:
         """How many of a generation's drafts refine an elite (none before there are elites)."""

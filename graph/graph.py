@@ -2,7 +2,8 @@
 
     setup -> approve_spec -> design -> critique (<-> revise) -> validate (<-> debug)
           -> approve_candidates -> train x (candidates x seeds, + baseline) -> promote
-          (-> train x (the best half x seeds) -> promote)* -> select -> reflect -> approve_generation -> design (next generation) | finish
+          (-> train x (the best half x seeds) -> promote)* -> select -> reflect -> approve_generation -> design (next generation) | confirm
+          -> finish        (confirm: the winner and native again at a longer budget, graph.nodes.confirm)
 
 One router after every candidate-level node sends the generation to the earliest stage
 any candidate is waiting in; each loop is bounded (critic_rounds, debug_attempts,
@@ -32,6 +33,7 @@ from lero.graph.nodes import (
     approve_candidates,
     approve_generation,
     approve_spec,
+    confirm,
     critique,
     debug,
     design,
@@ -73,15 +75,20 @@ def route_after_spec(state: RunState) -> str:
 
 def route_next_generation(state: RunState) -> str:
     """Routers read the state's validated spec: `update_state` (a resumed stopped run) runs
-    them with no runtime context."""
-    return "finish" if state.get("stop_reason") or state["generation"] >= state["spec"]["generations"] else "design"
+    them with no runtime context. Only a run that went through all its generations is
+    confirmed; one that confirms nothing (`--confirm-steps 0`) ends as it did before."""
+    if state.get("stop_reason"):
+        return "finish"
+    if state["generation"] >= state["spec"]["generations"]:
+        return "finish" if state["spec"].get("confirm_steps") == 0 else "confirm"
+    return "design"
 
 
 def recursion_limit(spec: RunSpec) -> int:
     """Supersteps of the worst case: every critic round, every repair (each re-reviewed) twice."""
     rungs = 2 * (last_rung(spec.schedule) + 1)  # train and promote, per rung
     per_generation = 16 + rungs + 2 * spec.critic_rounds + 2 * spec.debug_attempts * (3 + 2 * spec.critic_rounds)
-    return 10 + spec.generations * per_generation
+    return 12 + spec.generations * per_generation  # + confirm, finish
 
 
 def _timed(node: Callable[..., Any]) -> Callable[..., Any]:
@@ -134,6 +141,7 @@ def build_graph(context_for: ContextFor | None = None) -> StateGraph:
     builder.add_node("select", bound(select))
     builder.add_node("reflect", bound(reflect))
     builder.add_node("approve_generation", bound(approve_generation))
+    builder.add_node("confirm", bound(confirm))
     builder.add_node("finish", bound(finish))
 
     builder.add_edge(START, "setup")
@@ -146,7 +154,8 @@ def build_graph(context_for: ContextFor | None = None) -> StateGraph:
     builder.add_conditional_edges("promote", route_rungs, ["train", "select"])
     builder.add_edge("select", "reflect")
     builder.add_edge("reflect", "approve_generation")
-    builder.add_conditional_edges("approve_generation", route_next_generation, ["design", "finish"])
+    builder.add_conditional_edges("approve_generation", route_next_generation, ["design", "confirm", "finish"])
+    builder.add_edge("confirm", "finish")
     builder.add_edge("finish", END)
     return builder
 

@@ -4,6 +4,7 @@ Layout (DESIGN.md, docs/internals.md): `spec.json`, `state.json`, `events.jsonl`
 (append-only, one JSON object per line), `checkpoints.sqlite`, `cache/` (sandbox result
 cache), `tensorboard/<candidate_id>/seed-<n>/` (event files), `baseline/result.json`,
 `candidates/<gen>-<idx>/{candidate.py, review.md, result.json, seed-<n>.json}`,
+`confirm/{plan.json, <candidate_id>/seed-<n>.json}` (the confirmation at a longer budget),
 `llm/<nnnnn>-<role>.json` (one per LLM request: prompt, replies, tokens, seconds, finish
 reasons, the candidate it was about), `report.json`, `report.md`, `plots/*.png` (a driver holds an flock on the run directory itself). The report builder and the web UI
 read only these files, so they must be complete and consistent even after a crash: files
@@ -38,6 +39,8 @@ SPEC_SIGNATURE_FILE = "spec.sig"  # HMAC of spec.json with the installation key 
 CHECKPOINT_FILE = "checkpoints.sqlite"
 STUDIES_DIR = "studies"
 CACHE_DIR, JOBS_DIR = "cache", "jobs"  # the sandbox's result cache and its job folders (sandbox.base)
+CONFIRM_DIR, CONFIRM_PLAN = "confirm", "confirm/plan.json"  # graph.nodes.confirm: plan, then seed-<n>.json per arm
+SHARED_CACHE_DIR = ".shared-cache"  # in the runs dir: native jobs every run of a task and budget reuses
 REPORT_JSON, REPORT_MD, PLOTS_DIR = "report.json", "report.md", "plots"
 CANDIDATES_DIR, CODE_FILE, REVIEW_FILE, RESULT_FILE = "candidates", "candidate.py", "review.md", "result.json"
 
@@ -173,6 +176,16 @@ class RunDir:
         resolves that path and mounts job folders below it, so a planted link is refused now."""
         self.files.ensure_dir(f"{CACHE_DIR}/{JOBS_DIR}")
         return self.files.ensure_dir(CACHE_DIR)
+
+    @property
+    def shared_cache_dir(self) -> Path:
+        """`<runs_dir>/.shared-cache/`: results of jobs that run no candidate code (native's
+        confirmation), which every run in the same runs dir may reuse; no run id starts with
+        a dot, so no run can be named like it."""
+        path = self.path.parent / SHARED_CACHE_DIR
+        if path.is_symlink():
+            raise UnsafeFile(f"refusing {path}: the shared cache is a symlink")
+        return path
 
     @property
     def studies_dir(self) -> Path:
@@ -355,6 +368,22 @@ class RunDir:
     def read_seed_result(self, candidate_id: str, seed: int) -> dict[str, Any] | None:
         """The seed's saved JobResult, or None before its training branch finished."""
         return self.read_json(f"{self.candidate_folder(candidate_id)}/seed-{seed}.json")
+
+    # -- the confirmation (graph.nodes.confirm)
+
+    def write_confirm_plan(self, plan: dict[str, Any]) -> None:
+        self.write_json(CONFIRM_PLAN, plan)
+
+    def read_confirm_plan(self) -> dict[str, Any] | None:
+        """What the confirmation trains (None: it has not started, or the run has none)."""
+        return self.read_json(CONFIRM_PLAN)
+
+    def write_confirm_seed(self, candidate_id: str, seed: int, record: dict[str, Any]) -> None:
+        """One confirmation seed's result as soon as its job ends: `confirm/<candidate_id>/seed-<n>.json`."""
+        self.write_json(f"{CONFIRM_DIR}/{candidate_id}/seed-{seed}.json", record)
+
+    def read_confirm_seed(self, candidate_id: str, seed: int) -> dict[str, Any] | None:
+        return self.read_json(f"{CONFIRM_DIR}/{candidate_id}/seed-{seed}.json")
 
     # -- the report
 

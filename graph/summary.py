@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lero.graph.confirmation import confirmation_block
 from lero.graph.lineage import lineage
 from lero.graph.rundir import BASELINE_ID, SPEC_FILE, STATE_FILE, RunDir
 from lero.graph.schedule import last_rung, rung_end
@@ -178,7 +179,7 @@ def _wall_s(run: RunFiles) -> float | None:
 
 
 JOB_SECONDS = ("elapsed_s", "wait_s", "start_s", "run_s")  # job_finished timing (JobResult.timing)
-LOOP_ONLY = "train"  # the train node's time is its jobs' time, counted under `jobs`
+JOB_NODES = ("train", "confirm")  # these nodes' time is their jobs' time, counted under `jobs`
 
 
 def time_breakdown(events: list[dict]) -> dict:
@@ -204,7 +205,7 @@ def time_breakdown(events: list[dict]) -> dict:
     loop: dict[str, float] = {}
     for event in events:
         node, seconds = event.get("node"), event.get("seconds")
-        if event.get("event") != "node_finished" or not isinstance(node, str) or node == LOOP_ONLY:
+        if event.get("event") != "node_finished" or not isinstance(node, str) or node in JOB_NODES:
             continue
         if is_number(seconds):
             loop[node] = loop.get(node, 0.0) + float(seconds)
@@ -280,6 +281,7 @@ def summarize(run: RunFiles) -> dict:
         "schedule": _schedule(run),
         "wall_s": _wall_s(run),
         "time": time_breakdown(run.events),
+        "confirmation": confirmation_block(run.rundir),  # null: the run confirmed nothing
     }
 
 

@@ -611,13 +611,15 @@ class Sandbox(ABC):
         seeds: list[int],
         resume_dirs: list[str | None] | None = None,
         eval_seeds: list[int | None] | None = None,
+        cache: ResultCache | None = None,
         **job_fields: Any,
     ) -> list[JobResult]:
         """`train_and_evaluate` for several seeds of one candidate: the seeds the cache
         misses train in one sandbox, and their policies are measured in one fresh sandbox
         (`run_group`), each on its own EVAL_SEEDS' episodes (None: the selection episodes; a
         study gives each seed its held-out one). Every seed's result and cache entry are what
-        it gets alone."""
+        it gets alone. CACHE: where the whole results are also looked up and kept (native
+        jobs that several runs share); the sandbox's own cache holds them regardless."""
         resume_dirs = [None] * len(seeds) if resume_dirs is None else resume_dirs
         eval_seeds = [None] * len(seeds) if eval_seeds is None else eval_seeds
         if len(resume_dirs) != len(seeds) or len(eval_seeds) != len(seeds) \
@@ -627,7 +629,8 @@ class Sandbox(ABC):
                           resume_dir=resume_dir, eval_seed=eval_seed, **job_fields)
                       for seed, resume_dir, eval_seed in zip(seeds, resume_dirs, eval_seeds, strict=True)]  # fmt: skip
         keys = [self._combined_cache_key(job) for job in train_jobs]
-        results: list[JobResult | None] = [self.cache.get(key) if self.cache is not None else None for key in keys]
+        caches = [c for c in (self.cache, cache) if c is not None]
+        results: list[JobResult | None] = [next(filter(None, (c.get(key) for c in caches)), None) for key in keys]
         for job, hit in zip(train_jobs, results, strict=True):
             if hit is not None:
                 fields = self._event_fields(job)
@@ -643,8 +646,8 @@ class Sandbox(ABC):
         evaluated = dict(zip(ok, self.run_group(eval_jobs), strict=True)) if ok else {}
         for i in missed:
             results[i] = trained[i] if i not in evaluated else combined(trained[i], evaluated[i])
-            if self.cache is not None and i in evaluated:
-                self.cache.put(keys[i], results[i])
+            for kept in caches if i in evaluated else ():
+                kept.put(keys[i], results[i])
         return results  # type: ignore[return-value]
 
     @staticmethod

@@ -18,6 +18,10 @@ from lero.sandbox.image import START_DOCKER_HINT
 from lero.sandbox.types import SandboxUnavailable
 
 NO_DAEMON = "no Docker daemon answered"
+# Runs in tests confirm nothing unless they ask (RunSpec.confirm_steps' default, which their
+# worker processes inherit): a confirmation trains 2 arms x 3 seeds more, which only
+# tests/graph/test_confirm.py needs.
+os.environ.setdefault("LERO_CONFIRM_STEPS", "0")
 
 
 @pytest.fixture(scope="session", autouse=True)

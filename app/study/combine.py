@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from lero.app.report import fmt_number
+from lero.app.numbers import fmt_number
 from lero.app.study import stats
 from lero.app.study.export import env_and_task
 from lero.app.study.plots import plot_profiles
+from lero.app.study.variants import same_budget_native
 from lero.graph.configuration import RunError
 from lero.graph.safefs import write_atomic
 
@@ -83,7 +84,8 @@ def combine_studies(studies: list[dict[str, Any]]) -> dict[str, Any]:
                   for arm, s in strata.items()}  # fmt: skip
     improvement = {}
     for arm in names:
-        native = f"{arm.split(':', 1)[0]}:native"
+        algo, variant = arm.split(":", 1)
+        native = f"{algo}:{same_budget_native(variant) or 'native'}"  # an arm at K x the steps: native@Kx
         shared = [t for t, arms in tasks.items() if arm in arms and native in arms]
         if arm != native and shared:
             improvement[arm] = {"versus": native, "tasks": len(shared), **stats.probability_of_improvement(
@@ -114,7 +116,8 @@ def render_combined(combined: dict[str, Any], plots: list[str]) -> str:
              f"Tasks: {', '.join(combined['tasks'])}. Held-out `{combined['metric']}` ({combined['score']}: "
              f"{SCORE_TEXT[combined['score']]}) normalised "
              f"{combined['normalisation']}; IQM and mean over tasks x seeds with 95% stratified "
-             "bootstrap CIs; P(> native): probability of improvement over the same algorithm's native.", "",
+             "bootstrap CIs; P(> native): probability of improvement over the same algorithm's native "
+             "(at the arm's budget: native@Kx for an arm at K x the steps).", "",
              "| arm | tasks | runs | IQM [95% CI] | mean [95% CI] | P(> native) [95% CI] |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     for arm, row in combined["arms"].items():

@@ -15,12 +15,12 @@ import json
 import time
 from typing import Any
 
-from lero.app.report import fmt_number
+from lero.app.numbers import fmt_number
 from lero.app.study import stats
 from lero.app.study.plan import Plan
 from lero.app.study.plots import plot_curves, plot_metric, plot_profiles, plot_recheck
 from lero.app.study.recheck import judge, recheck_lines, recheck_path
-from lero.app.study.variants import VARIANTS, is_equal_compute
+from lero.app.study.variants import VARIANTS, base_variant, is_equal_compute, same_budget_native
 from lero.graph.safefs import write_atomic
 
 CURVE = "return"  # training-time native return per agent (training curves' key)
@@ -74,7 +74,7 @@ def _target(plan: Plan, cells: list[dict[str, Any]]) -> tuple[float | None, str]
     return min(natives), "the lowest native mean held-out return over the algorithms"
 
 
-def _finish_cell(cell: dict[str, Any], native: dict[str, Any] | None, target: float | None) -> dict[str, Any]:
+def _finish_cell(cell: dict[str, Any], natives: dict[tuple[str, str], dict[str, Any]], target: float | None) -> dict[str, Any]:
     curves = cell.pop("curves")
     reach = [stats.steps_to_reach(s, v, target) if target is not None and s else None for s, v in curves]
     reached = [x for x in reach if x is not None]
@@ -84,10 +84,13 @@ def _finish_cell(cell: dict[str, Any], native: dict[str, Any] | None, target: fl
         "mean_of_reached": sum(reached) / len(reached) if reached else None,
     }
     cell["curve"] = stats.curve_band(curves)
+    versus = same_budget_native(cell["variant"])  # native at the cell's own budget
+    native = natives.get((cell["algo"], versus)) if versus else None
+    cell["vs_native_arm"] = versus if native is not None else None
     cell["vs_native"] = (
         {m: stats.compare(v, native["per_seed"][m]) for m, v in cell["per_seed"].items()
          if native["per_seed"].get(m)}
-        if native is not None and cell["variant"] != "native"
+        if native is not None
         else {}
     )
     return cell
@@ -146,10 +149,10 @@ def build_study(plan: Plan, metrics: list[str], wall_s: float) -> dict[str, Any]
     """The study.json document."""
     raw = [_cell(plan, metrics, a, v) for a in plan.algos for v in plan.spec.variants]
     target, target_source = _target(plan, raw)
-    natives = {c["algo"]: c for c in raw if c["variant"] == "native"}
+    natives = {(c["algo"], c["variant"]): c for c in raw if base_variant(c["variant"]) == "native"}
     equal_compute = _equal_compute_rows(raw)
     profiles = _profiles(raw, plan.algos)
-    cells = [_finish_cell(c, natives.get(c["algo"]), target) for c in raw]
+    cells = [_finish_cell(c, natives, target) for c in raw]
     complete = all(c["status"] == "complete" for c in cells)
     return {
         "study_id": plan.study_dir.name,
@@ -251,7 +254,8 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
         f"training seeds {study['train_seeds']}, held-out evaluation seeds {study['eval_seeds']} "
         f"x {cfg['eval_episodes']} episodes (selection used seed {study['selection_eval_seed']}).  ",
         f"Cells: mean [95% bootstrap CI] over seeds; IQM of `return` [95% CI]; vs native on `return`: "
-        f"probability of improvement [95% CI], Hedges' g, Welch p, Mann-Whitney p. Steps to reach return {fmt_number(study['target_return'])} "
+        f"probability of improvement [95% CI], Hedges' g, Welch p, Mann-Whitney p (an arm at K x the "
+        f"steps against native@Kx, when the study has it). Steps to reach return {fmt_number(study['target_return'])} "
         f"({study['target_source']}): seeds that reached it, mean step.", "",
     ]  # fmt: skip
     if notes := seed_notes(study):

@@ -24,6 +24,7 @@ FIRST_VALIDATION_SEED = 200_000  # checkpoint selection episodes: seed FIRST_VAL
 DEFAULT_SEEDS = 5
 PAPER_ALGOS = ("mappo", "ippo", "vdn", "qmix")
 PAPER_SEEDS = 10  # Gorsane et al. (2022): 10 independent runs
+PAPER_ARMS = (*VARIANTS, "native@10x", "hrf+oef@10x")  # does the edge last at 10x the steps?
 _STUDY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,95}$")
 
 
@@ -40,7 +41,7 @@ class StudySpec(BaseModel):
     env: str | None = None  # None = the run's (or simple_spread)
     env_kwargs: dict[str, Any] | None = None  # None = the run's (or the LERO default)
     algos: tuple[str, ...] = ()  # () = the run's algorithm (or mappo)
-    variants: tuple[str, ...] = VARIANTS  # and equal-compute arms: native@<K>x, native@loop
+    variants: tuple[str, ...] = VARIANTS  # and <variant>@<K>x, native@loop
     seeds: int = Field(default=DEFAULT_SEEDS, ge=1, le=64)
     steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)  # None = the run's budget
     eval_episodes: int = Field(default=EVAL_EPISODES, ge=1, le=MAX_EVAL_EPISODES)

@@ -1,6 +1,8 @@
 """The four study variants of one candidate module: native, HRF only, OEF only, both;
-and the equal-compute arms, native trained longer: `native@<K>x` (K times the study's
-steps) and `native@loop` (the env steps the candidate's whole run spent).
+any of them at K times the study's steps (`<variant>@<K>x`: `hrf+oef@10x` asks whether the
+candidate's edge lasts at the budget a researcher trains at), and `native@loop` (native
+trained for the env steps the candidate's whole run spent). `native@<K>x` and `native@loop`
+are the equal-compute arms: native trained longer.
 
 A variant switches one of the candidate's functions off by replacing its definition in
 the source text with the native one (the environment's reward, or the raw observation).
@@ -28,24 +30,39 @@ RAW_OBSERVATION = '''def enhance_observation(obs):
 _NATIVE = {"hybrid_reward": NATIVE_REWARD, "enhance_observation": RAW_OBSERVATION}
 _KEEPS = {"hrf": "hybrid_reward", "oef": "enhance_observation"}
 LOOP_ARM = "native@loop"
-_TIMES_ARM = re.compile(r"^native@([1-9][0-9]{0,3})x$")
+_TIMES_ARM = re.compile(r"^(native|hrf|oef|hrf\+oef)@([1-9][0-9]{0,3})x$")
 
 
 def step_multiple(arm: str) -> int | None:
-    """K of a `native@<K>x` arm, else None."""
+    """K of a `<variant>@<K>x` arm, else None."""
     match = _TIMES_ARM.match(arm)
-    return int(match.group(1)) if match else None
+    return int(match.group(2)) if match else None
+
+
+def base_variant(arm: str) -> str:
+    """The variant ARM trains (`hrf+oef@10x` -> `hrf+oef`, `native@loop` -> `native`)."""
+    return "native" if arm == LOOP_ARM else arm.partition("@")[0]
 
 
 def is_equal_compute(arm: str) -> bool:
     """Whether ARM is native trained with more steps than the study's."""
-    return arm == LOOP_ARM or step_multiple(arm) is not None
+    return arm != "native" and base_variant(arm) == "native"
+
+
+def same_budget_native(arm: str) -> str | None:
+    """The native arm at ARM's budget, which ARM is tested against (`hrf@10x` -> `native@10x`);
+    None for the native arms themselves."""
+    if base_variant(arm) == "native":
+        return None
+    times = step_multiple(arm)
+    return "native" if times is None else f"native@{times}x"
 
 
 def check_arm(arm: str) -> None:
-    """ValueError unless ARM is a variant or an equal-compute arm."""
-    if arm not in VARIANTS and not is_equal_compute(arm):
-        raise ValueError(f"unknown arm {arm!r}; choose from {', '.join(VARIANTS)}, native@<K>x (K >= 1), {LOOP_ARM}")
+    """ValueError unless ARM is a variant, a variant at K times the steps, or native@loop."""
+    if arm not in VARIANTS and arm != LOOP_ARM and step_multiple(arm) is None:
+        raise ValueError(f"unknown arm {arm!r}; choose from {', '.join(VARIANTS)}, any of them as "
+                         f"<variant>@<K>x (K >= 1), {LOOP_ARM}")
 
 
 def _replace_function(source: str, name: str, replacement: str) -> str:
@@ -66,7 +83,8 @@ def _replace_function(source: str, name: str, replacement: str) -> str:
 def variant_code(source: str, variant: str) -> str | None:
     """The module trained for VARIANT or arm (None = native: the sandbox's baseline, no candidate code)."""
     check_arm(variant)
-    if variant == "native" or is_equal_compute(variant):
+    variant = base_variant(variant)
+    if variant == "native":
         return None
     if variant == "hrf+oef":
         return source

@@ -108,7 +108,16 @@ def run_view(run: RunFiles) -> dict[str, Any]:
         "has_report": run.rundir.is_file(REPORT_MD),
         "plots": [name for name in run.rundir.plot_names() if PLOT_NAME.match(name)],
         "metrics": metric_names(summary["baseline"]["eval"], summary["best"]["eval"]),
+        **confirmation_view(run, summary),
     }
+
+
+def confirmation_view(run: RunFiles, summary: dict[str, Any]) -> dict[str, Any]:
+    """The confirmation's statistics and verdict lines (app.confirmation), for the run page."""
+    from lero.app.confirmation import confirmation_verdict, verdict_sentences
+
+    confirmation = confirmation_verdict(run, summary["confirmation"])
+    return {"confirmation": confirmation, "confirmation_lines": verdict_sentences(confirmation)}
 
 
 def find_candidate(run: RunFiles, candidate_id: str) -> tuple[dict[str, Any], CandidateRecord | None]:

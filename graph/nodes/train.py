@@ -21,6 +21,7 @@ from langgraph.types import Send
 from lero.graph.configuration import parallel_jobs
 from lero.graph.context import RunContext
 from lero.graph.nodes.candidates import at_stage, replace
+from lero.graph.nodes.curve_fitness import auc_checkpoint_every, curve_scores
 from lero.graph.reflection import candidate_feedback
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.schedule import (
@@ -47,7 +48,7 @@ def training_sends(state: RunState) -> list[Send]:
     schedule = _schedule(spec)
     rungs = [last_rung(schedule) if cid == BASELINE_ID else 0 for cid, _ in jobs]
     lengths = [rung_end(spec["steps"], schedule, rung) / spec["steps"] for rung in rungs]  # each from step 0
-    plan = _seed_groups(spec, lengths, list(range(spec["seeds"])))
+    plan = seed_plan(spec, lengths, list(range(spec["seeds"])))
     return [
         Send("train", TrainTask(candidate_id=cid, generation=generation, code=code, seeds=seeds, spec=spec,
                                 rung=rung, resume_dirs=[None] * len(seeds)))
@@ -56,8 +57,9 @@ def training_sends(state: RunState) -> list[Send]:
     ]  # fmt: skip
 
 
-def _seed_groups(spec: dict[str, Any], lengths: list[float], seeds: list[int]) -> list[list[list[int]]]:
-    """`graph.schedule.sandbox_groups` on this run's slots and executor."""
+def seed_plan(spec: dict[str, Any], lengths: list[float], seeds: list[int]) -> list[list[list[int]]]:
+    """`graph.schedule.sandbox_groups` on this run's slots and executor (the state's spec):
+    each branch's seeds split into sandbox jobs."""
     slots = parallel_jobs(spec.get("max_parallel"), Limits().cpus)
     return sandbox_groups(lengths, seeds, slots, spec.get("executor") or "local")
 
@@ -90,7 +92,7 @@ def rung_sends(state: RunState) -> list[Send]:
     codes = {c["candidate_id"]: c["code"] for c in state["candidates"]}
     going_on = promoted(at_rung, spec["seeds"])
     length = rung_steps(spec["steps"], _schedule(spec), rung + 1) / spec["steps"]
-    plan = _seed_groups(spec, [length] * len(going_on), list(range(spec["seeds"])))
+    plan = seed_plan(spec, [length] * len(going_on), list(range(spec["seeds"])))
     sends = []
     for cid, groups in zip(going_on, plan, strict=True):
         policy_dirs = {r["seed"]: r["policy_dir"] for r in at_rung[cid]}
@@ -146,10 +148,12 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
     results = res.sandbox.train_and_evaluate_seeds(
         task["code"], res.job_env, spec.algo, spec.steps, [seed for seed, _ in todo], [r for _, r in todo],
         candidate_id=cid, eval_episodes=spec.eval_episodes, hparams=spec.hparams, limits=res.job_limits,
-        stop_at=rung_stop(spec.steps, spec.schedule, rung),
+        stop_at=rung_stop(spec.steps, spec.schedule, rung), checkpoint_every=auc_checkpoint_every(spec),
     ) if todo else []  # fmt: skip
+    curve = curve_scores(res.sandbox, task["code"], res.job_env, spec, [seed for seed, _ in todo], results,
+                         candidate_id=cid, limits=res.job_limits) if spec.fitness == "auc" else {}  # fmt: skip
     for (seed, resume_dir), result in zip(todo, results, strict=True):
-        record = {**ids(seed), **result.to_dict()}
+        record = {**ids(seed), **result.to_dict(), **curve.get(seed, {})}  # auc: the curve's fitness
         resumed = saved[seed] if resume_dir is not None and saved[seed] is not None else None  # the previous rung
         start = _trained(resumed) if resumed is not None else 0
         end = max(_trained(record), start) or rung_end(spec.steps, spec.schedule, rung)
@@ -158,8 +162,8 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
             record["curves"] = {k: [*resumed.get("curves", {}).get(k, []), *v] for k, v in result.curves.items()}
         res.rundir.write_seed_result(cid, seed, record)
         res.hooks.job_result(res.rundir, cid, seed, result)
-        res.emit("train_finished", kind="train", status=result.status, cached=result.cached,
-                 fitness=result.fitness, elapsed_s=result.elapsed_s, **ids(seed))  # fmt: skip
+        res.emit("train_finished", kind="train", status=record["status"], cached=result.cached,
+                 fitness=record["fitness"], elapsed_s=result.elapsed_s, **ids(seed))  # fmt: skip
         records[seed] = record
     return {"results": [records[seed] for seed in seeds]}
 

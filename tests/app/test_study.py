@@ -395,6 +395,52 @@ def test_equal_compute_arm_export_and_combine(
     assert combined["score"] == "final"  # no study kept checkpoints
 
 
+def test_any_variant_at_k_times_the_steps_trains_longer_and_is_tested_against_native_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [*_study_argv(tmp_path, monkeypatch), *TINY, "--variants", "native,hrf,native@2x,hrf+oef@2x,oef@2x",
+            "--study-id", "longer"]  # fmt: skip
+    code, out, err = lero(argv, capsys)
+    assert code == 0, err + out
+    folder = Path("runs/studies/longer")
+    study = json.loads((folder / "study.json").read_text())
+    cells = {c["variant"]: c for c in study["cells"]}
+    assert {v: c["steps"] for v, c in cells.items()} == {"native": 400, "hrf": 400, "native@2x": 800,
+                                                         "hrf+oef@2x": 800, "oef@2x": 800}  # fmt: skip
+    for arm in ("native@2x", "hrf+oef@2x", "oef@2x"):
+        assert all(r["curves"]["steps"][-1] > 400 for r in cells_of(folder, arm))  # trained longer
+    assert all("close" in r["curves"] for r in cells_of(folder, "hrf+oef@2x"))  # the candidate's HRF trained
+    assert not any("close" in r["curves"] for r in cells_of(folder, "oef@2x"))  # only its OEF
+    assert (cells["hrf"]["vs_native_arm"], cells["hrf+oef@2x"]["vs_native_arm"]) == ("native", "native@2x")
+    assert cells["native@2x"]["vs_native_arm"] is None and cells["native@2x"]["vs_native"] == {}
+    x, y = cells["hrf+oef@2x"]["per_seed"]["return"], cells["native@2x"]["per_seed"]["return"]
+    pairs = [1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y]
+    assert cells["hrf+oef@2x"]["vs_native"]["return"]["poi"]["value"] == pytest.approx(np.mean(pairs))
+    assert set(study["profiles"]["mappo"]) == set(cells)
+    assert "| hrf+oef@2x | 800 |" in (folder / "study.md").read_text()
+    assert (folder / "plots" / "curves-mappo.png").is_file()
+    code, out, err = lero(["study", "--combine", str(folder), "--out", "combined"], capsys)
+    assert code == 0, err + out
+    assert json.loads(Path("combined/combined.json").read_text())["improvement"]["mappo:hrf+oef@2x"]["versus"] \
+        == "mappo:native@2x"
+
+
+def test_arms_name_their_variant_and_the_native_at_their_budget() -> None:
+    from lero.app.study.variants import (
+        base_variant,
+        is_equal_compute,
+        same_budget_native,
+        variant_code,
+    )
+
+    assert variant_code(CANDIDATE, "hrf+oef@10x") == CANDIDATE and variant_code(CANDIDATE, "native@10x") is None
+    assert variant_code(CANDIDATE, "hrf@3x") == variant_code(CANDIDATE, "hrf")
+    assert [base_variant(a) for a in ("oef@2x", "native@loop", "hrf")] == ["oef", "native", "hrf"]
+    assert [same_budget_native(a) for a in ("hrf+oef@10x", "hrf", "native@10x", "native@loop")] == \
+        ["native@10x", "native", None, None]
+    assert is_equal_compute("native@10x") and is_equal_compute("native@loop") and not is_equal_compute("hrf@10x")
+
+
 def cells_of(folder: Path, arm: str) -> list[dict]:
     return [json.loads(p.read_text()) for p in folder.glob(f"cells/mappo/{arm}/*.json")]
 
@@ -406,7 +452,8 @@ def test_study_arm_and_export_input_errors_are_one_line(
     Path("cand.py").write_text(CANDIDATE)
     for extra, message in (
         (["--variants", "native,native@0x"], "unknown arm 'native@0x'"),
-        (["--variants", "native,hrf@2x"], "unknown arm 'hrf@2x'"),
+        (["--variants", "native,hrf@x"], "unknown arm 'hrf@x'"),
+        (["--variants", "native,reward@2x"], "unknown arm 'reward@2x'"),
         (["--variants", "native,native@loop"], "native@loop needs a run id"),
         (["--variants", "hrf"], "must include native"),
         (["--export", "csv", "x.json"], "unknown format 'csv'"),
@@ -427,6 +474,7 @@ def test_paper_preset_is_ten_seeds_of_four_algorithms() -> None:
 
     fields = study_fields(build_parser().parse_args(["study", "--candidate", "c.py", "--preset", "paper"]))
     assert fields["seeds"] == 10 and fields["algos"] == ("mappo", "ippo", "vdn", "qmix")
+    assert fields["variants"] == ("native", "hrf", "oef", "hrf+oef", "native@10x", "hrf+oef@10x")
     fields = study_fields(build_parser().parse_args(["study", "--candidate", "c.py", "--preset", "paper", "--seeds", "3"]))
     assert fields["seeds"] == 3  # a flag over the preset
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,17 +59,29 @@ def wait_for(predicate, process: subprocess.Popen, log: Path, timeout_s: float) 
         time.sleep(0.05)
 
 
+def kill_when(predicate: Callable[[], bool], spec_file: Path, log: Path) -> None:
+    """Start the run of SPEC_FILE in a worker process and SIGKILL it once PREDICATE holds."""
+    output = open(log, "w")  # noqa: SIM115 - a file, not a pipe that could fill up
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lero.app.worker", "start", "--spec", str(spec_file)],
+        cwd=REPO, stdout=output, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        wait_for(predicate, process, log, timeout_s=600)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        output.close()
+
+
 @pytest.mark.slow
 def test_sigkill_mid_training_then_resume_repeats_no_finished_job(tmp_path):
     runs = tmp_path / "runs"
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(json.dumps({**SPEC, "runs_dir": str(runs)}))
     run_dir = runs / "crash"
-    output = open(tmp_path / "runner.log", "w")  # noqa: SIM115 - a file, not a pipe that could fill up
-    process = subprocess.Popen(
-        [sys.executable, "-m", "lero.app.worker", "start", "--spec", str(spec_file)],
-        cwd=REPO, stdout=output, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
 
     def one_job_done_and_another_running() -> bool:
         log = read_events(run_dir)
@@ -76,14 +89,7 @@ def test_sigkill_mid_training_then_resume_repeats_no_finished_job(tmp_path):
         started = [e for e in log if e["event"] == "train_started" and e["generation"] == 0]
         return len(finished) >= 1 and len(started) > len(finished)
 
-    try:
-        wait_for(one_job_done_and_another_running, process, tmp_path / "runner.log", timeout_s=600)
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-        output.close()
+    kill_when(one_job_done_and_another_running, spec_file, tmp_path / "runner.log")
     before_kill = (run_dir / "events.jsonl").read_text()
     files_before = {p: p.read_bytes() for p in (run_dir / "candidates").rglob("candidate.py")}
     seed_files_before = {p: p.read_bytes() for p in run_dir.rglob("seed-*.json")}

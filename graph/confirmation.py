@@ -1,0 +1,80 @@
+"""The confirmation's seeds and its report.json block, read from the run directory alone.
+
+After the last generation the loop's winner(s) and native train again at a longer budget
+(`RunSpec.confirm_budget()`, default 3x `--steps`) on fresh seeds, and are measured on
+held-out episodes (`graph.nodes.confirm`). The seed ranges are disjoint from the loop's
+(`0..seeds-1`, selected on `sandbox.runner.EVAL_SEED`) and from `lero study`'s (`1000+`,
+`100000+`, `200000+`), so a study of the run afterwards is an independent replication.
+
+`confirmation_block(rundir)` is report.json's `confirmation` (null when the run has none):
+the raw per-seed values; the app adds the statistics (`app/confirmation.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lero.graph.configuration import CANDIDATE_ID
+from lero.graph.rundir import BASELINE_ID, RunDir, UnsafeFile
+
+FIRST_CONFIRM_SEED = 3000  # training seeds FIRST_CONFIRM_SEED + i
+FIRST_CONFIRM_EVAL_SEED = 300_000  # held-out episodes of training seed i: FIRST_CONFIRM_EVAL_SEED + i
+CURVE = "return"  # the training curve read for steps-to-reach (native per-agent return)
+
+
+def confirm_seeds(count: int) -> tuple[list[int], list[int]]:
+    """(training seeds, held-out evaluation seeds), one of each per confirmation seed."""
+    return ([FIRST_CONFIRM_SEED + i for i in range(count)],
+            [FIRST_CONFIRM_EVAL_SEED + i for i in range(count)])  # fmt: skip
+
+
+def _arm(rundir: RunDir, arm: dict[str, Any], seeds: list[int]) -> dict[str, Any]:
+    """One arm's seeds as saved: metric values of the ok ones, the statuses of the others,
+    and each ok seed's training curve (steps, return) for steps-to-reach."""
+    cid = arm.get("candidate_id")
+    if not isinstance(cid, str) or not CANDIDATE_ID.match(cid):
+        raise UnsafeFile(f"corrupt confirmation plan in {rundir.path}: candidate id {cid!r}")
+    records = {seed: rundir.read_confirm_seed(cid, seed) for seed in seeds}
+    ok = [r for r in records.values() if r is not None and r.get("status") == "ok"]
+    return {
+        "arm": "native" if cid == BASELINE_ID else cid,
+        "candidate_id": cid,
+        "loop_fitness": arm.get("loop_fitness"),
+        "seeds": [int(r["seed"]) for r in ok],
+        "failed": {str(seed): r.get("status") for seed, r in records.items() if r is not None and r.get("status") != "ok"},
+        "per_seed": seed_metrics(ok),
+        "curves": [{"steps": (r.get("curves") or {}).get("steps", []), CURVE: (r.get("curves") or {}).get(CURVE, [])}
+                   for r in ok],
+        "cached": sum(1 for r in ok if r.get("cached")),
+    }  # fmt: skip
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def seed_metrics(records: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """metric -> one value per record (JobResult dicts of a candidate's ok seeds), for the
+    metrics every record has."""
+    names = [m for m in (records[0].get("metrics") or {}) if all(_number((r.get("metrics") or {}).get(m)) for r in records)] if records else []
+    return {m: [float(r["metrics"][m]) for r in records] for m in names}  # fmt: skip
+
+
+def confirmation_block(rundir: RunDir) -> dict[str, Any] | None:
+    """report.json's `confirmation`: the plan and each arm's saved seeds (None: no plan)."""
+    plan = rundir.read_confirm_plan()
+    if plan is None:
+        return None
+    seeds = [int(s) for s in plan.get("seeds", []) if _number(s)]
+    arms = [_arm(rundir, arm, seeds) for arm in plan.get("arms", []) if isinstance(arm, dict)]
+    complete = bool(arms) and all(len(a["seeds"]) == len(seeds) for a in arms)
+    return {
+        "status": "completed" if complete else "incomplete",
+        "steps": plan.get("steps"),
+        "loop_steps": plan.get("loop_steps"),
+        "seeds": seeds,
+        "eval_seeds": plan.get("eval_seeds"),
+        "eval_episodes": plan.get("eval_episodes"),
+        "env_steps": plan.get("steps", 0) * sum(len(a["seeds"]) for a in arms) if _number(plan.get("steps")) else None,
+        "arms": arms,
+    }
