@@ -86,6 +86,15 @@ class Review:
     by: str = "critic"
 
 
+def design_mode(origin: str) -> str:
+    """How a candidate's code was designed, from its Draft origin: `structured` (a schema'd
+    JSON design, rendered), `edit` (a changed complete module), `offline`, `human`, else `code`."""
+    for mode in ("structured", "edit", "offline", "human"):
+        if mode in origin:
+            return mode
+    return "code"
+
+
 def exploit_parents(elites: list[Elite], slots: int, limit: int) -> list[Elite]:
     """The elite each of `slots` exploit drafts refines: the best `limit`, round robin."""
     ranked = sorted(elites, key=lambda e: e.fitness, reverse=True)[:limit]

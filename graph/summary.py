@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lero.agents.types import design_mode
 from lero.graph.lineage import lineage
 from lero.graph.rundir import BASELINE_ID, SPEC_FILE, STATE_FILE, RunDir
 from lero.graph.schedule import last_rung, rung_end
@@ -274,6 +275,7 @@ def summarize(run: RunFiles) -> dict:
             else None,
         },
         "generations": _generation_rows(run),
+        "design": design_modes(run.events),
         "lineage": _elite_lineage(run),
         "llm": _llm_usage(run),
         "env_steps": int(env_steps) if is_number(env_steps) else None,
@@ -281,6 +283,12 @@ def summarize(run: RunFiles) -> dict:
         "wall_s": _wall_s(run),
         "time": time_breakdown(run.events),
     }
+
+
+def design_modes(events: list[dict]) -> dict[str, str]:
+    """Candidate id -> how its last code was designed (`agents.types.design_mode`)."""
+    return {e["candidate_id"]: design_mode(e["origin"]) for e in events
+            if e.get("event") == "candidate" and isinstance(e.get("origin"), str) and e.get("candidate_id")}
 
 
 def _schedule(run: RunFiles) -> dict:
