@@ -172,6 +172,7 @@ class Reply:
 
 
 CALIBRATION_MARGIN = 0.9
+CALIBRATION_MIN_TOKENS = 200  # prompts shorter than this do not calibrate characters per token
 CONTINUE = "Your reply was cut off. Continue it exactly where it stopped, without repeating anything."
 _subject: contextvars.ContextVar[str | None] = contextvars.ContextVar("lero_llm_subject", default=None)
 
@@ -463,8 +464,9 @@ class ChatModel:
 
     def _measure(self, prompt_chars: int, prompt_tokens: int) -> None:
         """Learn the tokenizer's characters per token from a prompt the server counted: the
-        smallest ratio seen, less 10% (chat-template tokens count too, and code is denser)."""
-        if prompt_tokens > 0 and prompt_chars > 0:
+        smallest ratio seen, less 10% (chat-template tokens count too, and code is denser).
+        A short prompt (the structured-output probe) is mostly template: it is not counted."""
+        if prompt_tokens >= CALIBRATION_MIN_TOKENS and prompt_chars > 0:
             measured = CALIBRATION_MARGIN * prompt_chars / prompt_tokens
             self.chars_per_token = measured if self._measured is None else min(measured, self._measured)
             self._measured = self.chars_per_token

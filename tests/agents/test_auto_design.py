@@ -90,3 +90,18 @@ def test_a_reply_without_code_gets_its_structured_draft_at_once_and_code_mode_ke
                                      population=1, design=design), RecordingUI())
         result = read(outcome.run_dir / "candidates" / "0-0" / "result.json")
         assert (read(outcome.run_dir / "report.json")["design"]["0-0"], result["status"]) == (mode, status)
+
+
+def test_the_design_flag_reaches_the_spec_and_the_agents_and_a_bad_mode_is_a_usage_error(capsys) -> None:
+    from lero.app.args import build_parser, resume_overrides, spec_fields
+    from lero.graph.configuration import RunSpec, llm_settings
+    from tests.support.cli import lero
+
+    parser = build_parser()
+    fields = spec_fields(parser.parse_args(["run", "--design", "structured", "--llm", "offline"]))
+    spec = RunSpec.parse(fields)
+    assert spec.design == "structured" and RunSpec().design == "auto"
+    assert llm_settings(spec.model_dump())["design"] == "structured"  # what LLMConfig gets
+    assert resume_overrides(parser.parse_args(["resume", "r1", "--design", "code"]))["design"] == "code"
+    code, _, err = lero(["run", "--design", "clever", "--llm", "offline"], capsys)
+    assert code == 2 and "invalid choice: 'clever'" in err and err.count("\n") == 1

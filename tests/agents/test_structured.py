@@ -247,3 +247,13 @@ def test_edit_design_starts_explore_slots_from_a_rendered_draw_and_drops_it_unch
     assert "# lero-genome" not in prompt  # the starting module carries no genome: edits change it
     assert [d.origin for d in drafts] == ["designer:edit"] and drafts[0].code is not None
     assert "obs[:, 0:1] * 0.0" in drafts[0].code
+
+
+def test_the_probe_does_not_calibrate_characters_per_token(openai_server) -> None:
+    """A probe is a few words in a chat template: counted, it would shrink every later prompt's
+    room (SmolLM2: 1.4 characters per token, and no designer prompt fitted 2048 tokens)."""
+    from lero.agents.fit import CHARS_PER_TOKEN
+
+    openai_server.script = llama_cpp_python
+    model = ChatModel(llm_config(openai_server), UsageLedger())
+    assert model.structured_form() == "json_object" and model.chars_per_token == CHARS_PER_TOKEN
