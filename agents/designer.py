@@ -17,7 +17,7 @@ from lero.agents.llm import BudgetExceeded, ChatModel, LLMError
 from lero.agents.offline.designer import sampled_module, without_genome
 from lero.agents.similarity import is_duplicate
 from lero.agents.templates import format_evolution, format_feedback, render
-from lero.agents.types import Draft, Elite, Problem, Review, exploit_parents
+from lero.agents.types import Draft, Elite, Problem, Review, request_slots
 from lero.training.contract import CONTRACT_TEXT
 
 MAX_ELITES_IN_PROMPT = 2  # Markovian context: the best few, not the whole history
@@ -56,13 +56,7 @@ class Designer:
         """
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        parents = exploit_parents(elites, min(exploit, k), MAX_ELITES_IN_PROMPT)
-        slots: list[tuple[Elite | None, int]] = []
-        for elite in parents:  # one request per refined elite, for all of its slots
-            if all(other is not elite for other, _ in slots):
-                slots.append((elite, sum(p is elite for p in parents)))
-        if k > len(parents):
-            slots.append((None, k - len(parents)))
+        slots = request_slots(elites, k, exploit, MAX_ELITES_IN_PROMPT)
         known = [e.code for e in elites]
         drafts: list[Draft] = []
         for refine, wanted in slots:

@@ -24,7 +24,7 @@ from lero.agents.offline.generic import TERMS as GENERIC_TERMS
 from lero.agents.offline.render import FEATURE_MEANING, TERM_MEANING
 from lero.agents.offline.schema import GENERIC, DesignSchema, design_schema, schema_errors
 from lero.agents.templates import render
-from lero.agents.types import Draft, Elite, Problem, Review, exploit_parents
+from lero.agents.types import Draft, Elite, Problem, Review, request_slots
 
 NOT_JSON = "not JSON"  # failure kinds of a structured reply (the start of Draft.error)
 OUTSIDE_SCHEMA = "outside the schema"
@@ -103,13 +103,7 @@ class StructuredDesigner:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         schema = design_schema(task)
-        parents = exploit_parents(elites, min(exploit, k), MAX_ELITES_IN_PROMPT)
-        slots: list[tuple[Elite | None, int]] = []
-        for elite in parents:  # one request per refined elite, for all of its slots
-            if all(other is not elite for other, _ in slots):
-                slots.append((elite, sum(p is elite for p in parents)))
-        if k > len(parents):
-            slots.append((None, k - len(parents)))
+        slots = request_slots(elites, k, exploit, MAX_ELITES_IN_PROMPT)
         known = {e.code for e in elites}
         drafts: list[Draft] = []
         for refine, wanted in slots:

@@ -101,6 +101,19 @@ def exploit_parents(elites: list[Elite], slots: int, limit: int) -> list[Elite]:
     return [ranked[i % len(ranked)] for i in range(slots)] if ranked else []
 
 
+def request_slots(elites: list[Elite], k: int, exploit: int, limit: int) -> list[tuple[Elite | None, int]]:
+    """A designer's requests for `k` drafts: (elite, its slots) for each refined elite, then
+    (None, the explore slots); one request per entry."""
+    parents = exploit_parents(elites, min(exploit, k), limit)
+    slots: list[tuple[Elite | None, int]] = []
+    for elite in parents:
+        if all(other is not elite for other, _ in slots):
+            slots.append((elite, sum(p is elite for p in parents)))
+    if k > len(parents):
+        slots.append((None, k - len(parents)))
+    return slots
+
+
 def code_digest(code: str) -> str:
     """Short sha256 of a module: what a verdict was given on."""
     return hashlib.sha256(code.encode()).hexdigest()[:16]
