@@ -137,6 +137,10 @@ class LLMConfig(BaseModel):
     # offline designer: start generation 0 from its hand-written prior design (False = the
     # first generation is sampled from the grammar only, so evolution gets no head start)
     offline_prior: bool = True
+    # how an LLM designs (`--design`): `code` writes modules free-form; `structured` fills in
+    # the task's design schema (agents/structured.py); `auto` edits complete modules and
+    # gives a slot whose code stays invalid a structured draft
+    design: Literal["code", "structured", "auto"] = "auto"
 
     @model_validator(mode="after")
     def _openai_needs_a_model(self) -> LLMConfig:

@@ -9,13 +9,16 @@ LLM stopped, or once the review rounds are spent) the gate is the whole review.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 
 from lero.agents.checks import check_candidate, state_names
 from lero.agents.extract import without_thinking
-from lero.agents.fit import PromptTooLarge
+from lero.agents.fit import Fitted, PromptTooLarge
 from lero.agents.llm import ChatModel
+from lero.agents.offline.schema import design_schema, schema_errors
+from lero.agents.structured import OUTSIDE_SCHEMA, parse_object
 from lero.agents.templates import render
 from lero.agents.types import VERDICTS, Problem, Review, Verdict, code_digest
 from lero.training.contract import CONTRACT_TEXT, Violation
@@ -35,11 +38,27 @@ HOSTILE_NAMES = (
 VERDICT_LINE = re.compile(r"^\W*verdict\W*[:=-]?\s*\W*(accept|revise|reject)\b", re.IGNORECASE)
 
 
-class Critic:
-    """Reviews a candidate before any compute is spent on it; `model=None` = static checks only."""
+VERDICT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "verdict": {"type": "string", "enum": list(VERDICTS)},
+        "points": {"type": "array", "items": {"type": "string", "maxLength": 300}, "maxItems": 4},
+    },
+    "required": ["verdict", "points"],
+    "additionalProperties": False,
+}
 
-    def __init__(self, model: ChatModel | None = None):
+
+class Critic:
+    """Reviews a candidate before any compute is spent on it; `model=None` = static checks only.
+
+    `structured`: the critic answers a VERDICT_SCHEMA object, constrained where the server
+    can (a small model's free text often has no verdict line, which counts as `revise`),
+    and sees a rendered design's JSON beside its code."""
+
+    def __init__(self, model: ChatModel | None = None, structured: bool = False):
         self.model = model
+        self.structured = structured
 
     def review(self, task: Problem, code: str, use_llm: bool = True) -> Review:
         """The gate's verdict, then (with a model and `use_llm`) the LLM critic's on `code`."""
@@ -49,16 +68,37 @@ class Critic:
         if self.model is None or not use_llm:
             return gate_accept(code)
         try:
-            prompt = self.model.fit(
-                "critic",
-                render("critic_system", contract=CONTRACT_TEXT),
-                "critic_user",
-                {"task": task.task, "env_description": task.env_description, "code": code.strip()},
-            )
+            prompt = self._prompt(task, code)
         except PromptTooLarge as error:  # the code is too long for the window: the gate decides
             return gate_accept(code, f"no LLM review: {error}")
-        reply = self.model.replies("critic", prompt.messages, n=1, temperature=0.0, shortened=prompt.shortened)[0]
-        return replace(parse_review(reply.text), code_sha=code_digest(code))
+        schema = VERDICT_SCHEMA if self.structured else None
+        reply = self.model.replies("critic", prompt.messages, n=1, temperature=0.0, shortened=prompt.shortened,
+                                   schema=schema)[0]
+        review = parse_structured_review(reply.text) if self.structured else parse_review(reply.text)
+        return replace(review, code_sha=code_digest(code))
+
+
+    def _prompt(self, task: Problem, code: str) -> Fitted:
+        """The review request. A structured critic judges a rendered design by its JSON and
+        its code, or the JSON alone when the code does not fit the window: lero wrote the
+        code, so the contract is not what there is to judge (nor in the prompt)."""
+        assert self.model is not None
+        values = {"task": task.task, "env_description": task.env_description}
+        fenced = f"```python\n{code.strip()}\n```"
+        if not self.structured:
+            system = render("critic_system", contract=CONTRACT_TEXT, answer=render("critic_answer_text").strip())
+            return self.model.fit("critic", system, "critic_user", {**values, "code": code.strip()})
+        answer = render("critic_answer_json").strip()
+        design = design_object(task, code)
+        if design is None:
+            system = render("critic_system", contract=CONTRACT_TEXT, answer=answer)
+            return self.model.fit("critic", system, "critic_structured_user", {**values, "candidate": fenced})
+        system = render("critic_design_system", answer=answer)
+        shown = f"Design (JSON), rendered by lero into the module:\n\n{json.dumps(design)}"
+        try:
+            return self.model.fit("critic", system, "critic_structured_user", {**values, "candidate": f"{shown}\n\n{fenced}"})
+        except PromptTooLarge:
+            return self.model.fit("critic", system, "critic_structured_user", {**values, "candidate": shown})
 
 
 def gate_accept(code: str, *notes: str) -> Review:
@@ -84,6 +124,27 @@ def _hostile(violation: Violation) -> bool:
     return violation.rule == "forbidden-name" and any(
         f"'{name}'" in violation.message for name in HOSTILE_NAMES
     )
+
+
+def design_object(task: Problem, code: str) -> dict | None:
+    """The design JSON of a module rendered from the task's grammar (None for other code)."""
+    try:
+        return design_schema(task).object_of(code)
+    except ValueError:  # a grammar with no schema
+        return None
+
+
+def parse_structured_review(reply: str) -> Review:
+    """A VERDICT_SCHEMA object; a reply outside it (a server that ignored the schema) is read
+    as free text (`parse_review`), its first point saying it was outside the schema."""
+    body = parse_object(reply)
+    errors = ["no JSON object"] if body is None else schema_errors(body, VERDICT_SCHEMA)
+    if errors:
+        review = parse_review(reply)
+        return replace(review, points=[f"the critic's reply was {OUTSIDE_SCHEMA}: {errors[0]}", *review.points])
+    points = [str(p).strip() for p in body["points"] if str(p).strip()]
+    text = f"VERDICT: {body['verdict']}\n" + "\n".join(f"- {p}" for p in points)
+    return Review(verdict=body["verdict"], points=points, text=text)
 
 
 def parse_review(reply: str) -> Review:

@@ -8,26 +8,36 @@ elite or to another draft (same normalised AST) is a duplicate and is asked for 
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 from lero.agents.extract import draft_from_reply
 from lero.agents.fit import Fitted, PromptTooLarge, fit
 from lero.agents.llm import BudgetExceeded, ChatModel, LLMError
+from lero.agents.offline.designer import sampled_module, without_genome
 from lero.agents.similarity import is_duplicate
 from lero.agents.templates import format_evolution, format_feedback, render
-from lero.agents.types import Draft, Elite, Problem, Review, exploit_parents
+from lero.agents.types import Draft, Elite, Problem, Review, request_slots
 from lero.training.contract import CONTRACT_TEXT
 
 MAX_ELITES_IN_PROMPT = 2  # Markovian context: the best few, not the whole history
 EXTRA_ROUNDS = 1  # how often to ask again for candidates lost as duplicates
+EDIT_DRAWS = 16  # grammar draws tried as an edit request's starting module before free-form
 
 
 class Designer:
-    """Writes candidates from the task, the environment, the elites and the reflection."""
+    """Writes candidates from the task, the environment, the elites and the reflection.
 
-    def __init__(self, model: ChatModel, temperature: float):
+    `edit`: every request starts from a complete, valid module and asks for a changed one
+    (an exploit slot's elite; for an explore slot, a module rendered from a grammar draw),
+    which small models do far better than writing a module from nothing. A reply that
+    returns the starting module unchanged is dropped as a duplicate of it."""
+
+    def __init__(self, model: ChatModel, temperature: float, edit: bool = False, seed: int = 0):
         self.model = model
         self.temperature = temperature
+        self.edit = edit
+        self.draws = random.Random(seed)  # the explore slots' starting modules
 
     def design(
         self,
@@ -46,20 +56,15 @@ class Designer:
         """
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        parents = exploit_parents(elites, min(exploit, k), MAX_ELITES_IN_PROMPT)
-        slots: list[tuple[Elite | None, int]] = []
-        for elite in parents:  # one request per refined elite, for all of its slots
-            if all(other is not elite for other, _ in slots):
-                slots.append((elite, sum(p is elite for p in parents)))
-        if k > len(parents):
-            slots.append((None, k - len(parents)))
+        slots = request_slots(elites, k, exploit, MAX_ELITES_IN_PROMPT)
         known = [e.code for e in elites]
         drafts: list[Draft] = []
         for refine, wanted in slots:
             try:
-                prompt = self.design_prompt(task, elites, reflection, feedback, refine, wanted)
+                prompt, start = self._prompt_for(task, elites, reflection, feedback, refine, wanted)
             except PromptTooLarge as error:  # only the contract and the task are left: no design fits
                 raise LLMError(str(error)) from None
+            known += [start] if start else []
             try:
                 drafts += self._sample(prompt, wanted, known, refine)
             except BudgetExceeded:
@@ -67,6 +72,20 @@ class Designer:
                     break
                 raise
         return drafts
+
+    def _prompt_for(self, task: Problem, elites: list[Elite], reflection: str, feedback: str | None,
+                    refine: Elite | None, k: int) -> tuple[Fitted, str | None]:
+        """The request's prompt and, for an explore slot in edit mode, the module it starts
+        from: the first of EDIT_DRAWS grammar draws whose prompt fits the window (modules
+        differ in length by 2x), else the free-form prompt."""
+        if self.edit and refine is None:
+            for _ in range(EDIT_DRAWS):
+                start = sampled_module(task, self.draws)
+                try:
+                    return self.design_prompt(task, elites, reflection, feedback, None, k, start), start
+                except PromptTooLarge:
+                    continue
+        return self.design_prompt(task, elites, reflection, feedback, refine, k), None
 
     def _sample(self, prompt: Fitted, wanted: int, known: list[str], refine: Elite | None) -> list[Draft]:
         """`wanted` non-duplicate drafts from one prompt (fewer when the retries run out)."""
@@ -85,13 +104,18 @@ class Designer:
                     break
                 raise
             for reply in replies:
-                draft = replace(draft_from_reply(reply.text, "designer", reply.cut_off), kind=kind, parents=parents)
+                draft = replace(draft_from_reply(reply.text, self.origin, reply.cut_off), kind=kind, parents=parents)
                 if draft.code is not None:
+                    draft = replace(draft, code=without_genome(draft.code))
                     if is_duplicate(draft.code, known):
                         continue
                     known.append(draft.code)
                 drafts.append(draft)
         return drafts
+
+    @property
+    def origin(self) -> str:
+        return "designer:edit" if self.edit else "designer"
 
     def revise(self, task: Problem, code: str, review: Review) -> Draft:
         """The candidate rewritten to address the critic's points."""
@@ -122,11 +146,15 @@ class Designer:
         feedback: str | None,
         refine: Elite | None,
         k: int,
+        start: str | None = None,
     ) -> Fitted:
         """The prompt of one exploit (`refine` set) or explore request for `k` drafts, fitted
-        to the model's window (unfitted without a model: a designer that only renders)."""
+        to the model's window (unfitted without a model: a designer that only renders).
+        `start`: the complete module an edit request changes (explore slots in edit mode)."""
         if refine is not None:
             instruction = render("designer_exploit", elite_id=refine.candidate_id)
+        elif start is not None:
+            instruction = render("designer_edit_explore", module=start.strip())
         else:
             distinct = " that differs from the elites listed above" if elites else ""
             if k > 1:

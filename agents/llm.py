@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import email.utils
+import json
 import logging
 import threading
 import time
@@ -171,6 +172,7 @@ class Reply:
 
 
 CALIBRATION_MARGIN = 0.9
+CALIBRATION_MIN_TOKENS = 200  # prompts shorter than this do not calibrate characters per token
 CONTINUE = "Your reply was cut off. Continue it exactly where it stopped, without repeating anything."
 _subject: contextvars.ContextVar[str | None] = contextvars.ContextVar("lero_llm_subject", default=None)
 
@@ -217,6 +219,7 @@ class ChatModel:
         self.supports_tools = True
         self.system_role = True
         self._window: Window | None = None
+        self._structured_form: str | None = None  # probed on the first request with a schema
         self.chars_per_token = CHARS_PER_TOKEN  # measured from the server's usage once it counts
         self._measured: float | None = None
         self._api_key = cfg.api_key.get_secret_value() if cfg.api_key else None
@@ -258,12 +261,20 @@ class ChatModel:
         n: int = 1,
         temperature: float | None = None,
         shortened: Sequence[str] = (),
+        schema: dict[str, Any] | None = None,
     ) -> list[Reply]:
         """`n` replies; asks for `n` choices at once, else one request per reply. A reply cut
-        off at `max_tokens` is asked once to continue; still cut off, it stays `cut_off`."""
+        off at `max_tokens` is asked once to continue; still cut off, it stays `cut_off`.
+
+        With a JSON `schema`, it goes to the server in the form the server takes
+        (`structured_form`, probed once); the reply is text either way, and the caller
+        checks it against the schema (a server may ignore it). A cut-off JSON reply is not
+        continued: a continuation would start a new object."""
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         params: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
+        if schema is not None and (form := response_format(self.structured_form(), schema)) is not None:
+            params["response_format"] = form
         replies: list[Reply] = []
         while len(replies) < n:
             want = n - len(replies) if self.supports_n else 1
@@ -278,7 +289,30 @@ class ChatModel:
             if want > 1 and len(generated) < want:
                 self.supports_n = False
             replies.extend(generated[: n - len(replies)])
+        if schema is not None:
+            return replies
         return [self._continued(role, messages, reply, params) if reply.cut_off else reply for reply in replies]
+
+    def structured_form(self) -> str:
+        """How this server takes a JSON Schema (`STRUCTURED_FORMS`), asked once per model:
+        the first form it answers with JSON that keeps a small probe schema, else `none`
+        (plain requests; replies are still parsed and checked). A form the server refuses
+        (llama-cpp-python 0.3.36 answers `json_schema` with HTTP 500) is not retried."""
+        if self._structured_form is None:
+            self._structured_form = "none"
+            for form in STRUCTURED_FORMS[:-1]:
+                try:
+                    [reply] = self._request("probe", PROBE_MESSAGES, n=1, retries=0, temperature=0.0,
+                                            max_tokens=PROBE_TOKENS,
+                                            response_format=response_format(form, PROBE_SCHEMA))
+                except LLMError as error:
+                    log.info("the server refused structured output as %s: %s", form, error)
+                    continue
+                if keeps_probe_schema(reply.text):
+                    self._structured_form = form
+                    break
+            log.info("structured output: %s", self._structured_form)
+        return self._structured_form
 
     def _continued(self, role: str, messages: Sequence[BaseMessage], cut: Reply, params: dict) -> Reply:
         """`cut` and one continuation of it, when the window has room for more reply."""
@@ -330,18 +364,21 @@ class ChatModel:
         n: int,
         tools: Sequence[Any] = (),
         shortened: Sequence[str] = (),
+        retries: int | None = None,
         **params: Any,
     ) -> list[AIMessage]:
-        """One logical request (retried as the policy says), recorded whatever its outcome."""
+        """One logical request (retried as the policy says, or `retries` times), recorded
+        whatever its outcome."""
         self.ledger.check_budget()
         params.setdefault("max_tokens", self.reply_tokens())
+        retries = self.cfg.max_retries if retries is None else retries
         try:
-            return self._send_once_per_template(role, messages, n, tools, shortened, params)
+            return self._send_once_per_template(role, messages, n, tools, shortened, params, retries)
         except LLMError as error:
             if self.system_role and isinstance(error.__cause__, Exception) and rejects_system_role(error.__cause__):
                 log.info("the server's chat template refuses a system role; sending it as a user turn")
                 self.system_role = False
-                return self._send_once_per_template(role, messages, n, tools, shortened, params)
+                return self._send_once_per_template(role, messages, n, tools, shortened, params, retries)
             raise
 
     def _send_once_per_template(
@@ -352,11 +389,12 @@ class ChatModel:
         tools: Sequence[Any],
         shortened: Sequence[str],
         params: dict[str, Any],
+        retries: int,
     ) -> list[AIMessage]:
         sent = list(messages) if self.system_role else without_system_role(messages)
         client = self.client.bind_tools(list(tools)) if tools else self.client
         retrying = Retrying(
-            stop=stop_after_attempt(self.cfg.max_retries + 1),
+            stop=stop_after_attempt(retries + 1),
             wait=self._wait,
             retry=retry_if_exception(self._worth_retrying),
             reraise=True,
@@ -381,6 +419,7 @@ class ChatModel:
             "window": self.window().tokens,
             "window_source": self.window().source,
             "shortened": list(shortened),
+            "response_format": (params.get("response_format") or {}).get("type"),
         }
         try:
             for attempt in retrying:
@@ -425,8 +464,9 @@ class ChatModel:
 
     def _measure(self, prompt_chars: int, prompt_tokens: int) -> None:
         """Learn the tokenizer's characters per token from a prompt the server counted: the
-        smallest ratio seen, less 10% (chat-template tokens count too, and code is denser)."""
-        if prompt_tokens > 0 and prompt_chars > 0:
+        smallest ratio seen, less 10% (chat-template tokens count too, and code is denser).
+        A short prompt (the structured-output probe) is mostly template: it is not counted."""
+        if prompt_tokens >= CALIBRATION_MIN_TOKENS and prompt_chars > 0:
             measured = CALIBRATION_MARGIN * prompt_chars / prompt_tokens
             self.chars_per_token = measured if self._measured is None else min(measured, self._measured)
             self._measured = self.chars_per_token
@@ -434,11 +474,13 @@ class ChatModel:
     def _with_reply_limit(self, params: dict[str, Any]) -> dict[str, Any]:
         """`max_tokens` as the server reads it: OpenAI's own API takes it as
         `max_completion_tokens` (langchain's spelling); OpenAI-compatible servers (llama.cpp,
-        llama-cpp-python, Ollama, LM Studio) read only `max_tokens`, so it goes in the body."""
-        if not self.cfg.base_url:
-            return params
-        rest = {key: value for key, value in params.items() if key != "max_tokens"}
-        return {**rest, "extra_body": {"max_tokens": params["max_tokens"]}}
+        llama-cpp-python, Ollama, LM Studio) read only `max_tokens`, so it goes in the body.
+        A `response_format` goes in the body as it is (langchain would parse the reply)."""
+        body = {"response_format": params["response_format"]} if "response_format" in params else {}
+        rest = {key: value for key, value in params.items() if key != "response_format"}
+        if self.cfg.base_url:
+            body["max_tokens"] = rest.pop("max_tokens")
+        return {**rest, "extra_body": body} if body else rest
 
     def _worth_retrying(self, error: BaseException) -> bool:
         """Transient errors; a timeout only when the server can tell us when it is idle again."""
@@ -486,6 +528,35 @@ class ChatModel:
                 **fields,
             }
             self.on_call(role, info)
+
+
+# How a JSON Schema goes on the wire, tried in this order (`ChatModel.structured_form`):
+# `json_schema`: OpenAI's `response_format`, also taken by llama.cpp's llama-server, vLLM and
+# Ollama on their OpenAI-compatible endpoints; `json_object`: llama-cpp-python's server, with
+# the schema beside the type; `none`: a plain request.
+STRUCTURED_FORMS = ("json_schema", "json_object", "none")
+PROBE_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+                "required": ["answer"], "additionalProperties": False}
+PROBE_MESSAGES = [HumanMessage('Is 2 greater than 1? Answer with JSON like {"answer": "yes"}.')]
+PROBE_TOKENS = 16
+
+
+def response_format(form: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The request's `response_format` for `schema` in `form` (None: a plain request)."""
+    if form == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": "lero_reply", "schema": schema, "strict": False}}
+    if form == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return None
+
+
+def keeps_probe_schema(text: str) -> bool:
+    """The probe's reply is exactly an object of PROBE_SCHEMA (a server that ignored it writes prose)."""
+    try:
+        body = json.loads(text.strip())
+    except ValueError:
+        return False
+    return isinstance(body, dict) and set(body) == {"answer"} and body["answer"] in ("yes", "no")
 
 
 def without_system_role(messages: Sequence[BaseMessage]) -> list[BaseMessage]:

@@ -86,10 +86,32 @@ class Review:
     by: str = "critic"
 
 
+def design_mode(origin: str) -> str:
+    """How a candidate's code was designed, from its Draft origin: `structured` (a schema'd
+    JSON design, rendered), `edit` (a changed complete module), `offline`, `human`, else `code`."""
+    for mode in ("structured", "edit", "offline", "human"):
+        if mode in origin:
+            return mode
+    return "code"
+
+
 def exploit_parents(elites: list[Elite], slots: int, limit: int) -> list[Elite]:
     """The elite each of `slots` exploit drafts refines: the best `limit`, round robin."""
     ranked = sorted(elites, key=lambda e: e.fitness, reverse=True)[:limit]
     return [ranked[i % len(ranked)] for i in range(slots)] if ranked else []
+
+
+def request_slots(elites: list[Elite], k: int, exploit: int, limit: int) -> list[tuple[Elite | None, int]]:
+    """A designer's requests for `k` drafts: (elite, its slots) for each refined elite, then
+    (None, the explore slots); one request per entry."""
+    parents = exploit_parents(elites, min(exploit, k), limit)
+    slots: list[tuple[Elite | None, int]] = []
+    for elite in parents:
+        if all(other is not elite for other, _ in slots):
+            slots.append((elite, sum(p is elite for p in parents)))
+    if k > len(parents):
+        slots.append((None, k - len(parents)))
+    return slots
 
 
 def code_digest(code: str) -> str:

@@ -33,13 +33,13 @@ RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
     "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
     "wall_clock_s", "exploit_fraction", "task", "offline_prior", "executor", "ray_address",
-    "llm_timeout_s", "context_tokens", "max_parallel", "job_timeout_s", "schedule", "designer_seed",
+    "llm_timeout_s", "context_tokens", "max_parallel", "job_timeout_s", "schedule", "designer_seed", "design",
     "confirm_steps", "confirm_top", "fitness",
 )  # fmt: skip
 
 
 BUDGET_FLAGS = ("max_llm_requests", "max_llm_tokens", "wall_clock_s")
-LLM_SETTING_FLAGS = tuple(LLM_SETTINGS)  # the model's timeout and window (run, resume, chat, ui)
+LLM_SETTING_FLAGS = tuple(LLM_SETTINGS)  # the model's timeout, window and design mode (run, resume, chat, ui)
 
 
 class UsageError(Exception):
@@ -148,6 +148,9 @@ def _add_llm_args(p: argparse.ArgumentParser) -> None:
                    help="seconds one LLM request may take (default 600; a CPU-served model is slow)")
     p.add_argument("--context-tokens", type=_context_tokens, metavar="N",
                    help="the model's context window when the server does not say (docs/llm.md)")
+    p.add_argument("--design", choices=("auto", "code", "structured"),
+                   help="how the LLM designs: auto (default) edits modules, falling back to structured; "
+                        "code writes modules; structured picks from the task's grammar as JSON")
 
 
 def _add_budget_args(p: argparse.ArgumentParser) -> None:
@@ -325,8 +328,8 @@ def spec_fields(args: argparse.Namespace) -> dict:
     return fields
 
 
-def llm_setting_fields(args: argparse.Namespace) -> dict[str, float | int]:
-    """`--llm-timeout` / `--context-tokens` as RunSpec fields, only those given."""
+def llm_setting_fields(args: argparse.Namespace) -> dict[str, float | int | str]:
+    """`--llm-timeout` / `--context-tokens` / `--design` as RunSpec fields, only those given."""
     return {k: getattr(args, k) for k in LLM_SETTING_FLAGS if getattr(args, k) is not None}
 
 

@@ -265,11 +265,13 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
             f"| {g['generation']} | {g['candidates']} | {g['valid']} | "
             f"{fmt_number(g['best_fitness'])} | {fmt_number(g['mean_fitness'])} |"
         )
-    lines += ["", "## Candidates", "", "| candidate | status | fitness | env steps trained |", "|---|---|---|---|"]
+    lines += ["", "## Candidates", "", "| candidate | designed as | status | fitness | env steps trained |",
+              "|---|---|---|---|---|"]
+    modes = summary.get("design") or {}
     for c in run.candidates:
         trained = (c.result.get("trained_steps") or spec.get("steps")) if c.result.get("per_seed") else None
         shown = "—" if trained is None else f"{trained:,}" + (" (stopped by halving)" if c.stopped_at else "")
-        lines.append(f"| `{c.candidate_id}` | {c.status} | {_spread(c.result)} | {shown} |")
+        lines.append(f"| `{c.candidate_id}` | {modes.get(c.candidate_id, '—')} | {c.status} | {_spread(c.result)} | {shown} |")
     lines += human_markdown(run.events)
     lines += time_markdown(summary)
     lines += lineage_markdown(summary.get("lineage") or [])

@@ -1,8 +1,11 @@
 """How often does a model's candidate get through each stage of lero's pipeline?
 
 Per task and round: the designer writes one candidate from lero's real first-generation
-prompt; then, each measured on its own:
-- extracted: the reply holds a Python module (`agents.extract`);
+prompt (`--design code`: free-form; `edit`: changing a complete module rendered from a
+grammar draw; `structured`: one JSON object of the task's design schema, rendered); then,
+each measured on its own:
+- extracted: the reply holds a Python module (`agents.extract`), or for structured design
+  an object inside the schema (failures: `not JSON`, `outside the schema`, cut off);
 - static: the gate's checks pass (`agents.check_candidate`, with the env's state fields);
 - critic: the LLM critic answers `VERDICT: accept`;
 - valid first: the sandbox's validation job is `ok` on the designer's code;
@@ -13,7 +16,7 @@ task, critic and debugger included) and the failure kinds seen.
 
     python -m benchmarks.llm_designer --base-url http://127.0.0.1:8091/v1 --model smollm2-135m \
         [--tasks simple_spread,simple_reference,simple_speaker_listener] [--rounds 4] \
-        [--context-tokens 2048] [--record tests/agents/fixtures/smollm2]
+        [--design code|edit|structured] [--context-tokens 2048] [--record tests/agents/fixtures/smollm2]
 
 `--record DIR` keeps every request's role, prompt, reply and finish reason as JSON files
 (the test data of tests/agents/test_recorded_replies.py). Validation runs in the process
@@ -29,16 +32,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lero.agents import LLMConfig, LLMError, check_candidate, make_team
+from lero.agents import Draft, LLMConfig, LLMError, check_candidate, make_team
 from lero.agents.checks import state_names
 from lero.agents.extract import CUT_OFF
+from lero.agents.structured import failure_kind as structured_failure
 from lero.graph.configuration import RunSpec
 from lero.graph.context import problem
 from lero.graph.nodes.validate import error_text
-from lero.graph.trust import job_env
+from lero.graph.trust import confirm_env, job_env
 from lero.sandbox import Job, get_sandbox
 
 TASKS = ("simple_spread", "simple_reference", "simple_speaker_listener")
+DESIGNS = {"code": "code", "edit": "auto", "structured": "structured"}  # --design -> LLMConfig.design
 STAGES = ("extracted", "static", "critic", "valid_first", "valid_after_debugger")
 
 
@@ -61,14 +66,16 @@ def failure_kind(status: str, error: str) -> str:
 
 def run_task(name: str, args: argparse.Namespace, cfg: LLMConfig, sandbox, record_dir: Path | None) -> TaskTally:
     spec = RunSpec(env=name, llm=f"openai:{cfg.model}", base_url=cfg.base_url)
-    task = problem(spec)
+    confirmed = confirm_env(name, name) if ":" in name else None  # a PettingZoo factory, as --env confirms it
+    task = problem(spec, confirmed)
+    env = job_env(spec, confirmed)
     fields = state_names(task)
     calls: list[dict] = []
 
     def on_call(role: str, info: dict) -> None:
         calls.append(info)
         if record_dir is not None and info.get("status") == "ok":
-            path = record_dir / f"{name}-{len(calls):03d}-{role}.json"
+            path = record_dir / f"{name.split(':')[-1]}-{len(calls):03d}-{role}.json"
             keep = {k: info[k] for k in ("role", "prompt", "replies", "finish_reasons", "prompt_tokens",
                                          "completion_tokens", "tokens_estimated", "elapsed_s", "window")}
             path.write_text(json.dumps({"task": name, "model": cfg.model, **keep}, indent=1) + "\n")
@@ -81,7 +88,7 @@ def run_task(name: str, args: argparse.Namespace, cfg: LLMConfig, sandbox, recor
         if violations:
             tally.failures.update(f"static: {v.rule}" for v in violations)
             return False, "static check failed:\n" + "\n".join(f"- {v}" for v in violations)
-        result = sandbox.run_job(Job(kind="validate", code=code, env=job_env(spec), algo=spec.algo, seed=0))
+        result = sandbox.run_job(Job(kind="validate", code=code, env=env, algo=spec.algo, seed=0))
         if result.status == "ok":
             return True, ""
         text = error_text(result)
@@ -91,12 +98,13 @@ def run_task(name: str, args: argparse.Namespace, cfg: LLMConfig, sandbox, recor
     for _ in range(args.rounds):
         tally.rounds += 1
         try:
-            [draft] = team.designer.design(task, 1, [], "")
+            [draft] = team.designer.design(task, 1, [], "") or [Draft(None, "", None, "designer")]
         except (LLMError, ValueError) as error:
             tally.failures[f"designer request: {str(error)[:60]}"] += 1
             continue
         if draft.code is None:
-            tally.failures["cut off at max_tokens" if draft.error == CUT_OFF else "no code in the reply"] += 1
+            kind = structured_failure(draft.error) or ("duplicate" if draft.error is None else "no code in the reply")
+            tally.failures["cut off at max_tokens" if kind == CUT_OFF else kind] += 1
             continue
         tally.passed["extracted"] += 1
         static_ok = not check_candidate(draft.code, fields)
@@ -124,9 +132,9 @@ def run_task(name: str, args: argparse.Namespace, cfg: LLMConfig, sandbox, recor
     return tally
 
 
-def table(tallies: dict[str, TaskTally], model: str) -> str:
+def table(tallies: dict[str, TaskTally], model: str, design: str) -> str:
     lines = [
-        f"Model: `{model}`. Rates are of {next(iter(tallies.values())).rounds} rounds per task.",
+        f"Model: `{model}`, design `{design}`. Rates are of {next(iter(tallies.values())).rounds} rounds per task.",
         "",
         "| task | extracted | static check | critic accepted | valid first try | valid after debugger "
         "| requests | s / request | tokens / valid | s / valid |",
@@ -145,7 +153,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--model", required=True)
-    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--tasks", default=",".join(TASKS),
+                        help="env names; a PettingZoo package.module:factory is confirmed as --env confirms it")
+    parser.add_argument("--design", default="code", choices=tuple(DESIGNS),
+                        help="code: free-form modules; edit: change a complete module; structured: the design schema")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--debug-attempts", type=int, default=1)
     parser.add_argument("--context-tokens", type=int, default=None)
@@ -156,7 +167,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="the results as JSON")
     args = parser.parse_args()
     optional = {"context_tokens": args.context_tokens, "reply_tokens": args.reply_tokens, "timeout_s": args.timeout}
-    cfg = LLMConfig.from_spec(f"openai:{args.model}", base_url=args.base_url,
+    cfg = LLMConfig.from_spec(f"openai:{args.model}", base_url=args.base_url, design=DESIGNS[args.design],
                               **{k: v for k, v in optional.items() if v is not None})
     if args.record is not None:
         args.record.mkdir(parents=True, exist_ok=True)
@@ -170,13 +181,13 @@ def main() -> None:
     finally:
         sandbox.close()
     print()
-    print(table(tallies, args.model))
+    print(table(tallies, args.model, args.design))
     print(f"\nwall {time.monotonic() - started:.0f} s")
     if args.out is not None:
         payload = {name: {"rounds": t.rounds, "passed": dict(t.passed), "failures": dict(t.failures),
                           "requests": t.requests, "tokens": t.tokens, "seconds": round(t.seconds, 1)}
                    for name, t in tallies.items()}
-        args.out.write_text(json.dumps({"model": args.model, "tasks": payload}, indent=2) + "\n")
+        args.out.write_text(json.dumps({"model": args.model, "design": args.design, "tasks": payload}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

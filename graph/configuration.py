@@ -33,8 +33,8 @@ MIN_CONFIRM_SEEDS = 3  # fewer seeds give no verdict (app.study.stats.MIN_VERDIC
 CONFIRM_STEPS_ENV = "LERO_CONFIRM_STEPS"  # the --confirm-steps default where the flag is not given
 Fitness = Literal["final", "auc"]  # graph.nodes.curve_fitness
 FITNESS_KINDS: tuple[str, ...] = get_args(Fitness)
-# RunSpec fields that are LLMConfig settings under another name (`--llm-timeout`, `--context-tokens`)
-LLM_SETTINGS = {"llm_timeout_s": "timeout_s", "context_tokens": "context_tokens"}
+# RunSpec fields that are LLMConfig settings (`--llm-timeout`, `--context-tokens`, `--design`)
+LLM_SETTINGS = {"llm_timeout_s": "timeout_s", "context_tokens": "context_tokens", "design": "design"}
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a safe path part
 CANDIDATE_ID = re.compile(r"^(\d+-\d+|baseline)$")  # `<generation>-<index>`, a safe path part
 _LLM = re.compile(r"^(offline|openai:\S.*)$")
@@ -132,6 +132,7 @@ class RunSpec(BaseModel):
     max_llm_tokens: int | None = Field(default=None, ge=1)
     llm_timeout_s: float | None = Field(default=None, gt=0)  # one LLM request; None = LLMConfig's default
     context_tokens: int | None = Field(default=None, ge=MIN_CONTEXT_TOKENS)  # the model's window when the server does not say
+    design: Literal["code", "structured", "auto"] = "auto"  # how an LLM designs (`--design`, agents.config)
     wall_clock_s: float | None = Field(default=None, gt=0)
     critic_rounds: int = Field(default=1, ge=0, le=10)
     debug_attempts: int = Field(default=2, ge=0, le=10)

@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lero.agents.types import design_mode
 from lero.graph.confirmation import confirmation_block
 from lero.graph.lineage import lineage
 from lero.graph.rundir import BASELINE_ID, SPEC_FILE, STATE_FILE, RunDir
@@ -275,6 +276,7 @@ def summarize(run: RunFiles) -> dict:
             else None,
         },
         "generations": _generation_rows(run),
+        "design": design_modes(run.events),
         "lineage": _elite_lineage(run),
         "llm": _llm_usage(run),
         "env_steps": int(env_steps) if is_number(env_steps) else None,
@@ -283,6 +285,12 @@ def summarize(run: RunFiles) -> dict:
         "time": time_breakdown(run.events),
         "confirmation": confirmation_block(run.rundir),  # null: the run confirmed nothing
     }
+
+
+def design_modes(events: list[dict]) -> dict[str, str]:
+    """Candidate id -> how its last code was designed (`agents.types.design_mode`)."""
+    return {e["candidate_id"]: design_mode(e["origin"]) for e in events
+            if e.get("event") == "candidate" and isinstance(e.get("origin"), str) and e.get("candidate_id")}
 
 
 def _schedule(run: RunFiles) -> dict:

@@ -4,8 +4,8 @@ real model server for the `real_llm` tests.
 `python -m pytest` on a fresh machine with a Docker daemon builds (or rebuilds, when
 stale) `lero-sandbox:1` once and runs the Docker tests, the attack suite included.
 Without a daemon they skip with one reason, repeated in one line at the end of the run.
-The `real_llm` tests share one llama.cpp server (SmolLM2-135M, n_ctx 2048) for the
-session; without the `llm-test` extra they skip with one line (under CI=true they fail).
+The `real_llm` tests share one llama.cpp server per model (SmolLM2-135M, Gemma 3 270M,
+n_ctx 2048) for the session; without the `llm-test` extra they skip with one line (under CI=true they fail).
 """
 
 from __future__ import annotations
@@ -58,18 +58,34 @@ def sandbox_image(request) -> str:
     return IMAGE
 
 
-@pytest.fixture(scope="session")
-def llama_server(tmp_path_factory):
-    """The real model server, started once per session and stopped at its end."""
+def _real_server(tmp_path_factory, model: str):
     from tests.support.llama_server import LlamaServer, missing_extra
 
-    reason = missing_extra()
+    reason = missing_extra(model)
     if reason is not None:
         if in_ci():
             pytest.fail(f"CI=true but the real-model tests cannot run: {reason}")
         pytest.skip(reason)
-    with LlamaServer(tmp_path_factory.mktemp("llama") / "server.log", n_ctx=2048) as server:
+    with LlamaServer(tmp_path_factory.mktemp("llama") / "server.log", n_ctx=2048, model=model) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """The real model server (SmolLM2-135M), started once per session and stopped at its end."""
+    yield from _real_server(tmp_path_factory, "smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def gemma_server(tmp_path_factory):
+    """The second real model (Gemma 3 270M, a base model) on its own server, once per session."""
+    yield from _real_server(tmp_path_factory, "gemma3-270m")
+
+
+@pytest.fixture(params=["llama_server", "gemma_server"], ids=["smollm2", "gemma3"])
+def real_server(request):
+    """Each real model in turn."""
+    return request.getfixturevalue(request.param)
 
 
 @pytest.hookimpl(trylast=True)

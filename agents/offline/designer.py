@@ -14,6 +14,7 @@ import json
 import random
 import re
 
+from lero.agents.offline import generic
 from lero.agents.offline.evolve import (
     Child,
     crossover,
@@ -22,8 +23,9 @@ from lero.agents.offline.evolve import (
     prior_genome,
     random_genome,
 )
+from lero.agents.offline.generic import Vocabulary
 from lero.agents.offline.generic_designer import GenericDesigner
-from lero.agents.offline.genome import FEATURE_SLOTS, TASK_TERMS, Genome, genome_of
+from lero.agents.offline.genome import FEATURE_SLOTS, GENOME_TAG, TASK_TERMS, Genome, genome_of
 from lero.agents.offline.render import gene_at_line, render
 from lero.agents.offline.vocabulary import apply_edits, apply_once, parse_edits
 from lero.agents.types import Draft, Elite, Problem, Review, exploit_parents
@@ -31,6 +33,7 @@ from lero.agents.types import Draft, Elite, Problem, Review, exploit_parents
 GRAMMARS = ("simple_spread",)  # task grammars (genome.py); a task naming none gets the generic one
 CROSSOVER = 0.4  # chance that a further refinement of an elite also inherits from another
 MAX_TRIES_PER_CHILD = 50
+GENOME_TAGS = (GENOME_TAG, generic.GENOME_TAG)
 
 
 class OfflineDesigner:
@@ -194,6 +197,25 @@ def fit_to_layout(genome: Genome, task: Problem) -> Genome:
     """Keep only features whose observation slots the task's layout provides (at least one)."""
     usable = [f for f in genome.features if all(s in task.obs_layout for s in FEATURE_SLOTS[f])]
     return genome.with_features(usable or ["nearest_landmark"])
+
+
+def sampled_module(task: Problem, rng: random.Random) -> str:
+    """A module rendered from a fresh draw of the task's grammar, from its `import` on: no
+    docstring listing the genes, no genome line (an edit request's starting point: the
+    module it returns is no longer the draw, and a small window has room for little more
+    than the code). Greedy assignment: its helper is a few lines, the optimal one a page."""
+    if task.task_spec.grammar is None:
+        vocab = Vocabulary.of(task)
+        code = generic.render(generic.sample(rng, vocab), vocab)
+    else:
+        _check_task(task)
+        code = render(fit_to_layout(random_genome(rng).with_assignment("greedy"), task), task)
+    return code[code.index("import torch") :]
+
+
+def without_genome(code: str) -> str:
+    """`code` without the genome line a rendered module embeds (kept only on renderings)."""
+    return "".join(line for line in code.splitlines(keepends=True) if not line.startswith(GENOME_TAGS))
 
 
 def _pick(rng: random.Random, parents: list[tuple[Elite, Genome]]) -> tuple[Elite, Genome]:

@@ -26,6 +26,7 @@ from lero.agents.offline.genome import (
     TASK_TERMS,
     TERM_KINDS,
     TERM_SCALE,
+    WEIGHT_MAX,
     Genome,
     Term,
 )
@@ -147,7 +148,7 @@ def strengthened(term: Term | None, kind: str) -> Term:
 
 
 def scaled(term: Term, factor: float) -> Term:
-    return Term(term.kind, round(term.weight * factor, 4), term.schedule)
+    return Term(term.kind, round(min(term.weight * factor, WEIGHT_MAX), 4), term.schedule)
 
 
 def _reweight(genome: Genome, rng: random.Random) -> tuple[Genome, str]:

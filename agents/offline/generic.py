@@ -25,6 +25,7 @@ import re
 import statistics
 from dataclasses import dataclass
 
+from lero.agents.offline.genome import WEIGHT_MAX
 from lero.agents.offline.render import gene_at_line
 from lero.agents.types import Problem
 
@@ -144,7 +145,7 @@ class GenericGenome:
     ) -> GenericGenome:
         if not any(kind in terms for kind in TASK_TERMS):
             raise ValueError(f"a generic genome needs a task term ({', '.join(TASK_TERMS)})")
-        ordered = tuple((k, round(terms[k][0], 4), terms[k][1]) for k in TERMS if k in terms)
+        ordered = tuple((k, round(min(terms[k][0], WEIGHT_MAX), 4), terms[k][1]) for k in TERMS if k in terms)
         return cls(ordered, tuple(f for f in FEATURES if f in set(features)))
 
     def term_map(self) -> dict[str, tuple[float, str]]:

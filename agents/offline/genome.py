@@ -67,6 +67,7 @@ TERM_SCALE = {
     "spread": 0.5,
 }
 GENOME_TAG = "# lero-genome: "
+WEIGHT_MAX = 100.0  # no term needs more; mutations stop here (and the design schema's bound)
 
 
 @dataclass(frozen=True)

@@ -60,9 +60,34 @@ def design(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     candidates = [new_candidate(generation, i, draft) for i, draft in enumerate(drafts)]
     if not candidates:
         res.emit("log", message=f"the designer returned no candidates for generation {generation}")
-    for candidate in candidates:
-        record(res, candidate)
-    return {"candidates": candidates}
+    stop = None
+    for index, candidate in enumerate(candidates):
+        if candidate["stage"] == "dropped" and not stop:  # no code to debug: straight to a structured draft
+            try:
+                with about(candidate["candidate_id"]):
+                    candidates[index] = structured_instead(res, candidate) or candidate
+            except LLM_STOPS as error:
+                stop = stop_reason_for(error)
+        record(res, candidates[index])
+    return {"candidates": candidates, **({"stop_reason": stop} if stop else {})}
+
+
+def structured_instead(res: RunContext, candidate: Candidate) -> Candidate | None:
+    """`--design auto`: a slot whose code stayed invalid gets a structured draft, which goes
+    through the gate and validation like any code (None: no structured designer in this
+    run, or the slot already had its structured draft)."""
+    structured = res.team.structured
+    if structured is None or "structured" in (candidate.get("origin") or ""):
+        return None
+    note = f"{candidate.get('origin')} code stayed invalid ({candidate.get('status')}): a structured draft instead"
+    res.emit("log", message=f"candidate {candidate['candidate_id']}: {note}")
+    drafts = structured.design(res.task, 1, [], "")
+    fresh = {**candidate, "kind": "explore", "parents": [], "debug_attempts": 0, "debug_history": [],
+             "review_rounds": 0, "status": None, "error": None}
+    if not drafts or drafts[0].code is None:
+        error = drafts[0].error if drafts else "the structured designer returned nothing"
+        return drop({**fresh, "origin": "designer:structured"}, "invalid", error)
+    return with_code(fresh, drafts[0].code, drafts[0].origin)
 
 
 def llm_pass(
@@ -103,7 +128,7 @@ def critique(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     def review_one(res: RunContext, candidate: Candidate) -> Candidate:
         use_llm = candidate.get("human") != "edit" and candidate.get("llm_reviews", 0) <= res.spec.critic_rounds
         review = res.team.critic.review(res.task, candidate["code"], use_llm=use_llm)
-        return _after_review(candidate, review, res.spec.critic_rounds)
+        return instead_if_rejected(res, _after_review(candidate, review, res.spec.critic_rounds))
 
     def gate_only(res: RunContext, candidate: Candidate) -> Candidate:
         review = res.team.critic.review(res.task, candidate["code"], use_llm=False)
@@ -125,6 +150,14 @@ def _after_review(candidate: Candidate, review: Review, critic_rounds: int) -> C
     if review.rules:  # the static rules still fail and no revision is left
         return drop(reviewed, "rejected", review.text)
     return {**reviewed, "stage": "validate"}
+
+
+def instead_if_rejected(res: RunContext, candidate: Candidate) -> Candidate:
+    """`--design auto`: code the static rules still reject once its revisions are spent is
+    invalid code too, and its slot gets a structured draft (not code the critic rejected)."""
+    if candidate["stage"] == "dropped" and candidate["status"] == "rejected" and not candidate.get("human"):
+        return structured_instead(res, candidate) or candidate
+    return candidate
 
 
 def _edit_stopped(reviewed: Candidate) -> Candidate:
@@ -157,7 +190,7 @@ def _revise_one(res: RunContext, candidate: Candidate) -> Candidate:
     draft = res.team.designer.revise(res.task, candidate["code"], review)
     if draft.code is None:  # a failed rewrite keeps the reviewed code; review.md says why
         failed = {"verdict": "revision failed", "text": draft.error or "", "by": "designer", "code_sha": ""}
-        return _unrevised(res, {**candidate, "reviews": [*candidate.get("reviews", []), failed]})
+        return instead_if_rejected(res, _unrevised(res, {**candidate, "reviews": [*candidate.get("reviews", []), failed]}))
     by_human = candidate.get("human") == "comment"
     note = {"verdict": "revised", "text": prose(draft.reply), "by": "designer", "code_sha": ""}
     return {

@@ -13,7 +13,7 @@ from langgraph.runtime import Runtime
 
 from lero.graph.context import RunContext
 from lero.graph.nodes.candidates import at_stage, drop, record, replace, with_code
-from lero.graph.nodes.design import llm_pass
+from lero.graph.nodes.design import llm_pass, structured_instead
 from lero.graph.state import Candidate, RunState
 from lero.sandbox import Job, JobResult
 
@@ -42,18 +42,22 @@ def validate(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         futures = [pool.submit(contextvars.copy_context().run, res.sandbox.run_job,
                                _validation_job(res, candidate)) for candidate in waiting]
         results = [future.result() for future in futures]
-    updated = [_after_validation(c, r, res.spec.debug_attempts) for c, r in zip(waiting, results, strict=True)]
+    fallback = res.team.structured is not None
+    updated = [_after_validation(c, r, res.spec.debug_attempts, fallback) for c, r in zip(waiting, results, strict=True)]
     for candidate in updated:
         record(res, candidate)
     return {"candidates": replace(state["candidates"], updated)}
 
 
-def _after_validation(candidate: Candidate, result: JobResult, debug_attempts: int) -> Candidate:
+def _after_validation(candidate: Candidate, result: JobResult, debug_attempts: int, fallback: bool) -> Candidate:
+    """`fallback`: a run with a structured designer (`--design auto`) sends code past the
+    debugger's bound to the debug node too, which drafts the slot anew in structured mode."""
     if result.status == "ok":
         stage = "approved" if candidate.get("human") == "edit" else "ready"
         return {**candidate, "stage": stage, "status": "ok", "error": None}
     failed: Candidate = {**candidate, "status": result.status, "error": error_text(result)}
-    if candidate["debug_attempts"] < debug_attempts:
+    structured = "structured" in (candidate.get("origin") or "")
+    if candidate["debug_attempts"] < debug_attempts or (fallback and not structured and not candidate.get("human")):
         return {**failed, "stage": "debug"}
     return drop(failed, result.status)
 
@@ -68,10 +72,13 @@ def _give_up(res: RunContext, candidate: Candidate) -> Candidate:
 
 
 def _repair_one(res: RunContext, candidate: Candidate) -> Candidate:
+    if candidate["debug_attempts"] >= res.spec.debug_attempts:  # only with --design auto's fallback
+        return structured_instead(res, candidate) or _give_up(res, candidate)
     history = [(code, error) for code, error in candidate["debug_history"]]
     draft = res.team.debugger.repair(res.task, candidate["code"], candidate["error"] or "", history)
     attempts = candidate["debug_attempts"] + 1
     if draft.code is None:
-        return drop({**candidate, "debug_attempts": attempts}, candidate["status"] or "invalid", draft.error)
+        failed = drop({**candidate, "debug_attempts": attempts}, candidate["status"] or "invalid", draft.error)
+        return structured_instead(res, failed) or failed
     tried = [*candidate["debug_history"], [candidate["code"], candidate["error"] or ""]]
     return {**with_code(candidate, draft.code, draft.origin), "debug_attempts": attempts, "debug_history": tried}

@@ -44,8 +44,9 @@ def task() -> Problem:
 
 
 def llm_config(server: OpenAIServer, **overrides: object) -> LLMConfig:
-    """A config pointed at the test server, with short timeouts and backoff."""
-    settings = {"timeout_s": 1.0, "max_retries": 2, "retry_base_s": 0.01, "retry_max_s": 2.0}
+    """A config pointed at the test server, with short timeouts and backoff; free-form code
+    design unless a test asks for another (`design=`)."""
+    settings = {"timeout_s": 1.0, "max_retries": 2, "retry_base_s": 0.01, "retry_max_s": 2.0, "design": "code"}
     settings.update(overrides)
     return LLMConfig(
         backend="openai",

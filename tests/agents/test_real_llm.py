@@ -1,4 +1,5 @@
-"""The agents against a real model: SmolLM2-135M behind llama-cpp-python's server (n_ctx 2048).
+"""The agents against real models: SmolLM2-135M (and, for structured and edit design, Gemma 3
+270M too) behind llama-cpp-python's server (n_ctx 2048).
 
 Each test caps the reply (`reply_tokens`) and counts the requests the server itself logged.
 A 135M model writes poor code; these tests prove the plumbing (prompts that fit, replies
@@ -10,9 +11,12 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from lero.agents import LLMConfig, make_team
+from lero.agents import LLMConfig, check_candidate, make_team
+from lero.agents.checks import state_names
 from lero.agents.designer import Designer
-from lero.agents.types import Elite
+from lero.agents.extract import CUT_OFF
+from lero.agents.structured import OUTSIDE_SCHEMA, failure_kind
+from lero.agents.types import VERDICTS, Elite
 from lero.graph.configuration import RunSpec
 from lero.graph.context import problem
 from tests.agents.samples import GOOD_MODULE
@@ -24,9 +28,9 @@ REPLY_TOKENS = 200  # a capped reply: about 7 s on 2 busy cores
 
 
 def real_config(server, **overrides: object) -> LLMConfig:
-    settings = {"context_tokens": server.n_ctx, "reply_tokens": REPLY_TOKENS, "timeout_s": 600.0,
-                "temperature": 0.2, **overrides}
-    return LLMConfig(backend="openai", model=MODEL_ID, base_url=server.base_url, api_key="none", **settings)
+    settings = {"model": MODEL_ID, "context_tokens": server.n_ctx, "reply_tokens": REPLY_TOKENS, "timeout_s": 600.0,
+                "temperature": 0.2, "design": "code", **overrides}
+    return LLMConfig(backend="openai", base_url=server.base_url, api_key="none", **settings)
 
 
 def test_a_real_designer_reply_is_a_draft_with_the_servers_own_token_counts(llama_server):
@@ -69,3 +73,46 @@ def test_a_prompt_the_real_server_refuses_is_shortened_until_it_fits(llama_serve
     assert first["status"] == "ok" and first["shortened"][0] == "env_description"
     assert first["prompt_tokens"] + first["max_tokens"] <= llama_server.n_ctx  # counted by the server
     assert "Only `math`, `numpy` and" in first["prompt"][0]["content"]  # the contract stays whole
+
+
+# ---------------------------------------------------------------- structured and edit design, both models
+
+
+def test_structured_design_on_the_real_server_decodes_inside_the_real_schema(real_server):
+    """llama-cpp-python refuses `json_schema` (HTTP 500) and constrains `json_object` with
+    the schema: the probe finds that once, and the designer's and critic's replies are
+    objects of their schemas (each draft renders, or names how it failed)."""
+    calls: list[dict] = []
+    cfg = real_config(real_server, design="structured", model=real_server.model_id, reply_tokens=300)
+    team = make_team(cfg, on_call=lambda role, info: calls.append(info))
+    task = problem(RunSpec())
+    before = real_server.requests()
+    drafts = team.designer.design(task, 2, [], "")
+    assert [(c["role"], c["status"], c["response_format"]) for c in calls[:2]] == [
+        ("probe", "error", "json_schema"), ("probe", "ok", "json_object")]
+    designer = [c for c in calls if c["role"] == "designer"]
+    assert designer and all(c["response_format"] == "json_object" and c["status"] == "ok" for c in designer)
+    for draft in drafts:
+        assert draft.code is not None or failure_kind(draft.error) in (OUTSIDE_SCHEMA, CUT_OFF), draft
+    assert any(d.code is not None for d in drafts), [d.reply for d in drafts]
+    code = next(d.code for d in drafts if d.code is not None)
+    assert check_candidate(code, state_names(task)) == []
+    review = team.critic.review(task, code)
+    assert review.by == "critic" and review.verdict in VERDICTS
+    assert calls[-1]["role"] == "critic" and calls[-1]["response_format"] == "json_object"
+    outside = [p for p in review.points if OUTSIDE_SCHEMA in p]  # llama-cpp-python's grammar leaves maxItems/maxLength out
+    assert not outside or review.points[0] == outside[0]  # then said first, and the reply read as text
+    assert real_server.requests() - before == len(calls)  # the server logged each, the refused probe too
+
+
+def test_edit_design_on_the_real_server_starts_from_a_complete_module(real_server):
+    calls: list[dict] = []
+    cfg = real_config(real_server, design="auto", model=real_server.model_id, reply_tokens=300)
+    team = make_team(cfg, on_call=lambda role, info: calls.append(info))
+    [draft] = team.designer.design(problem(RunSpec()), 1, [], "") or [None]
+    first = calls[0]
+    assert first["role"] == "designer" and first["status"] == "ok" and first["response_format"] is None
+    assert "def hybrid_reward(ctx):" in first["prompt"][-1]["content"]  # the starting module is in the prompt
+    assert first["prompt_tokens"] + first["max_tokens"] <= real_server.n_ctx
+    if draft is not None:  # None: every reply returned the starting module unchanged (a duplicate)
+        assert draft.origin == "designer:edit" and (draft.code is None) == (draft.error is not None)

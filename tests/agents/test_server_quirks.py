@@ -161,8 +161,7 @@ def test_a_continuation_is_sized_from_the_servers_own_counts(openai_server):
     model, _ = recorded(openai_server)
     [reply] = model.replies("designer", QUESTION)
     assert reply.text.endswith("done")
-    ratio = 0.9 * len("You are the designer" "write the module") / 7  # learnt from the first request
-    continue_tokens = messages_tokens([HumanMessage(CONTINUE)], ratio)
+    continue_tokens = messages_tokens([HumanMessage(CONTINUE)])  # 7 prompt tokens are too few to calibrate
     assert openai_server.requests[1]["max_tokens"] == 2048 - 1507 - continue_tokens - 8
 
 

@@ -178,7 +178,7 @@ def test_spent_request_budget_stops_and_resume_needs_more(
 ) -> None:
     with OpenAIServer() as server:
         server.script = Designer()
-        argv = ["run", *TINY, *tiny_config(tmp_path), "--llm", "openai:test-model",
+        argv = ["run", *TINY, *tiny_config(tmp_path), "--llm", "openai:test-model", "--design", "code",
                 "--base-url", server.base_url, "--max-llm-requests", "2"]  # fmt: skip
         code, out, err = lero(argv, capsys)
         assert code == 1, err

@@ -146,7 +146,7 @@ def scripted(request: dict) -> Reply:
 def test_openai_compatible_server_run_completes(tmp_path):
     with OpenAIServer() as server:
         server.script = scripted
-        outcome = start_run(spec(tmp_path, llm="openai:test-model", base_url=server.base_url), RecordingUI())
+        outcome = start_run(spec(tmp_path, llm="openai:test-model", base_url=server.base_url, design="code"), RecordingUI())
         roles = [next(m["content"] for m in r["messages"] if m["role"] == "system").splitlines()[0]
                  for r in server.requests]
     records = assert_complete_run_dir(outcome.run_dir, generations=1)
@@ -240,7 +240,7 @@ def test_docker_sandbox_without_a_daemon_is_one_line(tmp_path, monkeypatch):
 def test_llm_budget_ends_the_run_cleanly_with_what_exists(tmp_path):
     with OpenAIServer() as server:
         server.script = scripted
-        outcome = start_run(spec(tmp_path, generations=2, llm="openai:test-model", base_url=server.base_url,
+        outcome = start_run(spec(tmp_path, generations=2, llm="openai:test-model", base_url=server.base_url, design="code",
                                  max_llm_requests=1), RecordingUI())
         requests = len(server.requests)
     state = read(outcome.run_dir / "state.json")

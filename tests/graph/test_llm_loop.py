@@ -92,7 +92,7 @@ class Script:
 
 def llm_spec(tmp_path: Path, server: OpenAIServer, **overrides: Any) -> RunSpec:
     values = {**TINY, "population": 1, "sandbox": "process", "runs_dir": str(tmp_path / "runs"), "run_id": "t",
-              "llm": "openai:test-model", "base_url": server.base_url, **overrides}
+              "llm": "openai:test-model", "base_url": server.base_url, "design": "code", **overrides}
     return RunSpec.parse(values)
 
 
@@ -245,7 +245,7 @@ def test_a_server_answering_500_midway_stops_the_run_and_the_gate_still_runs(tmp
     with OpenAIServer() as server:
         server.script = failing_midway
         code = main(["run", "--config", "tiny.json", "--generations", "3", "--population", "1",
-                     "--llm", "openai:test-model", "--base-url", server.base_url, "--sandbox", "process",
+                     "--llm", "openai:test-model", "--base-url", server.base_url, "--sandbox", "process", "--design", "code",
                      "--run-id", "t"], console=Console(file=shown, width=200))
         roles = [role(r) for r in server.requests]
     last_line = shown.getvalue().strip().splitlines()[-1]

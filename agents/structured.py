@@ -1,0 +1,185 @@
+"""Structured design: the model picks a design from the task's grammar as one JSON object
+(`offline.schema`), and lero renders the module. Small models cannot write a valid module
+from scratch, but can fill in a schema that a server constrains their decoding to.
+
+The reply is checked whether or not the server constrained it, and each way it can fail
+has a name the funnel counts: `NOT_JSON` (prose, or broken JSON), `OUTSIDE_SCHEMA` (JSON
+the schema does not admit), `CUT_OFF` (the reply ran out of tokens). A valid object renders
+with the offline renderer and goes through the same gate, validation and training as any
+other candidate.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from lero.agents.extract import CUT_OFF, without_thinking
+from lero.agents.fit import PromptTooLarge
+from lero.agents.llm import BudgetExceeded, ChatModel, LLMError
+from lero.agents.offline.designer import OfflineDesigner
+from lero.agents.offline.generic import FEATURES as GENERIC_FEATURES
+from lero.agents.offline.generic import TERMS as GENERIC_TERMS
+from lero.agents.offline.render import FEATURE_MEANING, TERM_MEANING
+from lero.agents.offline.schema import GENERIC, DesignSchema, design_schema, schema_errors
+from lero.agents.templates import render
+from lero.agents.types import Draft, Elite, Problem, Review, request_slots
+
+NOT_JSON = "not JSON"  # failure kinds of a structured reply (the start of Draft.error)
+OUTSIDE_SCHEMA = "outside the schema"
+ORIGIN = "designer:structured"
+MAX_ELITES_IN_PROMPT = 2
+FENCED_JSON = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+
+
+def failure_kind(error: str | None) -> str | None:
+    """The named kind of a failed structured draft (`Draft.error`), None for other errors."""
+    for kind in (NOT_JSON, OUTSIDE_SCHEMA, CUT_OFF):
+        if error and error.startswith(kind):
+            return kind
+    return None
+
+
+def parse_object(reply: str) -> dict[str, Any] | None:
+    """The JSON object a reply holds: the whole reply, a fenced ```json block, or the span
+    from its first `{` to its last `}`; None when there is none. Control characters inside
+    strings are read as they are (llama-cpp-python's JSON grammar lets a raw newline through)."""
+    text = without_thinking(reply).strip()
+    fenced = FENCED_JSON.search(text)
+    for candidate in (text, fenced[1] if fenced else "", text[text.find("{") : text.rfind("}") + 1]):
+        try:
+            body = json.loads(candidate, strict=False)  # raw newlines in strings: small models write them
+        except ValueError:
+            continue
+        if isinstance(body, dict):
+            return body
+    return None
+
+
+def design_draft(reply: str, cut_off: bool, schema: DesignSchema, origin: str) -> Draft:
+    """The module a structured reply picks, or a Draft whose error names how it failed."""
+    body = parse_object(reply)
+    if body is None:
+        error = CUT_OFF if cut_off else f"{NOT_JSON}: the reply holds no JSON object"
+        return Draft(code=None, reply=reply, error=error, origin=origin)
+    errors = schema_errors(body, schema.schema)
+    if errors:
+        return Draft(code=None, reply=reply, error=f"{OUTSIDE_SCHEMA}: {'; '.join(errors[:3])}", origin=origin)
+    return Draft(code=schema.render(body), reply=reply, error=None, origin=origin)
+
+
+def grammar_text(schema: DesignSchema) -> str:
+    """The choices the schema offers, each with what it means (for the prompt)."""
+    properties = schema.schema["properties"]
+    meanings = {**TERM_MEANING, **FEATURE_MEANING} if schema.grammar != GENERIC else {
+        **{k: v[3] for k, v in GENERIC_TERMS.items()}, **{k: v[1] for k, v in GENERIC_FEATURES.items()}}
+    goals = properties["goal"]["properties"]["kind"]["enum"]
+    lines = ["Goal terms (`goal.kind`, one of them is required; they measure the task itself):",
+             *(f"- {k}: {meanings[k]}" for k in goals),
+             "Shaping terms (`shaping`, optional, each at most once):",
+             *(f"- {k}: {meanings[k]}" for k in properties["shaping"]["properties"] if k not in goals),
+             "Each term: component = weight (0 to 100, near 1 is usual) x schedule x value; schedule "
+             "`constant` (x 1), `ramp_up` (x training progress), `ramp_down` (x (1 - progress)).",
+             "Observation features (`features`, true to append it to the agent's observation):",
+             *(f"- {f}: {meanings[f]}" for f in properties["features"]["properties"])]
+    if "assignment" in properties:
+        lines.append("`assignment`: `greedy` or `optimal`, how each agent is given its own landmark.")
+    return "\n".join(lines)
+
+
+class StructuredDesigner:
+    """Designs by filling in the task's design schema; same interface as `Designer`."""
+
+    def __init__(self, model: ChatModel, temperature: float, seed: int = 0):
+        self.model = model
+        self.temperature = temperature
+        self.examples = OfflineDesigner(seed=seed, prior=False)  # explore slots' example shape
+
+    def design(self, task: Problem, k: int, elites: list[Elite], reflection: str,
+               feedback: str | None = None, exploit: int = 0) -> list[Draft]:
+        """Up to `k` drafts, the first `exploit` refining elites (one request per slot group);
+        a draft equal to an elite or to another draft is dropped."""
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        schema = design_schema(task)
+        slots = request_slots(elites, k, exploit, MAX_ELITES_IN_PROMPT)
+        known = {e.code for e in elites}
+        drafts: list[Draft] = []
+        for refine, wanted in slots:
+            try:
+                drafts += self.sample(task, schema, elites, reflection, feedback, refine, wanted, known)
+            except BudgetExceeded:
+                if drafts:
+                    break
+                raise
+        return drafts
+
+    def sample(self, task: Problem, schema: DesignSchema, elites: list[Elite], reflection: str,
+               feedback: str | None, refine: Elite | None, wanted: int, known: set[str]) -> list[Draft]:
+        """`wanted` structured drafts from one prompt (duplicates of `known` dropped)."""
+        try:
+            prompt = self.model.fit("designer", render("designer_structured_system"), "designer_structured_user",
+                                    self.values(task, schema, elites, reflection, feedback, refine))
+        except PromptTooLarge as error:
+            raise LLMError(str(error)) from None
+        replies = self.model.replies("designer", prompt.messages, n=wanted, temperature=self.temperature,
+                                     shortened=prompt.shortened, schema=schema.schema)
+        kind, parents = ("exploit", (refine.candidate_id,)) if refine else ("explore", ())
+        drafts = []
+        for reply in replies:
+            draft = design_draft(reply.text, reply.cut_off, schema, ORIGIN)
+            if draft.code is not None:
+                if _design_line(draft.code) in {_design_line(c) for c in known}:
+                    continue
+                known.add(draft.code)
+            drafts.append(Draft(draft.code, draft.reply, draft.error, draft.origin, kind, parents))  # type: ignore[arg-type]
+        return drafts
+
+    def values(self, task: Problem, schema: DesignSchema, elites: list[Elite], reflection: str,
+               feedback: str | None, refine: Elite | None) -> dict[str, object]:
+        """The prompt's parts: the task, the grammar, the designs so far, what to answer."""
+        shown = [e for e in sorted(elites, key=lambda e: e.fitness, reverse=True)[:MAX_ELITES_IN_PROMPT]
+                 if schema.object_of(e.code) is not None]
+        designs = "\n".join(f"- {e.candidate_id} (fitness {e.fitness:.4g}"
+                            + "".join(f", {m} {v:.3g}" for m, v in sorted(e.metrics.items()))
+                            + f"): {json.dumps(schema.object_of(e.code))}" for e in shown)
+        if refine is not None and (example := schema.object_of(refine.code)) is not None:
+            instruction = render("designer_structured_exploit", elite_id=refine.candidate_id,
+                                 statistics=refine.reflection.strip() or "No statistics recorded.")
+        else:
+            drawn = self.examples.design(task, 1, [], "")[0].code or ""
+            example = schema.object_of(drawn)
+            instruction = render("designer_structured_explore")
+        return {
+            "task": task.task, "algo": task.algo, "n_agents": task.n_agents,
+            "env_description": task.env_description, "grammar": grammar_text(schema),
+            "reflection": f"# Reflection\n\n{reflection.strip()}\n" if reflection.strip() else "",
+            "elites": f"# Designs trained so far (best first)\n\n{designs}\n" if designs else "",
+            "feedback": f"# Feedback from the researcher\n\n{feedback.strip()}\n" if feedback else "",
+            "instruction": instruction, "example": json.dumps(example),
+        }
+
+    def revise(self, task: Problem, code: str, review: Review) -> Draft:
+        """The design changed as the review asks: a structured edit of its object."""
+        schema = design_schema(task)
+        current = schema.object_of(code)
+        if current is None:
+            return Draft(code=None, reply="", error="the reviewed code is not a rendered design",
+                         origin=ORIGIN + "-revise")
+        points = review.text.strip() or "\n".join(f"- {p}" for p in review.points)
+        try:
+            prompt = self.model.fit("designer", render("designer_structured_system"), "designer_structured_revise",
+                                    {"task": task.task, "env_description": task.env_description,
+                                     "grammar": grammar_text(schema), "design": json.dumps(current),
+                                     "review": points})
+        except PromptTooLarge as error:
+            return Draft(code=None, reply="", error=str(error), origin=ORIGIN + "-revise")
+        reply = self.model.replies("designer", prompt.messages, n=1, temperature=self.temperature,
+                                   shortened=prompt.shortened, schema=schema.schema)[0]
+        return design_draft(reply.text, reply.cut_off, schema, ORIGIN + "-revise")
+
+
+def _design_line(code: str) -> str:
+    """The embedded genome line, which is what makes two rendered designs the same."""
+    return next((line for line in code.splitlines() if line.startswith("# lero-")), code)

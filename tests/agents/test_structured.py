@@ -1,0 +1,259 @@
+"""Structured design: the schema derived from each grammar, the wire forms, and replies.
+
+Every genome the offline designer draws is an object of its task's schema; every object
+the schema admits renders into a module that passes the gate and the sandbox's validation
+(the three MPE tasks, and the generic grammar on a custom PettingZoo env). Scripted servers
+give the exact replies: one that ignores the schema, JSON outside it, prose.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import random
+from typing import Any
+
+import pytest
+
+from lero.agents import Elite, Review, check_candidate, make_team
+from lero.agents.checks import state_names
+from lero.agents.critic import VERDICT_SCHEMA, Critic
+from lero.agents.designer import Designer
+from lero.agents.llm import PROBE_SCHEMA, ChatModel, UsageLedger
+from lero.agents.offline.designer import OfflineDesigner, sampled_module
+from lero.agents.offline.genome import genome_of
+from lero.agents.offline.schema import WEIGHT_MAX, design_schema, schema_errors
+from lero.agents.structured import NOT_JSON, OUTSIDE_SCHEMA, StructuredDesigner, parse_object
+from lero.agents.types import Problem
+from lero.graph.configuration import RunSpec
+from lero.graph.context import problem
+from lero.graph.trust import confirm_env, job_env
+from lero.sandbox import Job, get_sandbox
+from tests.agents.conftest import SPREAD, llm_config
+from tests.support.openai_server import Reply
+
+MPE = ("simple_spread", "simple_reference", "simple_speaker_listener")
+PETTINGZOO = "tests.graph.test_custom_env_loop:make_rendezvous"  # a PettingZoo ParallelEnv of the tests
+
+
+@functools.cache
+def task_of(env: str) -> tuple[Problem, dict[str, Any]]:
+    """The env's Problem and its sandbox job env (a custom env confirmed as `--env` does)."""
+    confirmed = confirm_env(env, env) if env == PETTINGZOO else None
+    spec = RunSpec(env=env)
+    return problem(spec, confirmed), job_env(spec, confirmed)
+
+
+def random_object(schema: dict[str, Any], rng: random.Random) -> Any:
+    """Any object `schema` admits: optional keys at random, numbers across their whole range."""
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    kind = schema["type"]
+    if kind == "number":
+        return rng.choice([schema["minimum"], schema["maximum"], round(math.exp(rng.uniform(-7, math.log(schema["maximum"]))), 4)])
+    if kind == "boolean":
+        return rng.random() < 0.5
+    required = set(schema.get("required", ()))
+    return {key: random_object(sub, rng) for key, sub in schema["properties"].items()
+            if key in required or rng.random() < 0.4}
+
+
+def offline_draws(task: Problem, seeds: range) -> list[str]:
+    """Modules the offline designer draws: first generations, then children of elites."""
+    codes = []
+    for seed in seeds:
+        designer = OfflineDesigner(seed=seed, prior=seed % 2 == 0)
+        first = designer.design(task, 4, [], "")
+        elites = [Elite(f"0-{i}", d.code or "", float(i), {"coverage": 0.1, "collisions": 9.0}) for i, d in enumerate(first)]
+        codes += [d.code or "" for d in first + designer.design(task, 4, elites, "", exploit=3)]
+    return codes
+
+
+@pytest.mark.parametrize("env", [*MPE, PETTINGZOO])
+def test_every_offline_draw_is_an_object_of_its_tasks_schema_and_renders_back(env: str) -> None:
+    task, _ = task_of(env)
+    schema = design_schema(task)
+    assert schema.grammar == ("simple_spread" if env == "simple_spread" else "generic")
+    codes = offline_draws(task, range(12))
+    assert len(codes) >= 90
+    for code in codes:
+        design = schema.object_of(code)
+        assert design is not None and schema_errors(design, schema.schema) == [], code
+        assert schema.render(design) == code  # the object is the whole design
+
+
+def test_long_lineages_of_mutations_stay_inside_the_schema() -> None:
+    for task in (SPREAD, task_of(PETTINGZOO)[0]):
+        schema = design_schema(task)
+        code = OfflineDesigner(seed=3).design(task, 1, [], "")[0].code or ""
+        stats = {"collision": {"mean": 50.0, "min": 0.0, "max": 90.0}}
+        for generation in range(400):  # each child of the last, as an elite refined every generation
+            elite = Elite(f"{generation}-0", code, 1.0, {"coverage": 0.0, "collisions": 10.0}, stats)
+            code = OfflineDesigner(seed=generation).design(task, 1, [elite], "", exploit=1)[0].code or ""
+            assert schema_errors(schema.object_of(code), schema.schema) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", [*MPE, PETTINGZOO])
+def test_every_schema_valid_object_renders_a_module_that_passes_the_gate_and_validation(env: str) -> None:
+    task, job = task_of(env)
+    schema, rng = design_schema(task), random.Random(env)
+    objects = [random_object(schema.schema, rng) for _ in range(150)]
+    objects += [{**objects[0], "shaping": {k: {"weight": WEIGHT_MAX, "schedule": "ramp_up"}
+                                           for k in schema.schema["properties"]["shaping"]["properties"]}}]
+    modules = []
+    for design in objects:
+        assert schema_errors(design, schema.schema) == []
+        code = schema.render(design)
+        assert check_candidate(code, state_names(task)) == [], code
+        modules.append(code)
+    sandbox = get_sandbox("process")
+    try:
+        for code in [modules[0], modules[-1], *rng.sample(modules, 2)]:  # validation is a real env's job
+            result = sandbox.run_job(Job(kind="validate", code=code, env=job, algo="mappo", seed=0))
+            assert result.status == "ok", (result.error, code)
+    finally:
+        sandbox.close()
+
+
+def test_the_schema_bounds_numbers_and_names_what_is_outside_it() -> None:
+    schema = design_schema(SPREAD).schema
+    design = {"goal": {"kind": "env", "weight": 1234567890, "schedule": "constant"},
+              "shaping": {"spread": {"weight": 1, "schedule": "later"}, "bogus": {}},
+              "features": {"speed": "yes"}, "assignment": "optimal"}
+    errors = schema_errors(design, schema)
+    assert any("1234567890 is above 100" in e for e in errors)
+    assert any("'later' is not one of" in e for e in errors)
+    assert any("unknown key 'bogus'" in e for e in errors)
+    assert any("features.speed: expected boolean" in e for e in errors)
+    assert schema_errors({**design, "goal": {"kind": "spread", "weight": 1, "schedule": "constant"}}, schema)
+
+
+# ---------------------------------------------------------------- the wire, scripted servers
+
+GOOD = {"goal": {"kind": "team_coverage", "weight": 1.0, "schedule": "constant"},
+        "shaping": {"collision": {"weight": 0.5, "schedule": "constant"}},
+        "features": {"nearest_landmark": True}, "assignment": "greedy"}
+
+
+def llama_cpp_python(request: dict) -> Reply:
+    """What llama-cpp-python 0.3.36's server does: HTTP 500 for `json_schema`, the schema
+    honoured under `json_object`."""
+    form = (request.get("response_format") or {}).get("type")
+    if form == "json_schema":
+        return Reply(status=500, error_message="'json_schema' is not supported")
+    schema = (request.get("response_format") or {}).get("schema")
+    if schema == PROBE_SCHEMA:
+        return Reply(content='{"answer": "yes"}')
+    if schema == VERDICT_SCHEMA:
+        return Reply(content='{"verdict": "accept", "points": ["covers every landmark"]}')
+    return Reply(content=json.dumps(GOOD))
+
+
+def test_the_probe_finds_the_form_the_server_takes_once_and_sends_the_schema_in_it(openai_server) -> None:
+    openai_server.script = llama_cpp_python
+    calls: list[dict] = []
+    team = make_team(llm_config(openai_server, design="structured", max_retries=3),
+                     on_call=lambda role, info: calls.append(info))
+    drafts = team.designer.design(SPREAD, 2, [], "")
+    review = team.critic.review(SPREAD, drafts[0].code or "")
+    forms = [(r.get("response_format") or {}).get("type") for r in openai_server.requests]
+    assert forms == ["json_schema", "json_object", "json_object", "json_object"]  # probed once, 500 not retried
+    sent = openai_server.requests[2]["response_format"]["schema"]
+    assert sent == design_schema(SPREAD).schema
+    assert [d.origin for d in drafts] == ["designer:structured"] and drafts[0].code  # the duplicate was dropped
+    assert genome_of(drafts[0].code).to_json() == genome_of(design_schema(SPREAD).render(GOOD)).to_json()
+    assert check_candidate(drafts[0].code, state_names(SPREAD)) == []
+    assert review.verdict == "accept" and review.points == ["covers every landmark"]
+    assert [c["role"] for c in calls] == ["probe", "probe", "designer", "critic"]
+    assert calls[2]["response_format"] == "json_object"
+
+
+def test_a_server_that_ignores_the_schema_gets_plain_requests_and_its_replies_are_still_checked(openai_server) -> None:
+    prose_then_json = f"Sure! Here is my design:\n```json\n{json.dumps(GOOD)}\n```\nGood luck."
+    openai_server.push("Yes, 2 is greater than 1.", "yes", prose_then_json,
+                       Reply(content=["I think the agents should spread out.", json.dumps({**GOOD, "assignment": "random"})]))
+    team = make_team(llm_config(openai_server, design="structured"))
+    first = team.designer.design(SPREAD, 1, [], "")
+    second = team.designer.design(SPREAD, 2, [], "")
+    assert "response_format" not in openai_server.requests[2]  # neither form was kept: plain requests
+    assert first[0].code is not None and check_candidate(first[0].code, state_names(SPREAD)) == []
+    assert second[0].code is None and second[0].error.startswith(NOT_JSON)
+    assert second[1].code is None and second[1].error.startswith(OUTSIDE_SCHEMA)
+    assert "'random' is not one of greedy, optimal" in second[1].error
+
+
+def test_json_outside_the_schema_is_its_own_failure_even_from_a_constraining_server(openai_server) -> None:
+    outside = {**GOOD, "goal": {"kind": "team_coverage", "weight": 1234567890, "schedule": "constant"},
+               "features": {"nearest_landmark": True, "nearest_landmark_twice": True}}
+    openai_server.push('{"answer": "no"}', json.dumps(outside))
+    [draft] = make_team(llm_config(openai_server, design="structured")).designer.design(SPREAD, 1, [], "")
+    assert draft.code is None and draft.error.startswith(OUTSIDE_SCHEMA)
+    assert "above 100" in draft.error and "unknown key 'nearest_landmark_twice'" in draft.error
+
+
+def test_parse_object_takes_a_bare_fenced_or_embedded_object() -> None:
+    assert parse_object('{"a": 1}') == {"a": 1}
+    assert parse_object('<think>{"b": 2}</think>```json\n{"a": 1}\n```') == {"a": 1}
+    assert parse_object('the design is {"a": 1} as asked') == {"a": 1}
+    assert parse_object("no json here") is None and parse_object("[1, 2]") is None
+
+
+def test_exploit_prompts_show_the_elite_as_its_design_and_a_revision_is_a_structured_edit(openai_server) -> None:
+    openai_server.script = llama_cpp_python
+    elite_code = design_schema(SPREAD).render(GOOD)
+    elite = Elite("0-1", elite_code, -20.5, {"coverage": 0.4}, {}, "collision: mean -3.1 (dominant)")
+    designer = make_team(llm_config(openai_server, design="structured")).designer
+    assert isinstance(designer, StructuredDesigner)
+    designer.design(SPREAD, 1, [elite], "", exploit=1)  # GOOD again: a duplicate of the elite, dropped
+    exploit = openai_server.requests[-1]["messages"][-1]["content"]
+    assert "Refine design 0-1" in exploit and json.dumps(GOOD) in exploit and "collision: mean -3.1" in exploit
+    assert "-20.5" in exploit and "coverage 0.4" in exploit
+    revised = designer.revise(SPREAD, elite_code, Review("revise", ["lower the collision weight"], ""))
+    asked = openai_server.requests[-1]["messages"][-1]["content"]
+    assert "lower the collision weight" in asked and json.dumps(GOOD) in asked
+    assert openai_server.requests[-1]["response_format"]["type"] == "json_object"
+    assert revised.origin == "designer:structured-revise" and revised.code is not None
+
+
+def test_the_structured_critic_reads_a_verdict_object_and_falls_back_to_a_verdict_line(openai_server) -> None:
+    openai_server.push("yes", "yes", '{"verdict": "reject", "points": ["pays for standing still"]}',
+                       "VERDICT: accept\n- fine")
+    model = ChatModel(llm_config(openai_server), UsageLedger())
+    critic = Critic(model, structured=True)
+    code = design_schema(SPREAD).render(GOOD)
+    rejected = critic.review(SPREAD, code)
+    assert (rejected.verdict, rejected.points) == ("reject", ["pays for standing still"])
+    shown = openai_server.requests[2]["messages"]
+    assert json.dumps(GOOD) in shown[-1]["content"] and "lero writes its code" in shown[0]["content"]
+    prose = critic.review(SPREAD, code)
+    assert prose.verdict == "accept" and prose.points[0].startswith(f"the critic's reply was {OUTSIDE_SCHEMA}")
+
+
+# ---------------------------------------------------------------- edit design
+
+
+def test_edit_design_starts_explore_slots_from_a_rendered_draw_and_drops_it_unchanged(openai_server) -> None:
+    start = sampled_module(SPREAD, random.Random(0))  # the first draw of a designer seeded 0
+    changed = start.replace("features = []", "features = []  # unchanged idea, new comment").replace(
+        "torch.cat([obs, *features], dim=-1)", "torch.cat([obs, *features, obs[:, 0:1] * 0.0], dim=-1)")
+    openai_server.push(Reply(content=[f"```python\n{start}```", f"```python\n{changed}```"]),
+                       f"```python\n{start}```")  # asked again for the lost slot: unchanged again
+    designer = Designer(ChatModel(llm_config(openai_server), UsageLedger()), 0.7, edit=True, seed=0)
+    drafts = designer.design(SPREAD, 2, [], "")
+    prompt = openai_server.requests[0]["messages"][-1]["content"]
+    assert start.strip() in prompt and "Change it into a better design" in prompt
+    assert "# lero-genome" not in prompt  # the starting module carries no genome: edits change it
+    assert [d.origin for d in drafts] == ["designer:edit"] and drafts[0].code is not None
+    assert "obs[:, 0:1] * 0.0" in drafts[0].code
+
+
+def test_the_probe_does_not_calibrate_characters_per_token(openai_server) -> None:
+    """A probe is a few words in a chat template: counted, it would shrink every later prompt's
+    room (SmolLM2: 1.4 characters per token, and no designer prompt fitted 2048 tokens)."""
+    from lero.agents.fit import CHARS_PER_TOKEN
+
+    openai_server.script = llama_cpp_python
+    model = ChatModel(llm_config(openai_server), UsageLedger())
+    assert model.structured_form() == "json_object" and model.chars_per_token == CHARS_PER_TOKEN
