@@ -169,8 +169,13 @@ def _dist_files(env: str, dist: metadata.Distribution, roots: list[Path]) -> dic
         raise _not_served(env, f"{dist.metadata['Name']} does not list its installed files")
     target, placed = image_site(), {}
     for file in dist.files:
-        source = Path(os.path.abspath(dist.locate_file(file)))  # RECORD may say ../../bin
-        if set(SKIPPED_PARTS) & set(file.parts) or source.suffix == ".pyc":
+        # RECORD's `../` entries (scripts, headers, data) lie outside site-packages and are
+        # never imported; placed by a sys.path entry (a console script's bin/ heads sys.path)
+        # `bin/tabulate` became a file where the package `tabulate/` goes.
+        if file.parts[:1] == ("..",) or set(SKIPPED_PARTS) & set(file.parts):
+            continue
+        source = Path(os.path.abspath(dist.locate_file(file)))
+        if source.suffix == ".pyc":
             continue
         if not source.is_file():
             if source.suffix in COMPILED or ".so." in source.name:
