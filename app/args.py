@@ -17,6 +17,7 @@ from lero.graph.configuration import (
     APPROVE_MODES,
     CONFIRM_FACTOR,
     DEFAULT_RUNS_DIR,
+    DISK_BUDGET_MB,
     FITNESS_KINDS,
     LLM_SETTINGS,
     MIN_CONFIRM_SEEDS,
@@ -34,7 +35,7 @@ RUN_FLAGS = (
     "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
     "wall_clock_s", "exploit_fraction", "task", "offline_prior", "executor", "ray_address",
     "llm_timeout_s", "context_tokens", "max_parallel", "job_timeout_s", "schedule", "designer_seed", "design",
-    "confirm_steps", "confirm_top", "fitness",
+    "confirm_steps", "confirm_top", "fitness", "disk_budget_mb",
 )  # fmt: skip
 
 
@@ -219,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--job-timeout", dest="job_timeout_s", type=_positive_float, metavar="SECONDS",
                      help=f"a sandbox job's wall-clock limit (default {JOB_WALL_S:.0f}): a candidate that hangs "
                           "or leaves a fork bomb holds a job slot this long")  # fmt: skip
+    run.add_argument("--disk-budget-mb", dest="disk_budget_mb", type=_positive_float, metavar="MIB",
+                     help=f"the run stops after a generation once its job directories take more "
+                          f"(default {DISK_BUDGET_MB:.0f})")  # fmt: skip
     run.add_argument("--schedule", choices=SCHEDULES,
                      help="full: every candidate trains the whole --steps (default); halving: all train "
                           "1/4, the best half by evaluation go on to 1/2, the best half of those to the "

@@ -27,6 +27,10 @@ DEFAULT_RUNS_DIR = "runs"  # relative to the working directory
 # each leaves room for real studies (the defaults: 300k steps, 512 episodes, 2 seeds).
 MAX_STEPS = 100_000_000  # env steps per candidate and seed
 MAX_SEEDS = 32
+# what a run's job directories (cache/jobs) may hold before it stops after the generation:
+# kept policies and checkpoints take a few MB per job, a candidate's leftovers up to its job's
+# disk cap (sandbox.types.Limits.disk_mb) until the sandbox prunes them
+DISK_BUDGET_MB = 10_240.0
 MIN_CONTEXT_TOKENS = 256  # a context window smaller than this cannot hold a role's contract prompt
 CONFIRM_FACTOR = 3  # the confirmation trains at this many times --steps unless --confirm-steps says
 MIN_CONFIRM_SEEDS = 3  # fewer seeds give no verdict (app.study.stats.MIN_VERDICT_SEEDS)
@@ -140,6 +144,7 @@ class RunSpec(BaseModel):
     # every sandbox job's wall-clock limit: a candidate that hangs, or leaves a fork bomb
     # behind, holds its job slot this long before it is killed as `timeout`
     job_timeout_s: float = Field(default=JOB_WALL_S, gt=0, le=86_400)
+    disk_budget_mb: float = Field(default=DISK_BUDGET_MB, gt=0)  # the run's job directories, in MiB
     eval_episodes: int = Field(default=EVAL_EPISODES, ge=1, le=MAX_EVAL_EPISODES)
     schedule: Schedule = "full"  # how a generation spends its steps (graph.schedule)
     hparams: dict[str, Any] = Field(default_factory=dict)

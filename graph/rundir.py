@@ -30,6 +30,7 @@ from typing import Any
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.safefs import Confined, UnsafeFile, write_atomic
 from lero.graph.trust import sign_spec, signed_here
+from lero.sandbox.diskwatch import allocated_bytes
 
 __all__ = ["BASELINE_ID", "EVENTS_FILE", "RunDir", "UnsafeFile", "read_events", "write_atomic"]
 
@@ -254,6 +255,10 @@ class RunDir:
 
     def read_state(self) -> dict[str, Any]:
         return self.read_json(STATE_FILE) or {}
+
+    def jobs_mb(self) -> float:
+        """MiB the run's sandbox job directories (`cache/jobs/`) take on disk now."""
+        return allocated_bytes(self.cache_dir / JOBS_DIR) / 2**20
 
     def wall_s(self) -> float:
         """Seconds this run has been active, summed over every process that drove it."""

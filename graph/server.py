@@ -10,9 +10,9 @@ the server's own (`LERO_RUNS_DIR`, default `runs` in its working directory). Whe
 code runs and where the run connects (graph.trust.OPERATOR_FIELDS: sandbox, executor,
 Ray address, LLM base URL) are the operator's, set in the server's environment
 (`LERO_SANDBOX`, `LERO_EXECUTOR`, `LERO_RAY_ADDRESS`, `LERO_BASE_URL`); a request naming
-another value is refused. A request's job timeout and parallel jobs are capped
+another value is refused. A request's job timeout, parallel jobs and disk budget are capped
 (OPERATOR_CAPS: `LERO_MAX_JOB_TIMEOUT_S`, default JOB_WALL_S; `LERO_MAX_PARALLEL`,
-default the host's cores).
+default the host's cores; `LERO_MAX_DISK_BUDGET_MB`, default DISK_BUDGET_MB).
 """
 
 from __future__ import annotations
@@ -27,7 +27,13 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from lero.graph.configuration import DEFAULT_RUNS_DIR, RunError, RunSpec, absolute_runs_dir
+from lero.graph.configuration import (
+    DEFAULT_RUNS_DIR,
+    DISK_BUDGET_MB,
+    RunError,
+    RunSpec,
+    absolute_runs_dir,
+)
 from lero.graph.context import RunContext, open_context
 from lero.graph.graph import build_graph
 from lero.graph.rundir import RunDir
@@ -48,7 +54,8 @@ def operator_fields() -> dict[str, Any]:
 
 def operator_caps() -> dict[str, float]:
     """The most a request may ask of each OPERATOR_CAPS budget."""
-    defaults = {"job_timeout_s": JOB_WALL_S, "max_parallel": os.cpu_count() or 1}
+    defaults = {"job_timeout_s": JOB_WALL_S, "max_parallel": os.cpu_count() or 1,
+                "disk_budget_mb": DISK_BUDGET_MB}
     caps = {}
     for field, variable in OPERATOR_CAPS.items():
         try:

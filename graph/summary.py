@@ -21,7 +21,7 @@ from lero.graph.schedule import last_rung, rung_end
 
 RUN_STATUSES = ("completed", "running", "interrupted", "stopped", "failed")
 # stop reasons after which the designer could not go on; `lero resume` continues the run
-RESUMABLE_STOPS = ("llm_budget", "llm_error", "wall_clock")
+RESUMABLE_STOPS = ("llm_budget", "llm_error", "wall_clock", "disk_budget")
 # job statuses that say the sandbox or the engine failed, not the candidate's code
 INFRASTRUCTURE_STATUSES = frozenset({"crashed"})
 

@@ -142,4 +142,5 @@ def confirm_endpoints(stored: RunSpec, given: dict[str, Any], trusted: bool, com
 # RunSpec fields that say where LLM code runs and where the run connects
 OPERATOR_FIELDS = ("sandbox", "executor", "ray_address", "base_url")
 # RunSpec budgets a request may only lower: field -> the server's variable that raises the cap
-OPERATOR_CAPS = {"job_timeout_s": "LERO_MAX_JOB_TIMEOUT_S", "max_parallel": "LERO_MAX_PARALLEL"}
+OPERATOR_CAPS = {"job_timeout_s": "LERO_MAX_JOB_TIMEOUT_S", "max_parallel": "LERO_MAX_PARALLEL",
+                 "disk_budget_mb": "LERO_MAX_DISK_BUDGET_MB"}

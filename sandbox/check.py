@@ -61,15 +61,15 @@ def check(env: dict[str, Any] | None = None) -> dict[str, tuple[bool, str]]:
 def _env_report(env: dict[str, Any], client: Any) -> tuple[bool, str]:
     """Would a run on ENV use Docker, on which image layer (`sandbox.env_layer`), or why not?"""
     from lero.sandbox.env_layer import EnvNotServed, base_image_id, layer_exists, plan_layer
-    from lero.sandbox.image import IMAGE
+    from lero.sandbox.image import image_tag
     from lero.training.envs.registry import is_native
 
     if is_native(env["name"]):
-        return True, f"{env['name']} is native: a run uses Docker on {IMAGE}"
+        return True, f"{env['name']} is native: a run uses Docker on {image_tag()}"
     try:
         layer = plan_layer(env, base_image_id(client))
     except EnvNotServed as error:
         return False, str(error)
     when = "built" if layer_exists(client, layer) else "built by the first run"
     return True, (f"a run would use Docker on {layer.image} ({when}: {len(layer.files)} files, "
-                  f"{layer.size_bytes() / 2**20:.1f} MiB on top of {IMAGE})")
+                  f"{layer.size_bytes() / 2**20:.1f} MiB on top of {image_tag()})")

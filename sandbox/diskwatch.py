@@ -35,6 +35,18 @@ def over_limit(root: Path, limit_bytes: int) -> bool:
     return allocated > limit_bytes
 
 
+def allocated_bytes(root: Path) -> int:
+    """What ROOT's files take on disk (blocks, so sparse files count what they really use)."""
+    total = 0
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
 def exceeded_note(disk_mb: int) -> bytes:
     """The line a backend appends to stderr when it killed a run for its job directory."""
     return f"\n[sandbox] job directory exceeded {disk_mb} MB or {MAX_ENTRIES} entries: killed\n".encode()

@@ -40,10 +40,10 @@ from lero.sandbox.diskwatch import DiskWatch, exceeded_note
 from lero.sandbox.image import (
     CODE_MOUNT,
     CODE_PACKAGES,
-    IMAGE,
     REPO_ROOT,
     SANDBOX_UID,
     docker_client,
+    image_tag,
     require_image,
 )
 from lero.sandbox.output import CappedBuffer
@@ -89,12 +89,14 @@ class DockerSandbox(Sandbox):
     kind = "docker"
 
     def __init__(
-        self, spares_per_limits: int = 1, image: str = IMAGE, import_root: str | None = None, **kwargs
+        self, spares_per_limits: int = 1, image: str | None = None, import_root: str | None = None,
+        **kwargs,
     ) -> None:
-        """IMAGE: the base image, or a custom env's layer (`sandbox.env_layer`), whose module
+        """IMAGE: the base image (default `image_tag()`), or a custom env's layer
+        (`sandbox.env_layer`), whose module
         imports from IMPORT_ROOT inside the container."""
         super().__init__(**kwargs)
-        self.image, self.import_root = image, import_root
+        self.image, self.import_root = image or image_tag(), import_root
         self.spares_per_limits = spares_per_limits  # warm containers kept per Limits (0 = none)
         self._spares: dict[Limits, list[_Started]] = {}
         self._claimed: dict[Path, _Started] = {}
@@ -105,7 +107,7 @@ class DockerSandbox(Sandbox):
         self._closed = False
         atexit.register(self.close)
         self.client = docker_client()
-        require_image(self.client, image)
+        require_image(self.client, self.image)
         self.reap()
         self.as_root = os.geteuid() == 0
         self.user = (

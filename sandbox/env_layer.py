@@ -1,4 +1,5 @@
-"""A custom env's image: `lero-sandbox-env:<digest>`, one layer on top of `lero-sandbox:1`.
+"""A custom env's image: `lero-sandbox-env:<digest>`, one layer on top of the base image
+(`image.image_tag()`).
 
 A PettingZoo env lero does not ship (`package.module:factory`, or a `lero.envs` entry
 point) needs its own code and its requirements inside the container. They are found
@@ -42,7 +43,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from lero.sandbox.image import (
-    IMAGE,
     Log,
     _add,
     _add_dir,
@@ -51,6 +51,7 @@ from lero.sandbox.image import (
     _under_root,
     distribution_closure,
     image_site,
+    image_tag,
     normalized,
     runtime_distributions,
     site_roots,
@@ -168,8 +169,13 @@ def _dist_files(env: str, dist: metadata.Distribution, roots: list[Path]) -> dic
         raise _not_served(env, f"{dist.metadata['Name']} does not list its installed files")
     target, placed = image_site(), {}
     for file in dist.files:
-        source = Path(os.path.abspath(dist.locate_file(file)))  # RECORD may say ../../bin
-        if set(SKIPPED_PARTS) & set(file.parts) or source.suffix == ".pyc":
+        # RECORD's `../` entries (scripts, headers, data) lie outside site-packages and are
+        # never imported; placed by a sys.path entry (a console script's bin/ heads sys.path)
+        # `bin/tabulate` became a file where the package `tabulate/` goes.
+        if file.parts[:1] == ("..",) or set(SKIPPED_PARTS) & set(file.parts):
+            continue
+        source = Path(os.path.abspath(dist.locate_file(file)))
+        if source.suffix == ".pyc":
             continue
         if not source.is_file():
             if source.suffix in COMPILED or ".so." in source.name:
@@ -278,7 +284,7 @@ def _write_archive(files: dict[str, Path], handle: IO[bytes]) -> None:
 
 
 def base_image_id(client) -> str:
-    return client.images.get(IMAGE).id
+    return client.images.get(image_tag()).id
 
 
 def layer_exists(client, layer: EnvLayer) -> bool:
@@ -299,10 +305,10 @@ def ensure_env_layer(env: dict[str, Any], client, log: Log = print) -> EnvLayer:
     layer = plan_layer(env, base_image_id(client))
     if layer_exists(client, layer):
         return layer
-    started = time.monotonic()
+    started, base = time.monotonic(), image_tag()
     log(f"building {layer.image} for env {layer.env!r}: {len(layer.files)} files, "
-        f"{layer.size_bytes() / 2**20:.1f} MiB on {IMAGE} ...")  # fmt: skip
-    container = client.containers.create(IMAGE, ["true"], network_disabled=True)
+        f"{layer.size_bytes() / 2**20:.1f} MiB on {base} ...")  # fmt: skip
+    container = client.containers.create(base, ["true"], network_disabled=True)
     try:
         with tempfile.TemporaryFile(prefix="lero-env-layer-") as archive:  # streamed, never in memory
             _write_archive(layer.files, archive)

@@ -7,15 +7,19 @@ importing it in a child interpreter) wherever they are installed (venv, system, 
 placed in the image interpreter's own site-packages, the shared libraries they link
 (`ldd`; those inside a site-packages move with their package), and /etc/passwd with the
 unprivileged user. Every path goes into the image once. `dockerfile` (only when asked:
-it needs a registry) builds python:3.11-slim + CPU torch. Both give the same tag, `IMAGE`,
-user, working dir and environment. The lero source (`training`, `sandbox`) is not baked
+it needs a registry) builds python:3.11-slim + CPU torch. Both give the same user, working
+dir and environment. The lero source (`training`, `sandbox`) is not baked
 in: it is mounted read-only at run time (`CODE_MOUNT`), so code changes never need a
 rebuild.
 
 Lifecycle: the image carries a label with what went into it (`image_inputs`: lero
 version, Python, the runtime distributions and their versions, the recipe or the
-Dockerfile). `ensure_image` rebuilds when that differs from what this host would put
-in, so a dependency upgrade never runs candidates on a mismatched image.
+Dockerfile) and its tag is the digest of that, `lero-sandbox:<digest12>` (`image_tag`).
+Another venv, or a package installed into this one, gives other inputs and so another
+tag beside this one: a build never replaces an image that another process's run is
+using, and no image is removed automatically (`docker image rm` old `lero-sandbox:*`
+tags by hand). Builds take a host-wide file lock (`BUILD_LOCK`): two runs starting
+together with the same inputs build once, the second waits and then finds it built.
 """
 
 from __future__ import annotations
@@ -43,9 +47,7 @@ from typing import Any
 
 from lero.sandbox.types import JOB_PROCESS_ENV, SandboxUnavailable
 
-IMAGE_REPO = "lero-sandbox"
-IMAGE_VERSION = "1"
-IMAGE = f"{IMAGE_REPO}:{IMAGE_VERSION}"
+IMAGE_REPO = "lero-sandbox"  # tagged `<digest12>` of its inputs: `image_tag()`
 SANDBOX_UID = 10001
 CODE_MOUNT = "/opt/lero"  # on PYTHONPATH; the packages are mounted read-only at lero/<package>
 CODE_PACKAGES = ("training", "sandbox")
@@ -61,8 +63,9 @@ IMAGE_ENV = {
 }
 # Modules the runner imports, whose site-packages closure goes into the offline image.
 RUNTIME_MODULES = ("numpy", "torch", "lero.sandbox.runner", "lero.training")
-# ... plus these distributions and their requirements: torch imports some lazily (sympy).
-RUNTIME_DISTRIBUTIONS = ("torch", "numpy")
+# ... plus these distributions and their requirements: torch imports some lazily (sympy);
+# vmas (the `vmas` extra, skipped when not installed) runs `vmas:<scenario>` envs natively.
+RUNTIME_DISTRIBUTIONS = ("torch", "numpy", "vmas")
 STDLIB_EXCLUDES = {
     "test",
     "idlelib",
@@ -99,7 +102,7 @@ def docker_client():  # -> docker.DockerClient
     return client
 
 
-def image_exists(client, image: str = IMAGE) -> bool:
+def image_exists(client, image: str) -> bool:
     import docker
 
     try:
@@ -109,7 +112,7 @@ def image_exists(client, image: str = IMAGE) -> bool:
     return True
 
 
-def require_image(client, image: str = IMAGE) -> None:
+def require_image(client, image: str) -> None:
     """Never let Docker pull: the image must exist locally."""
     if not image_exists(client, image):
         raise SandboxUnavailable(
@@ -198,6 +201,13 @@ def image_inputs(mode: str = "offline") -> dict[str, Any]:
     return inputs
 
 
+def image_tag(mode: str = "offline") -> str:
+    """The tag a build in MODE on this host gives: `lero-sandbox:<digest12>` of `image_inputs`.
+
+    A run uses `image_tag()` (the offline build of this interpreter's runtime packages)."""
+    return f"{IMAGE_REPO}:{_digest(image_inputs(mode))[:12]}"
+
+
 @dataclass(frozen=True)
 class ImageState:
     """`current`, `stale` (built from other inputs) or `missing`, and a one-line why."""
@@ -222,27 +232,29 @@ def _differences(recorded: dict[str, Any], expected: dict[str, Any]) -> str:
     return "; ".join(changes)
 
 
-def image_state(client) -> ImageState:
-    """Is the local image what this host would build now? Judged by its inputs label."""
+def image_state(client, tag: str | None = None) -> ImageState:
+    """Is TAG (default `image_tag()`) built, from the inputs this host would put in now?
+    Judged by its inputs label (an image under the tag from an older lero may lack it)."""
     import docker
 
+    tag = tag or image_tag()
     try:
-        image = client.images.get(IMAGE)
+        image = client.images.get(tag)
     except docker.errors.ImageNotFound:
-        return ImageState("missing", f"{IMAGE} is not built yet")
+        return ImageState("missing", f"{tag} is not built yet")
     try:
         recorded = json.loads((image.labels or {}).get(INPUTS_LABEL) or "{}")
     except ValueError:
         recorded = {}
     if not isinstance(recorded, dict) or recorded.get("mode") not in ("offline", "dockerfile"):
-        return ImageState("stale", f"{IMAGE} has no valid {INPUTS_LABEL} label (an older build)")
+        return ImageState("stale", f"{tag} has no valid {INPUTS_LABEL} label (an older build)")
     expected = image_inputs(recorded["mode"])
     if recorded == expected:
         return ImageState(
-            "current", f"{IMAGE} matches lero {expected['lero']} ({expected['mode']} build)"
+            "current", f"{tag} matches lero {expected['lero']} ({expected['mode']} build)"
         )
     return ImageState(
-        "stale", f"{IMAGE} was built from other inputs ({_differences(recorded, expected)})"
+        "stale", f"{tag} was built from other inputs ({_differences(recorded, expected)})"
     )
 
 
@@ -258,10 +270,11 @@ def _build_lock() -> Iterator[None]:
 
 
 def ensure_image(log: Log = print, client=None) -> ImageState:
-    """Build `IMAGE` (offline, with progress lines) when it is missing or stale.
+    """Build `image_tag()` (offline, with progress lines) when it is missing or stale.
 
-    Returns the state found before any build. `SandboxUnavailable` when no daemon
-    answers or the build fails.
+    Returns the state found before any build. The check is repeated under the build lock,
+    so a process that waited for another's build of the same tag does not build again.
+    `SandboxUnavailable` when no daemon answers or the build fails.
     """
     import docker
 
@@ -274,9 +287,11 @@ def ensure_image(log: Log = print, client=None) -> ImageState:
             return state
         log(f"sandbox image {state.detail}; building it now from this Python (about a minute) ...")
         try:
-            build_image("offline", log=log, client=client)
+            _build("offline", log, client)
         except (OSError, subprocess.SubprocessError, docker.errors.DockerException) as error:
-            raise SandboxUnavailable(f"building {IMAGE} failed: {error}".splitlines()[0]) from error
+            raise SandboxUnavailable(
+                f"building {image_tag()} failed: {error}".splitlines()[0]
+            ) from error
     return state
 
 
@@ -284,36 +299,42 @@ def ensure_image(log: Log = print, client=None) -> ImageState:
 
 
 def build_image(mode: str = "offline", log: Log = print, client=None) -> str:
-    """Build `IMAGE` in MODE (`offline`, the default and `auto`; or `dockerfile`); logs its size."""
-    mode = _mode(mode)
+    """Build `image_tag(MODE)` in MODE (`offline`, the default and `auto`; or `dockerfile`),
+    under the build lock; logs its size and returns the tag."""
     client = client or docker_client()
+    with _build_lock():
+        return _build(_mode(mode), log, client)
+
+
+def _build(mode: str, log: Log, client) -> str:
+    tag = image_tag(mode)
     started = time.monotonic()
     if mode == "dockerfile":
         try:
-            _build_from_dockerfile(client, log)
+            _build_from_dockerfile(client, tag, log)
         except Exception as error:
             raise SandboxUnavailable(f"docker build failed: {error}".splitlines()[0]) from error
     else:
-        _build_offline(client, log)
-    size_mb = client.images.get(IMAGE).attrs["Size"] / 1e6
+        _build_offline(client, tag, log)
+    size_mb = client.images.get(tag).attrs["Size"] / 1e6
     log(
-        f"built {IMAGE} ({mode}) in {time.monotonic() - started:.0f} s: image size {size_mb:.0f} MB"
+        f"built {tag} ({mode}) in {time.monotonic() - started:.0f} s: image size {size_mb:.0f} MB"
     )
-    return IMAGE
+    return tag
 
 
-def _build_from_dockerfile(client, log: Log) -> None:
-    log(f"building {IMAGE} from {DOCKERFILE_DIR / 'Dockerfile'} (needs a registry)")
+def _build_from_dockerfile(client, tag: str, log: Log) -> None:
+    log(f"building {tag} from {DOCKERFILE_DIR / 'Dockerfile'} (needs a registry)")
     client.images.build(
         path=str(DOCKERFILE_DIR),
         dockerfile="Dockerfile",
-        tag=IMAGE,
+        tag=tag,
         rm=True,
         labels={INPUTS_LABEL: json.dumps(image_inputs("dockerfile"), sort_keys=True)},
     )
 
 
-def _build_offline(client, log: Log) -> None:
+def _build_offline(client, name: str, log: Log) -> None:
     inputs = json.dumps(image_inputs("offline"), sort_keys=True)
     with tempfile.TemporaryDirectory(prefix="lero-image-") as tmp:
         tar_path = Path(tmp) / "rootfs.tar"
@@ -322,7 +343,7 @@ def _build_offline(client, log: Log) -> None:
         changes = [f"ENV {key}={value}" for key, value in IMAGE_ENV.items()]
         changes += [f"USER {SANDBOX_UID}:{SANDBOX_UID}", "WORKDIR /job", 'CMD ["python"]']
         changes.append(f"LABEL {INPUTS_LABEL}={json.dumps(inputs)}")
-        repository, tag = IMAGE.rsplit(":", 1)
+        repository, tag = name.rsplit(":", 1)
         client.api.import_image_from_file(
             str(tar_path), repository=repository, tag=tag, changes=changes
         )

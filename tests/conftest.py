@@ -2,7 +2,7 @@
 real model server for the `real_llm` tests.
 
 `python -m pytest` on a fresh machine with a Docker daemon builds (or rebuilds, when
-stale) `lero-sandbox:1` once and runs the Docker tests, the attack suite included.
+stale) the sandbox image (`lero-sandbox:<digest>`) once and runs the Docker tests, the attack suite included.
 Without a daemon they skip with one reason, repeated in one line at the end of the run.
 The `real_llm` tests share one llama.cpp server per model (SmolLM2-135M, Gemma 3 270M,
 n_ctx 2048) for the session; without the `llm-test` extra they skip with one line (under CI=true they fail).
@@ -37,7 +37,7 @@ def in_ci() -> bool:
 @pytest.fixture(scope="session")
 def sandbox_image(request) -> str:
     """The sandbox image, built now when missing or stale; skips every user without a daemon."""
-    from lero.sandbox.image import IMAGE, docker_client, ensure_image
+    from lero.sandbox.image import docker_client, ensure_image, image_tag
 
     try:
         client = docker_client()
@@ -55,7 +55,7 @@ def sandbox_image(request) -> str:
         ensure_image(log=progress, client=client)
     except SandboxUnavailable as error:
         pytest.fail(f"a Docker daemon answers but the sandbox image could not be built: {error}")
-    return IMAGE
+    return image_tag()
 
 
 def _real_server(tmp_path_factory, model: str):

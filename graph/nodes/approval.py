@@ -145,6 +145,10 @@ def approve_generation(state: RunState, runtime: Runtime[RunContext]) -> dict[st
         return {"generation": generation + 1}
     if spec.wall_clock_s is not None and runtime.context.rundir.wall_s() >= spec.wall_clock_s:
         return {"generation": generation + 1, "stop_reason": "wall_clock"}
+    if (used_mb := runtime.context.rundir.jobs_mb()) > spec.disk_budget_mb:
+        return {"generation": generation + 1, "stop_reason": (
+            f"disk_budget: its job directories take {used_mb:.1f} MiB, over the run's "
+            f"disk_budget_mb of {spec.disk_budget_mb:g}")}
     if "generations" not in spec.approvals:
         return {"generation": generation + 1}
     evaluated = [r for r in state.get("evaluated", []) if r["generation"] == generation]

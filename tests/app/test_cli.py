@@ -13,7 +13,7 @@ from rich.console import Console
 
 from lero.app.args import build_parser, parse_value, resume_overrides, spec_fields
 from lero.app.cli import main
-from lero.graph.configuration import RunSpec
+from lero.graph.configuration import DISK_BUDGET_MB, RunSpec
 from lero.graph.context import llm_config
 from lero.graph.runner import RESUME_OVERRIDES
 from tests.app.test_report import make_run_dir
@@ -87,6 +87,12 @@ def test_llm_timeout_and_context_tokens_reach_the_spec_and_the_resume_overrides(
         assert (args.llm_timeout_s, args.context_tokens) == (60.0, 256)
 
 
+def test_the_disk_budget_reaches_the_spec() -> None:
+    assert RunSpec.parse(spec_fields(build_parser().parse_args(["run"]))).disk_budget_mb == DISK_BUDGET_MB
+    args = build_parser().parse_args(["run", "--disk-budget-mb", "512.5"])
+    assert RunSpec.parse(spec_fields(args)).disk_budget_mb == 512.5
+
+
 def test_schedule_reaches_the_spec_and_a_config_file_may_set_it(tmp_path: Path) -> None:
     assert RunSpec.parse(spec_fields(build_parser().parse_args(["run"]))).schedule == "full"
     assert RunSpec.parse(spec_fields(build_parser().parse_args(["run", "--schedule", "halving"]))).schedule == "halving"
@@ -101,6 +107,7 @@ def test_schedule_reaches_the_spec_and_a_config_file_may_set_it(tmp_path: Path) 
         (["run", "--llm-timeout", "0"], "--llm-timeout: must be > 0"),
         (["run", "--job-timeout", "0"], "--job-timeout: must be > 0"),
         (["run", "--job-timeout", "100000"], "job_timeout_s"),
+        (["run", "--disk-budget-mb", "0"], "--disk-budget-mb: must be > 0"),
         (["run", "--llm-timeout", "soon"], "a positive number"),
         (["resume", "r", "--llm-timeout", "-5"], "must be > 0"),
         (["run", "--context-tokens", "255"], "--context-tokens: must be >= 256"),

@@ -259,6 +259,18 @@ def test_wall_clock_budget_stops_after_the_current_generation(tmp_path):
     assert sorted(p.name for p in (outcome.run_dir / "candidates").iterdir()) == ["0-0"]
 
 
+def test_the_disk_budget_stops_the_run_after_the_generation_that_spent_it(tmp_path):
+    outcome = start_run(spec(tmp_path, generations=3, population=1, disk_budget_mb=0.01), RecordingUI())
+    state, report = read(outcome.run_dir / "state.json"), read(outcome.run_dir / "report.json")
+    assert outcome.status == "stopped" and state["status"] == report["status"] == "stopped"
+    assert report["stop_reason"].startswith("disk_budget: its job directories take ")
+    assert report["stop_reason"].endswith("over the run's disk_budget_mb of 0.01")
+    assert "\n" not in report["stop_reason"] and state["generation"] == 0
+    assert sorted(p.name for p in (outcome.run_dir / "candidates").iterdir()) == ["0-0"]
+    roomy = start_run(spec(tmp_path, generations=2, population=1, run_id="roomy"), RecordingUI())
+    assert roomy.status == "completed" and read(roomy.run_dir / "report.json").get("stop_reason") is None
+
+
 def test_the_job_timeout_bounds_the_runs_train_jobs_too(tmp_path):
     """`--job-timeout` reaches every job, not only validation: no CPU trains 2M steps in
     a second, so the baseline's train job ends as `timeout` and the run still ends."""

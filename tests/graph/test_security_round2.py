@@ -201,6 +201,7 @@ def test_a_stored_ray_cluster_is_not_contacted_until_confirmed(tmp_path, monkeyp
     ({"base_url": "http://127.0.0.1:9/v1"}, "may not choose base_url"),
     ({"job_timeout_s": 86400}, "over this server's cap of 3600"),
     ({"max_parallel": 64}, "over this server's cap of 2"),
+    ({"disk_budget_mb": 1e9}, "over this server's cap of 10240"),
 ])
 def test_a_server_request_chooses_no_sandbox_cluster_url_or_big_budget(tmp_path, monkeypatch, fields, needle):
     from lero.graph.server import server_spec

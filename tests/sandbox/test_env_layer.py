@@ -4,7 +4,9 @@ and the adapter's worker count inside a job."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from lero.sandbox.env_layer import (
     plan_layer,
 )
 from lero.sandbox.image import image_site
-from tests.support.envs import proof_env_source, write_wheel
+from tests.support.envs import layered_venv, pip_install, proof_env_source, write_wheel
 
 
 def module_env(directory: Path, name: str = "gather_env", source: str | None = None) -> dict:
@@ -63,6 +65,38 @@ def test_a_layer_is_reused_until_its_inputs_change(client, tmp_path: Path) -> No
     tags = [tag for image in client.images.list(name=ENV_IMAGE_REPO) for tag in image.tags]
     assert second.image in tags and first.image not in tags  # the stale layer is gone
     client.images.remove(second.image)
+
+
+def test_a_dependency_with_a_console_script_named_like_its_package(client, tmp_path: Path) -> None:
+    """Launched by a console script (`lero run`), Python puts the script's `bin/` first on
+    sys.path. A dependency's own script there, named like its package (tabulate 0.10's
+    `bin/tabulate` beside `tabulate/`), was placed in site-packages as a file where the
+    package's directory goes, and Docker refused the layer (`open .../tabulate/__init__.py:
+    not a directory`). Only the distribution's files inside site-packages belong in it."""
+    python = layered_venv(tmp_path / "venv")
+    package = {"tiny_clash/__init__.py": 'MARK = "dependency-inside"\n\ndef main():\n    pass\n'}
+    scripts = "[console_scripts]\ntiny_clash = tiny_clash:main\n"
+    pip_install(python, write_wheel(tmp_path, "tiny-clash", package, entry_points=scripts))
+    assert (tmp_path / "venv" / "bin" / "tiny_clash").is_file()
+    work = tmp_path / "work"
+    work.mkdir()
+    env = module_env(work, "clash_env", proof_env_source(dependency="tiny_clash"))
+    launcher = tmp_path / "venv" / "bin" / "build-layer"  # a console script, as pip writes `lero`
+    launcher.write_text(
+        f"#!{python}\nimport json, sys\nfrom lero.sandbox.env_layer import ensure_env_layer\n"
+        "from lero.sandbox.image import docker_client\n"
+        "print(ensure_env_layer(json.loads(sys.argv[1]), docker_client(), print).image)\n"
+    )
+    launcher.chmod(0o755)
+    done = subprocess.run([str(launcher), json.dumps(env)], cwd=work, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
+    layer = done.stdout.strip().splitlines()[-1]
+    try:
+        probe = "import tiny_clash; print(tiny_clash.MARK)"
+        assert client.containers.run(layer, ["python", "-c", probe], remove=True) == b"dependency-inside\n"
+    finally:
+        client.images.remove(layer, force=True)
 
 
 def broken_compiled_dependency(directory: Path) -> Path:

@@ -9,6 +9,8 @@ import secrets
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -124,7 +126,7 @@ def throwaway_image(sandbox_image, monkeypatch):
         tag = str(len(made))
         committed = container.commit(repository, tag, conf={"Labels": {INPUTS_LABEL: label}})
         made.extend([f"{repository}:{tag}", committed.id])
-        monkeypatch.setattr(image, "IMAGE", f"{repository}:{tag}")
+        monkeypatch.setattr(image, "image_tag", lambda mode="offline": f"{repository}:{tag}")
         return f"{repository}:{tag}"
 
     yield client, make
@@ -150,7 +152,7 @@ def test_image_state_decides_rebuild_from_the_label(throwaway_image, monkeypatch
     assert image_state(client).status == "stale"
     make("")  # built before images were labelled
     assert image_state(client).status == "stale"
-    monkeypatch.setattr(image, "IMAGE", "lero-sandbox-test-never-built:1")
+    monkeypatch.setattr(image, "image_tag", lambda mode="offline": "lero-sandbox-test-never-built:1")
     assert image_state(client).status == "missing"
 
 
@@ -165,6 +167,93 @@ def test_ensure_image_rebuilds_a_stale_image_once(throwaway_image) -> None:
     assert image.ensure_image(log=lines.append, client=client).status == "current"
     result = client.containers.run(tag, ["python", "-c", "import torch, numpy"], remove=True)
     assert result == b""
+
+
+def test_the_tag_is_the_digest_of_the_inputs(monkeypatch) -> None:
+    tag = image.image_tag()
+    assert tag.startswith(f"{image.IMAGE_REPO}:") and len(tag.split(":")[1]) == 12
+    assert image.image_tag("dockerfile") != tag
+    monkeypatch.setattr(image, "RUNTIME_DISTRIBUTIONS", (*image.RUNTIME_DISTRIBUTIONS, "packaging"))
+    assert image.image_tag() != tag  # another package set (another venv) gets another tag
+
+
+@pytest.mark.slow
+def test_a_build_for_other_inputs_leaves_a_running_container_and_its_image_alone(
+    sandbox_image, monkeypatch
+) -> None:
+    """Another venv's package set (here: one distribution more) builds under its own tag; the
+    image a running container uses keeps its tag and the container keeps running."""
+    client = image.docker_client()
+    running = client.containers.run(
+        sandbox_image, ["python", "-c", "import time; time.sleep(900)"], detach=True,
+        network_disabled=True,
+    )  # fmt: skip
+    monkeypatch.setattr(image, "RUNTIME_DISTRIBUTIONS", (*image.RUNTIME_DISTRIBUTIONS, "packaging"))
+    other = image.image_tag()
+    try:
+        lines: list[str] = []
+        assert other != sandbox_image
+        assert image.ensure_image(log=lines.append, client=client).status == "missing"
+        assert "building it now" in lines[0] and other in lines[-1]
+        assert client.containers.run(other, ["python", "-c", "import packaging"], remove=True) == b""
+        running.reload()
+        assert running.status == "running"
+        assert running.exec_run(["python", "-c", "import torch"]).exit_code == 0
+        monkeypatch.undo()  # back to this venv's inputs: its image is still there and current
+        assert image.image_tag() == sandbox_image
+        assert image_state(client).status == "current"
+        assert {sandbox_image, other} <= {t for i in client.images.list(name="lero-sandbox") for t in i.tags}
+    finally:
+        running.remove(force=True)
+        with contextlib.suppress(Exception):
+            client.images.remove(other, force=True)
+
+
+def _blocked_on(lock: Path, pid: int) -> bool:
+    """Does PID wait for a flock on LOCK? (/proc/locks lists each waiter as `-> FLOCK ...`)."""
+    inode = f":{os.stat(lock).st_ino} "
+    return any(
+        "-> FLOCK" in line and f" {pid} " in line and inode in line
+        for line in Path("/proc/locks").read_text().splitlines()
+    )
+
+
+def test_ensure_image_waits_for_another_process_build_and_does_not_repeat_it(
+    sandbox_image, monkeypatch
+) -> None:
+    client = image.docker_client()
+    repository = f"lero-sandbox-test-{secrets.token_hex(4)}"
+    monkeypatch.setattr(image, "image_tag", lambda mode="offline": f"{repository}:built-by-another")
+    holder = subprocess.Popen(  # another process, in the middle of a build: it holds the lock
+        [sys.executable, "-c", "import fcntl, sys\nlock = open(sys.argv[1], 'a')\n"
+         "fcntl.flock(lock, fcntl.LOCK_EX)\nprint('locked', flush=True)\nsys.stdin.readline()",
+         str(image.BUILD_LOCK)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    container = client.containers.create(sandbox_image, ["true"])
+    lines: list[str] = []
+    found: list[image.ImageState] = []
+    waiter = threading.Thread(target=lambda: found.append(image.ensure_image(lines.append, client)))
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        waiter.start()
+        for _ in range(6000):  # until this process waits on the lock (no timing asserted)
+            if _blocked_on(image.BUILD_LOCK, os.getpid()):
+                break
+            time.sleep(0.05)
+        assert waiter.is_alive() and lines == []
+        labels = {INPUTS_LABEL: json.dumps(image_inputs("offline"), sort_keys=True)}
+        container.commit(repository, "built-by-another", conf={"Labels": labels})  # its build
+        holder.communicate("done\n", timeout=60)
+        waiter.join(timeout=600)
+        assert [state.status for state in found] == ["missing"]  # as found before waiting
+        assert lines == []  # it found the other process's build under the lock: no second build
+        assert image_state(client).status == "current"
+    finally:
+        holder.kill()
+        container.remove(force=True)
+        with contextlib.suppress(Exception):
+            client.images.remove(f"{repository}:built-by-another", force=True)
 
 
 def test_without_a_daemon_the_docker_tests_skip_with_one_reason(tmp_path) -> None:
@@ -191,7 +280,7 @@ def test_check_says_which_backend_a_run_would_use(sandbox_image, monkeypatch, tm
         "a run would use Docker: the daemon answers, the image is current",
     )
     assert report["smoke"][0], report["smoke"]
-    monkeypatch.setattr(image, "IMAGE", "lero-sandbox-test-never-built:1")
+    monkeypatch.setattr(image, "image_tag", lambda mode="offline": "lero-sandbox-test-never-built:1")
     assert check()["backend"] == (True, "a run would use Docker after building the image (missing)")
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
     report = check()

@@ -211,15 +211,14 @@ def test_missing_image_is_never_pulled(docker_sandbox) -> None:
 
 def test_containers_of_dead_owners_are_reaped(docker_sandbox) -> None:
     from lero.sandbox.docker_backend import LABEL, OWNER_LABEL
-    from lero.sandbox.image import IMAGE
 
     orphan = docker_sandbox.client.containers.create(
-        IMAGE,
+        docker_sandbox.image,
         ["python", "-c", "pass"],
         labels={LABEL: "1", OWNER_LABEL: f"{socket.gethostname()}:999999999"},
     )
     live = docker_sandbox.client.containers.create(
-        IMAGE,
+        docker_sandbox.image,
         ["python", "-c", "pass"],
         labels={LABEL: "1", OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}"},
     )

@@ -3,10 +3,9 @@ working directory, the default `runs/`, `lero run --env vmas:navigation` with th
 defaults cut down. The jobs' results carry the scenario's own info() metrics, which only a
 container whose image holds `vmas` can have produced (native envs use the base image).
 
-It skips while the image this host builds carries no `vmas` (`sandbox/image.py`'s
-RUNTIME_DISTRIBUTIONS gains it once images are tagged by the digest of their inputs, issue
-31: before that, adding it would rebuild the shared tag under every other checkout); with
-the shared image as it is, the run fails inside the jobs with the extra's one line."""
+The image carries `vmas` when this venv has it (`sandbox/image.py`'s RUNTIME_DISTRIBUTIONS;
+its tag is the digest of its inputs, so a venv with vmas and one without each keep their
+own image); an image without it fails inside the jobs with the extra's one line."""
 
 from __future__ import annotations
 
@@ -26,7 +25,7 @@ def test_lero_run_on_vmas_navigation_in_docker(sandbox_image, tmp_path: Path) ->
     from lero.sandbox.image import image_inputs
 
     if not any(entry.startswith("vmas==") for entry in image_inputs()["distributions"]):
-        pytest.skip("the sandbox image carries no vmas yet (sandbox/image.py RUNTIME_DISTRIBUTIONS)")
+        pytest.fail("vmas is installed but the sandbox image's inputs lack it (RUNTIME_DISTRIBUTIONS)")
     (tmp_path / "tiny.json").write_text(json.dumps(TINY))
     command = [sys.executable, "-m", "lero.app.cli", "run", "--env", "vmas:navigation", "--env-arg", "n_agents=2",
                "--env-arg", "max_steps=20", "--config", "tiny.json", "--generations", "1", "--population", "2",
@@ -38,6 +37,7 @@ def test_lero_run_on_vmas_navigation_in_docker(sandbox_image, tmp_path: Path) ->
     assert spec["sandbox"] == "docker" and spec["env"] == "vmas:navigation"
     report = json.loads((run / "report.json").read_text())
     assert report["status"] == "completed" and report["generations"][0]["valid"] >= 1
-    results = [json.loads(path.read_text()) for path in run.glob("cache/jobs/*/result.json")]
-    curves = [set(result.get("curves") or {}) for result in results]  # the train jobs' curves
+    # the train jobs' curves, as the run records them (a kept job directory holds only policies)
+    records = [run / "baseline" / "result.json", *run.glob("candidates/*/result.json")]
+    curves = [set(json.loads(path.read_text()).get("curves") or {}) for path in records]
     assert any({"pos_rew", "agent_collisions"} <= names for names in curves), curves
