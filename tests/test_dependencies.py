@@ -25,7 +25,7 @@ ALLOWED = {  # folder -> the other folders its modules may import
     "training": set(),
 }
 AGENTS_MAY_IMPORT = {"lero.training.contract", "lero.training.envs.task"}  # contract and data
-# app's front-ends share app.args / app.desk / app.console / app.report, never each other;
+# app's front-ends share app.args / app.desk / app.dialogues / app.console / app.report, never each other;
 # the `lero` dispatcher (app.cli) may start the others
 FRONT_ENDS = ("lero.app.chat", "lero.app.ui", "lero.app.worker")
 DISPATCHER = "lero.app.cli"
