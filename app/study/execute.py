@@ -1,7 +1,7 @@
 """Running a study: resolve the candidate and settings, train every missing cell, report.
 
 Layout under `runs/<run_id>/studies/<study_id>/` (or `<runs_dir>/studies/<study_id>/` for
-a candidate file): `study.json`, `study.md`, `plots/`, `candidate.py` (the module studied)
+a candidate file): `study.json`, `study.md`, `plots/`, the module studied (`CODE_FILE`)
 and `cells/<algo>/<variant>/seed-<n>.json`, one per seed, written when the sandbox job that
 trained it ends (an arm's seeds train together, as a loop's candidate's do). A second call
 with the same settings skips every cell that has its file, and the sandbox's result cache
@@ -25,7 +25,7 @@ from lero.app.study.report import write_study
 from lero.app.study.spec import StudySpec
 from lero.app.study.variants import LOOP_ARM, VARIANTS, step_multiple, variant_code
 from lero.graph.configuration import MAX_STEPS, RunError, RunSpec
-from lero.graph.rundir import STUDIES_DIR, RunDir
+from lero.graph.rundir import CODE_FILE, STUDIES_DIR, RunDir
 from lero.graph.safefs import write_atomic
 from lero.graph.schedule import sandbox_groups
 from lero.graph.summary import best_candidate, load_run, summarize
@@ -167,7 +167,7 @@ def _start_dir(plan: Plan) -> None:
                 f"study {plan.study_dir.name!r} exists with other settings; pass another --study-id"
             )
         return
-    write_atomic(plan.study_dir / "candidate.py", plan.code)
+    write_atomic(plan.study_dir / CODE_FILE, plan.code)
     write_atomic(path, json.dumps({"study_id": plan.study_dir.name, "status": "running",
                                    "config": plan.config()}, indent=2) + "\n")  # fmt: skip
 
