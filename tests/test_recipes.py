@@ -84,13 +84,12 @@ def test_every_algorithm_follows_the_algorithm_recipe() -> None:
 
 
 def test_every_job_kind_follows_the_job_kind_recipe() -> None:
-    from lero.sandbox import runner
+    from lero.sandbox.jobs import HANDLERS
     from lero.sandbox.types import JOB_KINDS, JobKind
 
-    assert set(typing.get_args(JobKind)) == set(JOB_KINDS)
+    assert set(typing.get_args(JobKind)) == set(JOB_KINDS) == set(HANDLERS)
     for kind in JOB_KINDS:
-        handler = getattr(runner, kind, None)
-        assert callable(handler) and _source_file(handler) == "sandbox/runner.py", kind
+        assert _source_file(HANDLERS[kind].run) == "sandbox/jobs.py", kind
         assert _named_by_a_test("sandbox job kind", f'"{kind}"'), f"no test in tests/sandbox/ names {kind}"
 
 

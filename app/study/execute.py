@@ -25,6 +25,7 @@ from lero.app.study.report import write_study
 from lero.app.study.spec import StudySpec
 from lero.app.study.variants import LOOP_ARM, VARIANTS, step_multiple, variant_code
 from lero.graph.configuration import MAX_STEPS, RunError, RunSpec
+from lero.graph.protocol import train_and_evaluate_seeds
 from lero.graph.rundir import CODE_FILE, STUDIES_DIR, RunDir
 from lero.graph.safefs import write_atomic
 from lero.graph.schedule import sandbox_groups
@@ -174,12 +175,12 @@ def _start_dir(plan: Plan) -> None:
 
 def _run_seeds(plan: Plan, sandbox: Any, algo: str, variant: str, indexes: list[int]) -> list[dict[str, Any]]:
     """Some seeds of one (algorithm, variant) trained in one sandbox and measured in one more
-    (`Sandbox.train_and_evaluate_seeds`; each seed's result is what it gets alone), each on
+    (`graph.protocol.train_and_evaluate_seeds`; each seed's result is what it gets alone), each on
     its own held-out episodes; every seed's cell file is written when they end."""
     seeds = [plan.spec.train_seeds[i] for i in indexes]
     eval_seeds = [plan.spec.eval_seeds[i] for i in indexes]
-    results = sandbox.train_and_evaluate_seeds(
-        variant_code(plan.code, variant), plan.env, algo, plan.steps_of(variant), seeds,
+    results = train_and_evaluate_seeds(
+        sandbox, variant_code(plan.code, variant), plan.env, algo, plan.steps_of(variant), seeds,
         eval_seeds=eval_seeds, eval_episodes=plan.spec.eval_episodes, hparams=plan.hparams[algo],
         candidate_id=f"study:{algo}:{variant}", checkpoint_every=plan.checkpoint_every(variant),
     )  # fmt: skip
