@@ -170,6 +170,7 @@ def env_kwargs(env: dict[str, Any], cpus: float) -> dict[str, Any]:
 
 
 def job_env_kwargs(job: Job) -> dict[str, Any]:
+    """`env_kwargs` of JOB's env under JOB's CPU quota."""
     return env_kwargs(job.env, job.limits.cpus)
 
 
