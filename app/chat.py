@@ -8,7 +8,8 @@ from typing import IO, Any
 from rich.console import Console
 
 from lero.app.console import Asker
-from lero.app.desk import ExperimentDesk, assistant_chat, chat_run_fields, offline_chat
+from lero.app.desk import ExperimentDesk, chat_run_fields
+from lero.app.dialogues import assistant_chat, offline_chat
 from lero.graph.configuration import DEFAULT_RUNS_DIR, llm_settings
 
 

@@ -9,11 +9,8 @@ Errors the user can fix (bad flags, bad config, unknown run, invalid spec) print
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import os
 import signal
-import statistics
 import sys
 import threading
 from collections.abc import Iterator
@@ -46,7 +43,6 @@ from lero.graph.context import CancelScope
 
 if TYPE_CHECKING:
     from lero.graph.runner import RunOutcome
-    from lero.training import TrainResult
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -278,15 +274,6 @@ def cmd_study(args: argparse.Namespace, console: Console) -> int:
 # ---------------------------------------------------------------- train / bench / sandbox
 
 
-def write_curve_csv(curves: dict[str, list[float]], path: Path) -> None:
-    """One row per logged point; columns = curve names (`steps` first)."""
-    names = ["steps", *sorted(k for k in curves if k != "steps")]
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(names)
-        writer.writerows(zip(*(curves[n] for n in names), strict=True))
-
-
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
     """One seed writes DIR/{policy.pt, curve.csv, result.json}; several (`--seed 0 1 2`)
     train in one process (`training.train_seeds`, each seed bitwise what it gives alone),
@@ -297,6 +284,7 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     from lero.graph.safefs import write_atomic
     from lero.training import TrainConfig, make_env, train_seeds
     from lero.training.openmp import openmp_wait
+    from lero.training.outputs import write_train_outputs
 
     seeds = args.seed
     if len(set(seeds)) != len(seeds):
@@ -315,65 +303,15 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     with train_progress(console, label) as progress:
         results = train_seeds(cfgs, progress=progress)
     measured_on = {"threads": args.threads or torch.get_num_threads(), "omp_wait": openmp_wait()}
-    if len(results) == 1:
-        write_train_result(results[0], args.out, measured_on)
-    else:
-        for result in results:
-            write_train_result(result, args.out / f"seed-{result.config.seed}", measured_on)
-        summary = seeds_summary(results)
-        write_atomic(args.out / "seeds.json", json.dumps(summary, indent=2) + "\n")
+    written = write_train_outputs(results, args.out, measured_on, write_atomic)
     for result in results:
         metrics = ", ".join(f"{k} {v:.3f}" for k, v in result.eval.items())
         console.print(f"seed {result.config.seed} eval: {metrics}")
     steps = sum(result.steps for result in results)  # each seed holds 1/S of the job's seconds:
     wall_s, train_s = (sum(getattr(result, name) for result in results) for name in ("wall_s", "train_s"))
-    written = args.out / ("result.json" if len(results) == 1 else "seeds.json")
     console.print(f"{steps} steps in {wall_s:.1f} s ({steps / train_s:.0f} steps/s on {measured_on['threads']} "
                   f"thread(s), OpenMP wait {measured_on['omp_wait']}) -> {written}")
     return EXIT_OK
-
-
-def write_train_result(result: TrainResult, out: Path, measured_on: dict[str, Any]) -> None:
-    """One seed's policy.pt, curve.csv and, last and atomically, result.json in OUT;
-    MEASURED_ON: torch's threads and OpenMP wait, which its steps/s depend on."""
-    from lero.graph.safefs import write_atomic
-    from lero.training import save_policy
-
-    out.mkdir(parents=True, exist_ok=True)
-    save_policy(result.policy, out / "policy.pt")
-    write_curve_csv(result.curves, out / "curve.csv")
-    cfg = result.config
-    document = {
-        "env": cfg.env,
-        "env_kwargs": cfg.env_kwargs,
-        "algo": cfg.algo,
-        "steps": result.steps,
-        "seed": cfg.seed,
-        "wall_s": result.wall_s,
-        "steps_per_s": result.steps_per_s,
-        **measured_on,
-        "eval": result.eval,
-        "curves": result.curves,
-        "reflection_stats": result.reflection_stats,
-        "config": cfg.to_dict(),
-        "policy_path": "policy.pt",
-    }
-    write_atomic(out / "result.json", json.dumps(document, indent=2) + "\n")
-
-
-def seeds_summary(results: list[TrainResult]) -> dict[str, Any]:
-    """seeds.json: per metric the seeds' greedy evaluations, their mean and sample std."""
-    metrics = {}
-    for name in results[0].eval:
-        values = [result.eval[name] for result in results]
-        metrics[name] = {"values": values, "mean": statistics.fmean(values), "std": statistics.stdev(values)}
-    return {
-        "seeds": [result.config.seed for result in results],
-        "results": [f"seed-{result.config.seed}/result.json" for result in results],
-        "eval": metrics,
-        "steps": sum(result.steps for result in results),
-        "wall_s": sum(result.wall_s for result in results),
-    }
 
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:

@@ -40,6 +40,7 @@ from rich.text import Text
 
 from lero.app.approval_view import candidate_card
 from lero.app.numbers import fmt_number
+from lero.graph.rundir import CANDIDATES_DIR, CODE_FILE, REVIEW_FILE
 from lero.graph.summary import metric_names
 
 # ---------------------------------------------------------------- answers without a terminal
@@ -63,7 +64,7 @@ def describe_answer(payload: dict) -> str:
         ids = [c.get("candidate_id") for c in payload.get("candidates", [])]
         lines.append(
             f"candidates: {', '.join(map(str, ids))} "
-            "(code and reviews: candidates/<id>/candidate.py, review.md in the run directory)"
+            f"(code and reviews: {CANDIDATES_DIR}/<id>/{CODE_FILE}, {REVIEW_FILE} in the run directory)"
         )
     lines.append(f"answer FILE holds JSON: {ANSWER_FORMATS.get(kind, payload.get('answers'))}")
     return "\n".join(lines)
@@ -481,7 +482,7 @@ class RichUI:
     def edit_code(self, code: str) -> str:
         """Open `$EDITOR` on a temp copy of the code and return what was saved."""
         with tempfile.TemporaryDirectory(prefix="lero-edit-") as tmp:
-            path = Path(tmp) / "candidate.py"
+            path = Path(tmp) / CODE_FILE
             path.write_text(code)
             done = subprocess.run([*shlex.split(self.editor), str(path)], check=False)
             if done.returncode != 0:

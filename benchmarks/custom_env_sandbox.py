@@ -5,7 +5,7 @@
 The tests' proof env (tests/support/proof_env.py, a module in a scratch directory) is
 stepped through lero's PettingZoo adapter with random actions in one `run_script` per
 measurement, with the adapter's workers following the job's CPU quota as in a train job
-(`sandbox.runner.env_kwargs`). Docker and process runs alternate, so a changing load hits
+(`sandbox.jobs.env_kwargs`). Docker and process runs alternate, so a changing load hits
 both; the median of the per-pair ratios is printed with the load average around it.
 """
 
@@ -26,10 +26,9 @@ SCRIPT = """import json, sys, time
 sys.path.insert(0, {root!r})
 import torch
 torch.set_num_threads(1)
-from lero.sandbox.runner import env_kwargs
+from lero.sandbox.jobs import env_kwargs
 from lero.training import make_env
-job = {{"env": {{"name": {name!r}, "import_root": {root!r}}}, "limits": {{"cpus": {cpus}}}}}
-env = make_env({name!r}, {n_envs}, **env_kwargs(job))
+env = make_env({name!r}, {n_envs}, **env_kwargs({{"name": {name!r}, "import_root": {root!r}}}, {cpus}))
 env.reset(seed=0)
 for _ in range(20):
     env.step(env.random_actions())

@@ -1,4 +1,4 @@
-"""The README's LERO table in one resumable command: for each built-in task, an offline
+"""docs/results.md's LERO table in one resumable command: for each built-in task, an offline
 run (no hand-written prior) with each loop algorithm, then `lero study` of each run's best
 candidate for every algorithm, then the studies combined across tasks.
 
@@ -151,7 +151,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def grid(rows: list[dict[str, Any]], arms: list[str]) -> str:
     """Markdown, one row per (task, loop algorithm, algorithm), one column per arm:
-    `IQM [95% CI] (P(> native))`, the README's table."""
+    `IQM [95% CI] (P(> native))`, docs/results.md's table."""
     cells: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
     for row in rows:
         cells.setdefault((row["task"], row["loop_algo"], row["algo"]), {})[row["arm"]] = row

@@ -23,6 +23,7 @@ from typing import Any
 from lero.app.hooks import app_front
 from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec
 from lero.graph.context import open_sandbox
+from lero.graph.protocol import train_and_evaluate
 from lero.graph.rundir import BASELINE_ID, RunDir
 from lero.graph.runner import start_run
 from lero.graph.trust import job_env
@@ -53,7 +54,7 @@ def held_out(spec: RunSpec, code: str | None) -> dict[str, Any]:
     sandbox = open_sandbox(spec, cache_dir=None)
     returns = []
     for seed in HELD_OUT_SEEDS:
-        result = sandbox.train_and_evaluate(code, job_env(spec), spec.algo, spec.steps, seed,
+        result = train_and_evaluate(sandbox, code, job_env(spec), spec.algo, spec.steps, seed,
                                             eval_episodes=spec.eval_episodes, hparams=spec.hparams)
         if result.status != "ok":
             raise RuntimeError(f"held-out training failed: {result.status}: {result.error}")

@@ -1,6 +1,6 @@
 """The run directory: every file a run leaves behind, written as things happen.
 
-Layout (DESIGN.md, docs/internals.md): `spec.json`, `state.json`, `events.jsonl`
+Layout (docs/internals.md, graph): `spec.json`, `state.json`, `events.jsonl`
 (append-only, one JSON object per line), `checkpoints.sqlite`, `cache/` (sandbox result
 cache), `tensorboard/<candidate_id>/seed-<n>/` (event files), `baseline/result.json`,
 `candidates/<gen>-<idx>/{candidate.py, review.md, result.json, seed-<n>.json}`,
@@ -31,6 +31,7 @@ from lero.graph.configuration import RunError, RunSpec
 from lero.graph.safefs import Confined, UnsafeFile, write_atomic
 from lero.graph.trust import sign_spec, signed_here
 from lero.sandbox.diskwatch import allocated_bytes
+from lero.training.contract import CANDIDATE_FILE
 
 __all__ = ["BASELINE_ID", "EVENTS_FILE", "RunDir", "UnsafeFile", "read_events", "write_atomic"]
 
@@ -43,7 +44,8 @@ CACHE_DIR, JOBS_DIR = "cache", "jobs"  # the sandbox's result cache and its job 
 CONFIRM_DIR, CONFIRM_PLAN = "confirm", "confirm/plan.json"  # graph.nodes.confirm: plan, then seed-<n>.json per arm
 SHARED_CACHE_DIR = ".shared-cache"  # in the runs dir: native jobs every run of a task and budget reuses
 REPORT_JSON, REPORT_MD, PLOTS_DIR = "report.json", "report.md", "plots"
-CANDIDATES_DIR, CODE_FILE, REVIEW_FILE, RESULT_FILE = "candidates", "candidate.py", "review.md", "result.json"
+CODE_FILE = CANDIDATE_FILE  # a candidate's module keeps the name its tracebacks show
+CANDIDATES_DIR, REVIEW_FILE, RESULT_FILE = "candidates", "review.md", "result.json"
 
 LLM_DIR = "llm"
 LLM_RECORD = re.compile(r"^(\d{5,})-([a-z]+)\.json$")  # `00007-designer.json`, numbered in request order

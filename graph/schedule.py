@@ -69,7 +69,7 @@ def seed_groups(lengths: list[float], seeds: list[int], slots: int) -> list[list
     training in each branch (its share of the budget), in the order the branches are sent;
     SLOTS: jobs at once.
 
-    The seeds of one job (`Sandbox.train_and_evaluate_seeds`) pay one sandbox start (about
+    The seeds of one job (`graph.protocol.train_and_evaluate_seeds`) pay one sandbox start (about
     1.5 CPU-s) and each gets what it gets alone, but a job of g seeds runs g times as long.
     Of the plans that split the last k branches' seeds into jobs of g (the others one job
     per seed), the one with the fewest jobs that ends no later (the jobs taken in order by

@@ -1,26 +1,26 @@
 """The graph as `langgraph dev` serves it (langgraph.json): a graph factory.
 
 A LangGraph server drives the graph itself, so no runner opens the run's context. The
-server calls `make_graph(config)` once per request and keeps the graph for that request;
-the factory opens the `RunContext` when the first node runs (a request that only reads
-state never opens one) and closes it when the request ends. The run is described by the
-thread's stored spec, else by `configurable` (thread id = run id). Nobody confirmed
-anything there, so a `package.module:factory` env is refused, and so is any runs dir but
-the server's own (`LERO_RUNS_DIR`, default `runs` in its working directory). Where LLM
-code runs and where the run connects (graph.trust.OPERATOR_FIELDS: sandbox, executor,
-Ray address, LLM base URL) are the operator's, set in the server's environment
-(`LERO_SANDBOX`, `LERO_EXECUTOR`, `LERO_RAY_ADDRESS`, `LERO_BASE_URL`); a request naming
-another value is refused. A request's job timeout, parallel jobs and disk budget are capped
-(OPERATOR_CAPS: `LERO_MAX_JOB_TIMEOUT_S`, default JOB_WALL_S; `LERO_MAX_PARALLEL`,
-default the host's cores; `LERO_MAX_DISK_BUDGET_MB`, default DISK_BUDGET_MB).
+server enters `make_graph(config)` (a `HostedGraph`, async) once per request and keeps
+the graph for that request; the factory opens the `RunContext` when the first node runs
+(a request that only reads state never opens one) and closes it, off the server's event
+loop, when the request ends. The run is described by the thread's stored spec, else by
+`configurable` (thread id = run id). Nobody confirmed anything there, so a
+`package.module:factory` env is refused, and so is any runs dir but the server's own
+(`LERO_RUNS_DIR`, default `runs` in its working directory). Where LLM code runs and where
+the run connects (graph.trust.OPERATOR_FIELDS: sandbox, executor, Ray address, LLM base
+URL) are the operator's, set in the server's environment (`LERO_SANDBOX`,
+`LERO_EXECUTOR`, `LERO_RAY_ADDRESS`, `LERO_BASE_URL`); a request naming another value is
+refused. A request's job timeout, parallel jobs and disk budget are capped (OPERATOR_CAPS:
+`LERO_MAX_JOB_TIMEOUT_S`, default JOB_WALL_S; `LERO_MAX_PARALLEL`, default the host's
+cores; `LERO_MAX_DISK_BUDGET_MB`, default DISK_BUDGET_MB).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -128,18 +128,34 @@ class LazyContext:
                 self._context = None
 
 
-@contextmanager
-def hosted_graph(checkpointer: BaseCheckpointSaver | None = None) -> Iterator[CompiledStateGraph]:
+class HostedGraph:
+    """One request's compiled graph as a context manager, entered sync (embedding, tests) or
+    async (the server). Leaving it closes the run's context; the async exit does that in a
+    thread, so removing a run's containers through Docker's socket never blocks the
+    server's event loop."""
+
+    def __init__(self, checkpointer: BaseCheckpointSaver | None = None) -> None:
+        self.checkpointer = checkpointer
+        self.context = LazyContext()
+
+    def __enter__(self) -> CompiledStateGraph:
+        return build_graph(context_for=self.context).compile(checkpointer=self.checkpointer)
+
+    def __exit__(self, *exc: object) -> None:
+        self.context.close()
+
+    async def __aenter__(self) -> CompiledStateGraph:
+        return self.__enter__()  # compiling does no I/O; the context opens in the first node's thread
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.context.close)
+
+
+def hosted_graph(checkpointer: BaseCheckpointSaver | None = None) -> HostedGraph:
     """The compiled graph for one request, with its context opened on demand and closed after."""
-    context = LazyContext()
-    try:
-        yield build_graph(context_for=context).compile(checkpointer=checkpointer)
-    finally:
-        context.close()
+    return HostedGraph(checkpointer)
 
 
-@contextmanager
-def make_graph(config: RunnableConfig) -> Iterator[CompiledStateGraph]:
-    """langgraph.json's graph factory (the server adds its own checkpointer)."""
-    with hosted_graph() as graph:
-        yield graph
+def make_graph(config: RunnableConfig) -> HostedGraph:
+    """langgraph.json's graph factory (the server adds its own checkpointer and enters it async)."""
+    return HostedGraph()

@@ -255,7 +255,7 @@ def run_ending(run: RunFiles, stop_reason: str | None) -> tuple[str, str | None]
 
 
 def summarize(run: RunFiles) -> dict:
-    """The report.json document (DESIGN.md keys)."""
+    """The report.json document (its keys: docs/internals.md, graph)."""
     best = best_candidate(run)
     env_steps = run.state.get("env_steps")
     return {

@@ -1,19 +1,19 @@
-"""What every sandbox backend shares: jobs in directories, result checking, cache, events.
+"""What every sandbox backend shares: run a typed job under its limits, give back its result.
 
-A backend only knows how to run a command contained (`_launch_script`, `_launch_runner`);
-this class turns a `Job` into `job.json`, runs `python -m lero.sandbox.runner` through the
-backend, and reads back a `result.json` it never trusts: only after the runner exited 0 on
-its own, size-capped, opened without following links, schema-checked, and for `evaluate`
-sealed with the job's key (`sandbox.seal`); anything else is `crashed` (or `timeout` /
-`oom`), never a host exception.
+The sandbox runs jobs; it does not know LERO (the train-then-evaluate protocol is
+`graph.protocol`). A backend only knows how to run a command contained (`_launch_script`,
+`_launch_runner`); this class writes a `Job` as `job.json` in a job directory of its own,
+runs `python -m lero.sandbox.runner` through the backend, and reads back a `result.json`
+it never trusts (`sandbox.results`): only after the runner exited 0 on its own; anything
+else is `crashed` (or `timeout` / `oom`), never a host exception. Around that: the slots
+(`max_parallel`), the result cache (`sandbox.cache`), groups of seeds in one sandbox,
+cancellation and the progress relay.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -22,22 +22,24 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lero.sandbox.cache import ResultCache, cache_key
+from lero.sandbox.cache import ResultCache, job_cache_key
+from lero.sandbox.jobs import POLICY_SUBDIR, group_policy_dir
 from lero.sandbox.poller import Poller
-from lero.sandbox.runner import (
-    CHECKPOINT_PREFIX,
-    JOB_FILE,
-    POLICY_SUBDIR,
-    PROGRESS_FILE,
-    RESULT_FILE,
-    group_policy_dir,
+from lero.sandbox.results import (
+    ProgressRelay,
+    checkpoint_dirs,
+    read_group_result,
+    read_policy,
+    read_result,
 )
-from lero.sandbox.seal import is_sealed, new_key
+from lero.sandbox.runner import JOB_FILE
+from lero.sandbox.seal import new_key
 from lero.sandbox.types import (
-    JOB_STATUSES,
+    GroupMember,
     Job,
     JobResult,
     Limits,
@@ -45,185 +47,14 @@ from lero.sandbox.types import (
     ScriptResult,
 )
 from lero.training.contract import static_check
-from lero.training.defaults import MAX_EVAL_EPISODES
 from lero.training.policy import POLICY_FILE
 from lero.training.resume import LEARNER_FILE
 
-MAX_RESULT_BYTES = 16 * 2**20
-MAX_POLICY_BYTES = 64 * 2**20
-MAX_PROGRESS_BYTES = 4096
 PROGRESS_POLL_S = 0.5
 SCRIPT_FILE = "script.py"  # what `run_script` runs, in a fresh job directory
 INPUT_POLICY_SUBDIR = "input_policy"  # evaluate: the copy of the trained weights
 INPUT_LEARNER_SUBDIR = "input_learner"  # a resumed train job: the copy of the learner state
 Events = Callable[..., None]
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _check_schema(data: Any, kind: str) -> JobResult:
-    """result.json -> JobResult, or ValueError naming the first thing wrong."""
-    if not isinstance(data, dict) or data.get("status") not in JOB_STATUSES:
-        raise ValueError("no valid 'status'")
-    error = data.get("error")
-    if error is not None and not (
-        isinstance(error, dict)
-        and all(isinstance(error.get(k), str) for k in ("type", "message", "traceback"))
-    ):
-        raise ValueError("'error' must be {type, message, traceback} strings")
-    metrics = data.get("metrics", {})
-    if not isinstance(metrics, dict) or not all(
-        isinstance(k, str) and _is_number(v) for k, v in metrics.items()
-    ):
-        raise ValueError("'metrics' must map names to finite numbers")
-    curves = data.get("curves", {})
-    if not isinstance(curves, dict) or not all(
-        isinstance(k, str) and isinstance(v, list) and all(_is_number(x) for x in v)
-        for k, v in curves.items()
-    ):
-        raise ValueError("'curves' must map names to lists of finite numbers")
-    episodes = data.get("episodes", {})
-    if not isinstance(episodes, dict) or not all(
-        isinstance(k, str) and isinstance(v, list) and len(v) <= MAX_EVAL_EPISODES
-        and all(_is_number(x) for x in v)
-        for k, v in episodes.items()
-    ):
-        raise ValueError(f"'episodes' must map names to at most {MAX_EVAL_EPISODES} finite numbers")
-    if not isinstance(data.get("reflection_stats", {}), dict):
-        raise ValueError("'reflection_stats' must be a dict")
-    if not isinstance(data.get("info", {}), dict):
-        raise ValueError("'info' must be a dict")
-    fitness = data.get("fitness")
-    if fitness is not None and not _is_number(fitness):
-        raise ValueError("'fitness' must be a finite number or null")
-    run_s = data.get("elapsed_s", 0.0)  # the runner's own clock; only shown, never trusted
-    if not _is_number(run_s) or run_s < 0:
-        raise ValueError("'elapsed_s' must be a finite number >= 0")
-    return JobResult(
-        status=data["status"],
-        error=error,
-        metrics=metrics,
-        curves=curves,
-        reflection_stats=data.get("reflection_stats", {}),
-        info=data.get("info", {}) if kind == "describe" else {},
-        episodes=episodes if kind == "evaluate" else {},
-        fitness=float(fitness) if fitness is not None and kind == "evaluate" else None,
-        run_s=float(run_s),
-    )
-
-
-def _read_capped(path: Path, max_bytes: int) -> bytes | None:
-    """PATH's bytes, opened without following links; None unless a regular file <= max_bytes.
-
-    For files in directories candidate code could write to; OSError if it cannot be opened.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
-            return None
-        data = handle.read(max_bytes + 1)
-    return data if len(data) <= max_bytes else None  # grew after the fstat
-
-
-def read_result(job_dir: Path, kind: str, key: bytes | None = None) -> JobResult:
-    """Read JOB_DIR/result.json defensively; every problem becomes a `crashed` result.
-
-    With KEY (evaluate jobs) the result must carry the runner's seal made with it: a
-    result.json the candidate wrote is `crashed` (ForgedResult), whatever it claims.
-    """
-    data = _read_sealed(job_dir, key)
-    if isinstance(data, JobResult):
-        return data
-    try:
-        return _check_schema(data, kind)
-    except (ValueError, TypeError, RecursionError) as error:
-        return _malformed(error)
-
-
-def read_group_result(job_dir: Path, kind: str, seeds: list[int], key: bytes | None = None) -> list[JobResult]:
-    """A group job's result.json (`runner.train`, `runner.evaluate`: sealed as a whole with
-    KEY), read once like `read_result`: one result per seed, in SEEDS' order; a failure (or
-    anything malformed) is every seed's."""
-    data = _read_sealed(job_dir, key)
-    try:
-        whole = data if isinstance(data, JobResult) else _check_schema(data, kind)
-        if whole.status != "ok":
-            return [JobResult.from_dict(whole.to_dict()) for _ in seeds]
-        entries = data.get("group")
-        if not isinstance(entries, list) or [e.get("seed") if isinstance(e, dict) else None for e in entries] != seeds:
-            raise ValueError(f"'group' must hold one entry per seed {seeds}")
-        results = [_check_schema(entry, kind) for entry in entries]
-    except (ValueError, TypeError, RecursionError) as error:
-        return [_malformed(error) for _ in seeds]
-    for result in results:
-        result.run_s = whole.run_s / len(seeds)  # the runner's clock, shared
-    return results
-
-
-def _read_sealed(job_dir: Path, key: bytes | None) -> Any:
-    """JOB_DIR/result.json parsed (capped, no links, sealed with KEY when given), or the
-    `crashed` result saying why not."""
-    try:
-        raw = _read_capped(job_dir / RESULT_FILE, MAX_RESULT_BYTES)
-    except OSError as error:
-        return JobResult.failure(
-            "crashed", "NoResult", f"the runner left no readable {RESULT_FILE} ({error.strerror})"
-        )
-    if raw is None:
-        return JobResult.failure(
-            "crashed",
-            "BadResult",
-            f"{RESULT_FILE} is not a regular file <= {MAX_RESULT_BYTES} bytes",
-        )
-    try:
-        data = json.loads(raw)
-        if key is not None and not is_sealed(data, key):
-            return JobResult.failure(
-                "crashed", "ForgedResult", f"{RESULT_FILE} does not carry this job's seal"
-            )
-    except (ValueError, TypeError, RecursionError) as error:
-        return _malformed(error)
-    return data
-
-
-def _malformed(error: BaseException) -> JobResult:
-    return JobResult.failure("crashed", "BadResult", f"malformed {RESULT_FILE}: {error}"[:500])
-
-
-def _read_policy(policy_dir: Path, name: str = POLICY_FILE) -> bytes | JobResult:
-    """The weights (or, NAME=LEARNER_FILE, the learner state) a train job left: its
-    directory was writable by the candidate, so no links, capped. The host only moves
-    these bytes into other sandboxed jobs; it never loads them."""
-    try:
-        if policy_dir.is_symlink():
-            raise OSError("policy_dir is a symlink")
-        policy = _read_capped(policy_dir / name, MAX_POLICY_BYTES)
-    except OSError as error:
-        return JobResult.failure("crashed", "NoPolicy", f"no {name} in {policy_dir}: {error}")
-    if policy is None:
-        return JobResult.failure(
-            "crashed",
-            "NoPolicy",
-            f"{name} is not a regular file <= {MAX_POLICY_BYTES} bytes",
-        )
-    return policy
-
-
-_CHECKPOINT_DIR = re.compile(rf"^{re.escape(CHECKPOINT_PREFIX)}([0-9]{{1,12}})$")
-
-
-def checkpoint_dirs(policy_dir: str | Path) -> dict[int, Path]:
-    """env steps -> folder of each interval checkpoint a train job left beside its final
-    weights (`policy/step-<n>/`), in step order."""
-    found = {}
-    for entry in Path(policy_dir).iterdir():
-        match = _CHECKPOINT_DIR.match(entry.name)
-        if match:
-            found[int(match.group(1))] = entry
-    return dict(sorted(found.items()))
 
 
 def keep_outputs(job_dir: Path, policy_dirs: list[Path]) -> None:
@@ -248,71 +79,12 @@ def keep_outputs(job_dir: Path, policy_dirs: list[Path]) -> None:
                 shutil.rmtree(path, ignore_errors=True)
 
 
-def read_checkpoints(job: Job, policy_dir: Path) -> dict[int, bytes] | JobResult:
-    """The weights of every interval checkpoint JOB's train job left, read like its final
-    weights (`_read_policy`); at most one per `checkpoint_every` steps (the candidate could
-    write into the folder too)."""
-    if not job.checkpoint_every:
-        return {}
-    found = checkpoint_dirs(policy_dir)
-    most = job.steps // job.checkpoint_every + 1
-    if len(found) > most:
-        return JobResult.failure("crashed", "NoPolicy", f"{len(found)} checkpoints, more than the {most} asked for")
-    weights = {}
-    for step, folder in found.items():
-        read = _read_policy(folder)
-        if isinstance(read, JobResult):
-            return read
-        weights[step] = read
-    return weights
-
-
-Progress = tuple[int, int, float | None]  # done steps, total steps, latest training return
-
-
-def read_progress(job_dir: Path) -> Progress | None:
-    """JOB_DIR/progress.json as (done, total, return); None for anything unexpected.
-
-    The runner writes it in a directory candidate code can write to, so it is read like
-    result.json: without following links, regular files only, size-capped,
-    schema-checked, and never raising: a bad file only means no progress to show.
-    """
-    try:
-        raw = _read_capped(job_dir / PROGRESS_FILE, MAX_PROGRESS_BYTES)
-        data = json.loads(raw) if raw is not None else None
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    done, total, latest = data.get("done"), data.get("total"), data.get("return")
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (done, total)):
-        return None
-    return done, total, float(latest) if _is_number(latest) else None
-
-
-class ProgressRelay:
-    """Poller tick: calls `report(done=, total=, return=)` whenever JOB_DIR/progress.json changed."""
-
-    def __init__(self, job_dir: Path, report: Callable[..., None]) -> None:
-        self.job_dir = job_dir
-        self.report = report
-        self.last: Progress | None = None
-
-    def __call__(self) -> None:
-        progress = read_progress(self.job_dir)
-        if progress is None or progress == self.last:
-            return
-        self.last = progress
-        done, total, latest = progress
-        self.report(done=done, total=total, **{"return": latest})
-
-
 class JobCancelled(RuntimeError):
     """The sandbox was cancelled (Ctrl-C) before or while the job ran; nothing is cached."""
 
 
 class Sandbox(ABC):
-    """Runs untrusted code contained; see DESIGN.md for statuses and defaults."""
+    """Runs untrusted code contained (statuses: `sandbox.types.JOB_STATUSES`, defaults: `Limits`)."""
 
     kind = "abstract"
 
@@ -412,8 +184,15 @@ class Sandbox(ABC):
         if self.events is not None:
             self.events(event, **fields)
 
+    def report_cache_hit(self, job: Job, result: JobResult) -> None:
+        """Tell the events callback that JOB was answered from a cache a caller keeps
+        (`graph.protocol`'s combined results), as `run_job` does for its own hits."""
+        fields = self._event_fields(job)
+        self._emit("job_started", **fields)
+        self._emit("job_finished", **fields, status=result.status, cached=True)
+
     def run_job(self, job: Job) -> JobResult:
-        """validate / train / evaluate one candidate (statuses in DESIGN.md); never raises for bad code."""
+        """One job of any kind (`JOB_KINDS`) through the cache; never raises for bad code."""
         if not isinstance(job, Job):
             raise TypeError(f"run_job expects a Job, got {type(job).__name__}")
         return self._run_jobs([job])[0]
@@ -435,18 +214,9 @@ class Sandbox(ABC):
             raise ValueError("the jobs of a group need distinct seeds")
         return self._run_jobs(jobs)
 
-    @staticmethod
-    def _job_cache_key(job: Job) -> str:
-        return cache_key(
-            job.code,
-            {**job.config(), "policy_dir": job.policy_dir, "static_check": job.static_check,
-             **({"resume_dir": job.resume_dir} if job.resume_dir else {})},
-            job.seed,
-        )  # fmt: skip
-
     def _run_jobs(self, jobs: list[Job]) -> list[JobResult]:
         """One job, or a group, through the cache; the ones it misses run together."""
-        keys = [self._job_cache_key(job) for job in jobs]
+        keys = [job_cache_key(job) for job in jobs]
         cached = [self.cache.get(key) if self.cache is not None else None for key in keys]
         self._check_cancelled(jobs[0])
         for job in jobs:
@@ -496,7 +266,7 @@ class Sandbox(ABC):
         or one that links out of them, is refused."""
         if not policy_dir.resolve().is_relative_to(self.work_dir):
             return JobResult.failure("crashed", "NoPolicy", f"{policy_dir} is not a job directory of this sandbox")
-        return _read_policy(policy_dir, name)
+        return read_policy(policy_dir, name)
 
     def _execute(self, job: Job, payload: bytes | None) -> JobResult:
         """Run a checked job on this machine (PAYLOAD: evaluate's weights or a resumed train
@@ -525,8 +295,6 @@ class Sandbox(ABC):
 
     def _run_in(self, jobs: list[Job], job_dir: Path, payloads: list[bytes | None]) -> list[JobResult]:
         job, group = jobs[0], len(jobs) > 1
-        spec = job.to_dict()
-        spec["env"] = self._env_inside(job.env)
         # a copy of the weights (evaluate: the runner loads them before any candidate code)
         # or of the learner state (a resumed train job) in the job dir
         field, input_subdir, name = (("policy_dir", INPUT_POLICY_SUBDIR, POLICY_FILE) if job.kind == "evaluate"
@@ -538,12 +306,15 @@ class Sandbox(ABC):
                 subdir = f"{input_subdir}-{member.seed}" if group else input_subdir
                 (job_dir / subdir).mkdir(mode=0o755)
                 (job_dir / subdir / name).write_bytes(payload)
-                inside = spec[field] = self._job_path_inside(job_dir, subdir)
-            members.append({"seed": member.seed, field: inside, "eval_seed": member.eval_seed})
-        if group:  # the runner trains (runner.train) or measures (runner.evaluate) these seeds together
-            spec |= {"group": members, "resume_dir": None, "policy_dir": None}
+                inside = self._job_path_inside(job_dir, subdir)
+            members.append(GroupMember(member.seed, member.eval_seed, **{field: inside}))
+        # the job as the runner sees it: its env and inputs at their paths inside; a group's
+        # seeds (trained or measured together, sandbox.jobs) in `group`
+        seen_inside = {"group": tuple(members), "resume_dir": None, "policy_dir": None} if group else \
+            {field: getattr(members[0], field)}  # fmt: skip
+        wire = replace(job, env=self._env_inside(job.env), **seen_inside)
         temp_path = job_dir / f".{JOB_FILE}.tmp"
-        temp_path.write_text(json.dumps(spec))
+        temp_path.write_text(json.dumps(wire.to_dict()))
         temp_path.replace(job_dir / JOB_FILE)  # atomic: a warm runner may be polling for it
         key = new_key() if job.kind == "evaluate" else None  # never in job.json: see sandbox.seal
         try:
@@ -593,85 +364,3 @@ class Sandbox(ABC):
             script = self._launch_runner(job_dir, job.limits, key)
         relay()
         return script
-
-    def train_and_evaluate(
-        self, code: str | None, env: dict, algo: str, steps: int, seed: int, **job_fields: Any
-    ) -> JobResult:
-        """Train, then evaluate the weights in a fresh sandbox with the OEF only; cached as a whole."""
-        resume_dir, eval_seed = job_fields.pop("resume_dir", None), job_fields.pop("eval_seed", None)
-        return self.train_and_evaluate_seeds(code, env, algo, steps, [seed], [resume_dir], [eval_seed],
-                                             **job_fields)[0]  # fmt: skip
-
-    def train_and_evaluate_seeds(
-        self,
-        code: str | None,
-        env: dict,
-        algo: str,
-        steps: int,
-        seeds: list[int],
-        resume_dirs: list[str | None] | None = None,
-        eval_seeds: list[int | None] | None = None,
-        cache: ResultCache | None = None,
-        **job_fields: Any,
-    ) -> list[JobResult]:
-        """`train_and_evaluate` for several seeds of one candidate: the seeds the cache
-        misses train in one sandbox, and their policies are measured in one fresh sandbox
-        (`run_group`), each on its own EVAL_SEEDS' episodes (None: the selection episodes; a
-        study gives each seed its held-out one). Every seed's result and cache entry are what
-        it gets alone. CACHE: where the whole results are also looked up and kept (native
-        jobs that several runs share); the sandbox's own cache holds them regardless."""
-        resume_dirs = [None] * len(seeds) if resume_dirs is None else resume_dirs
-        eval_seeds = [None] * len(seeds) if eval_seeds is None else eval_seeds
-        if len(resume_dirs) != len(seeds) or len(eval_seeds) != len(seeds) \
-                or ("job_id" in job_fields and len(seeds) > 1):
-            raise ValueError("train_and_evaluate_seeds: one resume_dir and eval seed per seed, and no shared job_id")
-        train_jobs = [Job(kind="train", code=code, env=env, algo=algo, steps=steps, seed=seed,
-                          resume_dir=resume_dir, eval_seed=eval_seed, **job_fields)
-                      for seed, resume_dir, eval_seed in zip(seeds, resume_dirs, eval_seeds, strict=True)]  # fmt: skip
-        keys = [self._combined_cache_key(job) for job in train_jobs]
-        caches = [c for c in (self.cache, cache) if c is not None]
-        results: list[JobResult | None] = [next(filter(None, (c.get(key) for c in caches)), None) for key in keys]
-        for job, hit in zip(train_jobs, results, strict=True):
-            if hit is not None:
-                fields = self._event_fields(job)
-                self._emit("job_started", **fields)
-                self._emit("job_finished", **fields, status=hit.status, cached=True)
-        missed = [i for i, hit in enumerate(results) if hit is None]
-        trained = dict(zip(missed, self.run_group([train_jobs[i] for i in missed]), strict=True)) if missed else {}
-        ok = [i for i in missed if trained[i].status == "ok"]
-        eval_fields = {k: v for k, v in job_fields.items() if k not in ("job_id", "stop_at")}
-        eval_jobs = [Job(kind="evaluate", code=code, env=env, algo=algo, steps=steps, seed=seeds[i],
-                         policy_dir=trained[i].policy_dir, eval_seed=eval_seeds[i], **eval_fields)
-                     for i in ok]  # fmt: skip
-        evaluated = dict(zip(ok, self.run_group(eval_jobs), strict=True)) if ok else {}
-        for i in missed:
-            results[i] = trained[i] if i not in evaluated else combined(trained[i], evaluated[i])
-            for kept in caches if i in evaluated else ():
-                kept.put(keys[i], results[i])
-        return results  # type: ignore[return-value]
-
-    @staticmethod
-    def _combined_cache_key(train_job: Job) -> str:
-        held_out = {} if train_job.eval_seed is None else {"eval_seed": train_job.eval_seed}
-        if train_job.resume_dir is not None:
-            held_out["resume_dir"] = train_job.resume_dir
-        return cache_key(
-            train_job.code, {**train_job.config(), "kind": "train_and_evaluate", **held_out}, train_job.seed
-        )
-
-
-def combined(trained: JobResult, evaluated: JobResult) -> JobResult:
-    """A seed's train and evaluate results as one: the curves of the one, the score of the other."""
-    return JobResult(
-        status=evaluated.status,
-        error=evaluated.error,
-        metrics=evaluated.metrics,
-        curves=trained.curves,
-        reflection_stats=trained.reflection_stats,
-        fitness=evaluated.fitness,
-        elapsed_s=trained.elapsed_s + evaluated.elapsed_s,
-        wait_s=trained.wait_s + evaluated.wait_s,
-        run_s=trained.run_s + evaluated.run_s,
-        policy_dir=trained.policy_dir,
-        episodes=evaluated.episodes,
-    )

@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from lero.sandbox.runner import TOO_SLOW
-from lero.sandbox.types import JobResult
+from lero.sandbox.jobs import TOO_SLOW
+from lero.sandbox.types import Job, JobResult
 
 # Failures that say something about the candidate; timeouts, OOMs and crashes may be
 # the machine's fault and are retried instead of cached. So is a "too slow" verdict:
@@ -26,6 +26,17 @@ def cache_key(code: str | None, config: dict[str, Any], seed: int) -> str:
     """sha256 of (code, job config, seed), canonical JSON."""
     blob = json.dumps({"code": code, "config": config, "seed": seed}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def job_cache_key(job: Job) -> str:
+    """One job's key: what it computes (`Job.config`), the files it measures or continues
+    and whether its code was checked; no ids, no limits."""
+    return cache_key(
+        job.code,
+        {**job.config(), "policy_dir": job.policy_dir, "static_check": job.static_check,
+         **({"resume_dir": job.resume_dir} if job.resume_dir else {})},
+        job.seed,
+    )  # fmt: skip
 
 
 class ResultCache:

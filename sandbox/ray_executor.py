@@ -1,6 +1,6 @@
 """Train and evaluate jobs on a Ray cluster, behind the sandbox's job interface.
 
-`RaySandbox` is a `Sandbox`, so the graph calls `run_job` / `train_and_evaluate` as before
+`RaySandbox` is a `Sandbox`, so the graph calls `run_job` / `run_group` as before
 and the result cache and job events stay on the host. Only where a checked job executes
 changes: `validate` jobs (quick; the debugger waits for them) run on the local backend,
 while each `train` and `evaluate` job becomes a Ray task (`num_cpus` = `Limits.cpus`,
@@ -41,8 +41,9 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from lero.sandbox.backends import local_sandbox
-from lero.sandbox.base import PROGRESS_POLL_S, JobCancelled, Sandbox, _read_policy, read_checkpoints
-from lero.sandbox.runner import CHECKPOINT_PREFIX, POLICY_SUBDIR
+from lero.sandbox.base import PROGRESS_POLL_S, JobCancelled, Sandbox
+from lero.sandbox.jobs import CHECKPOINT_PREFIX, POLICY_SUBDIR
+from lero.sandbox.results import read_checkpoints, read_policy
 from lero.sandbox.types import Job, JobResult, Limits, SandboxUnavailable, ScriptResult
 from lero.training.policy import POLICY_FILE
 from lero.training.resume import LEARNER_FILE
@@ -180,7 +181,7 @@ def _run_here(job: Job, payload: bytes | None, backend: str, board: Any) -> dict
     weights, learner, checkpoints = None, None, {}
     if result.policy_dir is not None:
         policy_dir = Path(result.policy_dir)
-        weights, learner = _read_policy(policy_dir), _read_policy(policy_dir, LEARNER_FILE)
+        weights, learner = read_policy(policy_dir), read_policy(policy_dir, LEARNER_FILE)
         if not isinstance(weights, JobResult):
             checkpoints = read_checkpoints(job, policy_dir)
         shutil.rmtree(policy_dir.parent, ignore_errors=True)

@@ -88,8 +88,33 @@ class ScriptResult:
 
 
 @dataclass(frozen=True)
+class GroupMember:
+    """One seed of a group job (train or evaluate), as the runner receives it: its paths
+    are the sandbox's view of the inputs the host copied into the job directory."""
+
+    seed: int
+    eval_seed: int | None = None  # evaluate: this seed's episodes (None: the selection episodes)
+    resume_dir: str | None = None  # train: the learner state this seed continues
+    policy_dir: str | None = None  # evaluate: the weights measured
+
+    def __post_init__(self) -> None:
+        require(isinstance(self.seed, int) and not isinstance(self.seed, bool),
+                f"GroupMember.seed must be an int, got {self.seed!r}")  # fmt: skip
+        require(self.eval_seed is None or (isinstance(self.eval_seed, int) and self.eval_seed >= 0),
+                f"GroupMember.eval_seed must be None or an int >= 0, got {self.eval_seed!r}")  # fmt: skip
+        for name in ("resume_dir", "policy_dir"):
+            value = getattr(self, name)
+            require(value is None or isinstance(value, str), f"GroupMember.{name} must be a str or None")
+
+
+@dataclass(frozen=True)
 class Job:
-    """One unit of sandboxed work on a candidate module (`code=None` is the baseline)."""
+    """One unit of sandboxed work on a candidate module (`code=None` is the baseline).
+
+    The same type goes on the wire: the host writes `to_dict()` as job.json (its env and
+    paths as the sandbox sees them, and `group`, the seeds a group job runs together), and
+    the runner rebuilds it with `from_dict`, which validates it before anything runs.
+    """
 
     kind: str
     code: str | None
@@ -103,7 +128,7 @@ class Job:
     eval_episodes: int = EVAL_EPISODES
     policy_dir: str | None = None
     # evaluate: the seed of the episodes measured; None = the selection episodes
-    # (runner.EVAL_SEED). Studies set their own, disjoint, held-out range.
+    # (jobs.EVAL_SEED). Studies set their own, disjoint, held-out range.
     eval_seed: int | None = None
     # train: also save the learning policy every this many env steps, as
     # `policy/step-<n>/` beside the final weights (scored only by evaluate jobs)
@@ -117,10 +142,14 @@ class Job:
     candidate_id: str | None = None
     # Only tests of the sandbox boundary turn this off, to run code the check would reject.
     static_check: bool = True
+    # train / evaluate on the wire: the seeds run together in one sandbox (empty: this job's
+    # own seed alone); the host's `Sandbox.run_group` builds it, never a caller
+    group: tuple[GroupMember, ...] = ()
 
     def __post_init__(self) -> None:
         require(self.kind in JOB_KINDS, f"Job.kind must be one of {JOB_KINDS}, got {self.kind!r}")
         require(self.code is None or isinstance(self.code, str), "Job.code must be str or None")
+        require(isinstance(self.seed, int) and not isinstance(self.seed, bool), f"Job.seed must be an int, got {self.seed!r}")
         require(
             isinstance(self.env, dict) and isinstance(self.env.get("name"), str),
             f"Job.env must be a dict with a 'name', got {self.env!r}",
@@ -131,7 +160,8 @@ class Job:
         )
         require(self.kind != "train" or self.steps > 0, "a train Job needs steps > 0")
         require(
-            self.kind != "evaluate" or bool(self.policy_dir), "an evaluate Job needs policy_dir"
+            self.kind != "evaluate" or bool(self.policy_dir) or bool(self.group),
+            "an evaluate Job needs policy_dir",
         )
         require(self.eval_episodes > 0, f"Job.eval_episodes must be > 0, got {self.eval_episodes}")
         require(isinstance(self.limits, Limits), "Job.limits must be a Limits")
@@ -152,6 +182,16 @@ class Job:
             self.kind == "train" or (self.stop_at is None and self.resume_dir is None),
             "only a train Job takes stop_at and resume_dir",
         )
+        require(isinstance(self.group, tuple) and all(isinstance(m, GroupMember) for m in self.group),
+                "Job.group must be a tuple of GroupMember")  # fmt: skip
+        require(not self.group or self.kind in ("train", "evaluate"), "only train and evaluate Jobs run as a group")
+        require(len({m.seed for m in self.group}) == len(self.group), "the members of a group need distinct seeds")
+        require(self.kind != "evaluate" or all(m.policy_dir for m in self.group),
+                "every member of an evaluate group needs policy_dir")  # fmt: skip
+
+    def members(self) -> tuple[GroupMember, ...]:
+        """The seeds this job runs: its group, or itself alone."""
+        return self.group or (GroupMember(self.seed, self.eval_seed, self.resume_dir, self.policy_dir),)
 
     def config(self) -> dict[str, Any]:
         """What the job computes (the cache key): no ids, no limits, no paths.
@@ -187,6 +227,13 @@ class Job:
         values = dict(data)
         if isinstance(values.get("limits"), dict):
             values["limits"] = Limits(**values["limits"])
+        if isinstance(values.get("group"), list | tuple):
+            members = values["group"]
+            require(all(isinstance(m, dict) for m in members), "Job.group must hold objects")
+            member_fields = {f.name for f in fields(GroupMember)}
+            unknown_member = set().union(*(set(m) for m in members)) - member_fields
+            require(not unknown_member, f"unknown GroupMember fields: {sorted(unknown_member)}")
+            values["group"] = tuple(GroupMember(**m) for m in members)
         return cls(**values)
 
 

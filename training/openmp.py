@@ -10,7 +10,7 @@ the cores the working ones need. So lero looks at the machine when it starts:
     busy   one thread (nothing waits), sleeping if a caller asks for more threads
 
 `benchmarks.openmp_wait` measured both against PASSIVE on all cores (lero's choice before)
-on an idle machine and beside two busy loops (README, "OpenMP wait"). A caller who set
+on an idle machine and beside two busy loops (docs/benchmarks.md, "OpenMP wait"). A caller who set
 any of CHOICES has chosen, and is left alone.
 
 This module imports nothing heavy: the app (`lero.app`) and the benchmarks call

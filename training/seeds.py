@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from lero.training.algos.hooked_env import HookedEnv
+from lero.training.hooked_env import HookedEnv
 
 
 class RngStream:

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import torch
 
 from lero.training.algos import ALGORITHMS
-from lero.training.algos.hooked_env import HookedEnv
 from lero.training.config import TrainConfig
 from lero.training.envs import make_env
 from lero.training.evaluation import evaluate
+from lero.training.hooked_env import HookedEnv
 from lero.training.hooks import Hooks
 from lero.training.policy import Policy, policy_meta
 from lero.training.resume import load_learner

@@ -17,7 +17,7 @@ from lero.app.study.plan import Plan
 from lero.app.study.variants import variant_code
 from lero.graph.configuration import MAX_EVAL_EPISODES
 from lero.sandbox import Job, JobResult
-from lero.sandbox.base import checkpoint_dirs
+from lero.sandbox.results import checkpoint_dirs
 
 ABSOLUTE_FACTOR = 10
 SCORE = "return"

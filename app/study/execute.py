@@ -1,7 +1,7 @@
 """Running a study: resolve the candidate and settings, train every missing cell, report.
 
 Layout under `runs/<run_id>/studies/<study_id>/` (or `<runs_dir>/studies/<study_id>/` for
-a candidate file): `study.json`, `study.md`, `plots/`, `candidate.py` (the module studied)
+a candidate file): `study.json`, `study.md`, `plots/`, the module studied (`CODE_FILE`)
 and `cells/<algo>/<variant>/seed-<n>.json`, one per seed, written when the sandbox job that
 trained it ends (an arm's seeds train together, as a loop's candidate's do). A second call
 with the same settings skips every cell that has its file, and the sandbox's result cache
@@ -25,7 +25,8 @@ from lero.app.study.report import write_study
 from lero.app.study.spec import StudySpec
 from lero.app.study.variants import LOOP_ARM, VARIANTS, step_multiple, variant_code
 from lero.graph.configuration import MAX_STEPS, RunError, RunSpec
-from lero.graph.rundir import STUDIES_DIR, RunDir
+from lero.graph.protocol import train_and_evaluate_seeds
+from lero.graph.rundir import CODE_FILE, STUDIES_DIR, RunDir
 from lero.graph.safefs import write_atomic
 from lero.graph.schedule import sandbox_groups
 from lero.graph.summary import best_candidate, load_run, summarize
@@ -167,19 +168,19 @@ def _start_dir(plan: Plan) -> None:
                 f"study {plan.study_dir.name!r} exists with other settings; pass another --study-id"
             )
         return
-    write_atomic(plan.study_dir / "candidate.py", plan.code)
+    write_atomic(plan.study_dir / CODE_FILE, plan.code)
     write_atomic(path, json.dumps({"study_id": plan.study_dir.name, "status": "running",
                                    "config": plan.config()}, indent=2) + "\n")  # fmt: skip
 
 
 def _run_seeds(plan: Plan, sandbox: Any, algo: str, variant: str, indexes: list[int]) -> list[dict[str, Any]]:
     """Some seeds of one (algorithm, variant) trained in one sandbox and measured in one more
-    (`Sandbox.train_and_evaluate_seeds`; each seed's result is what it gets alone), each on
+    (`graph.protocol.train_and_evaluate_seeds`; each seed's result is what it gets alone), each on
     its own held-out episodes; every seed's cell file is written when they end."""
     seeds = [plan.spec.train_seeds[i] for i in indexes]
     eval_seeds = [plan.spec.eval_seeds[i] for i in indexes]
-    results = sandbox.train_and_evaluate_seeds(
-        variant_code(plan.code, variant), plan.env, algo, plan.steps_of(variant), seeds,
+    results = train_and_evaluate_seeds(
+        sandbox, variant_code(plan.code, variant), plan.env, algo, plan.steps_of(variant), seeds,
         eval_seeds=eval_seeds, eval_episodes=plan.spec.eval_episodes, hparams=plan.hparams[algo],
         candidate_id=f"study:{algo}:{variant}", checkpoint_every=plan.checkpoint_every(variant),
     )  # fmt: skip

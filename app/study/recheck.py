@@ -17,6 +17,7 @@ from typing import Any
 
 from lero.app.study import stats
 from lero.app.study.plan import Plan
+from lero.graph.protocol import train_and_evaluate
 from lero.graph.safefs import write_atomic
 
 RECHECK_FACTOR = 10
@@ -34,8 +35,8 @@ def run_recheck(plan: Plan, sandbox: Any) -> dict[str, Any]:
     if path.is_file():
         return json.loads(path.read_text())
     algo, seed, eval_seed = plan.algos[0], plan.spec.train_seeds[0], plan.spec.eval_seeds[0]
-    result = sandbox.train_and_evaluate(
-        plan.code, plan.env, algo, RECHECK_FACTOR * plan.steps, seed, eval_seed=eval_seed,
+    result = train_and_evaluate(
+        sandbox, plan.code, plan.env, algo, RECHECK_FACTOR * plan.steps, seed, eval_seed=eval_seed,
         eval_episodes=plan.spec.eval_episodes, hparams=plan.hparams[algo], candidate_id=f"study:{algo}:recheck",
     )  # fmt: skip
     record = {"algo": algo, "seed": seed, "eval_seed": eval_seed, "budget": plan.steps,

@@ -2,7 +2,7 @@
 
 A study retrains one candidate's four variants (graph/study/variants.py) for a list of
 algorithms x fresh training seeds, and evaluates every policy on held-out episodes:
-evaluation seeds disjoint from the one the loop selected with (`sandbox.runner.EVAL_SEED`).
+evaluation seeds disjoint from the one the loop selected with (`sandbox.jobs.EVAL_SEED`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lero.app.study.variants import LOOP_ARM, VARIANTS, check_arm
 from lero.graph.configuration import DEFAULT_RUNS_DIR, MAX_EVAL_EPISODES, MAX_STEPS, validated
-from lero.sandbox.runner import EVAL_SEED
+from lero.sandbox.jobs import EVAL_SEED
 from lero.training.defaults import EVAL_EPISODES
 
 SELECTION_EVAL_SEED = EVAL_SEED  # the episodes the loop selects candidates on

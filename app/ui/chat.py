@@ -18,7 +18,8 @@ from typing import Any
 from rich.console import Console
 
 from lero.app.console import Asker
-from lero.app.desk import ExperimentDesk, assistant_chat, offline_chat
+from lero.app.desk import ExperimentDesk
+from lero.app.dialogues import assistant_chat, offline_chat
 from lero.graph.configuration import RunSpec
 
 TRANSCRIPT_WIDTH = 100

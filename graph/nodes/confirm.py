@@ -25,6 +25,7 @@ from langgraph.runtime import Runtime
 from lero.graph.confirmation import confirm_seeds
 from lero.graph.context import RunContext
 from lero.graph.nodes.train import rank_key, seed_plan
+from lero.graph.protocol import train_and_evaluate_seeds
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.state import RunState
 from lero.sandbox.cache import ResultCache
@@ -83,8 +84,8 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
     def run(arm: dict[str, Any], indexes: list[int]) -> None:
         cid = arm["candidate_id"]
-        results = res.sandbox.train_and_evaluate_seeds(
-            arm["code"], res.job_env, spec.algo, steps, [seeds[i] for i in indexes],
+        results = train_and_evaluate_seeds(
+            res.sandbox, arm["code"], res.job_env, spec.algo, steps, [seeds[i] for i in indexes],
             eval_seeds=[eval_seeds[i] for i in indexes], candidate_id=f"confirm:{cid}",
             eval_episodes=spec.eval_episodes, hparams=spec.hparams, limits=res.job_limits,
             cache=shared if arm["code"] is None else None,

@@ -16,7 +16,7 @@ from typing import Any
 
 from lero.graph.configuration import RunSpec
 from lero.sandbox import Job, JobResult, Sandbox
-from lero.sandbox.base import checkpoint_dirs
+from lero.sandbox.results import checkpoint_dirs
 
 AUC_POINTS = 4  # curve points per seed: 3 interval checkpoints and the final policy
 

@@ -2,7 +2,7 @@
 of successive halving (`promote`) and selection.
 
 Each `train` branch trains its seeds in one sandboxed job and measures them in one more
-(`Sandbox.train_and_evaluate_seeds`). Branches of a generation run in parallel (at most `max_parallel` jobs at once: the sandbox's semaphore); a finished
+(`graph.protocol.train_and_evaluate_seeds`). Branches of a generation run in parallel (at most `max_parallel` jobs at once: the sandbox's semaphore); a finished
 branch's result is saved as a pending write, so a crash mid-generation re-runs only the
 unfinished branches, and the sandbox's result cache answers any that finished in the
 sandbox but not in the graph. Under `--schedule halving` a generation trains in rungs
@@ -22,6 +22,7 @@ from lero.graph.configuration import parallel_jobs
 from lero.graph.context import RunContext
 from lero.graph.nodes.candidates import at_stage, replace
 from lero.graph.nodes.curve_fitness import auc_checkpoint_every, curve_scores
+from lero.graph.protocol import train_and_evaluate_seeds
 from lero.graph.reflection import candidate_feedback
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.schedule import (
@@ -145,8 +146,8 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
     todo = [(seed, resume_dir) for seed, resume_dir in zip(seeds, resume_dirs, strict=True) if seed not in records]
     for seed, _ in todo:
         res.emit("train_started", kind="train", **ids(seed))
-    results = res.sandbox.train_and_evaluate_seeds(
-        task["code"], res.job_env, spec.algo, spec.steps, [seed for seed, _ in todo], [r for _, r in todo],
+    results = train_and_evaluate_seeds(
+        res.sandbox, task["code"], res.job_env, spec.algo, spec.steps, [seed for seed, _ in todo], [r for _, r in todo],
         candidate_id=cid, eval_episodes=spec.eval_episodes, hparams=spec.hparams, limits=res.job_limits,
         stop_at=rung_stop(spec.steps, spec.schedule, rung), checkpoint_every=auc_checkpoint_every(spec),
     ) if todo else []  # fmt: skip

@@ -15,7 +15,8 @@ from rich.console import Console
 
 from lero.app.chat import run_chat
 from lero.app.console import Asker
-from lero.app.desk import ExperimentDesk, guided_dialogue, offline_chat
+from lero.app.desk import ExperimentDesk
+from lero.app.dialogues import guided_dialogue, offline_chat
 from tests.app.test_report import make_run_dir
 from tests.support.openai_server import OpenAIServer, Reply
 

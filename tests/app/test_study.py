@@ -17,6 +17,7 @@ from scipy import stats
 from lero.app.study import VARIANTS, StudySpec, variant_code
 from lero.app.study import stats as study_stats
 from lero.app.study.spec import DEFAULT_SEEDS, SELECTION_EVAL_SEED
+from lero.graph.protocol import train_and_evaluate, train_and_evaluate_seeds
 from lero.training import load_candidate, make_env
 from tests.support.cli import lero
 
@@ -251,10 +252,10 @@ def test_seeds_measured_together_each_get_their_own_held_out_episodes(tmp_path: 
     env = {"name": "simple_spread", "N": 2}
     common = {"hparams": TINY_HPARAMS["mappo"], "eval_episodes": 16, "candidate_id": "study:mappo:oef"}
     code = variant_code(CANDIDATE, "oef")
-    together = get_sandbox("process", work_dir=tmp_path / "together").train_and_evaluate_seeds(
-        code, env, "mappo", 400, [3, 4], eval_seeds=[100_003, 100_004], **common)
-    alone = [get_sandbox("process", work_dir=tmp_path / f"alone-{seed}").train_and_evaluate(
-        code, env, "mappo", 400, seed, eval_seed=100_000 + seed, **common) for seed in (3, 4)]  # fmt: skip
+    together = train_and_evaluate_seeds(
+        get_sandbox("process", work_dir=tmp_path / "together"), code, env, "mappo", 400, [3, 4], eval_seeds=[100_003, 100_004], **common)
+    alone = [train_and_evaluate(
+        get_sandbox("process", work_dir=tmp_path / f"alone-{seed}"), code, env, "mappo", 400, seed, eval_seed=100_000 + seed, **common) for seed in (3, 4)]  # fmt: skip
     oef = load_candidate(code).enhance_observation
     for grouped, single, eval_seed in zip(together, alone, (100_003, 100_004), strict=True):
         assert grouped.status == single.status == "ok"

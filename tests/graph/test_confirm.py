@@ -20,9 +20,10 @@ from lero.app.hooks import app_front
 from lero.app.report import write_report
 from lero.graph.configuration import RunSpec
 from lero.graph.confirmation import confirm_seeds
+from lero.graph.protocol import train_and_evaluate
 from lero.graph.runner import resume_run, start_run
 from lero.sandbox import get_sandbox
-from lero.sandbox.runner import EVAL_SEED
+from lero.sandbox.jobs import EVAL_SEED
 from tests.graph.test_resume import QuietUI, kill_when, read_events
 
 HPARAMS = {"n_envs": 32, "rollout_len": 25, "epochs": 1}  # one iteration = 800 env steps
@@ -78,9 +79,9 @@ def test_a_confirmation_seed_is_what_training_it_alone_on_its_held_out_episodes_
     sandbox = get_sandbox("process", cache_dir=tmp_path / "cache")
     env = {"name": "simple_spread", **RunSpec().env_kwargs}
     try:
-        alone = sandbox.train_and_evaluate(None, env, "mappo", 3200, CONFIRM_SEEDS[0], eval_seed=CONFIRM_EVAL_SEEDS[0],
+        alone = train_and_evaluate(sandbox, None, env, "mappo", 3200, CONFIRM_SEEDS[0], eval_seed=CONFIRM_EVAL_SEEDS[0],
                                            eval_episodes=8, hparams=HPARAMS)  # fmt: skip
-        selection = sandbox.train_and_evaluate(None, env, "mappo", 3200, CONFIRM_SEEDS[0], eval_episodes=8,
+        selection = train_and_evaluate(sandbox, None, env, "mappo", 3200, CONFIRM_SEEDS[0], eval_episodes=8,
                                                hparams=HPARAMS)  # fmt: skip
     finally:
         sandbox.close()

@@ -113,7 +113,8 @@ def test_the_chat_reads_checks_and_measures_a_custom_env_in_the_sandbox(sandbox_
     from rich.console import Console
 
     from lero.app.console import Asker
-    from lero.app.desk import ExperimentDesk, guided_dialogue
+    from lero.app.desk import ExperimentDesk
+    from lero.app.dialogues import guided_dialogue
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(SECRET_VARIABLE, "host-only-value")

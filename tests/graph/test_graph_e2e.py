@@ -133,7 +133,7 @@ def enhance_observation(obs):
 
 
 def scripted(request: dict) -> Reply:
-    """Route by the role line that starts every agent's system prompt (DESIGN.md)."""
+    """Route by the role line that starts every agent's system prompt (agents/prompts/*_system.md)."""
     system = next(m["content"] for m in request["messages"] if m["role"] == "system")
     n = request.get("n", 1)
     if "the critic" in system.splitlines()[0]:

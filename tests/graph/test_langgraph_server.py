@@ -1,5 +1,8 @@
 """`langgraph dev` serves the module-level graph from langgraph.json; drive it with
-langgraph_sdk through a spec-approval interrupt and a resume (local only, no network)."""
+langgraph_sdk through a spec-approval interrupt and a resume (local only, no network).
+
+The server runs as its users run it: in-memory runtime, loopback, and without
+`--allow-blocking`, so a blocking call on its event loop fails the run."""
 
 from __future__ import annotations
 
@@ -27,15 +30,17 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def server_url(tmp_path):
+def server_url(request, tmp_path):
+    """A `langgraph dev` server; its operator's sandbox is the test's indirect parameter
+    (default the process backend)."""
     port = free_port()
     log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below, read on failure
     env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false",
            "LANGCHAIN_TRACING_V2": "false", "PYTHONPATH": str(REPO),
            "LERO_RUNS_DIR": str(tmp_path / "runs"),  # the server's runs dir: its input may name no other
-           "LERO_SANDBOX": "process"}  # the operator's sandbox: a request may not choose one
+           "LERO_SANDBOX": getattr(request, "param", "process")}  # the operator's sandbox: a request may not choose one
     server = subprocess.Popen(
-        [shutil.which("langgraph") or "langgraph", "dev", "--no-browser", "--no-reload", "--allow-blocking",
+        [shutil.which("langgraph") or "langgraph", "dev", "--no-browser", "--no-reload",  # blocking calls fail
          "--port", str(port), "--config", "langgraph.json"],
         cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )
@@ -87,3 +92,24 @@ def test_langgraph_dev_runs_the_graph_through_an_interrupt_and_a_resume(server_u
     assert json.loads((run_dir / "state.json").read_text())["status"] == "completed"
     assert json.loads((run_dir / "baseline" / "result.json").read_text())["status"] == "ok"
     assert (run_dir / "report.json").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+@pytest.mark.parametrize("server_url", ["docker"], indirect=True)
+def test_langgraph_dev_completes_a_docker_run_without_blocking_its_event_loop(sandbox_image, server_url, tmp_path):
+    """The issue's reproduction: a small offline run on the Docker sandbox, streamed through
+    `runs.stream` to its end. Closing its context removes containers through Docker's socket,
+    which the server refuses on its event loop (`BlockingError`) unless done off it."""
+    client = get_sync_client(url=server_url)
+    thread_id = client.threads.create()["thread_id"]
+    configurable = {"approve": "none", "runs_dir": str(tmp_path / "runs"),
+                    "generations": 1, "population": 1, "steps": 1600, "eval_episodes": 8,
+                    "hparams": {"n_envs": 32, "epochs": 1}}
+    parts = list(client.runs.stream(thread_id, "lero", input={}, config={"configurable": configurable},
+                                    stream_mode="values"))
+    assert not [part.data for part in parts if part.event == "error"]
+    runs = client.runs.list(thread_id)
+    assert [run["status"] for run in runs] == ["success"]
+    run_dir = tmp_path / "runs" / thread_id
+    assert json.loads((run_dir / "state.json").read_text())["status"] == "completed"

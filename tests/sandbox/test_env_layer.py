@@ -161,12 +161,11 @@ def test_the_docker_backend_names_the_layers_import_root(client, tmp_path: Path)
 
 @pytest.mark.parametrize(("cpus", "workers"), [(0.5, 1), (1.0, 1), (2.5, 2), (16.0, 4)])
 def test_the_adapters_workers_follow_the_jobs_cpu_quota(cpus: float, workers: int) -> None:
-    from lero.sandbox.runner import env_kwargs
+    from lero.sandbox.jobs import env_kwargs
 
-    job = {"env": {"name": "pkg.mod:make", "N": 3}, "limits": {"cpus": cpus}}
-    assert env_kwargs(job) == {"N": 3, "workers": workers}
-    assert env_kwargs({**job, "env": {"name": "pkg.mod:make", "workers": 3}})["workers"] == 3
-    assert env_kwargs({**job, "env": {"name": "simple_spread", "N": 3}}) == {"N": 3}
+    assert env_kwargs({"name": "pkg.mod:make", "N": 3}, cpus) == {"N": 3, "workers": workers}
+    assert env_kwargs({"name": "pkg.mod:make", "workers": 3}, cpus)["workers"] == 3
+    assert env_kwargs({"name": "simple_spread", "N": 3}, cpus) == {"N": 3}
 
 
 def test_a_wheel_env_is_found_without_importing_it(client, tmp_path: Path, monkeypatch) -> None:

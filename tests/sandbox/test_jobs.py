@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from lero.graph.protocol import train_and_evaluate
 from lero.sandbox import get_sandbox
 from lero.sandbox.types import JOB_PROCESS_ENV, Job, Limits
 from lero.training import Policy, PolicyMeta, make_env, save_policy
@@ -327,13 +328,13 @@ def test_train_and_evaluate_end_to_end_then_cached(sandbox, tmp_path) -> None:
             "eval_episodes": 64,
             "candidate_id": "0-0",
         }
-        first = cached_sandbox.train_and_evaluate(VALID, ENV, "mappo", 25_600, 0, **fields)
+        first = train_and_evaluate(cached_sandbox, VALID, ENV, "mappo", 25_600, 0, **fields)
         assert first.status == "ok", first.error
         assert first.fitness == first.metrics["return"] and not first.cached
         assert {"steps", "return", "nearest", "team"} <= set(first.curves)
         assert set(first.reflection_stats["nearest"]) >= {"snapshots", "max", "mean", "min"}
         assert (Path(first.policy_dir) / "policy.pt").is_file()
-        second = cached_sandbox.train_and_evaluate(VALID, ENV, "mappo", 25_600, 0, **fields)
+        second = train_and_evaluate(cached_sandbox, VALID, ENV, "mappo", 25_600, 0, **fields)
         assert second.cached and second.fitness == first.fitness
     finally:
         cached_sandbox.close()

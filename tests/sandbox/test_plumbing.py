@@ -9,9 +9,10 @@ import socket
 import pytest
 
 from lero.sandbox import Job, JobResult, Limits, ResultCache, SandboxUnavailable, get_sandbox
-from lero.sandbox.base import MAX_RESULT_BYTES, Sandbox, read_result
+from lero.sandbox.base import Sandbox
 from lero.sandbox.cache import cache_key
 from lero.sandbox.output import CappedBuffer
+from lero.sandbox.results import MAX_RESULT_BYTES, read_result
 from lero.sandbox.seal import new_key, seal
 from lero.sandbox.types import ScriptResult
 from lero.training.defaults import MAX_EVAL_EPISODES

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from lero.sandbox.base import MAX_PROGRESS_BYTES, ProgressRelay, read_progress
+from lero.sandbox.jobs import PROGRESS_FILE
 from lero.sandbox.poller import Poller
-from lero.sandbox.runner import PROGRESS_FILE
+from lero.sandbox.results import MAX_PROGRESS_BYTES, ProgressRelay, read_progress
 from lero.sandbox.types import Limits
 from tests.sandbox.test_jobs import job
 

@@ -23,6 +23,7 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from lero.graph.configuration import RunError, RunSpec  # noqa: E402
+from lero.graph.protocol import train_and_evaluate_seeds  # noqa: E402
 from lero.graph.runner import start_run  # noqa: E402
 from lero.sandbox import Job, get_sandbox  # noqa: E402
 from lero.sandbox.base import JobCancelled  # noqa: E402
@@ -266,7 +267,7 @@ def test_interval_checkpoints_travel_back_from_the_node(tmp_path, monkeypatch, c
     (the same weights as the same job run here), so `lero study --checkpoints` runs on Ray."""
     import torch
 
-    from lero.sandbox.base import checkpoint_dirs
+    from lero.sandbox.results import checkpoint_dirs
     from tests.support.cli import lero
 
     job = Job(kind="train", code=None, steps=800, eval_episodes=8, checkpoint_every=200,
@@ -328,9 +329,9 @@ def test_a_group_runs_as_its_jobs_on_the_cluster(tmp_path) -> None:
     fields = {"eval_episodes": 8, "hparams": {"n_envs": 8, "rollout_len": 25}}
     try:
         sandbox = get_sandbox("process", work_dir=tmp_path, executor="ray", ray_address=cluster.address)
-        results = sandbox.train_and_evaluate_seeds(None, {"name": "simple_spread"}, "mappo", 800, [0, 1], **fields)
-        local = get_sandbox("process", work_dir=tmp_path / "local").train_and_evaluate_seeds(
-            None, {"name": "simple_spread"}, "mappo", 800, [0, 1], **fields)
+        results = train_and_evaluate_seeds(sandbox, None, {"name": "simple_spread"}, "mappo", 800, [0, 1], **fields)
+        local = train_and_evaluate_seeds(
+            get_sandbox("process", work_dir=tmp_path / "local"), None, {"name": "simple_spread"}, "mappo", 800, [0, 1], **fields)
         sandbox.close()
     finally:
         ray.shutdown()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lero.graph.protocol import train_and_evaluate
 from lero.sandbox.types import Job, Limits
 from lero.training.resume import LEARNER_FILE
 from tests.sandbox.test_contract import VALID
@@ -18,17 +19,17 @@ FIELDS = {"hparams": SMALL, "eval_episodes": 8, "limits": Limits(wall_s=300, mem
 
 
 def test_the_next_rung_continues_the_first_rungs_learner(sandbox) -> None:
-    first = sandbox.train_and_evaluate(VALID, ENV, "mappo", 3200, 0, stop_at=1600, **FIELDS)
+    first = train_and_evaluate(sandbox, VALID, ENV, "mappo", 3200, 0, stop_at=1600, **FIELDS)
     assert first.status == "ok", first.error
     assert first.curves["steps"][-1] == 1600 and (Path(first.policy_dir) / LEARNER_FILE).is_file()
-    rest = sandbox.train_and_evaluate(VALID, ENV, "mappo", 3200, 0, resume_dir=first.policy_dir, **FIELDS)
+    rest = train_and_evaluate(sandbox, VALID, ENV, "mappo", 3200, 0, resume_dir=first.policy_dir, **FIELDS)
     assert rest.status == "ok", rest.error
     assert rest.fitness is not None and rest.policy_dir != first.policy_dir
     assert rest.curves["steps"][0] > 1600 and rest.curves["steps"][-1] == 3200
 
 
 def test_a_learner_state_of_another_plan_fails_the_job_not_the_host(sandbox) -> None:
-    first = sandbox.train_and_evaluate(VALID, ENV, "mappo", 3200, 0, stop_at=1600, **FIELDS)
+    first = train_and_evaluate(sandbox, VALID, ENV, "mappo", 3200, 0, stop_at=1600, **FIELDS)
     assert first.status == "ok", first.error
     other = sandbox.run_job(Job(kind="train", code=VALID, env=ENV, algo="ippo", steps=3200, seed=0,
                                 resume_dir=first.policy_dir, **FIELDS))  # fmt: skip

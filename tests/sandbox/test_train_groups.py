@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from lero.graph.protocol import train_and_evaluate, train_and_evaluate_seeds
 from lero.sandbox.types import Job, Limits
 from lero.training import load_policy
 from tests.sandbox.test_contract import VALID
@@ -42,21 +43,21 @@ def assert_same_seed(group_result, alone) -> None:
 def test_a_group_of_seeds_trains_in_one_sandbox_with_each_seeds_own_result(sandbox, code: str) -> None:
     if code is COUNTING_OEF and sandbox.kind == "docker":
         pytest.skip("the module-state case is the runner's, the same on both backends")
-    group = sandbox.train_and_evaluate_seeds(code, ENV, "mappo", 1600, SEEDS, **FIELDS)
+    group = train_and_evaluate_seeds(sandbox, code, ENV, "mappo", 1600, SEEDS, **FIELDS)
     assert len({job_dir_of(r) for r in group}) == 1  # one job directory: one sandbox, one start
     for seed, result in zip(SEEDS, group, strict=True):
         assert Path(result.policy_dir).name == f"seed-{seed}"
-        assert_same_seed(result, sandbox.train_and_evaluate(code, ENV, "mappo", 1600, seed, **FIELDS))
+        assert_same_seed(result, train_and_evaluate(sandbox, code, ENV, "mappo", 1600, seed, **FIELDS))
     assert len({tuple(r.curves["return"]) for r in group}) == len(SEEDS)
 
 
 def test_a_group_continues_each_seeds_learner_state(process_sandbox) -> None:
-    first = process_sandbox.train_and_evaluate_seeds(VALID, ENV, "qmix", 3200, SEEDS[:2], stop_at=1600, **FIELDS)
+    first = train_and_evaluate_seeds(process_sandbox, VALID, ENV, "qmix", 3200, SEEDS[:2], stop_at=1600, **FIELDS)
     resume_dirs = [r.policy_dir for r in first]
-    rest = process_sandbox.train_and_evaluate_seeds(VALID, ENV, "qmix", 3200, SEEDS[:2], resume_dirs, **FIELDS)
+    rest = train_and_evaluate_seeds(process_sandbox, VALID, ENV, "qmix", 3200, SEEDS[:2], resume_dirs, **FIELDS)
     for seed, resume_dir, result in zip(SEEDS[:2], resume_dirs, rest, strict=True):
         assert result.curves["steps"][0] > 1600 and result.curves["steps"][-1] == 3200
-        alone = process_sandbox.train_and_evaluate(VALID, ENV, "qmix", 3200, seed, resume_dir=resume_dir, **FIELDS)
+        alone = train_and_evaluate(process_sandbox, VALID, ENV, "qmix", 3200, seed, resume_dir=resume_dir, **FIELDS)
         assert_same_seed(result, alone)
 
 
@@ -82,12 +83,12 @@ def test_a_groups_seeds_are_cached_one_by_one(process_sandbox, tmp_path: Path) -
     cached = ProcessSandbox(cache_dir=tmp_path / "cache", max_parallel=2,
                             events=lambda event, **fields: events.append((event, fields)))  # fmt: skip
     starts = count_starts(cached)
-    first = cached.train_and_evaluate_seeds(VALID, ENV, "mappo", 800, [1, 2], **FIELDS)
+    first = train_and_evaluate_seeds(cached, VALID, ENV, "mappo", 800, [1, 2], **FIELDS)
     assert starts == ["train", "evaluate"]  # two seeds, two sandboxes
-    again = cached.train_and_evaluate(VALID, ENV, "mappo", 800, 2, **FIELDS)
+    again = train_and_evaluate(cached, VALID, ENV, "mappo", 800, 2, **FIELDS)
     assert again.cached and again.fitness == first[1].fitness
     events.clear()
-    mixed = cached.train_and_evaluate_seeds(VALID, ENV, "mappo", 800, [1, 3], **FIELDS)
+    mixed = train_and_evaluate_seeds(cached, VALID, ENV, "mappo", 800, [1, 3], **FIELDS)
     assert mixed[0].cached and not mixed[1].cached
     assert starts == ["train", "evaluate"] * 2
     trained = [f for e, f in events if e == "job_finished" and f["kind"] == "train" and not f["cached"]]
@@ -97,7 +98,7 @@ def test_a_groups_seeds_are_cached_one_by_one(process_sandbox, tmp_path: Path) -
 
 
 def test_a_failing_candidate_fails_every_seed_of_its_group(process_sandbox) -> None:
-    results = process_sandbox.train_and_evaluate_seeds(RAISING_HRF, ENV, "ippo", 800, SEEDS, **FIELDS)
+    results = train_and_evaluate_seeds(process_sandbox, RAISING_HRF, ENV, "ippo", 800, SEEDS, **FIELDS)
     assert [r.status for r in results] == ["code_error"] * len(SEEDS)
     assert all(r.error["type"] == "IndexError" for r in results)
 

@@ -216,13 +216,13 @@ def test_workers_split_the_batch_and_match_in_process() -> None:
     runs = []
     for workers in (0, 3):
         env = make_env(SPEC, 5, workers=workers)
-        assert len(env._groups) == max(workers, 1)
+        assert len(env._pool.groups) == max(workers, 1)
         trace = [env.reset(seed=4)]
         for joint in actions:
             obs, reward, done, _ = env.step(joint)
             trace += [obs, reward, done.float()]
         runs.append(trace)
-        processes = [group.process for group in env._groups if hasattr(group, "process")]
+        processes = [group.process for group in env._pool.groups if hasattr(group, "process")]
         env.close()
         assert all(not process.is_alive() for process in processes)
     assert all(torch.equal(a, b) for a, b in zip(*runs, strict=True))

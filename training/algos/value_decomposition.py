@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lero.training.algos.hooked_env import HookedEnv
+from lero.training.hooked_env import HookedEnv
 from lero.training.networks import StackedParameters
 from lero.training.optim import FlatAdam
 from lero.training.policy import Policy, PolicyMeta

@@ -3,10 +3,10 @@
 Slower than a native batched env (one Python ``step`` per copy), but it lets a researcher
 bring their own cooperative task: ``lero run --env package.module:factory``.
 
-- **Workers.** The B copies are split into ``workers`` contiguous groups; each group lives
-  in a forked process that answers commands over a pipe (``workers=0``: in this process;
-  the default for B = 1, else ``min(B, cpu_count, 4)``).
-  All groups step at once; the results are concatenated in slot order.
+- **Workers.** The B copies are split into ``workers`` contiguous groups (``Copies``), each
+  in a forked process of a ``WorkerPool`` (``worker_pool.py``; ``workers=0``: in this
+  process; the default for B = 1, else ``min(B, cpu_count, 4)``). All groups step at once;
+  the results are concatenated in slot order.
 - **Agents.** ``possible_agents`` fix the agent axis N. Observations (``Box`` flattened,
   ``Discrete`` one-hot) are zero-padded to the longest one (``obs_dims`` keeps the true
   lengths); discrete actions are padded to the largest space and ``action_mask()`` says
@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import itertools
-import multiprocessing as mp
 import os
 import re
 from collections.abc import Callable
@@ -44,10 +42,9 @@ from pettingzoo import ParallelEnv
 from lero.training.envs import checks
 from lero.training.envs.base import BatchedEnv
 from lero.training.envs.task import RETURN, Metric, StateField, TaskSpec
+from lero.training.envs.worker_pool import MAX_EXPLICIT_WORKERS, MAX_WORKERS, WorkerPool
 
 EPISODE_LENGTH = "episode_length"
-MAX_WORKERS = 4  # the default cap
-MAX_EXPLICIT_WORKERS = 64  # forked processes one env may ask for
 
 
 @dataclass(frozen=True)
@@ -191,87 +188,6 @@ def _stack(rows: list[dict[str, np.ndarray]], keys: tuple[str, ...]) -> dict[str
     return {key: np.stack([row[key] for row in rows]) for key in keys}
 
 
-def _serve(conn: Any, make: Callable[[], Any], count: int, layout: Layout, max_steps: int) -> None:
-    """Worker loop: build the copies, then answer (command, argument) messages until close/EOF."""
-    try:
-        copies = Copies(make, count, layout, max_steps)
-    except Exception as error:  # reported to the parent as a one-line ValueError
-        conn.send(("error", f"{type(error).__name__}: {error}"))
-        return
-    conn.send(("ready", None))
-    while True:
-        try:
-            command, argument = conn.recv()
-        except (EOFError, OSError):
-            break
-        if command == "close":
-            break
-        try:
-            result = getattr(copies, command)(argument)
-        except Exception as error:
-            conn.send(("error", f"{type(error).__name__}: {error}"))
-            continue
-        conn.send(("ok", result))
-    copies.close()
-
-
-class _Worker:
-    """Parent-side handle of one forked worker process."""
-
-    def __init__(self, make: Callable[[], Any], count: int, layout: Layout, max_steps: int) -> None:
-        ctx = mp.get_context("fork")
-        self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(
-            target=_serve, args=(child, make, count, layout, max_steps), daemon=True
-        )
-        self.process.start()
-        child.close()
-
-    def wait_ready(self, owner: str) -> None:
-        self.receive(owner)
-
-    def send(self, command: str, argument: Any) -> None:
-        self.conn.send((command, argument))
-
-    def receive(self, owner: str) -> Any:
-        try:
-            status, value = self.conn.recv()
-        except (EOFError, OSError):
-            raise RuntimeError(f"{owner}: an env worker process died") from None
-        if status == "error":
-            raise ValueError(f"{owner}: {value}")
-        return value
-
-    def close(self) -> None:
-        with contextlib.suppress(BrokenPipeError, OSError):
-            self.conn.send(("close", None))
-        self.process.join(timeout=5)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
-        self.conn.close()
-
-
-class InProcess:
-    """The ``Copies`` of ``workers=0``, behind the same send/receive calls as a worker."""
-
-    def __init__(self, make: Callable[[], Any], count: int, layout: Layout, max_steps: int) -> None:
-        self.copies = Copies(make, count, layout, max_steps)
-        self.pending: Any = None
-
-    def wait_ready(self, owner: str) -> None:
-        """Nothing to wait for: the copies were built in the constructor."""
-
-    def send(self, command: str, argument: Any) -> None:
-        self.pending = getattr(self.copies, command)(argument)
-
-    def receive(self, owner: str) -> Any:
-        return self.pending
-
-    def close(self) -> None:
-        self.copies.close()
-
-
 class PettingZooEnv(BatchedEnv):
     """B copies of a PettingZoo ``ParallelEnv`` behind the batched API (module docstring)."""
 
@@ -320,28 +236,11 @@ class PettingZooEnv(BatchedEnv):
         self.task = generic_task(name, layout, _docstring(factory, probe))
         self._metadata_name = str(getattr(probe, "metadata", {}).get("name", name))
         probe.close()
-        self._sizes = _split(n_envs, max(workers, 1))
-        self._groups: list[Any] = []
-        try:
-            for size in self._sizes:
-                group_cls = InProcess if workers == 0 else _Worker
-                self._groups.append(group_cls(make, size, layout, max_steps))
-            for group in self._groups:
-                group.wait_ready(name)
-        except BaseException:
-            self.close()
-            raise
+        self._pool = WorkerPool(lambda count: Copies(make, count, layout, max_steps), n_envs, workers, name)
         self._generator = np.random.default_rng()
         self.reset()
 
     # ------------------------------------------------------------------ batching
-    def _all(self, command: str, arguments: list[Any]) -> dict[str, np.ndarray]:
-        """Send one command to every group, gather their answers in slot order."""
-        for group, argument in zip(self._groups, arguments, strict=True):
-            group.send(command, argument)
-        answers = [group.receive(self.name) for group in self._groups]
-        return {key: np.concatenate([answer[key] for answer in answers]) for key in answers[0]}
-
     def _tensor(self, values: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(values)).to(self.device, dtype)
 
@@ -371,19 +270,14 @@ class PettingZooEnv(BatchedEnv):
         if seed is None:
             seed = int(self._generator.integers(2**31 - self.n_envs))
         seeds = [seed + slot for slot in range(self.n_envs)]
-        out = self._all("reset", self._chunks(seeds))
+        out = self._pool.call("reset", seeds)
         return self._load(out["obs"], out["active"], out["state"], np.zeros(self.n_envs, np.int64))
-
-    def _chunks(self, values: Any) -> list[Any]:
-        """Split a slot-major sequence into the groups' contiguous parts."""
-        bounds = np.cumsum([0, *self._sizes])
-        return [values[start:end] for start, end in itertools.pairwise(bounds)]
 
     def step(
         self, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
         actions = self._check_actions(actions).cpu().numpy()  # [B, N]
-        out = self._all("step", self._chunks(actions))
+        out = self._pool.call("step", actions)
         done = self._tensor(out["done"], torch.bool)  # [B]
         steps_after = np.where(out["done"], 0, out["step"] + 1)
         final_obs = self._tensor(out["final_obs"])  # [B, N, D]
@@ -469,9 +363,8 @@ class PettingZooEnv(BatchedEnv):
 
     def close(self) -> None:
         """Stop the worker processes (also done at interpreter exit: they are daemons)."""
-        for group in getattr(self, "_groups", []):
-            group.close()
-        self._groups = []
+        if hasattr(self, "_pool"):
+            self._pool.close()
 
     def __del__(self) -> None:
         self.close()
@@ -529,12 +422,6 @@ def _docstring(factory: Callable[..., Any], env: Any) -> str:
         if doc:
             return " ".join(doc.split("\n\n")[0].split())
     return f"Cooperative multi-agent task {getattr(env, 'metadata', {}).get('name', 'of a PettingZoo env')}: maximise the team's return."
-
-
-def _split(total: int, parts: int) -> list[int]:
-    """``total`` slots in ``parts`` contiguous groups, sizes differing by at most one."""
-    base, extra = divmod(total, parts)
-    return [base + (1 if k < extra else 0) for k in range(parts)]
 
 
 def _check_count(owner: str, field: str, value: Any, minimum: int, maximum: int) -> None:

@@ -1,0 +1,133 @@
+"""docs/internals.md's recipes, held against the registries they extend.
+
+Each recipe ("### A new ...", then a line "Files: ...") names the files a new entry
+touches. These tests walk every registry (tasks, algorithms, sandbox job kinds, LLM roles,
+CLI commands) and check that each entry lives in the files its recipe names and that a test
+in the recipe's test folder names it, so a recipe that drifts from the code fails here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+INTERNALS = REPO / "docs" / "internals.md"
+
+
+def recipes() -> dict[str, list[str]]:
+    """Recipe title ("task", "algorithm", ...) -> the paths its Files line names."""
+    text = INTERNALS.read_text()
+    found = re.findall(r"^### A new (.+?)\nFiles: (.+)$", text, flags=re.MULTILINE)
+    return {title: re.findall(r"`([^`]+)`", files) for title, files in found}
+
+
+def _test_folder(title: str) -> Path:
+    line = re.search(rf"^### A new {re.escape(title)}\nFiles: .*a test in `(tests/[a-z]+/)`", INTERNALS.read_text(),
+                     flags=re.MULTILINE)
+    assert line, f"the {title} recipe names no test folder"
+    return REPO / line.group(1)
+
+
+def _named_by_a_test(title: str, word: str) -> bool:
+    return any(word in path.read_text() for path in _test_folder(title).glob("test_*.py"))
+
+
+def _existing(paths: list[str], **placeholders: str) -> list[str]:
+    """The recipe's paths with the placeholders filled that do not exist."""
+    missing = []
+    for path in paths:
+        for name, value in placeholders.items():
+            path = path.replace(f"<{name}>", value)
+        if "<" not in path and not (REPO / path).exists():
+            missing.append(path)
+    return missing
+
+
+def _source_file(obj: object) -> str:
+    return str(Path(inspect.getfile(obj)).resolve().relative_to(REPO))
+
+
+def test_every_recipe_is_there_with_its_files() -> None:
+    found = recipes()
+    assert set(found) == {"task", "algorithm", "sandbox job kind", "LLM role", "CLI command"}
+    for title, paths in found.items():
+        assert paths, f"the {title} recipe names no file"
+        assert not _existing([p for p in paths if "<" not in p]), title
+
+
+def test_every_task_follows_the_task_recipe() -> None:
+    from lero.training.envs.registry import _ENVS, ENV_NAMES
+
+    paths = recipes()["task"]
+    for name in ENV_NAMES:
+        env_class = _ENVS[name][0]
+        assert _source_file(env_class) == f"training/envs/{name}.py", name
+        assert env_class.task.name == name
+        assert not _existing(paths, task=name), name
+        assert _named_by_a_test("task", f'"{name}"'), f"no test in tests/training/ names {name}"
+
+
+def test_every_algorithm_follows_the_algorithm_recipe() -> None:
+    from lero.training.algos import ALGORITHMS
+
+    paths = recipes()["algorithm"]
+    for name, row in ALGORITHMS.items():
+        home = _source_file(row.learner)
+        assert home == _source_file(row.hparams), f"{name}: learner and hyper-parameters in one file"
+        family = Path(home).stem
+        assert home == f"training/algos/{family}.py"
+        assert not _existing(paths, family=family), name
+        assert _named_by_a_test("algorithm", f'"{name}"'), f"no test in tests/training/ names {name}"
+
+
+def test_every_job_kind_follows_the_job_kind_recipe() -> None:
+    from lero.sandbox.jobs import HANDLERS
+    from lero.sandbox.types import JOB_KINDS, JobKind
+
+    assert set(typing.get_args(JobKind)) == set(JOB_KINDS) == set(HANDLERS)
+    for kind in JOB_KINDS:
+        assert _source_file(HANDLERS[kind].run) == "sandbox/jobs.py", kind
+        assert _named_by_a_test("sandbox job kind", f'"{kind}"'), f"no test in tests/sandbox/ names {kind}"
+
+
+def test_every_role_follows_the_role_recipe() -> None:
+    from lero.agents.team import Team
+
+    paths = recipes()["LLM role"]
+    callers = [*(REPO / "graph" / "nodes").glob("*.py"), REPO / "app" / "dialogues.py"]
+    roles = [field for field in typing.get_type_hints(Team) if field != "ledger"]
+    assert roles, "Team has no roles"
+    for role in roles:
+        classes = [c for c in typing.get_args(typing.get_type_hints(Team)[role]) if c is not type(None)] or [
+            typing.get_type_hints(Team)[role]
+        ]
+        assert _source_file(classes[0]) == f"agents/{role}.py", role
+        prompt = REPO / "agents" / "prompts" / f"{role}_system.md"
+        assert role in prompt.read_text().splitlines()[0], f"{prompt.name}'s first line names its role"
+        assert not _existing(paths, role=role), role
+        assert any(re.search(rf"\.{role}\b", path.read_text()) for path in callers), f"nothing calls {role}"
+        assert _named_by_a_test("LLM role", role), f"no test in tests/agents/ names {role}"
+
+
+def test_every_command_follows_the_command_recipe() -> None:
+    import argparse
+
+    from lero.app.args import build_parser
+    from lero.app.cli import COMMANDS
+
+    parser = build_parser()
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert len(actions) == 1
+    assert set(actions[0].choices) == set(COMMANDS)
+    for name, command in COMMANDS.items():
+        assert command.__name__ == f"cmd_{name}" and _source_file(command) == "app/cli.py", name
+        assert _named_by_a_test("CLI command", f'"{name}"'), f"no test in tests/app/ runs lero {name}"
+
+
+def test_the_checks_see_a_missing_file_and_an_untested_entry() -> None:
+    assert _existing(["training/envs/<task>.py", "app/cli.py"], task="no_such_task") == ["training/envs/no_such_task.py"]
+    assert not _named_by_a_test("algorithm", '"no_such_algorithm"')
+    assert _named_by_a_test("algorithm", '"mappo"')
