@@ -329,10 +329,13 @@ def _reason(error: Exception) -> str:
     return text if isinstance(error, ValueError) else f"{type(error).__name__}: {text}"
 
 
-def run_rows(runs_dir: str | Path, row: Callable[[RunFiles], dict]) -> list[dict]:
+def run_rows(
+    runs_dir: str | Path, row: Callable[[RunFiles], dict], events_tail: int | None = None
+) -> list[dict]:
     """`row(run)` for every run under runs_dir (by name). A run that cannot be read is one
     `{"run_id", "status": "unreadable", "error"}` row: one bad directory (a symlink, a FIFO,
-    torn JSON, odd types) is neither hidden nor fatal to the listing."""
+    torn JSON, odd types) is neither hidden nor fatal to the listing. EVENTS_TAIL: as
+    `load_run`'s."""
     root = Path(runs_dir)
     rows = []
     for path in sorted(root.iterdir()) if root.is_dir() else []:
@@ -344,7 +347,7 @@ def run_rows(runs_dir: str | Path, row: Callable[[RunFiles], dict]) -> list[dict
                 raise UnsafeFile(f"refusing {path}: the run directory is a symlink")
             if rundir.files.kind(SPEC_FILE) is None and rundir.files.kind(STATE_FILE) is None:
                 continue  # not a run (a study scratch folder, a stray directory)
-            rows.append(row(load_run(path)))
+            rows.append(row(load_run(path, events_tail)))
         except Exception as error:  # whatever a hostile directory triggers: that row only
             rows.append({"run_id": path.name, "status": UNREADABLE, "error": _reason(error)[:300]})
     return rows

@@ -293,8 +293,16 @@ class RunDir:
                 os.close(fd)
         return record
 
-    def read_events(self) -> list[dict[str, Any]]:
-        return parse_events(self.files.read(EVENTS_FILE, EVENTS_LIMIT) or b"")
+    def read_events(self, tail: int | None = None) -> list[dict[str, Any]]:
+        """Every event, or with `tail` only those of the file's last `tail` bytes (whole
+        lines: a page shows a long run without parsing up to EVENTS_LIMIT on each load)."""
+        if tail is None:
+            return parse_events(self.files.read(EVENTS_FILE, EVENTS_LIMIT) or b"")
+        data = self.files.read(EVENTS_FILE, tail + 1, whole=False, last=True) or b""
+        if len(data) > tail:  # cut: data[0] is the byte before the window; start at a line
+            start = 1 if data[:1] == b"\n" else data.find(b"\n") + 1
+            data = data[start:] if start else b""
+        return parse_events(data)
 
     def read_events_from(self, offset: int, limit: int = 1 << 20) -> bytes:
         """Up to `limit` bytes of events.jsonl from `offset` (the live stream's next chunk)."""

@@ -118,9 +118,12 @@ class Confined:
                 raise _refused(self._show(parts), error, dir_fd, parts[-1]) from None
             raise
 
-    def read(self, relative: str, limit: int, offset: int = 0, whole: bool = True) -> bytes | None:
+    def read(
+        self, relative: str, limit: int, offset: int = 0, whole: bool = True, last: bool = False
+    ) -> bytes | None:
         """The bytes of a regular file from `offset` (None when absent). With `whole`, a file
-        longer than `limit` is refused; otherwise at most `limit` bytes are returned."""
+        longer than `limit` is refused; otherwise at most `limit` bytes are returned: its
+        last `limit` bytes with `last`."""
         parts = parts_of(relative)
         shown = self._show(parts)
         try:
@@ -132,6 +135,8 @@ class Confined:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise UnsafeFile(f"refusing {shown}: not a regular file")
+            if last:
+                offset = max(info.st_size - limit, 0)
             if whole and info.st_size - offset > limit:
                 raise UnsafeFile(f"refusing {shown}: {info.st_size} bytes, more than the {limit} allowed")
             chunks, left = [], min(limit, max(info.st_size - offset, 0))

@@ -84,9 +84,10 @@ def _parse_candidate_dir(name: str) -> tuple[int, int] | None:
     return int(gen), int(idx)
 
 
-def load_run(run_dir: str | Path) -> RunFiles:
+def load_run(run_dir: str | Path, events_tail: int | None = None) -> RunFiles:
     """Read a run directory through RunDir; ValueError (one line) if it is not one or
-    cannot be read (a planted symlink, a FIFO, a corrupt or oversized file)."""
+    cannot be read (a planted symlink, a FIFO, a corrupt or oversized file). EVENTS_TAIL:
+    read only the events of events.jsonl's last that many bytes (RunDir.read_events)."""
     rundir = RunDir(Path(run_dir))
     spec = rundir.read_json(SPEC_FILE)
     state = rundir.read_json(STATE_FILE)
@@ -113,7 +114,7 @@ def load_run(run_dir: str | Path) -> RunFiles:
         run_dir=rundir.path,
         spec=spec or {},
         state=state or {},
-        events=rundir.read_events(),
+        events=rundir.read_events(events_tail),
         baseline=rundir.read_result(BASELINE_ID),
         candidates=candidates,
         rundir=rundir,

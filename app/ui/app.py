@@ -64,7 +64,7 @@ def _run_dir(request: Request, run_id: str) -> RunDir:
 def _load(request: Request, run_id: str):
     """The run's files; 404 with the reason when it is absent or cannot be read (blocking: a threadpool call)."""
     try:
-        return load_run(_run_dir(request, run_id).path)
+        return load_run(_run_dir(request, run_id).path, views.EVENTS_PAGE_TAIL)
     except ValueError as error:
         raise HTTPException(404, f"run {run_id!r} in {request.app.state.runs_dir}/ cannot be read: "
                                  f"{' '.join(str(error).split())[:300]}") from None

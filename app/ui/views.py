@@ -27,6 +27,10 @@ from lero.graph.rundir import BASELINE_ID, REPORT_MD, RunDir
 from lero.graph.summary import CandidateRecord, RunFiles, best_candidate, metric_names, summarize
 
 PLOT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}\.png$")
+# A page reads only the last 16 MiB of events.jsonl: a run page or the list never parses a
+# file of up to EVENTS_LIMIT (256 MiB) on each load; code rides in files, so 16 MiB holds
+# tens of thousands of events (graph.runner keeps approval code by reference).
+EVENTS_PAGE_TAIL = 16 << 20
 CHART_W, CHART_H, CHART_PAD = 520, 180, 28
 
 _markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
@@ -64,7 +68,7 @@ def _row(run: RunFiles) -> dict[str, Any]:
 def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
     """One row per run directory, newest name first: status, generation, best, baseline,
     wall-clock; a run that cannot be read is a row with its `error`."""
-    return list(reversed(run_rows(runs_dir, _row)))
+    return list(reversed(run_rows(runs_dir, _row, EVENTS_PAGE_TAIL)))
 
 
 def pending_question(run: RunFiles) -> dict[str, Any] | None:

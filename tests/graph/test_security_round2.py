@@ -343,3 +343,48 @@ def test_the_ui_resume_of_a_copied_run_sends_no_key(tmp_path, monkeypatch, capsy
         assert f"--base-url {listener.url}" in worker.error()
     app.state.workers.close()
     assert listener.received == []
+
+
+def test_read_events_tail_keeps_whole_lines_only(tmp_path) -> None:
+    from lero.graph.rundir import RunDir
+
+    rundir = RunDir(tmp_path / "r")
+    rundir.path.mkdir()
+    lines = [json.dumps({"event": "note", "index": i}).encode() + b"\n" for i in range(5)]
+    (rundir.path / "events.jsonl").write_bytes(b"".join(lines))
+    whole = b"".join(lines)
+    for tail in range(1, len(whole) + 3):
+        shown = [e["index"] for e in rundir.read_events(tail)]
+        kept = whole[-tail:] if tail < len(whole) else whole
+        expected = [i for i, line in enumerate(lines) if whole.index(line) >= len(whole) - len(kept)]
+        assert shown == expected, tail  # exactly the lines that lie wholly inside the tail
+    assert rundir.read_events() == rundir.read_events(len(whole))
+
+
+def test_a_page_load_parses_only_the_tail_of_a_long_events_file(tmp_path, monkeypatch) -> None:
+    from starlette.testclient import TestClient
+
+    from lero.agents import LLMConfig
+    from lero.app.ui import views
+    from lero.app.ui.app import create_app
+    from lero.app.ui.auth import cookie_name
+    from lero.graph import rundir as rundir_module
+    from tests.app.test_ui_robustness import TOKEN, good_run
+
+    rundir = good_run(tmp_path / "runs", "long")
+    with (rundir.path / "events.jsonl").open("ab") as events:  # 24 MiB of old events, then one new
+        old = json.dumps({"ts": 0, "event": "note", "blob": "x" * 4000}).encode() + b"\n"
+        events.write(old * ((24 << 20) // len(old)))
+    rundir.append_event("note", index="newest")
+    parsed: list[int] = []
+    real_parse = rundir_module.parse_events
+    monkeypatch.setattr(rundir_module, "parse_events", lambda data: parsed.append(len(data)) or real_parse(data))
+    app = create_app(str(tmp_path / "runs"), TOKEN, 0, LLMConfig.from_spec("offline"), cwd=tmp_path)
+    try:
+        with TestClient(app, cookies={cookie_name(0): TOKEN}) as client:
+            assert client.get("/").status_code == 200
+            assert client.get("/runs/long").status_code == 200
+    finally:
+        app.state.workers.close()
+    assert parsed and max(parsed) <= views.EVENTS_PAGE_TAIL  # never the whole 24 MiB
+    assert any(e.get("index") == "newest" for e in rundir.read_events(views.EVENTS_PAGE_TAIL))
