@@ -193,8 +193,9 @@ class RunDir:
     @property
     def studies_dir(self) -> Path:
         """`studies/<study_id>/`: `lero study`'s folders (their layout is the study's own, each
-        folder made through `study.plan.Plan.folder`, confined to the run like this one)."""
-        return self.files.ensure_dir(STUDIES_DIR)
+        folder made through `study.plan.Plan.folder`, confined to the run at every level). Not
+        made here: a study that is refused (an env nobody confirmed) leaves the run as it was."""
+        return self.path / STUDIES_DIR
 
     def tensorboard_dir(self, candidate_id: str, seed: int) -> Path:
         """Where one training job's TensorBoard event file goes (`tensorboard --logdir runs/`)."""

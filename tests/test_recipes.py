@@ -93,6 +93,9 @@ def test_every_job_kind_follows_the_job_kind_recipe() -> None:
         assert _named_by_a_test("sandbox job kind", f'"{kind}"'), f"no test in tests/sandbox/ names {kind}"
 
 
+MODE_OF_ROLE = {"structured": "designer"}  # Team fields that are a mode of another role
+
+
 def test_every_role_follows_the_role_recipe() -> None:
     from lero.agents.team import Team
 
@@ -105,9 +108,12 @@ def test_every_role_follows_the_role_recipe() -> None:
             typing.get_type_hints(Team)[role]
         ]
         assert _source_file(classes[0]) == f"agents/{role}.py", role
-        prompt = REPO / "agents" / "prompts" / f"{role}_system.md"
-        assert role in prompt.read_text().splitlines()[0], f"{prompt.name}'s first line names its role"
-        assert not _existing(paths, role=role), role
+        # a field that holds another mode of a role (Team.structured: the designer answering
+        # JSON) keeps that role's prompts under `<role>_<mode>_*.md`
+        named = MODE_OF_ROLE.get(role, role)
+        prompt = REPO / "agents" / "prompts" / (f"{named}_{role}_system.md" if role in MODE_OF_ROLE else f"{role}_system.md")
+        assert named in prompt.read_text().splitlines()[0], f"{prompt.name}'s first line names its role"
+        assert not [path for path in _existing(paths, role=role) if path != f"agents/prompts/{role}_system.md" or role not in MODE_OF_ROLE], role
         assert any(re.search(rf"\.{role}\b", path.read_text()) for path in callers), f"nothing calls {role}"
         assert _named_by_a_test("LLM role", role), f"no test in tests/agents/ names {role}"
 

@@ -121,7 +121,7 @@ def test_the_attack_set_as_a_runs_hrf_and_oef_on_a_custom_env(sandbox_image, tmp
                                          if role(request) == "designer" else Reply("VERDICT: accept\n- fine"))
         spec = RunSpec.parse({
             "env": ENV, "env_kwargs": {"n_agents": 2}, "generations": 1, "population": 4, "steps": 128, "seeds": 1, "job_timeout_s": JOB_TIMEOUT_S,
-            "llm": "openai:test-model", "base_url": server.base_url, "critic_rounds": 0, "debug_attempts": 0,
+            "llm": "openai:test-model", "base_url": server.base_url, "critic_rounds": 0, "debug_attempts": 0, "design": "code",
             "sandbox": "auto", "run_id": "attacks", "runs_dir": str(tmp_path / "runs"), "eval_episodes": 4,
             "hparams": {"n_envs": 8, "rollout_len": 8, "epochs": 1},
         })  # fmt: skip

@@ -146,13 +146,19 @@ def test_a_second_driver_of_one_run_is_refused_in_one_line(tmp_path, capsys):
                                               ("example.org", True), ("127.0.0.1", False), ("::1", False),
                                               ("localhost", False)])
 def test_lero_ui_warns_when_it_binds_beyond_loopback(host, warned, monkeypatch):
+    import socket
+
     import uvicorn
 
-    monkeypatch.setattr(uvicorn.Server, "run", lambda self: None)  # no socket: only what serve says first
+    from lero.app import ui
+
+    # no address bound, no server run: only what serve says around them
+    monkeypatch.setattr(ui, "bind", lambda host, port: socket.socket())
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: None)
     said = []
     serve("runs", host, 0, LLMConfig.from_spec("offline"), token="t", announce=said.append)
     assert [line for line in said if "warning" in line] == ([said[0]] if warned else [])
-    assert len(said) == int(warned) and (not warned or host in said[0])
+    assert said[-1] == "lero ui: stopped" and len(said) == int(warned) + 1 and (not warned or host in said[0])
 
 
 @pytest.mark.parametrize("path", ["//evil.example/x", "///evil.example/x"])

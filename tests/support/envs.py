@@ -23,9 +23,12 @@ from lero.sandbox.image import site_roots
 PROOF_ENV = Path(__file__).with_name("proof_env.py")
 
 
-def proof_env_source(dependency: str | None = None) -> str:
-    """The proof env's code; with DEPENDENCY, it imports that module and records its MARK."""
+def proof_env_source(dependency: str | None = None, expect: dict | None = None) -> str:
+    """The proof env's code; with DEPENDENCY, it imports that module and records its MARK;
+    with EXPECT, a proof that differs from it makes the factory raise (proof_env.EXPECT)."""
     source = PROOF_ENV.read_text()
+    if expect is not None:
+        source = source.replace("EXPECT: dict | None = None", f"EXPECT: dict | None = {expect!r}")
     if dependency is None:
         return source
     source = source.replace("import numpy as np\n", f"import numpy as np\nimport {dependency}\n")

@@ -18,6 +18,10 @@ from pettingzoo import ParallelEnv
 
 SECRET_VARIABLE = "LERO_TEST_HOST_SECRET"
 PROOF_FILE = "env_proof.json"
+# What a test expects of every place this code runs (set by `proof_env_source(expect=...)`):
+# a proof that differs fails the env's factory, so the job fails and the run shows it (a
+# Docker job keeps no file of its own once it ends: sandbox.base.keep_outputs)
+EXPECT: dict | None = None
 MOVES = np.array([[0.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [0.0, -1.0], [0.0, 1.0]], dtype=np.float32)
 
 
@@ -38,6 +42,9 @@ def _record(extra: dict) -> None:
     }
     with open(PROOF_FILE, "w") as handle:
         json.dump(proof, handle)
+    wrong = {key: proof.get(key) for key, value in (EXPECT or {}).items() if proof.get(key) != value}
+    if wrong:
+        raise RuntimeError(f"the proof env ran where the test did not expect it: {wrong}")
 
 
 class Gather(ParallelEnv):
