@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.vs_jaxmarl import SMOOTH, load, run_lero_curve, time_to_return
+from benchmarks.vs_jaxmarl import SMOOTH, alternating_rounds, load, run_lero_curve, time_to_return
 from lero.training.openmp import openmp_wait, settle_openmp_wait
 
 settle_openmp_wait()
@@ -140,19 +140,11 @@ def main(argv: list[str] | None = None) -> int:
 
     kwargs = task_kwargs(args)
     env = f"vmas:{args.task}"
-    order = [PEER, *args.rows]
-    rounds = []
-    for index in range(args.rounds):
-        rows: dict[str, dict[str, Any]] = {}
-        for name in order if index % 2 == 0 else order[::-1]:
-            if name == PEER:
-                rows[name] = run_peer(args, kwargs)
-            else:
-                rows[name] = run_lero_curve(name, "mappo", args.steps, args.seed, args.threads,
-                                            lero_hparams(name, args), env=env, env_kwargs=kwargs)
-            print(f"round {index} {name}: {rows[name]['steps_per_s']:,.0f} steps/s, return "
-                  f"{rows[name]['final_return']}, load {rows[name]['load_after']:.1f}", file=sys.stderr, flush=True)
-        rounds.append([rows[name] for name in order])
+    rounds = alternating_rounds(
+        [PEER, *args.rows], args.rounds,
+        lambda name: run_peer(args, kwargs) if name == PEER else run_lero_curve(
+            name, "mappo", args.steps, args.seed, args.threads, lero_hparams(name, args), env=env, env_kwargs=kwargs),
+    )  # fmt: skip
     summary = summarize(rounds)
     print(format_table(summary))
     if args.json:

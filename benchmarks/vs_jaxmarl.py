@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -221,27 +222,31 @@ def summarize(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return lines
 
 
+def alternating_rounds(order: list[str], n_rounds: int, run_row: Callable[[str], dict[str, Any]]) -> list[list[dict]]:
+    """`run_row(name)` for every row of ORDER, N_ROUNDS times, every other round in reverse (so
+    neither side always runs first on a warming machine); each round's rows in ORDER."""
+    rounds = []
+    for index in range(n_rounds):
+        rows: dict[str, dict[str, Any]] = {}
+        for name in order if index % 2 == 0 else order[::-1]:
+            rows[name] = run_row(name)
+            final = rows[name]["final_return"]
+            print(f"round {index} {name}: {rows[name]['steps_per_s']:,.0f} steps/s, return "
+                  f"{final if final is None else f'{final:.2f}'}, load {rows[name]['load_after']:.1f}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        rounds.append([rows[name] for name in order])
+    return rounds
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from lero.training.bench import format_table
 
     peer_config = peer_config_from_yaml(args.jaxmarl_baseline)
-    order = [PEER, *args.rows]
-    rounds = []
-    for index in range(args.rounds):
-        rows: dict[str, dict[str, Any]] = {}
-        for name in order if index % 2 == 0 else order[::-1]:
-            if name == PEER:
-                rows[name] = run_peer(args)
-            else:
-                rows[name] = run_lero(name, args.steps, args.seed, args.threads, peer_config)
-            print(
-                f"round {index} {name}: {rows[name]['steps_per_s']:,.0f} steps/s, "
-                f"return {rows[name]['final_return']:.2f}, load {rows[name]['load_after']:.1f}",
-                file=sys.stderr,
-                flush=True,
-            )
-        rounds.append([rows[name] for name in order])
+    rounds = alternating_rounds(
+        [PEER, *args.rows], args.rounds,
+        lambda name: run_peer(args) if name == PEER else run_lero(name, args.steps, args.seed, args.threads, peer_config),
+    )  # fmt: skip
     summary = summarize(rounds)
     print(format_table(summary))
     if args.json:
