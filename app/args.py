@@ -285,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--skip-train", action="store_true", help="only the env throughput")
 
     _add_study_parser(sub)
+    _add_eval_parser(sub)
 
     ui = sub.add_parser("ui", help="web app: watch runs, answer approvals, design experiments")
     _add_runs_dir(ui)
@@ -401,6 +402,23 @@ def _add_study_parser(sub: argparse._SubParsersAction) -> None:
                        help="aggregate finished studies (IQM, probability of improvement, profiles) "
                        "instead of running one")
     study.add_argument("--out", type=Path, help="--combine's output folder (default RUNS_DIR/studies/combined)")
+
+
+def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
+    from lero.sandbox.types import MAX_RECORD_EPISODES
+
+    ev = sub.add_parser("eval", help="measure a run's saved policies again on held-out episodes; draw episodes")
+    ev.add_argument("run_id", help="the run (`lero runs` lists them)")
+    ev.add_argument("candidate", nargs="?", help="a candidate of the run (e.g. 1-0) or baseline (default: the run's best)")
+    _add_runs_dir(ev)
+    ev.add_argument("--episodes", type=_positive_int, help="held-out episodes per seed (default: the run's --eval-episodes)")
+    ev.add_argument("--render", type=Path, metavar="FILE.gif",
+                    help="also draw the first held-out episodes of the first seed (agents, landmarks, trails) as a GIF")
+    ev.add_argument("--render-episodes", type=_bounded(int, 1, True, "an integer >= 1"), default=1, metavar="K",
+                    help=f"episodes side by side in --render (default 1, at most {MAX_RECORD_EPISODES})")
+    ev.add_argument("--sandbox", choices=("auto", "docker", "process"),
+                    help="where the candidate's OEF runs (default: the run's sandbox)")
+    ev.add_argument("--env", help="confirm the run's package.module:factory env (it is imported and runs here)")
 
 
 def study_export(args: argparse.Namespace) -> tuple[str, Path] | None:

@@ -271,6 +271,37 @@ def cmd_study(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK if study["status"] == "completed" else EXIT_FAILED
 
 
+def cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    """A run's saved policies (its best, a named candidate or the baseline) measured on
+    held-out episodes in the sandbox (`app.evaluation`); `--render` draws some as a GIF."""
+    from lero.app.evaluation import (
+        check_render_path,
+        evaluate_target,
+        evaluation_lines,
+        open_target,
+        save_evaluation,
+    )
+    from lero.sandbox.types import MAX_RECORD_EPISODES
+
+    check_render_path(args.render)
+    if args.render_episodes > MAX_RECORD_EPISODES:
+        raise UsageError(f"--render-episodes must be <= {MAX_RECORD_EPISODES}, got {args.render_episodes}")
+    target = open_target(args.runs_dir, args.run_id, args.candidate)
+    episodes = args.episodes or target.spec.eval_episodes
+    record = min(args.render_episodes, episodes) if args.render else 0
+    document = evaluate_target(target, episodes, args.sandbox, record, confirm=args.env)
+    for line in evaluation_lines(document):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"saved: {save_evaluation(target, document)}", soft_wrap=True)
+    if args.render and document["trajectories"]:
+        from lero.app.eval_render import write_gif
+
+        seed, episodes_drawn = next(iter(document["trajectories"].items()))
+        title = f"run {target.spec.run_id}, {target.name}, seed {seed}: held-out episodes"
+        console.print(f"rendered: {write_gif(episodes_drawn, args.render, title)}", soft_wrap=True)
+    return EXIT_OK if document["status"] == "completed" else EXIT_FAILED
+
+
 # ---------------------------------------------------------------- train / bench / sandbox
 
 
@@ -385,6 +416,7 @@ COMMANDS = {
     "train": cmd_train,
     "bench": cmd_bench,
     "study": cmd_study,
+    "eval": cmd_eval,
     "sandbox": cmd_sandbox,
     "ui": cmd_ui,
 }

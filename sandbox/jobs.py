@@ -369,7 +369,7 @@ def evaluate(job: Job, inside: Inside) -> dict[str, Any]:
     """
     import torch
 
-    from lero.training import evaluate_episodes, load_policy
+    from lero.training import EpisodeTrace, evaluate_episodes, load_policy
 
     torch.set_num_threads(max(1, int(job.limits.cpus)))
     members = job.members()
@@ -381,6 +381,7 @@ def evaluate(job: Job, inside: Inside) -> dict[str, Any]:
         for member, policy, worker in zip(members, policies, workers, strict=True):
             if worker is not None:
                 worker.load(job.code)
+            trace = EpisodeTrace(min(job.record_episodes, job.eval_episodes)) if job.record_episodes else None
             episodes = evaluate_episodes(
                 policy,
                 job.env["name"],
@@ -388,6 +389,7 @@ def evaluate(job: Job, inside: Inside) -> dict[str, Any]:
                 enhance_observation=worker,
                 episodes=job.eval_episodes,
                 seed=EVAL_SEED if member.eval_seed is None else member.eval_seed,
+                trace=trace,
             )
             metrics = {name: float(values.mean()) for name, values in episodes.items()}
             outputs.append({
@@ -397,6 +399,7 @@ def evaluate(job: Job, inside: Inside) -> dict[str, Any]:
                 "fitness": metrics["return"],
                 "curves": {},
                 "reflection_stats": {},
+                **({"trajectories": trace.to_json()} if trace is not None else {}),
             })  # fmt: skip
     finally:
         for worker in workers:

@@ -35,6 +35,21 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+TRAJECTORY_DEPTH = 4  # [K][T + 1][X][2]: episodes, steps, entities, x/y
+
+
+def _nested_numbers(value: Any, depth: int) -> bool:
+    """VALUE is a list nested at most DEPTH deep whose leaves are finite numbers."""
+    level = [value]
+    for _ in range(depth):
+        if not all(isinstance(item, list) for item in level):
+            return False
+        level = [x for item in level for x in item]
+        if all(_is_number(x) for x in level):
+            return True
+    return False
+
+
 def _check_schema(data: Any, kind: str) -> JobResult:
     """result.json -> JobResult, or ValueError naming the first thing wrong."""
     if not isinstance(data, dict) or data.get("status") not in JOB_STATUSES:
@@ -63,6 +78,11 @@ def _check_schema(data: Any, kind: str) -> JobResult:
         for k, v in episodes.items()
     ):
         raise ValueError(f"'episodes' must map names to at most {MAX_EVAL_EPISODES} finite numbers")
+    trajectories = data.get("trajectories", {})
+    if not isinstance(trajectories, dict) or not all(
+        isinstance(k, str) and _nested_numbers(v, TRAJECTORY_DEPTH) for k, v in trajectories.items()
+    ):
+        raise ValueError("'trajectories' must map names to nested lists of finite numbers")
     if not isinstance(data.get("reflection_stats", {}), dict):
         raise ValueError("'reflection_stats' must be a dict")
     if not isinstance(data.get("info", {}), dict):
@@ -81,6 +101,7 @@ def _check_schema(data: Any, kind: str) -> JobResult:
         reflection_stats=data.get("reflection_stats", {}),
         info=data.get("info", {}) if kind == "describe" else {},
         episodes=episodes if kind == "evaluate" else {},
+        trajectories=trajectories if kind == "evaluate" else {},
         fitness=float(fitness) if fitness is not None and kind == "evaluate" else None,
         run_s=float(run_s),
     )

@@ -36,6 +36,7 @@ JOB_PROCESS_ENV = {
     **STRICT,  # MKL: the same bits at any alignment (training/mkl.py)
 }
 
+MAX_RECORD_EPISODES = 16  # evaluate: episodes kept step by step for a drawing
 JOB_WALL_S = 3600.0  # a job's default wall-clock limit (a run's jobs: RunSpec.job_timeout_s)
 
 
@@ -142,6 +143,9 @@ class Job:
     candidate_id: str | None = None
     # Only tests of the sandbox boundary turn this off, to run code the check would reject.
     static_check: bool = True
+    # evaluate: also keep the first this many episodes step by step (positions and return so
+    # far, `JobResult.trajectories`) for a drawing of them (`lero eval --render`)
+    record_episodes: int = 0
     # train / evaluate on the wire: the seeds run together in one sandbox (empty: this job's
     # own seed alone); the host's `Sandbox.run_group` builds it, never a caller
     group: tuple[GroupMember, ...] = ()
@@ -182,6 +186,10 @@ class Job:
             self.kind == "train" or (self.stop_at is None and self.resume_dir is None),
             "only a train Job takes stop_at and resume_dir",
         )
+        require(isinstance(self.record_episodes, int) and 0 <= self.record_episodes <= MAX_RECORD_EPISODES
+                and (self.kind == "evaluate" or not self.record_episodes),
+                f"Job.record_episodes must be an int in 0..{MAX_RECORD_EPISODES} (evaluate only), "
+                f"got {self.record_episodes!r}")  # fmt: skip
         require(isinstance(self.group, tuple) and all(isinstance(m, GroupMember) for m in self.group),
                 "Job.group must be a tuple of GroupMember")  # fmt: skip
         require(not self.group or self.kind in ("train", "evaluate"), "only train and evaluate Jobs run as a group")
@@ -205,6 +213,8 @@ class Job:
             held_out["checkpoint_every"] = self.checkpoint_every
         if self.stop_at is not None:
             held_out["stop_at"] = self.stop_at
+        if self.record_episodes:
+            held_out["record_episodes"] = self.record_episodes
         return {
             "kind": self.kind,
             "env": self.env,
@@ -254,6 +264,7 @@ class JobResult:
     policy_dir: str | None = None
     info: dict = field(default_factory=dict)  # describe: the env's facts (registry.describe_env)
     episodes: dict = field(default_factory=dict)  # evaluate: metric -> its value in each episode
+    trajectories: dict = field(default_factory=dict)  # evaluate with record_episodes: training.EpisodeTrace's
 
     def __post_init__(self) -> None:
         require(

@@ -19,6 +19,7 @@ _HOMES = {
     "ALGOS": "lero.training.algos",
     "Algorithm": "lero.training.algos",
     "ENV_NAMES": "lero.training.envs",
+    "EpisodeTrace": "lero.training.evaluation",
     "HookError": "lero.training.hooks",
     "LEARNER_FILE": "lero.training.resume",
     "Hooks": "lero.training.hooks",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -21,6 +22,7 @@ def evaluate_episodes(
     enhance_observation: Callable[[torch.Tensor], torch.Tensor] | None = None,
     episodes: int = EVAL_EPISODES,
     seed: int = 12345,
+    trace: EpisodeTrace | None = None,
 ) -> dict[str, torch.Tensor]:
     """The task's metrics (``env.task.metric_names``) of each of `episodes` episodes: [E] each.
 
@@ -28,7 +30,8 @@ def evaluate_episodes(
     env's own `info["episode_metrics"]` at episode end. Whatever reward the policy was
     trained on, this measures the environment's own reward; the OEF (the only candidate
     code involved) is output-checked. Per episode, because the MARL protocol shares
-    results as episode values (marl-eval), not only their mean.
+    results as episode values (marl-eval), not only their mean. TRACE, when given, keeps
+    the first episodes' positions step by step (`lero eval --render`).
     """
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"episodes must be a positive int, got {episodes!r}")
@@ -39,10 +42,14 @@ def evaluate_episodes(
     episode_return = torch.zeros(episodes)  # [E] per-agent mean native return
     at_end = {name: torch.zeros(episodes) for name in names}  # [E] each
     running = torch.ones(episodes, dtype=torch.bool)  # [E] slot still in its first episode
+    if trace is not None:
+        trace.add(batch_env.world(), episode_return, running)
     for _ in range(batch_env.max_steps):
         actions = policy.act(enhance(raw_obs), greedy=True)  # [E, N]
         raw_obs, reward, done, info = batch_env.step(actions)
         episode_return += reward.mean(dim=1) * running
+        if trace is not None:
+            trace.add(info["world"], episode_return, running)
         finished = done & running
         for name in names:
             at_end[name][finished] = info["episode_metrics"][name][finished].float()
@@ -50,6 +57,33 @@ def evaluate_episodes(
         if not bool(running.any()):
             break
     return {RETURN: episode_return} | at_end
+
+
+class EpisodeTrace:
+    """The first EPISODES episodes of an evaluation, step by step: every position field of
+    the env's world (`*_pos`, [B, X, 2]: agents, landmarks) and the return so far. Only
+    trusted code writes it (the evaluate job), so a drawing of it shows what the policy did."""
+
+    def __init__(self, episodes: int) -> None:
+        self.episodes = episodes
+        self.frames: dict[str, list[Any]] = {}  # name -> [T + 1] of [K, X, 2] (or [K] for the return)
+        self.lengths = [0] * episodes  # [K] steps each episode took
+
+    def add(self, world: dict[str, torch.Tensor], returns: torch.Tensor, running: torch.Tensor) -> None:
+        """One step's state (the reset's first): WORLD after the step, RETURNS [E], RUNNING [E]."""
+        k = self.episodes
+        for name, value in world.items():
+            if name.endswith("_pos") and value.dim() == 3 and value.shape[-1] == 2:
+                self.frames.setdefault(name, []).append(value[:k].tolist())
+        self.frames.setdefault("return", []).append(returns[:k].tolist())
+        self.lengths = [n + int(bool(r)) for n, r in zip(self.lengths, running[:k].tolist(), strict=True)]
+
+    def to_json(self) -> dict[str, Any]:
+        """{name: [K][T + 1][...]} per episode (`return`: [K][T + 1]) plus `length` [K] (the
+        steps of each episode; its frames 0..length are its own)."""
+        per_episode = {name: [[step[i] for step in steps] for i in range(self.episodes)]
+                       for name, steps in self.frames.items()}  # fmt: skip
+        return {**per_episode, "length": [max(0, n - 1) for n in self.lengths]}
 
 
 def evaluate(
