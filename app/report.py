@@ -8,7 +8,7 @@ import json
 import statistics
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lero.app.numbers import fmt_number
 from lero.app.run_status import run_status
@@ -24,6 +24,9 @@ from lero.graph.summary import (
     metric_names,
     summarize,
 )
+
+if TYPE_CHECKING:
+    from lero.app.plots import CurveSeries
 
 UNREADABLE = "unreadable"  # the status of a listed run whose files cannot be read
 
@@ -210,6 +213,7 @@ def human_markdown(events: list[dict[str, Any]]) -> list[str]:
 def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str:
     """Human-readable report: comparison, generations, candidates, the best code."""
     from lero.app.confirmation import confirmation_markdown  # app.study's statistics load with it
+    from lero.app.provenance import provenance_markdown
 
     spec, best = run.spec, best_candidate(run)
     lines = [f"# lero run `{summary['run_id']}`", "", *confirmation_markdown(summary.get("confirmation"))]
@@ -277,8 +281,9 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
     lines += lineage_markdown(summary.get("lineage") or [])
     lines += llm_requests_markdown(run.rundir.read_llm_records())
     if plots:
-        lines += ["", "## Plots", ""]
+        lines += ["", "## Plots", "", CURVES_NOTE, ""]
         lines += [f"![{name}]({path.relative_to(run.run_dir)})" for name, path in plots.items()]
+    lines += provenance_markdown(run.rundir, run.rundir.read_spec())
     if best and best.code_path:
         lines += [
             "",
@@ -298,8 +303,42 @@ def write_report(run_dir: str | Path) -> dict:
     return write_report_files(run, summarize(run))
 
 
+def curve_series(label: str, result: dict | None) -> CurveSeries | None:
+    """LABEL's learning curve over its ok seeds (`app.study.stats.curve_band`: a 95% band from
+    MIN_INTERVAL_SEEDS seeds, each seed below) and each seed's greedy evaluation after
+    training (under `--fitness auc` the final policy's, not the curve's average)."""
+    from lero.app.plots import CurveSeries
+    from lero.app.study.stats import curve_band
+
+    seeds = [r for r in (result or {}).get("per_seed") or [] if isinstance(r, dict) and r.get("status") == "ok"]
+    curves = []
+    for record in seeds:
+        steps, returns = ((record.get("curves") or {}).get(k) or [] for k in ("steps", "return"))
+        if steps and len(steps) == len(returns) and all(map(is_number, [*steps, *returns])):
+            curves.append((steps, returns))
+    if not curves:
+        return None
+    greedy = [r.get("final_fitness", r.get("fitness")) for r in seeds]
+    return CurveSeries(label=label, band=curve_band(curves), seeds=len(curves),
+                       greedy=[float(g) for g in greedy if is_number(g)], end_step=max(s[-1] for s, _ in curves))  # fmt: skip
+
+
+CURVES_NOTE = ("The curves are the native return of the training episodes, where the policy samples its "
+               "actions (exploration); the fitness is the greedy policy's return on separate evaluation "
+               "episodes after training (diamond: mean over seeds; dots: each seed), so a curve may end "
+               "below its fitness. Every plot is also in plots/ as PDF and SVG (a paper column wide) with "
+               "its numbers as CSV.")  # fmt: skip
+
+
+def write_plot_files(rundir: RunDir, stem: str, files: dict[str, bytes]) -> Path:
+    """A figure's files (`app.plots.figure_files`) as plots/STEM.<ext>; the PNG's path."""
+    for ext, data in files.items():
+        rundir.write_plot(f"{stem}.{ext}", data)
+    return rundir.plot_path(f"{stem}.png")
+
+
 def write_report_files(run: RunFiles, summary: dict) -> dict:
-    """report.md and plots/*.png for a run whose report.json is `summary` (the engine writes
+    """report.md and plots/ for a run whose report.json is `summary` (the engine writes
     report.json itself at the end of a run; this adds what people read), and report.json
     again with the confirmation's statistics (`app.confirmation`); returns report.json."""
     from lero.app.confirmation import confirmation_verdict
@@ -310,16 +349,15 @@ def write_report_files(run: RunFiles, summary: dict) -> dict:
 
     summary = {**summary, "confirmation": confirmation_verdict(run, summary.get("confirmation"))}
     run.rundir.write_summary(summary)
-    plots = {"fitness": run.rundir.write_plot(
-        "fitness.png", plot_fitness(summary["generations"], summary["baseline"]["fitness"]))}
+    plots = {"fitness": write_plot_files(
+        run.rundir, "fitness", plot_fitness(summary["generations"], summary["baseline"]["fitness"]))}
     best = best_candidate(run)
-    curves = {}
-    if run.baseline and run.baseline.get("curves"):
-        curves["baseline"] = run.baseline["curves"]
-    if best and best.result.get("curves"):
-        curves[f"best ({best.candidate_id})"] = best.result["curves"]
-    if curves:
-        plots["learning_curves"] = run.rundir.write_plot("learning_curves.png", plot_learning_curves(curves))
+    series = [curve_series("baseline", run.baseline)]
+    if best:
+        series.append(curve_series(f"best ({best.candidate_id})", best.result))
+    if any(series):
+        plots["learning_curves"] = write_plot_files(
+            run.rundir, "learning_curves", plot_learning_curves([s for s in series if s is not None]))
     run.rundir.write_report_md(render_markdown(run, summary, plots))
     return summary
 

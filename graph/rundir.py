@@ -41,6 +41,7 @@ SPEC_SIGNATURE_FILE = "spec.sig"  # HMAC of spec.json with the installation key 
 CHECKPOINT_FILE = "checkpoints.sqlite"
 STUDIES_DIR = "studies"
 EVALS_DIR = "evals"  # `lero eval`'s measurements, evals/<candidate>.json (app.evaluation)
+PROVENANCE_FILE = "provenance.json"  # the software a run was reported with first (app.provenance)
 CACHE_DIR, JOBS_DIR = "cache", "jobs"  # the sandbox's result cache and its job folders (sandbox.base)
 CONFIRM_DIR, CONFIRM_PLAN = "confirm", "confirm/plan.json"  # graph.nodes.confirm: plan, then seed-<n>.json per arm
 SHARED_CACHE_DIR = ".shared-cache"  # in the runs dir: native jobs every run of a task and budget reuses

@@ -1,0 +1,128 @@
+"""Figures for a paper: every plot as PNG, PDF and SVG a column wide with its CSV beside it,
+the run's learning curve over seeds (a band from 3 seeds, each seed below), training and
+greedy evaluation labelled apart, nothing clipped at the edges; report.md's provenance."""
+
+from __future__ import annotations
+
+import csv
+import json
+import platform
+import xml.etree.ElementTree as ET
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from lero.app.plots import COLUMN_IN, GREEDY, PNG_DPI, TRAINING, plot_learning_curves
+from lero.app.report import curve_series
+from lero.app.study.plots import plot_curves, plot_metric, plot_profiles, plot_recheck
+from lero.app.study.stats import curve_band, summary
+from lero.training import PPOHparams
+from lero.training.envs import task_spec
+from tests.support.cli import lero
+from tests.support.tiny_runs import make_runs
+
+SLACK_IN = 0.25  # a tight box may pass the column by a tick label's overhang
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.set_num_threads(1)
+    return make_runs(tmp_path_factory.mktemp("figures"), {"three": ["--seeds", "3"]}) / "runs" / "three"
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def check_figure(png: Path) -> None:
+    """PNG, PDF, SVG and CSV side by side; a column wide; nothing drawn on the PNG's edge."""
+    for ext, magic in (("pdf", b"%PDF"), ("svg", b"<?xml"), ("png", b"\x89PNG")):
+        assert png.with_suffix(f".{ext}").read_bytes().startswith(magic), (png, ext)
+    assert _rows(png.with_suffix(".csv")), png
+    svg = ET.parse(png.with_suffix(".svg")).getroot()
+    assert float(svg.get("width").removesuffix("pt")) / 72 <= COLUMN_IN + SLACK_IN
+    assert any(el.tag.endswith("text") for el in svg.iter())  # text kept as text
+    pixels = np.asarray(Image.open(png).convert("L"))
+    assert pixels.shape[1] / PNG_DPI <= COLUMN_IN + SLACK_IN
+    border = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
+    assert border.min() >= 250, f"{png.name}: something is cut at the figure's edge"
+
+
+def test_the_runs_plots_come_in_every_format_with_their_numbers(run: Path) -> None:
+    for name in ("fitness", "learning_curves"):
+        check_figure(run / "plots" / f"{name}.png")
+
+
+def test_the_learning_curve_is_the_mean_over_seeds_with_a_band_and_the_greedy_evaluation_apart(run: Path) -> None:
+    rows = _rows(run / "plots" / "learning_curves.csv")
+    seeds = [json.loads((run / "baseline" / f"seed-{s}.json").read_text()) for s in range(3)]
+    band = curve_band([(r["curves"]["steps"], r["curves"]["return"]) for r in seeds])
+    drawn = {(r["statistic"], float(r["steps"])): float(r["return"]) for r in rows
+             if r["series"] == "baseline" and r["kind"] == TRAINING}  # fmt: skip
+    assert len(band["steps"]) > 1 and band["low"]
+    for key, name in (("mean", "mean"), ("ci_low", "low"), ("ci_high", "high")):
+        assert [drawn[(key, x)] for x in band["steps"]] == pytest.approx(band[name])
+    greedy = {r["statistic"]: float(r["return"]) for r in rows if r["series"] == "baseline" and r["kind"] == GREEDY}
+    assert greedy == pytest.approx({f"seed {s}": seeds[s]["fitness"] for s in range(3)}
+                                   | {"mean": sum(r["fitness"] for r in seeds) / 3})  # fmt: skip
+    report = (run / "report.md").read_text()
+    assert "training episodes, where the policy samples its actions" in report
+
+
+def test_below_three_seeds_each_seed_is_drawn_and_no_band(tmp_path: Path) -> None:
+    result = {"per_seed": [{"status": "ok", "fitness": -15.0 - s,
+                            "curves": {"steps": [0, 100, 200], "return": [-30.0 + s, -25.0, -20.0 - s]}}
+                           for s in range(2)]}  # fmt: skip
+    series = curve_series("two", result)
+    assert series is not None and series.band["low"] == [] and len(series.band["per_seed"]) == 2
+    files = plot_learning_curves([series])
+    (tmp_path / "c.csv").write_bytes(files["csv"])
+    statistics = {r["statistic"] for r in _rows(tmp_path / "c.csv")}
+    assert {"mean", "seed 0", "seed 1"} <= statistics and not statistics & {"ci_low", "ci_high"}
+
+
+def test_report_md_says_what_the_run_was_made_with(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = (run / "report.md").read_text()
+    section = report[report.index("## Provenance"):]
+    assert f"lero {metadata.version('lero')}, commit `" in section
+    assert f"Python {platform.python_version()}, torch {torch.__version__}" in section
+    assert "sandbox: process" in section
+    hparams = PPOHparams(n_envs=8, rollout_len=25)  # the algorithm's defaults with the run's overrides
+    for name, value in vars(hparams).items():
+        assert f"| `{name}` | {value} |" in section
+    for metric in task_spec("simple_spread").metrics:
+        assert f"- `{metric.name}`: {metric.doc} (" in section
+    recorded = json.loads((run / "provenance.json").read_text())
+    code, _, err = lero(["report", "three", "--runs-dir", str(run.parent)], capsys)
+    assert code == 0, err
+    assert json.loads((run / "provenance.json").read_text()) == recorded  # a rebuild keeps the run's record
+
+
+def _cell(variant: str, seeds: int) -> dict:
+    values = [-20.0 - i - len(variant) for i in range(seeds)]
+    curves = [([0, 50, 100], [-30.0, -25.0 + i, v]) for i, v in enumerate(values)]
+    return {"algo": "mappo", "variant": variant, "seeds": list(range(seeds)), "curve": curve_band(curves),
+            "per_seed": {"return": values}, "summary": {"return": summary(values)}}  # fmt: skip
+
+
+@pytest.mark.parametrize("seeds", [2, 4])
+def test_study_plots_come_in_every_format_with_their_numbers(tmp_path: Path, seeds: int) -> None:
+    cells = [_cell(v, seeds) for v in ("native", "hrf", "oef", "hrf+oef")]
+    profile = {"thresholds": [0.0, 0.5, 1.0], "fraction": [1.0, 0.5, 0.0], "low": [1.0, 0.3, 0.0],
+               "high": [1.0, 0.7, 0.0]}  # fmt: skip
+    check = {"algo": "mappo", "curves": {"steps": [0, 10], "return": [-3.0, -2.0], "train_reward": [1.0, 2.0]},
+             "budget": 5, "reward_hacking": False}  # fmt: skip
+    for png in (plot_curves("mappo", cells, -22.0, tmp_path / "curves-mappo.png"),
+                plot_metric("return", cells, tmp_path / "return.png"),
+                plot_profiles("mappo: held-out return", {"native": profile}, tmp_path / "profile-mappo.png"),
+                plot_recheck(check, tmp_path / "recheck.png")):  # fmt: skip
+        check_figure(png)
+    rows = _rows(tmp_path / "return.csv")
+    native = {r["statistic"]: float(r["return"]) for r in rows if r["arm"] == "native" and r["return"]}
+    assert native["mean"] == pytest.approx(cells[0]["summary"]["return"]["mean"])
+    assert ("ci_low" in native) == (seeds >= 3)
