@@ -286,6 +286,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_study_parser(sub)
     _add_eval_parser(sub)
+    compare = sub.add_parser("compare", help="several runs side by side: one table (markdown, CSV) and their curves")
+    compare.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="the runs (`lero runs` lists them)")
+    _add_runs_dir(compare)
+    compare.add_argument("--out", type=Path, help="output folder (default RUNS_DIR/comparisons/<ids>)")
 
     ui = sub.add_parser("ui", help="web app: watch runs, answer approvals, design experiments")
     _add_runs_dir(ui)

@@ -302,6 +302,23 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK if document["status"] == "completed" else EXIT_FAILED
 
 
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    """Runs side by side (`app.compare`): the table on the terminal, files in --out."""
+    from lero.app.compare import cells, comparison_rows, default_out, load_runs, write_comparison
+
+    runs = load_runs(args.runs_dir, args.run_ids)
+    out = args.out or default_out(args.runs_dir, args.run_ids)
+    written = write_comparison(runs, out)
+    rows, metrics = comparison_rows(runs)
+    for row in rows:
+        shown = dict(zip(("run", "status", "env", "algo", "steps", "seeds", "generations", "baseline", "best",
+                          "best fitness", "improvement"), cells(row, metrics), strict=False))  # fmt: skip
+        console.print("; ".join(f"{k} {v}" for k, v in shown.items()), markup=False, highlight=False, soft_wrap=True)
+    for kind, path in written.items():
+        console.print(f"{kind}: {path}", soft_wrap=True)
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------- train / bench / sandbox
 
 
@@ -417,6 +434,7 @@ COMMANDS = {
     "bench": cmd_bench,
     "study": cmd_study,
     "eval": cmd_eval,
+    "compare": cmd_compare,
     "sandbox": cmd_sandbox,
     "ui": cmd_ui,
 }

@@ -129,7 +129,7 @@ class CurveSeries:
     end_step: float | None
 
 
-def plot_learning_curves(series: list[CurveSeries]) -> dict[str, bytes]:
+def plot_learning_curves(series: list[CurveSeries], heading: str = "Learning curves") -> dict[str, bytes]:
     """Native return per agent against env steps: the training episodes' mean over seeds
     (a 95% band, or each seed thin below the band's seed count) and, apart, the greedy
     evaluation after training (each seed a dot, their mean a diamond)."""
@@ -160,7 +160,7 @@ def plot_learning_curves(series: list[CurveSeries]) -> dict[str, bytes]:
             table.rows.append((s.label, GREEDY, "mean", s.end_step, sum(greedy) / len(greedy)))
     ax.set_xlabel("env steps")
     ax.set_ylabel("native return per agent")
-    title(ax, "Training episodes vs greedy evaluation")
+    title(ax, f"{heading}: training episodes vs greedy evaluation")
     if ax.get_legend_handles_labels()[0]:
         fig.legend(loc="outside lower center", ncols=1)
     return figure_files(fig, table)

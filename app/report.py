@@ -36,7 +36,7 @@ def _seed_fitnesses(result: dict | None) -> list[float]:
     return [float(r["fitness"]) for r in per_seed if is_number(r.get("fitness"))]
 
 
-def _spread(result: dict | None) -> str:
+def spread_text(result: dict | None) -> str:
     """'mean ± std (n seeds: a, b, c)' for a baseline/candidate result; one seed has no
     spread to show, so it reads 'value (1 seed, no spread)'."""
     if not result or not is_number(result.get("fitness")):
@@ -253,7 +253,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
     for label, result in rows:
         metrics = eval_of(result)
         cells = " | ".join(fmt_number(metrics.get(m)) for m in names)
-        lines.append(f"| {label} | {_spread(result)} | {cells} |")
+        lines.append(f"| {label} | {spread_text(result)} | {cells} |")
     base_fit, best_fit = summary["baseline"]["fitness"], summary["best"]["fitness"]
     if is_number(base_fit) and is_number(best_fit):
         lines += ["", f"Improvement over the baseline: {best_fit - base_fit:+.3f} return."]
@@ -275,7 +275,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
     for c in run.candidates:
         trained = (c.result.get("trained_steps") or spec.get("steps")) if c.result.get("per_seed") else None
         shown = "—" if trained is None else f"{trained:,}" + (" (stopped by halving)" if c.stopped_at else "")
-        lines.append(f"| `{c.candidate_id}` | {modes.get(c.candidate_id, '—')} | {c.status} | {_spread(c.result)} | {shown} |")
+        lines.append(f"| `{c.candidate_id}` | {modes.get(c.candidate_id, '—')} | {c.status} | {spread_text(c.result)} | {shown} |")
     lines += human_markdown(run.events)
     lines += time_markdown(summary)
     lines += lineage_markdown(summary.get("lineage") or [])
@@ -311,16 +311,20 @@ def curve_series(label: str, result: dict | None) -> CurveSeries | None:
     from lero.app.study.stats import curve_band
 
     seeds = [r for r in (result or {}).get("per_seed") or [] if isinstance(r, dict) and r.get("status") == "ok"]
-    curves = []
-    for record in seeds:
-        steps, returns = ((record.get("curves") or {}).get(k) or [] for k in ("steps", "return"))
-        if steps and len(steps) == len(returns) and all(map(is_number, [*steps, *returns])):
-            curves.append((steps, returns))
+    # a result written before seed records kept their curves: the one (seed 0's) it has
+    curves = [c for c in map(_return_curve, seeds) if c is not None] or \
+        [c for c in [_return_curve(result or {})] if c is not None]  # fmt: skip
     if not curves:
         return None
     greedy = [r.get("final_fitness", r.get("fitness")) for r in seeds]
     return CurveSeries(label=label, band=curve_band(curves), seeds=len(curves),
                        greedy=[float(g) for g in greedy if is_number(g)], end_step=max(s[-1] for s, _ in curves))  # fmt: skip
+
+
+def _return_curve(record: dict) -> tuple[list[float], list[float]] | None:
+    steps, returns = ((record.get("curves") or {}).get(k) or [] for k in ("steps", "return"))
+    ok = steps and len(steps) == len(returns) and all(map(is_number, [*steps, *returns]))
+    return (steps, returns) if ok else None
 
 
 CURVES_NOTE = ("The curves are the native return of the training episodes, where the policy samples its "

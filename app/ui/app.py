@@ -32,6 +32,7 @@ from lero.app.numbers import fmt_number
 from lero.app.ui import views
 from lero.app.ui.auth import CSRF_FIELD, TokenGate, checked_form, cookie_name, csrf_token
 from lero.app.ui.chat import ChatSession
+from lero.app.ui.compare import routes as compare_routes
 from lero.app.ui.workers import Workers
 from lero.graph.configuration import APPROVE_MODES, CANDIDATE_ID, RUN_ID, RunError, RunSpec
 from lero.graph.rundir import SPEC_FILE, RunDir, parse_events
@@ -396,6 +397,7 @@ def create_app(runs_dir: str, token: str, port: int, llm_cfg: Any, cwd: Path | N
         Route("/chat", chat_page),
         Route("/chat", chat_send, methods=["POST"]),
         Route("/chat/new", chat_new, methods=["POST"]),
+        *compare_routes(page),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(TokenGate, token=token, cookie=cookie_name(port))],

@@ -1,0 +1,151 @@
+"""`lero compare RUN...` (and the web UI's compare page): several runs side by side.
+
+One table (markdown and CSV: each run's settings, its baseline and best fitness with their
+spread over seeds, the improvement and the best candidate's task metrics) and one figure
+(`app.plots.plot_learning_curves`: each run's best candidate, its training curve over seeds
+and its greedy evaluation). Runs are read through `graph.summary.load_run` like every
+report: nothing of theirs is imported or used as a path.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from lero.app.numbers import fmt_number
+from lero.app.report import curve_series, spread_text
+from lero.app.run_status import run_status
+from lero.graph.configuration import RUN_ID, RunError
+from lero.graph.rundir import SPEC_FILE, RunDir
+from lero.graph.safefs import write_atomic
+from lero.graph.summary import (
+    RunFiles,
+    best_candidate,
+    eval_of,
+    is_number,
+    load_run,
+    metric_names,
+    summarize,
+)
+
+MIN_RUNS, MAX_RUNS = 2, 12
+COMPARISONS_DIR = "comparisons"  # in the runs dir: comparisons/<name>/ (no run holds a spec.json there)
+COLUMNS = ("run", "status", "env", "algo", "steps per candidate", "seeds", "generations", "baseline fitness",
+           "best candidate", "best fitness", "improvement", "env steps", "wall s")  # fmt: skip
+_NAME = re.compile(r"[^A-Za-z0-9_.+-]+")
+
+
+def load_runs(runs_dir: str | Path, run_ids: list[str]) -> list[RunFiles]:
+    """The runs named, each read and checked; RunError (one line) for a name that is not a
+    run here, a repeated one, or fewer than MIN_RUNS / more than MAX_RUNS."""
+    if len(set(run_ids)) != len(run_ids):
+        raise RunError(f"a run is named twice: {' '.join(run_ids)}")
+    if not MIN_RUNS <= len(run_ids) <= MAX_RUNS:
+        raise RunError(f"compare takes {MIN_RUNS} to {MAX_RUNS} runs, got {len(run_ids)}")
+    runs = []
+    for run_id in run_ids:
+        if not RUN_ID.match(run_id):
+            raise RunError(f"not a run id: {run_id!r} (see `lero runs`)")
+        try:
+            rundir = RunDir.open(runs_dir, run_id)
+        except RunError:
+            raise RunError(f"unknown run id {run_id!r} in {runs_dir}/ (see `lero runs`)") from None
+        runs.append(load_run(rundir.path))
+    return runs
+
+
+def comparison_row(run: RunFiles) -> dict[str, Any]:
+    """One run's line of the comparison (its numbers, unformatted; `cells` formats them)."""
+    summary = summarize(run)
+    best = best_candidate(run)
+    base, top = summary["baseline"]["fitness"], summary["best"]["fitness"]
+    return {
+        "run": run.run_id, "status": run_status(run, summary["status"])["shown"],
+        "env": run.spec.get("env"), "algo": run.spec.get("algo"), "steps per candidate": run.spec.get("steps"),
+        "seeds": run.spec.get("seeds"), "generations": run_status(run, summary["status"])["progress"],
+        "baseline fitness": base, "baseline spread": spread_text(run.baseline),
+        "best candidate": best.candidate_id if best else None, "best fitness": top,
+        "best spread": spread_text(best.result) if best else "—",
+        "improvement": top - base if is_number(base) and is_number(top) else None,
+        "env steps": summary["env_steps"], "wall s": summary["wall_s"],
+        "metrics": eval_of(best.result) if best else {},
+    }  # fmt: skip
+
+
+def comparison_rows(runs: list[RunFiles]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every run's row and the task metrics any best candidate measured (`return` first)."""
+    rows = [comparison_row(run) for run in runs]
+    return rows, metric_names(*(row["metrics"] for row in rows))
+
+
+def cells(row: dict[str, Any], metrics: list[str]) -> list[str]:
+    """A row as the table's text cells: COLUMNS, then the best candidate's metrics."""
+    shown = {**row, "baseline fitness": row["baseline spread"], "best fitness": row["best spread"],
+             "improvement": "—" if row["improvement"] is None else f"{row['improvement']:+.3f}", "wall s": fmt_number(row["wall s"], 1)}  # fmt: skip
+    return [str(shown[c]) if shown[c] is not None else "—" for c in COLUMNS] + \
+        [fmt_number(row["metrics"].get(m)) for m in metrics]  # fmt: skip
+
+
+def comparison_markdown(rows: list[dict[str, Any]], metrics: list[str], figure: str | None) -> str:
+    """compare.md: the table, what its columns hold, and the figure."""
+    header = [*COLUMNS, *(f"best {m}" for m in metrics)]
+    lines = ["# lero compare", "", "Fitness: the greedy policy's mean return on the loop's evaluation episodes, "
+             "mean ± std over seeds (each seed listed); the metrics are the best candidate's, averaged over "
+             "seeds. `lero eval RUN` measures a policy again on held-out episodes.", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]  # fmt: skip
+    for row in rows:
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(row, metrics)) + " |")
+    if figure:
+        lines += ["", f"![learning curves]({figure})", "", "Each run's best candidate: the training episodes' "
+                  "return (sampled actions; mean over seeds, a 95% band from 3 seeds, else each seed thin) and "
+                  "the greedy evaluation after training (diamond: mean; dots: seeds)."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def comparison_csv(rows: list[dict[str, Any]], metrics: list[str]) -> bytes:
+    """compare.csv: the table's numbers, unformatted (one run per line)."""
+    from lero.app.plots import Table
+
+    columns = ("run", "status", "env", "algo", "steps_per_candidate", "seeds", "generations", "baseline_fitness",
+               "best_candidate", "best_fitness", "improvement", "env_steps", "wall_s", *(f"best_{m}" for m in metrics))  # fmt: skip
+    table = Table(columns)
+    table.rows = [(*(row[c] for c in COLUMNS), *(row["metrics"].get(m) for m in metrics)) for row in rows]
+    return table.csv_bytes()
+
+
+def comparison_figure(runs: list[RunFiles]) -> dict[str, bytes] | None:
+    """The best candidates' learning curves (`app.plots.figure_files`), None when none has one."""
+    from lero.app.plots import plot_learning_curves
+
+    series = []
+    for run in runs:
+        best = best_candidate(run)
+        if best is not None and (s := curve_series(f"{run.run_id} ({best.candidate_id})", best.result)) is not None:
+            series.append(s)
+    return plot_learning_curves(series, "Best candidate of each run") if series else None
+
+
+def default_out(runs_dir: str | Path, run_ids: list[str]) -> Path:
+    """`<runs_dir>/comparisons/<a>+<b>...`; refused when a run is named `comparisons`."""
+    root = Path(runs_dir) / COMPARISONS_DIR
+    if RunDir(root).files.kind(SPEC_FILE) is not None:
+        raise RunError(f"{root} is a run; give the comparison a folder with --out")
+    return root / _NAME.sub("-", "+".join(run_ids))[:96]
+
+
+def write_comparison(runs: list[RunFiles], out: Path) -> dict[str, Path]:
+    """compare.md, compare.csv and learning_curves.{png,pdf,svg,csv} in OUT; their paths."""
+    rows, metrics = comparison_rows(runs)
+    if out.exists() and not out.is_dir():
+        raise RunError(f"--out {out} exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    figure = comparison_figure(runs)
+    for ext, data in (figure or {}).items():
+        write_atomic(out / f"learning_curves.{ext}", data)
+    if figure:
+        written["figure"] = out / "learning_curves.png"
+    write_atomic(out / "compare.csv", comparison_csv(rows, metrics))
+    write_atomic(out / "compare.md", comparison_markdown(rows, metrics, "learning_curves.png" if figure else None))
+    return {"markdown": out / "compare.md", "csv": out / "compare.csv", **written}

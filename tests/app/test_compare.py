@@ -1,0 +1,117 @@
+"""`lero compare RUN...` on real tiny runs (a working directory, the default relative runs/)
+and the web UI's compare page in the real browser: one table, one figure, the same numbers."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from lero.app.compare import comparison_csv, comparison_rows, load_runs
+from tests.app.test_figures import check_figure
+from tests.support.cli import lero
+from tests.support.tiny_runs import make_runs
+from tests.support.ui_server import UIServer
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.set_num_threads(1)
+    return make_runs(tmp_path_factory.mktemp("compare"), {"alpha": [], "beta": ["--seeds", "3"]})
+
+
+@pytest.fixture
+def here(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(workdir)
+    return workdir
+
+
+def _report(workdir: Path, run_id: str) -> dict:
+    return json.loads((workdir / "runs" / run_id / "report.json").read_text())
+
+
+def test_compare_writes_one_table_and_the_best_curves(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = lero(["compare", "alpha", "beta"], capsys)
+    assert code == 0, err
+    folder = here / "runs" / "comparisons" / "alpha+beta"
+    assert f"markdown: {folder / 'compare.md'}" in out
+    rows = list(csv.DictReader(io.StringIO((folder / "compare.csv").read_text())))
+    assert [r["run"] for r in rows] == ["alpha", "beta"]
+    for row in rows:
+        report = _report(here, row["run"])
+        assert float(row["best_fitness"]) == pytest.approx(report["best"]["fitness"])
+        assert float(row["baseline_fitness"]) == pytest.approx(report["baseline"]["fitness"])
+        assert float(row["improvement"]) == pytest.approx(report["best"]["fitness"] - report["baseline"]["fitness"])
+        assert row["best_candidate"] == report["best"]["candidate_id"]
+        assert float(row["best_return"]) == pytest.approx(report["best"]["eval"]["return"])
+    markdown = (folder / "compare.md").read_text()
+    assert markdown.count("\n| alpha |") == 1 and markdown.count("\n| beta |") == 1
+    check_figure(folder / "learning_curves.png")
+    series = {r["series"] for r in csv.DictReader(io.StringIO((folder / "learning_curves.csv").read_text()))}
+    assert series == {f"{run} ({_report(here, run)['best']['candidate_id']})" for run in ("alpha", "beta")}
+    # runs listing still shows runs only (comparisons/ holds no spec.json)
+    code, out, _ = lero(["runs"], capsys)
+    assert code == 0 and "comparisons" not in out
+
+
+def test_compare_refuses_bad_input_in_one_line(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (here / "a-file").write_text("x")
+    for argv, message in ((["compare", "alpha"], "compare takes 2 to 12 runs"),
+                          (["compare", "alpha", "nope"], "unknown run id 'nope'"),
+                          (["compare", "alpha", "alpha"], "a run is named twice"),
+                          (["compare", "alpha", "../x"], "not a run id"),
+                          (["compare", "alpha", "beta", "--out", "a-file"], "exists and is not a folder")):  # fmt: skip
+        code, _, err = lero(argv, capsys)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium")
+    with playwright_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.mark.slow
+def test_compare_page_picks_runs_and_shows_the_same_table_and_figure(workdir: Path, browser, tmp_path: Path) -> None:
+    server = UIServer(workdir)
+    try:
+        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(server.url)
+        page.click("header >> text=Compare")
+        page.check("input[name=run][value=alpha]")
+        page.check("input[name=run][value=beta]")
+        page.click("#compare-form button[type=submit]")
+        table = page.locator("#compare-table")
+        table.wait_for()
+        texts = [[cell.inner_text() for cell in row.locator("td").all()] for row in table.locator("tr").all()[1:]]
+        assert sorted(row[0] for row in texts) == ["alpha", "beta"]  # in the list's order (newest first)
+        for row in texts:
+            report = _report(workdir, row[0])
+            assert row[8] == report["best"]["candidate_id"] and row[9].startswith(f"{report['best']['fitness']:.3f}")
+        image = page.locator("#compare-curves")
+        image.wait_for()
+        page.wait_for_function("document.getElementById('compare-curves').complete")
+        assert page.evaluate("document.getElementById('compare-curves').naturalWidth") > 300
+        shown = page.request.get(f"{server.base}/compare/compare.csv?run=alpha&run=beta").body()
+        runs = load_runs(workdir / "runs", ["alpha", "beta"])
+        assert shown == comparison_csv(*comparison_rows(runs))  # the CLI's table, byte for byte
+        page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+        page.goto(f"{server.base}/compare?run=alpha&run=nope")
+        assert "unknown run id 'nope'" in page.locator("#compare-error").inner_text()
+        assert not errors
+    finally:
+        server.close()
