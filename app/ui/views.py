@@ -23,6 +23,7 @@ from lero.agents.types import code_digest
 from lero.app.approval_view import candidate_card
 from lero.app.report import llm_request_row, run_rows
 from lero.app.run_status import run_status, unanswered_question
+from lero.app.ui.charts import chart
 from lero.graph.rundir import BASELINE_ID, REPORT_MD, RunDir
 from lero.graph.summary import CandidateRecord, RunFiles, best_candidate, metric_names, summarize
 
@@ -31,7 +32,6 @@ PLOT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}\.png$")
 # file of up to EVENTS_LIMIT (256 MiB) on each load; code rides in files, so 16 MiB holds
 # tens of thousands of events (graph.runner keeps approval code by reference).
 EVENTS_PAGE_TAIL = 16 << 20
-CHART_W, CHART_H, CHART_PAD = 520, 180, 28
 
 _markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
 _formatter = HtmlFormatter(nowrap=False, cssclass="code", linenos="inline")
@@ -169,29 +169,6 @@ def decision_cards(pending: dict[str, Any] | None) -> list[dict[str, Any]]:
              "code": c.get("code") or ""} for card, c in zip(cards, asked, strict=True)]  # fmt: skip
 
 
-def chart(curves: dict[str, list[float]], names: list[str]) -> dict[str, Any] | None:
-    """A small SVG line chart (polyline points per curve) against `steps`."""
-    steps = curves.get("steps") or []
-    series = {n: curves[n] for n in names if curves.get(n)}
-    if len(steps) < 2 or not series:
-        return None
-    values = [v for vs in series.values() for v in vs if isinstance(v, int | float)]
-    low, high = min(values), max(values)
-    span = (high - low) or 1.0
-    x0, x1 = steps[0], steps[-1] if steps[-1] != steps[0] else steps[0] + 1
-    palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
-    lines = []
-    for index, (name, vs) in enumerate(series.items()):
-        points = " ".join(
-            f"{CHART_PAD + (s - x0) / (x1 - x0) * (CHART_W - 2 * CHART_PAD):.1f},"
-            f"{CHART_H - CHART_PAD - (v - low) / span * (CHART_H - 2 * CHART_PAD):.1f}"
-            for s, v in zip(steps, vs, strict=False) if isinstance(v, int | float)
-        )
-        lines.append({"name": name, "points": points, "color": palette[index % len(palette)], "last": vs[-1]})
-    return {"width": CHART_W, "height": CHART_H, "pad": CHART_PAD, "lines": lines,
-            "low": low, "high": high, "x0": x0, "x1": steps[-1]}
-
-
 def candidate_view(run: RunFiles, candidate_id: str) -> dict[str, Any]:
     """Code, diff to the parent, reviews, validation, per-seed results, curves, traceback."""
     result, record = find_candidate(run, candidate_id)
@@ -217,7 +194,8 @@ def candidate_view(run: RunFiles, candidate_id: str) -> dict[str, Any]:
         "validations": validations, "history": history,
         "error": result.get("error"), "tracebacks": [t for t in tracebacks if t[1]],
         "per_seed": per_seed, "metrics": metrics,
-        "component_chart": chart(curves, components), "task_chart": chart(curves, ["return", "train_reward"]),
+        "component_chart": chart(curves, components, "episode sum per agent"),
+        "task_chart": chart(curves, ["return", "train_reward"], "episode return per agent"),
         "components": components, "llm_requests": llm_requests(run.rundir, candidate_id),
     }
 

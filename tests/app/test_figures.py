@@ -20,10 +20,12 @@ from lero.app.plots import COLUMN_IN, GREEDY, PNG_DPI, TRAINING, plot_learning_c
 from lero.app.report import curve_series
 from lero.app.study.plots import plot_curves, plot_metric, plot_profiles, plot_recheck
 from lero.app.study.stats import curve_band, summary
+from lero.app.ui.charts import nice_ticks
 from lero.training import PPOHparams
 from lero.training.envs import task_spec
 from tests.support.cli import lero
 from tests.support.tiny_runs import make_runs
+from tests.support.ui_server import UIServer
 
 SLACK_IN = 0.25  # a tight box may pass the column by a tick label's overhang
 
@@ -126,3 +128,36 @@ def test_study_plots_come_in_every_format_with_their_numbers(tmp_path: Path, see
     native = {r["statistic"]: float(r["return"]) for r in rows if r["arm"] == "native" and r["return"]}
     assert native["mean"] == pytest.approx(cells[0]["summary"]["return"]["mean"])
     assert ("ci_low" in native) == (seeds >= 3)
+
+
+def test_nice_ticks_are_round_and_cover_the_range() -> None:
+    assert nice_ticks(12_800, 51_200) == [20_000, 30_000, 40_000, 50_000]
+    assert nice_ticks(-18.4, 0.2) == [-15.0, -10.0, -5.0, 0.0]
+    assert nice_ticks(3.0, 3.0) == [3.0]
+
+
+@pytest.mark.slow
+def test_the_ui_reward_component_chart_has_axes(run: Path) -> None:
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    best = json.loads((run / "report.json").read_text())["best"]["candidate_id"]
+    server = UIServer(run.parent.parent)
+    try:
+        with playwright_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page()
+            page.goto(server.url)
+            page.goto(f"{server.base}/runs/three/candidates/{best}")
+            chart = page.locator("h2:has-text('Reward components') + svg.chart")
+            assert chart.locator("line.axis").count() == 2
+            assert chart.locator("text.x-label").text_content() == "env steps"
+            assert chart.locator("text.y-label").text_content() == "episode sum per agent"
+            x_ticks = chart.locator("text.x-tick").all_text_contents()
+            assert len(x_ticks) >= 2 and all(t.replace(",", "").isdigit() for t in x_ticks)
+            assert len(chart.locator("text.y-tick").all_text_contents()) >= 2
+            box = chart.bounding_box()
+            for label in chart.locator("text").all():  # every label inside the chart, none cut off
+                inner = label.bounding_box()
+                assert box["x"] - 1 <= inner["x"] and inner["x"] + inner["width"] <= box["x"] + box["width"] + 1
+            browser.close()
+    finally:
+        server.close()
