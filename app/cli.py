@@ -275,6 +275,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     """A run's saved policies (its best, a named candidate or the baseline) measured on
     held-out episodes in the sandbox (`app.evaluation`); `--render` draws some as a GIF."""
     from lero.app.evaluation import (
+        check_drawable,
         check_render_path,
         evaluate_target,
         evaluation_lines,
@@ -287,6 +288,8 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     if args.render_episodes > MAX_RECORD_EPISODES:
         raise UsageError(f"--render-episodes must be <= {MAX_RECORD_EPISODES}, got {args.render_episodes}")
     target = open_target(args.runs_dir, args.run_id, args.candidate)
+    if args.render:
+        check_drawable(target.spec)
     episodes = args.episodes or target.spec.eval_episodes
     record = min(args.render_episodes, episodes) if args.render else 0
     document = evaluate_target(target, episodes, args.sandbox, record, confirm=args.env)

@@ -189,6 +189,17 @@ def evaluation_lines(document: dict[str, Any]) -> list[str]:
     return lines
 
 
+def check_drawable(spec: RunSpec) -> None:
+    """`--render` needs agents' positions in the env's world (`eval_render.AGENT_FIELD`): said
+    before anything runs for an installed env (a `package.module:factory` one is not imported
+    here; its recorded episodes are checked when drawn)."""
+    from lero.app.eval_render import AGENT_FIELD
+    from lero.training.envs.registry import is_installed, task_spec
+
+    if is_installed(spec.env) and AGENT_FIELD not in [f.name for f in task_spec(spec.env, **spec.env_kwargs).state_fields]:
+        raise RunError(f"--render: {spec.env}'s world has no {AGENT_FIELD} to draw")
+
+
 def check_render_path(path: Path | None) -> None:
     """`--render FILE`: a .gif in an existing folder, checked before anything runs."""
     if path is None:

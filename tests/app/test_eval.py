@@ -13,9 +13,10 @@ import pytest
 import torch
 from PIL import Image
 
-from lero.app.eval_render import PANEL
-from lero.app.evaluation import evaluate_target, open_target
+from lero.app.eval_render import PANEL, episode_arrays
+from lero.app.evaluation import check_drawable, evaluate_target, open_target
 from lero.app.study.spec import FIRST_EVAL_SEED
+from lero.graph.configuration import RunError, RunSpec
 from lero.sandbox import Job, get_sandbox
 from lero.sandbox.results import _check_schema
 from lero.training import evaluate, load_policy, make_env
@@ -94,6 +95,15 @@ def test_recorded_episodes_are_the_evaluated_ones(moved: Path) -> None:
     expected = evaluate(policy, target.spec.env, target.spec.env_kwargs, episodes=4, seed=FIRST_EVAL_SEED)
     assert document["per_seed"]["0"]["metrics"]["return"]["mean"] == pytest.approx(expected["return"], abs=1e-5)
     assert len(returns) == 3 and bool(torch.isfinite(returns).all())
+
+
+def test_an_env_without_agent_positions_cannot_be_drawn() -> None:
+    with pytest.raises(RunError, match="no agent_pos to draw"):
+        episode_arrays({"return": [[0.0, -1.0]], "length": [1], "state_pos": [[[[0.0, 0.0]], [[1.0, 1.0]]]]})
+    with pytest.raises(RunError, match="shapes disagree"):
+        episode_arrays({"return": [[0.0, -1.0]], "length": [1], "agent_pos": [[[[0.0, 0.0]]]]})
+    spec = RunSpec(env="simple_spread")
+    check_drawable(spec)  # agents have positions: nothing raised
 
 
 def test_a_trajectory_that_is_not_numbers_is_refused() -> None:
