@@ -10,21 +10,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from lero.app.compare import comparison_csv, comparison_rows, load_runs
 from tests.app.test_figures import check_figure
 from tests.support.cli import lero
-from tests.support.tiny_runs import make_runs
 from tests.support.ui_server import UIServer
 
 CHROMIUM = Path("/usr/bin/chromium")
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    torch.set_num_threads(1)
-    return make_runs(tmp_path_factory.mktemp("compare"), {"alpha": [], "beta": ["--seeds", "3"]})
+@pytest.fixture
+def workdir(tiny_runs: Path) -> Path:
+    return tiny_runs
 
 
 @pytest.fixture
@@ -38,12 +35,12 @@ def _report(workdir: Path, run_id: str) -> dict:
 
 
 def test_compare_writes_one_table_and_the_best_curves(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = lero(["compare", "alpha", "beta"], capsys)
+    code, out, err = lero(["compare", "alpha", "three"], capsys)
     assert code == 0, err
-    folder = here / "runs" / "comparisons" / "alpha+beta"
+    folder = here / "runs" / "comparisons" / "alpha+three"
     assert f"markdown: {folder / 'compare.md'}" in out
     rows = list(csv.DictReader(io.StringIO((folder / "compare.csv").read_text())))
-    assert [r["run"] for r in rows] == ["alpha", "beta"]
+    assert [r["run"] for r in rows] == ["alpha", "three"]
     for row in rows:
         report = _report(here, row["run"])
         assert float(row["best_fitness"]) == pytest.approx(report["best"]["fitness"])
@@ -52,10 +49,10 @@ def test_compare_writes_one_table_and_the_best_curves(here: Path, capsys: pytest
         assert row["best_candidate"] == report["best"]["candidate_id"]
         assert float(row["best_return"]) == pytest.approx(report["best"]["eval"]["return"])
     markdown = (folder / "compare.md").read_text()
-    assert markdown.count("\n| alpha |") == 1 and markdown.count("\n| beta |") == 1
+    assert markdown.count("\n| alpha |") == 1 and markdown.count("\n| three |") == 1
     check_figure(folder / "learning_curves.png")
     series = {r["series"] for r in csv.DictReader(io.StringIO((folder / "learning_curves.csv").read_text()))}
-    assert series == {f"{run} ({_report(here, run)['best']['candidate_id']})" for run in ("alpha", "beta")}
+    assert series == {f"{run} ({_report(here, run)['best']['candidate_id']})" for run in ("alpha", "three")}
     # runs listing still shows runs only (comparisons/ holds no spec.json)
     code, out, _ = lero(["runs"], capsys)
     assert code == 0 and "comparisons" not in out
@@ -67,7 +64,7 @@ def test_compare_refuses_bad_input_in_one_line(here: Path, capsys: pytest.Captur
                           (["compare", "alpha", "nope"], "unknown run id 'nope'"),
                           (["compare", "alpha", "alpha"], "a run is named twice"),
                           (["compare", "alpha", "../x"], "not a run id"),
-                          (["compare", "alpha", "beta", "--out", "a-file"], "exists and is not a folder")):  # fmt: skip
+                          (["compare", "alpha", "three", "--out", "a-file"], "exists and is not a folder")):  # fmt: skip
         code, _, err = lero(argv, capsys)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (argv, err)
 
@@ -93,12 +90,12 @@ def test_compare_page_picks_runs_and_shows_the_same_table_and_figure(workdir: Pa
         page.goto(server.url)
         page.click("header >> text=Compare")
         page.check("input[name=run][value=alpha]")
-        page.check("input[name=run][value=beta]")
+        page.check("input[name=run][value=three]")
         page.click("#compare-form button[type=submit]")
         table = page.locator("#compare-table")
         table.wait_for()
         texts = [[cell.inner_text() for cell in row.locator("td").all()] for row in table.locator("tr").all()[1:]]
-        assert sorted(row[0] for row in texts) == ["alpha", "beta"]  # in the list's order (newest first)
+        assert sorted(row[0] for row in texts) == ["alpha", "three"]  # in the list's order (newest first)
         for row in texts:
             report = _report(workdir, row[0])
             assert row[8] == report["best"]["candidate_id"] and row[9].startswith(f"{report['best']['fitness']:.3f}")
@@ -106,8 +103,8 @@ def test_compare_page_picks_runs_and_shows_the_same_table_and_figure(workdir: Pa
         image.wait_for()
         page.wait_for_function("document.getElementById('compare-curves').complete")
         assert page.evaluate("document.getElementById('compare-curves').naturalWidth") > 300
-        shown = page.request.get(f"{server.base}/compare/compare.csv?run=alpha&run=beta").body()
-        runs = load_runs(workdir / "runs", ["alpha", "beta"])
+        shown = page.request.get(f"{server.base}/compare/compare.csv?run=alpha&run=three").body()
+        runs = load_runs(workdir / "runs", ["alpha", "three"])
         assert shown == comparison_csv(*comparison_rows(runs))  # the CLI's table, byte for byte
         page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
         page.goto(f"{server.base}/compare?run=alpha&run=nope")

@@ -21,22 +21,15 @@ from lero.sandbox import Job, get_sandbox
 from lero.sandbox.results import _check_schema
 from lero.training import evaluate, load_policy, make_env
 from tests.support.cli import lero
-from tests.support.tiny_runs import make_runs
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    torch.set_num_threads(1)
-    return make_runs(tmp_path_factory.mktemp("eval"), {"tiny": []})
 
 
 @pytest.fixture
-def moved(workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the run in a fresh working directory (its recorded policy paths still name
-    the original's: `lero eval` finds them below the copy's own cache/jobs)."""
-    shutil.copytree(workdir / "runs", tmp_path / "runs", symlinks=True)
+def moved(tiny_runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the run `alpha` (2 seeds) in a fresh working directory: its recorded policy
+    paths still name the original's, and `lero eval` finds them below the copy's own cache/jobs."""
+    shutil.copytree(tiny_runs / "runs" / "alpha", tmp_path / "runs" / "alpha", symlinks=True)
     monkeypatch.chdir(tmp_path)
-    return tmp_path / "runs" / "tiny"
+    return tmp_path / "runs" / "alpha"
 
 
 def _best(run: Path) -> str:
@@ -44,7 +37,7 @@ def _best(run: Path) -> str:
 
 
 def test_eval_measures_the_baseline_on_held_out_episodes(moved: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = lero(["eval", "tiny", "baseline", "--episodes", "24"], capsys)
+    code, out, err = lero(["eval", "alpha", "baseline", "--episodes", "24"], capsys)
     assert code == 0, err
     saved = json.loads((moved / "evals" / "baseline.json").read_text())
     assert saved["status"] == "completed" and saved["episodes"] == 24
@@ -70,9 +63,9 @@ def test_eval_runs_the_best_candidates_oef_in_the_sandbox_and_draws_a_gif(
     record = json.loads((moved / "candidates" / best / "seed-0.json").read_text())
     env = make_env("simple_spread", 1, **json.loads((moved / "spec.json").read_text())["env_kwargs"])
     assert load_policy(record["policy_dir"]).meta.obs_dim > env.obs_dim  # it needs the candidate's OEF
-    code, out, err = lero(["eval", "tiny", "--episodes", "8", "--render", "episodes.gif", "--render-episodes", "2"], capsys)
+    code, out, err = lero(["eval", "alpha", "--episodes", "8", "--render", "episodes.gif", "--render-episodes", "2"], capsys)
     assert code == 0, err
-    assert f"{best} of run tiny" in out and "rendered: " in out
+    assert f"{best} of run alpha" in out and "rendered: " in out
     saved = json.loads((moved / "evals" / f"{best}.json").read_text())
     assert saved["candidate"] == best and set(saved["per_seed"]) == {"0", "1"}
     gif = Image.open(Path("episodes.gif"))
@@ -81,7 +74,7 @@ def test_eval_runs_the_best_candidates_oef_in_the_sandbox_and_draws_a_gif(
 
 
 def test_recorded_episodes_are_the_evaluated_ones(moved: Path) -> None:
-    target = open_target(Path("runs"), "tiny", "baseline")
+    target = open_target(Path("runs"), "alpha", "baseline")
     document = evaluate_target(target, episodes=4, record_episodes=3)
     trajectories = document["trajectories"][0]
     env = make_env(target.spec.env, 4, **target.spec.env_kwargs)
@@ -119,11 +112,11 @@ def test_a_trajectory_that_is_not_numbers_is_refused() -> None:
 def test_eval_refuses_bad_input_in_one_line(moved: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for argv, message in (
         (["eval", "nope"], "unknown run id 'nope'"),
-        (["eval", "../tiny"], "not a run id"),
-        (["eval", "tiny", "9-9"], "has no candidate '9-9'"),
-        (["eval", "tiny", "--render", "out.mp4"], "only an animated .gif"),
-        (["eval", "tiny", "--render", "x.gif", "--render-episodes", "99"], "--render-episodes must be <="),
-        (["eval", "tiny", "--episodes", "0"], "--episodes"),
+        (["eval", "../alpha"], "not a run id"),
+        (["eval", "alpha", "9-9"], "has no candidate '9-9'"),
+        (["eval", "alpha", "--render", "out.mp4"], "only an animated .gif"),
+        (["eval", "alpha", "--render", "x.gif", "--render-episodes", "99"], "--render-episodes must be <="),
+        (["eval", "alpha", "--episodes", "0"], "--episodes"),
     ):
         code, _, err = lero(argv, capsys)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (argv, err)
@@ -138,14 +131,14 @@ def test_eval_uses_no_path_a_run_directory_plants(moved: Path, tmp_path: Path, c
     for planted in (str(outside), "/etc", f"{moved}/cache/jobs/../../baseline"):
         result["per_seed"][0]["policy_dir"] = planted
         seed_file.write_text(json.dumps(result))
-        code, _, err = lero(["eval", "tiny", "baseline"], capsys)
+        code, _, err = lero(["eval", "alpha", "baseline"], capsys)
         assert code == 2 and "seed 0's policy" in err and len(err.strip().splitlines()) == 1, (planted, err)
     # a link inside the job folders, to weights outside them
     jobs = moved / "cache" / "jobs"
     (jobs / "planted").symlink_to(outside)
     result["per_seed"][0]["policy_dir"] = str(jobs / "planted")
     seed_file.write_text(json.dumps(result))
-    code, _, err = lero(["eval", "tiny", "baseline"], capsys)
+    code, _, err = lero(["eval", "alpha", "baseline"], capsys)
     assert code == 2 and "symlink" in err and len(err.strip().splitlines()) == 1
     assert not (moved / "evals").exists()
 
@@ -156,7 +149,7 @@ def test_eval_sends_recorded_code_through_the_sandbox_gate(moved: Path, capsys: 
     result = json.loads(path.read_text())
     result["code"] = "import os\n" + result["code"]  # the static check refuses it before anything runs
     path.write_text(json.dumps(result))
-    code, out, err = lero(["eval", "tiny", best, "--episodes", "4"], capsys)
+    code, out, err = lero(["eval", "alpha", best, "--episodes", "4"], capsys)
     assert code == 1, err
     assert "rejected" in out
     saved = json.loads((moved / "evals" / f"{best}.json").read_text())
@@ -164,7 +157,7 @@ def test_eval_sends_recorded_code_through_the_sandbox_gate(moved: Path, capsys: 
 
 
 def test_eval_job_records_positions_only_when_asked(moved: Path) -> None:
-    target = open_target(Path("runs"), "tiny", "baseline")
+    target = open_target(Path("runs"), "alpha", "baseline")
     sandbox = get_sandbox("process", cache_dir=target.rundir.cache_dir)
     try:
         env = {"name": target.spec.env, **target.spec.env_kwargs}

@@ -24,16 +24,14 @@ from lero.app.ui.charts import nice_ticks
 from lero.training import PPOHparams
 from lero.training.envs import task_spec
 from tests.support.cli import lero
-from tests.support.tiny_runs import make_runs
 from tests.support.ui_server import UIServer
 
 SLACK_IN = 0.25  # a tight box may pass the column by a tick label's overhang
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    torch.set_num_threads(1)
-    return make_runs(tmp_path_factory.mktemp("figures"), {"three": ["--seeds", "3"]}) / "runs" / "three"
+@pytest.fixture
+def run(tiny_runs: Path) -> Path:
+    return tiny_runs / "runs" / "three"
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
