@@ -6,7 +6,8 @@ cache), `tensorboard/<candidate_id>/seed-<n>/` (event files), `baseline/result.j
 `candidates/<gen>-<idx>/{candidate.py, review.md, result.json, seed-<n>.json}`,
 `confirm/{plan.json, <candidate_id>/seed-<n>.json}` (the confirmation at a longer budget),
 `llm/<nnnnn>-<role>.json` (one per LLM request: prompt, replies, tokens, seconds, finish
-reasons, the candidate it was about), `report.json`, `report.md`, `plots/*.png` (a driver holds an flock on the run directory itself). The report builder and the web UI
+reasons, the candidate it was about), `report.json`, `report.md`, `plots/*.{png,pdf,svg,csv}`,
+`provenance.json` (the software of its first report), `evals/<candidate>.json` (`lero eval`) (a driver holds an flock on the run directory itself). The report builder and the web UI
 read only these files, so they must be complete and consistent even after a crash: files
 are replaced atomically, events are appended and flushed line by line.
 
