@@ -139,21 +139,13 @@ def build_graph(context_for: ContextFor | None = None) -> StateGraph:
 
     # a host's own context (a server passes `configurable` as one) is replaced, not parsed
     builder = StateGraph(RunState, context_schema=RunContext if context_for is None else None, input_schema=RunInput)
-    builder.add_node("setup", bound(setup), input_schema=SetupInput)  # a host's context_for reads the input spec
-    builder.add_node("approve_spec", bound(approve_spec))
-    builder.add_node("design", bound(design))
-    builder.add_node("critique", bound(critique))
-    builder.add_node("revise", bound(revise))
-    builder.add_node("validate", bound(validate))
-    builder.add_node("debug", bound(debug))
-    builder.add_node("approve_candidates", bound(approve_candidates))
-    builder.add_node("train", bound(train), retry_policy=RetryPolicy(max_attempts=2))
-    builder.add_node("promote", bound(promote))
-    builder.add_node("select", bound(select))
-    builder.add_node("reflect", bound(reflect))
-    builder.add_node("approve_generation", bound(approve_generation))
-    builder.add_node("confirm", bound(confirm))
-    builder.add_node("finish", bound(finish))
+    options: dict[str, dict[str, Any]] = {
+        "setup": {"input_schema": SetupInput},  # a host's context_for reads the request's input spec
+        "train": {"retry_policy": RetryPolicy(max_attempts=2)},
+    }
+    for node in (setup, approve_spec, design, critique, revise, validate, debug, approve_candidates, train,
+                 promote, select, reflect, approve_generation, confirm, finish):
+        builder.add_node(node.__name__, bound(node), **options.get(node.__name__, {}))
 
     builder.add_edge(START, "setup")
     builder.add_edge("setup", "approve_spec")
