@@ -1,8 +1,16 @@
-"""The team of agents for one run, built from an LLMConfig: LLM-backed or offline."""
+"""The team of agents for one run, built from an LLMConfig: LLM-backed or offline.
+
+`ROLES` is the registry of roles: one row per `Team` field says how `make_team` builds it
+with the run's model and how offline (`None`: the role has no offline stand-in and is None
+in an offline run, as the chat's assistant). A new role is one field and one row here
+(docs/internals.md, "A new LLM role").
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
 
 from lero.agents.assistant import Assistant
 from lero.agents.config import LLMConfig
@@ -31,20 +39,43 @@ class Team:
         return self.ledger.summary()
 
 
+@dataclass(frozen=True)
+class Role:
+    """How `make_team` builds one role: `online(model, cfg)`; `offline(cfg, built)` from the
+    config and the roles built before it (None: no offline stand-in)."""
+
+    online: Callable[[ChatModel, LLMConfig], Any]
+    offline: Callable[[LLMConfig, dict[str, Any]], Any] | None = None
+
+
+def _designer(model: ChatModel, cfg: LLMConfig) -> Designer | StructuredDesigner:
+    if cfg.design == "structured":
+        return StructuredDesigner(model, cfg.temperature, cfg.seed)
+    return Designer(model, cfg.temperature, edit=cfg.design == "auto", seed=cfg.seed)
+
+
+ROLES: dict[str, Role] = {  # Team's fields but the ledger, in the order they are built
+    "designer": Role(_designer, lambda cfg, built: OfflineDesigner(seed=cfg.seed, prior=cfg.offline_prior)),
+    "critic": Role(lambda model, cfg: Critic(model, structured=cfg.design != "code"), lambda cfg, built: Critic(None)),
+    "debugger": Role(lambda model, cfg: Debugger(model, cfg.temperature),
+                     lambda cfg, built: OfflineDebugger(built["designer"])),
+    "assistant": Role(lambda model, cfg: Assistant(model)),
+    "structured": Role(lambda model, cfg: StructuredDesigner(model, cfg.temperature, cfg.seed)
+                       if cfg.design == "auto" else None),
+}
+if set(ROLES) != {f.name for f in fields(Team)} - {"ledger"}:  # a field without a row, or a row without one
+    raise ImportError(f"agents.team.ROLES names {sorted(ROLES)}, Team's roles differ")
+
+
 def make_team(cfg: LLMConfig, on_call: OnCall | None = None) -> Team:
     """`on_call(role, info)` is told about every LLM request (for events.jsonl `llm_call`)."""
     ledger = UsageLedger(max_requests=cfg.max_requests, max_tokens=cfg.max_tokens)
+    built: dict[str, Any] = {}
     if cfg.backend == "offline":
-        designer = OfflineDesigner(seed=cfg.seed, prior=cfg.offline_prior)
-        return Team(designer, Critic(None), OfflineDebugger(designer), None, ledger)
-    model = ChatModel(cfg, ledger, on_call)
-    structured = StructuredDesigner(model, cfg.temperature, cfg.seed)
-    designer = structured if cfg.design == "structured" else Designer(model, cfg.temperature, edit=cfg.design == "auto", seed=cfg.seed)
-    return Team(
-        designer=designer,
-        critic=Critic(model, structured=cfg.design != "code"),
-        debugger=Debugger(model, cfg.temperature),
-        assistant=Assistant(model),
-        ledger=ledger,
-        structured=structured if cfg.design == "auto" else None,
-    )
+        for name, role in ROLES.items():
+            built[name] = role.offline(cfg, built) if role.offline is not None else None
+    else:
+        model = ChatModel(cfg, ledger, on_call)
+        for name, role in ROLES.items():
+            built[name] = role.online(model, cfg)
+    return Team(**built, ledger=ledger)

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -195,16 +195,17 @@ class RunContext:
     earlier_calls: list[dict[str, Any]]  # llm_call events of earlier processes of this run
     confirmed: ConfirmedEnv | None = None  # the spec env a person named (graph.trust)
     hooks: RunHooks = field(default_factory=RunHooks)
+    described: InitVar[Problem | None] = None  # the problem a preflight read already (else read here)
     job_env: dict[str, Any] = field(init=False)  # the env as sandbox jobs name it (graph.trust.job_env)
     sandbox: Sandbox = field(init=False)
     task: Problem = field(init=False)  # read through the sandbox: see `problem`
     team: Team = field(init=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, described: Problem | None) -> None:
         self.job_env = job_env(self.spec, self.confirmed)
         self.sandbox = open_sandbox(self.spec, self.rundir.cache_dir, events=self.emit, env=self.job_env)
-        try:
-            self.task = problem(self.spec, self.confirmed, self.sandbox)
+        try:  # the env is read once per start: by the preflight, else here (a server's request)
+            self.task = described or problem(self.spec, self.confirmed, self.sandbox)
         except BaseException:
             self.sandbox.close()
             raise
@@ -245,10 +246,11 @@ class RunContext:
 
 
 def open_context(spec: RunSpec, rundir: RunDir, confirmed: ConfirmedEnv | None = None,
-                 hooks: RunHooks | None = None) -> RunContext:
-    """Build the live objects for a run whose directory exists (start, resume, server)."""
+                 hooks: RunHooks | None = None, task: Problem | None = None) -> RunContext:
+    """Build the live objects for a run whose directory exists (start, resume, server);
+    TASK: the problem already read from its env (`runner.preflight`), else it is read here."""
     return RunContext(spec=spec, rundir=rundir, earlier_calls=earlier_llm_calls(rundir.read_events()),
-                      confirmed=confirmed, hooks=hooks or RunHooks())
+                      confirmed=confirmed, hooks=hooks or RunHooks(), described=task)
 
 
 class CancelScope:

@@ -9,9 +9,10 @@ One router after every candidate-level node sends the generation to the earliest
 any candidate is waiting in; each loop is bounded (critic_rounds, debug_attempts,
 generations), and `recursion_limit` covers the worst case explicitly.
 
-The nodes read their live objects from LangGraph's runtime context (`graph.context`):
-pass `context=RunContext` when driving the graph, or let `build_graph(context_for=...)`
-supply one (the `langgraph dev` host, `graph.server`).
+The nodes and routers read the spec and their live objects from LangGraph's runtime
+context (`graph.context`); the state holds only what changes during the run. Pass
+`context=RunContext` when driving the graph, or let `build_graph(context_for=...)` supply
+one (the `langgraph dev` host, `graph.server`).
 """
 
 from __future__ import annotations
@@ -49,7 +50,12 @@ from lero.graph.nodes import (
     validate,
 )
 from lero.graph.schedule import last_rung
-from lero.graph.state import RunState
+from lero.graph.state import RunInput, RunState
+
+
+class SetupInput(RunState, RunInput, total=False):
+    """`setup`'s input: the state and a request's spec (RunInput), which only a host's
+    `context_for` reads."""
 
 # candidate stage -> node that handles it, in the order the router serves them
 STAGE_NODES = (("review", "critique"), ("revise", "revise"), ("validate", "validate"),
@@ -60,27 +66,29 @@ CANDIDATE_NODES = ("design", "critique", "revise", "validate", "debug", "approve
 ContextFor = Callable[[dict[str, Any], RunnableConfig], RunContext]  # (node input, config) -> context
 
 
-def route_candidates(state: RunState) -> str | list[Send]:
+def route_candidates(state: RunState, runtime: Runtime[RunContext]) -> str | list[Send]:
     """Serve the earliest waiting stage; when none waits, fan out training (or select)."""
     stages = {c["stage"] for c in state.get("candidates", [])}
     for stage, node in STAGE_NODES:
         if stage in stages:
             return node
-    return training_sends(state) or "select"
+    return training_sends(state, runtime.context.spec) or "select"
 
 
 def route_after_spec(state: RunState) -> str:
+    """Reads the state alone: a resumed stopped run goes on through it (`update_state`
+    runs a router with no runtime context; graph.runner)."""
     return "finish" if state.get("stop_reason") else "design"
 
 
-def route_next_generation(state: RunState) -> str:
-    """Routers read the state's validated spec: `update_state` (a resumed stopped run) runs
-    them with no runtime context. Only a run that went through all its generations is
-    confirmed; one that confirms nothing (`--confirm-steps 0`) ends as it did before."""
+def route_next_generation(state: RunState, runtime: Runtime[RunContext]) -> str:
+    """Only a run that went through all its generations is confirmed; one that confirms
+    nothing (`--confirm-steps 0`) ends as it did before."""
     if state.get("stop_reason"):
         return "finish"
-    if state["generation"] >= state["spec"]["generations"]:
-        return "finish" if state["spec"].get("confirm_steps") == 0 else "confirm"
+    spec = runtime.context.spec
+    if state["generation"] >= spec.generations:
+        return "confirm" if spec.confirm_budget() else "finish"
     return "design"
 
 
@@ -108,8 +116,8 @@ def _timed(node: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _with_context(node: Callable[..., Any], context_for: ContextFor) -> Callable[..., Any]:
-    """`node(state, runtime)` run with the runtime context `context_for` supplies (hosts that
-    pass none)."""
+    """`node(state, runtime)` (a node or a router) run with the runtime context `context_for`
+    supplies (hosts that pass none)."""
 
     def run(state: dict[str, Any], runtime: Runtime, config: RunnableConfig) -> Any:
         return node(state, runtime.override(context=context_for(state, config)))
@@ -126,35 +134,30 @@ def build_graph(context_for: ContextFor | None = None) -> StateGraph:
         timed = _timed(node)
         return timed if context_for is None else _with_context(timed, context_for)
 
+    def routed(router: Callable[..., Any]) -> Callable[..., Any]:
+        return router if context_for is None else _with_context(router, context_for)
+
     # a host's own context (a server passes `configurable` as one) is replaced, not parsed
-    builder = StateGraph(RunState, context_schema=RunContext if context_for is None else None)
-    builder.add_node("setup", bound(setup))
-    builder.add_node("approve_spec", bound(approve_spec))
-    builder.add_node("design", bound(design))
-    builder.add_node("critique", bound(critique))
-    builder.add_node("revise", bound(revise))
-    builder.add_node("validate", bound(validate))
-    builder.add_node("debug", bound(debug))
-    builder.add_node("approve_candidates", bound(approve_candidates))
-    builder.add_node("train", bound(train), retry_policy=RetryPolicy(max_attempts=2))
-    builder.add_node("promote", bound(promote))
-    builder.add_node("select", bound(select))
-    builder.add_node("reflect", bound(reflect))
-    builder.add_node("approve_generation", bound(approve_generation))
-    builder.add_node("confirm", bound(confirm))
-    builder.add_node("finish", bound(finish))
+    builder = StateGraph(RunState, context_schema=RunContext if context_for is None else None, input_schema=RunInput)
+    options: dict[str, dict[str, Any]] = {
+        "setup": {"input_schema": SetupInput},  # a host's context_for reads the request's input spec
+        "train": {"retry_policy": RetryPolicy(max_attempts=2)},
+    }
+    for node in (setup, approve_spec, design, critique, revise, validate, debug, approve_candidates, train,
+                 promote, select, reflect, approve_generation, confirm, finish):
+        builder.add_node(node.__name__, bound(node), **options.get(node.__name__, {}))
 
     builder.add_edge(START, "setup")
     builder.add_edge("setup", "approve_spec")
     builder.add_conditional_edges("approve_spec", route_after_spec, ["design", "finish"])
     targets = [node for _, node in STAGE_NODES] + ["train", "select"]
     for node in CANDIDATE_NODES:
-        builder.add_conditional_edges(node, route_candidates, targets)
+        builder.add_conditional_edges(node, routed(route_candidates), targets)
     builder.add_edge("train", "promote")  # one promote per rung, once all its branches joined
-    builder.add_conditional_edges("promote", route_rungs, ["train", "select"])
+    builder.add_conditional_edges("promote", routed(route_rungs), ["train", "select"])
     builder.add_edge("select", "reflect")
     builder.add_edge("reflect", "approve_generation")
-    builder.add_conditional_edges("approve_generation", route_next_generation, ["design", "confirm", "finish"])
+    builder.add_conditional_edges("approve_generation", routed(route_next_generation), ["design", "confirm", "finish"])
     builder.add_edge("confirm", "finish")
     builder.add_edge("finish", END)
     return builder

@@ -84,18 +84,13 @@ def combined_cache_key(train_job: Job) -> str:
     )
 
 
+FROM_EVALUATE = ("status", "error", "metrics", "fitness", "episodes")  # the seed's score
+FROM_TRAIN = ("curves", "reflection_stats", "policy_dir")  # how it learned, and what
+SUMMED = ("elapsed_s", "wait_s", "run_s")  # the seed's time: both jobs'
+
+
 def combined(trained: JobResult, evaluated: JobResult) -> JobResult:
     """A seed's train and evaluate results as one: the curves of the one, the score of the other."""
-    return JobResult(
-        status=evaluated.status,
-        error=evaluated.error,
-        metrics=evaluated.metrics,
-        curves=trained.curves,
-        reflection_stats=trained.reflection_stats,
-        fitness=evaluated.fitness,
-        elapsed_s=trained.elapsed_s + evaluated.elapsed_s,
-        wait_s=trained.wait_s + evaluated.wait_s,
-        run_s=trained.run_s + evaluated.run_s,
-        policy_dir=trained.policy_dir,
-        episodes=evaluated.episodes,
-    )
+    return JobResult(**{name: getattr(evaluated, name) for name in FROM_EVALUATE},
+                     **{name: getattr(trained, name) for name in FROM_TRAIN},
+                     **{name: getattr(trained, name) + getattr(evaluated, name) for name in SUMMED})

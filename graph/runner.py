@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from langgraph.types import Command
 
+from lero.agents import Problem
 from lero.agents.config import LLMSetupError, server_models
 from lero.graph.checkpoints import check_checkpoints, open_saver
 from lero.graph.configuration import LLM_SETTINGS, RunError, RunSpec
@@ -75,11 +76,13 @@ def check_llm_reachable(spec: RunSpec) -> None:
         raise RunError(str(error)) from None
 
 
-def preflight(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> RunSpec:
+def preflight(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> tuple[RunSpec, Problem]:
     """Fail with one clear line before anything is created or any compute is spent.
 
     Returns the spec with `sandbox="auto"` resolved to the backend found, so that a
-    resumed run never switches backends silently. A spec env must be `confirmed`.
+    resumed run never switches backends silently, and the problem read from the env (a
+    custom env in Docker: one describe job), which the run's context takes as it is. A
+    spec env must be `confirmed`.
     """
     if spec.algo not in ALGOS:
         raise RunError(f"unknown algorithm {spec.algo!r}: expected one of {', '.join(ALGOS)}")
@@ -87,7 +90,7 @@ def preflight(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> RunSpec:
         # no Docker daemon / no image / a custom env Docker cannot serve
         sandbox = open_sandbox(spec, cache_dir=Path(scratch), env=job_env(spec, confirmed))
         try:  # builds the environment (in a sandbox job for a custom env): bad env or kwargs
-            problem(spec, confirmed, sandbox)
+            task = problem(spec, confirmed, sandbox)
         finally:
             sandbox.close()
         backend = sandbox.kind
@@ -97,7 +100,7 @@ def preflight(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> RunSpec:
     except ValueError as error:
         raise RunError(f"invalid training settings: {str(error).splitlines()[0]}") from None
     check_llm_reachable(spec)
-    return spec.model_copy(update={"sandbox": backend})
+    return spec.model_copy(update={"sandbox": backend}), task
 
 
 def _announce(ui: RunUI, spec: RunSpec, verb: str) -> None:
@@ -127,12 +130,12 @@ def start_run(spec: RunSpec, ui: RunUI, confirm: str | None = None,
     if (Path(spec.runs_dir) / str(spec.run_id)).exists():
         raise RunError(f"run {spec.run_id!r} already exists in {spec.runs_dir} (use lero resume)")
     confirmed = confirm_env(spec.env, confirm)
-    spec = preflight(spec, confirmed)
+    spec, task = preflight(spec, confirmed)
     _announce(ui, spec, "starting")
     rundir = RunDir.create(spec)
     rundir.claim()
     rundir.append_event("run_started", run_id=spec.run_id, llm=spec.llm, sandbox=spec.sandbox)
-    return _drive(rundir, spec, ui, {"spec": spec.model_dump(mode="json")}, confirmed, front or Front())
+    return _drive(rundir, spec, task, ui, {}, confirmed, front or Front())
 
 
 # what `lero resume` may change: more LLM budget or wall clock, another server, a longer LLM
@@ -177,7 +180,7 @@ def resume_run(
         check_checkpoints(rundir.checkpoint_path)
     except sqlite3.DatabaseError as error:
         raise RunError(f"run {run_id!r}: cannot read {rundir.checkpoint_path.name}: {error}") from None
-    preflight(spec, confirmed)
+    _, task = preflight(spec, confirmed)
     try:
         with open_saver(rundir.checkpoint_path) as saver:
             compiled = build_graph().compile(checkpointer=saver)
@@ -191,8 +194,7 @@ def resume_run(
             checked = normalize_answer(payload["kind"], answer, payload) if payload and answer is not None else None
             if not snapshot.next:
                 _check_budget_left(rundir, spec, state.get("stop_reason") or "")
-                compiled.update_state(_config(spec), _continue_stopped(snapshot.values, spec),
-                                      as_node="approve_generation")
+                compiled.update_state(_config(spec), _continue_stopped(snapshot.values), as_node="approve_spec")
     except sqlite3.DatabaseError as error:
         raise RunError(f"run {run_id!r}: cannot read {rundir.checkpoint_path.name}: {error}") from None
     if spec != stored:
@@ -206,11 +208,13 @@ def resume_run(
         if checked is None:
             return RunOutcome("interrupted", run_id, rundir.path, interrupt=payload)
         command = _answer(rundir, payload, checked)
-    return _drive(rundir, spec, ui, command, confirmed, front or Front())
+    return _drive(rundir, spec, task, ui, command, confirmed, front or Front())
 
 
-def _continue_stopped(values: dict[str, Any], spec: RunSpec) -> dict[str, Any]:
-    """State that sends a stopped run back to `design`, as if its last generation approved.
+def _continue_stopped(values: dict[str, Any]) -> dict[str, Any]:
+    """State that sends a stopped run back to `design`. Written as `approve_spec`'s update:
+    its router reads the state alone (update_state runs routers with no runtime context)
+    and sends a run with no stop reason to `design`.
 
     When the designer wrote nothing in the last generation, that generation is designed
     again (its records, the baseline's too when it was generation 0, are dropped from
@@ -220,8 +224,7 @@ def _continue_stopped(values: dict[str, Any], spec: RunSpec) -> dict[str, Any]:
     if not values.get("candidates"):
         generation -= 1
     evaluated = [r for r in values.get("evaluated", []) if r["generation"] < generation]
-    return {"spec": spec.model_dump(mode="json"), "stop_reason": None,
-            "generation": max(generation, 0), "evaluated": evaluated}
+    return {"stop_reason": None, "generation": max(generation, 0), "evaluated": evaluated}
 
 
 def _check_budget_left(rundir: RunDir, spec: RunSpec, stop_reason: str) -> None:
@@ -265,11 +268,12 @@ def _answer(rundir: RunDir, payload: dict[str, Any], answer: object) -> Command:
     return Command(resume=checked)
 
 
-def _drive(rundir: RunDir, spec: RunSpec, ui: RunUI, graph_input: Any,
+def _drive(rundir: RunDir, spec: RunSpec, task: Problem, ui: RunUI, graph_input: Any,
            confirmed: ConfirmedEnv | None, front: Front) -> RunOutcome:
-    """Stream the graph, pass events to the UI, and loop over interrupts the UI answers."""
+    """Stream the graph, pass events to the UI, and loop over interrupts the UI answers.
+    TASK: the problem preflight read (the context does not read the env again)."""
     run_id = str(spec.run_id)
-    context = open_context(spec, rundir, confirmed, front.hooks)
+    context = open_context(spec, rundir, confirmed, front.hooks, task=task)
     if front.cancels is not None:
         front.cancels.add(context)
     rundir.update_state(status="running", stop_reason=None, error=None)

@@ -4,8 +4,9 @@ A LangGraph server drives the graph itself, so no runner opens the run's context
 server enters `make_graph(config)` (a `HostedGraph`, async) once per request and keeps
 the graph for that request; the factory opens the `RunContext` when the first node runs
 (a request that only reads state never opens one) and closes it, off the server's event
-loop, when the request ends. The run is described by the thread's stored spec, else by
-`configurable` (thread id = run id). Nobody confirmed anything there, so a
+loop, when the request ends. The run is described by the thread's stored spec (its
+spec.json in the server's runs dir), else by the request's input spec (`graph.state.RunInput`),
+else by `configurable` (thread id = run id). Nobody confirmed anything there, so a
 `package.module:factory` env is refused, and so is any runs dir but the server's own
 (`LERO_RUNS_DIR`, default `runs` in its working directory). Where LLM code runs and where
 the run connects (graph.trust.OPERATOR_FIELDS: sandbox, executor, Ray address, LLM base
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -33,10 +35,11 @@ from lero.graph.configuration import (
     RunError,
     RunSpec,
     absolute_runs_dir,
+    check_run_id,
 )
 from lero.graph.context import RunContext, open_context
 from lero.graph.graph import build_graph
-from lero.graph.rundir import RunDir
+from lero.graph.rundir import SPEC_FILE, RunDir
 from lero.graph.trust import OPERATOR_CAPS, OPERATOR_FIELDS, job_env
 from lero.sandbox.types import JOB_WALL_S
 
@@ -87,11 +90,15 @@ def server_runs_dir() -> str:
 
 
 def server_spec(node_input: dict[str, Any], config: RunnableConfig) -> RunSpec:
-    """The run a server request drives: the stored spec, else `configurable`; refused
-    (RunError) when it names an unconfirmed env, another runs dir, a sandbox, executor,
-    cluster or LLM URL other than the operator's, or a budget over the server's caps."""
+    """The run a server request drives: the thread's stored spec (its run's spec.json), else
+    the request's input spec (RunInput), else `configurable`; refused (RunError) when it
+    names an unconfirmed env, another runs dir, a sandbox, executor, cluster or LLM URL
+    other than the operator's, or a budget over the server's caps."""
     configurable = config.get("configurable", {})
-    if node_input.get("spec"):
+    stored = _stored_spec(configurable.get("thread_id"))
+    if stored is not None:
+        spec = stored
+    elif node_input.get("spec"):
         values = dict(node_input["spec"])
         if not values.get("run_id") and configurable.get("thread_id"):
             values["run_id"] = str(configurable["thread_id"])  # thread id = run id
@@ -105,6 +112,15 @@ def server_spec(node_input: dict[str, Any], config: RunnableConfig) -> RunSpec:
     spec = _operator_rules(spec)
     job_env(spec)  # an env nobody confirmed: refused before any directory exists
     return spec
+
+
+def _stored_spec(thread_id: object) -> RunSpec | None:
+    """The spec of the run this thread drives (thread id = run id) once its first request
+    wrote it to the server's runs dir; None before."""
+    if not thread_id:
+        return None
+    rundir = RunDir(Path(server_runs_dir()) / check_run_id(str(thread_id)))
+    return rundir.read_spec() if rundir.files.kind(SPEC_FILE) == "file" else None
 
 
 class LazyContext:

@@ -86,7 +86,7 @@ class TrainTask(TypedDict):
     generation: int
     code: str | None  # None = baseline: native reward, raw observations
     seeds: NotRequired[list[int]]
-    spec: dict[str, Any]
+    # a branch a checkpoint saved before the spec left the state also holds `spec` (unread)
     # graph.schedule: 0 (or the only rung) first, the baseline the last; absent in branches a
     # checkpoint saved before schedules existed (rung 0 of `full`)
     rung: NotRequired[int]
@@ -97,10 +97,20 @@ class TrainTask(TypedDict):
     resume_dir: NotRequired[str | None]
 
 
-class RunState(TypedDict, total=False):
-    """State of one run; `results` is the only channel written by parallel branches."""
+class RunInput(TypedDict, total=False):
+    """What a request may give the graph as input: a new run's RunSpec as JSON, which a host
+    without a runner reads once, at the edge (`graph.server`); else `configurable` says it.
+    The runner passes none (its spec is spec.json). No node reads it: the spec reaches
+    nodes as `RunContext.spec`. A checkpoint saved before this split holds the run's spec
+    here; it stays unread."""
 
-    spec: dict[str, Any]  # RunSpec as JSON (filled by `setup` from input or configurable)
+    spec: dict[str, Any]
+
+
+class RunState(TypedDict, total=False):
+    """What changes during one run; `results` is the only channel written by parallel
+    branches. What does not change (the spec) is the runtime context's (`graph.context`)."""
+
     generation: int
     candidates: list[Candidate]
     results: Annotated[list[dict[str, Any]], operator.add]  # one per (candidate, seed) job

@@ -94,19 +94,28 @@ def test_every_job_kind_follows_the_job_kind_recipe() -> None:
 
 
 MODE_OF_ROLE = {"structured": "designer"}  # Team fields that are a mode of another role
+MAX_ROLE_FILES = 5  # what a new LLM role may touch, its test apart (issue 33)
+
+
+def _graph_node_modules() -> set[str]:
+    """The files that define the nodes `build_graph()` wires (through their wrappers)."""
+    from lero.graph.graph import build_graph
+
+    return {_source_file(inspect.unwrap(spec.runnable.func)) for spec in build_graph().nodes.values()}
 
 
 def test_every_role_follows_the_role_recipe() -> None:
-    from lero.agents.team import Team
+    from lero.agents.team import ROLES, Team
 
     paths = recipes()["LLM role"]
+    files = [path for path in paths if not path.startswith("tests/")]
+    assert len(files) <= MAX_ROLE_FILES, f"a new role touches {len(files)} files: {files}"
     callers = [*(REPO / "graph" / "nodes").glob("*.py"), REPO / "app" / "dialogues.py"]
-    roles = [field for field in typing.get_type_hints(Team) if field != "ledger"]
-    assert roles, "Team has no roles"
-    for role in roles:
-        classes = [c for c in typing.get_args(typing.get_type_hints(Team)[role]) if c is not type(None)] or [
-            typing.get_type_hints(Team)[role]
-        ]
+    wired = _graph_node_modules()
+    hints = typing.get_type_hints(Team)
+    assert list(ROLES) == [field for field in hints if field != "ledger"], "ROLES and Team's fields differ"
+    for role in ROLES:
+        classes = [c for c in typing.get_args(hints[role]) if c is not type(None)] or [hints[role]]
         assert _source_file(classes[0]) == f"agents/{role}.py", role
         # a field that holds another mode of a role (Team.structured: the designer answering
         # JSON) keeps that role's prompts under `<role>_<mode>_*.md`
@@ -114,8 +123,53 @@ def test_every_role_follows_the_role_recipe() -> None:
         prompt = REPO / "agents" / "prompts" / (f"{named}_{role}_system.md" if role in MODE_OF_ROLE else f"{role}_system.md")
         assert named in prompt.read_text().splitlines()[0], f"{prompt.name}'s first line names its role"
         assert not [path for path in _existing(paths, role=role) if path != f"agents/prompts/{role}_system.md" or role not in MODE_OF_ROLE], role
-        assert any(re.search(rf"\.{role}\b", path.read_text()) for path in callers), f"nothing calls {role}"
+        calling = [path for path in callers if re.search(rf"\.{role}\b", path.read_text())]
+        assert calling, f"nothing calls {role}"
+        in_graph = [str(path.relative_to(REPO)) for path in calling if path.parent.name == "nodes"]
+        assert not in_graph or set(in_graph) & wired, f"no node of build_graph() calls {role}"
         assert _named_by_a_test("LLM role", role), f"no test in tests/agents/ names {role}"
+
+
+def test_a_node_keeps_its_own_state_beside_it(tmp_path) -> None:
+    """The role recipe's claim that a role's state needs no edit of graph/state.py: a node's
+    own TypedDict (extending RunState) given as its input schema is a channel that another
+    node reads, checkpointed by lero's strict saver across an interrupt and a new process's
+    graph."""
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Command, interrupt
+
+    from lero.graph.checkpoints import open_saver
+    from lero.graph.state import RunState
+
+    class Noted(RunState, total=False):
+        note: str  # declared beside the node that writes it
+
+    def write(state: Noted) -> dict:
+        return {"note": f"kept at generation {state['generation']}"}
+
+    def wait(state: Noted) -> dict:
+        interrupt({"kind": "generation"})
+        return {}
+
+    def read(state: Noted) -> dict:
+        return {"reflection": state["note"]}
+
+    def graph(saver):
+        builder = StateGraph(RunState)
+        for name, node in (("write", write), ("wait", wait), ("read", read)):
+            builder.add_node(name, node, input_schema=Noted)
+        builder.add_edge(START, "write")
+        builder.add_edge("write", "wait")
+        builder.add_edge("wait", "read")
+        builder.add_edge("read", END)
+        return builder.compile(checkpointer=saver)
+
+    config = {"configurable": {"thread_id": "t"}}
+    with open_saver(tmp_path / "c.sqlite") as saver:
+        graph(saver).invoke({"generation": 2}, config)
+    with open_saver(tmp_path / "c.sqlite") as saver:
+        final = graph(saver).invoke(Command(resume="continue"), config)
+    assert final["reflection"] == "kept at generation 2"
 
 
 def test_every_command_follows_the_command_recipe() -> None:

@@ -86,7 +86,7 @@ def approve_spec(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any
         return {}
     train_jobs, env_steps = spec.budget()
     payload = {
-        "kind": "spec", "run_id": spec.run_id, "spec": state["spec"],
+        "kind": "spec", "run_id": spec.run_id, "spec": spec.model_dump(mode="json"),
         "env_description": runtime.context.task.env_description,
         "budget": {"train_jobs": train_jobs, "env_steps": env_steps,
                    "max_llm_requests": spec.max_llm_requests, "wall_clock_s": spec.wall_clock_s},

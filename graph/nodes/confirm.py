@@ -77,7 +77,7 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
              todo={a["candidate_id"]: len(missing[a["candidate_id"]]) for a in todo},
              message=f"confirmation: {names} at {steps:,} env steps on {len(seeds)} fresh seeds, "
                      f"held-out episodes ({sum(map(len, missing.values()))} seeds to train or read from the cache)")  # fmt: skip
-    plan = seed_plan(state["spec"], [1.0] * len(todo), list(range(len(seeds))))
+    plan = seed_plan(spec, [1.0] * len(todo), list(range(len(seeds))))
     jobs = [(arm, [i for i in group if i in missing[arm["candidate_id"]]]) for arm, groups in zip(todo, plan, strict=True)
             for group in groups if set(group) & set(missing[arm["candidate_id"]])]  # fmt: skip
     shared = ResultCache(res.rundir.shared_cache_dir)

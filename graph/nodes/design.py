@@ -37,8 +37,8 @@ def stop_reason_for(error: Exception) -> str:
 
 
 def setup(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """Start fresh with the spec the run was opened with (its runtime context)."""
-    return {"spec": runtime.context.spec.model_dump(mode="json"), "generation": 0, "candidates": [], "evaluated": [], "elites": [],
+    """A fresh run's state (the spec is the runtime context's, never the state's)."""
+    return {"generation": 0, "candidates": [], "evaluated": [], "elites": [],
             "reflection": "", "feedback": [], "stop_reason": None}
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from lero.graph.configuration import parallel_jobs
+from lero.graph.configuration import RunSpec, parallel_jobs
 from lero.graph.context import RunContext
 from lero.graph.nodes.candidates import at_stage, replace
 from lero.graph.nodes.curve_fitness import auc_checkpoint_every, curve_scores
@@ -39,35 +39,27 @@ from lero.sandbox.types import Limits
 from lero.training.envs.task import TaskSpec
 
 
-def training_sends(state: RunState) -> list[Send]:
+def training_sends(state: RunState, spec: RunSpec) -> list[Send]:
     """One branch per (approved candidate, seed group), plus the baseline once per run."""
-    spec = state["spec"]  # the validated spec (routers may run without a context)
     generation = state["generation"]
     jobs: list[tuple[str, str | None]] = [(c["candidate_id"], c["code"]) for c in at_stage(state["candidates"], "approved")]
     if not any(r["candidate_id"] == BASELINE_ID for r in state.get("evaluated", [])):
         jobs.insert(0, (BASELINE_ID, None))
-    schedule = _schedule(spec)
-    rungs = [last_rung(schedule) if cid == BASELINE_ID else 0 for cid, _ in jobs]
-    lengths = [rung_end(spec["steps"], schedule, rung) / spec["steps"] for rung in rungs]  # each from step 0
-    plan = seed_plan(spec, lengths, list(range(spec["seeds"])))
+    rungs = [last_rung(spec.schedule) if cid == BASELINE_ID else 0 for cid, _ in jobs]
+    lengths = [rung_end(spec.steps, spec.schedule, rung) / spec.steps for rung in rungs]  # each from step 0
+    plan = seed_plan(spec, lengths, list(range(spec.seeds)))
     return [
-        Send("train", TrainTask(candidate_id=cid, generation=generation, code=code, seeds=seeds, spec=spec,
+        Send("train", TrainTask(candidate_id=cid, generation=generation, code=code, seeds=seeds,
                                 rung=rung, resume_dirs=[None] * len(seeds)))
         for (cid, code), rung, groups in zip(jobs, rungs, plan, strict=True)
         for seeds in groups
     ]  # fmt: skip
 
 
-def seed_plan(spec: dict[str, Any], lengths: list[float], seeds: list[int]) -> list[list[list[int]]]:
-    """`graph.schedule.sandbox_groups` on this run's slots and executor (the state's spec):
-    each branch's seeds split into sandbox jobs."""
-    slots = parallel_jobs(spec.get("max_parallel"), Limits().cpus)
-    return sandbox_groups(lengths, seeds, slots, spec.get("executor") or "local")
-
-
-def _schedule(spec: dict[str, Any]) -> str:
-    """The state's spec's schedule; a spec saved before schedules existed is `full`."""
-    return spec.get("schedule", "full")
+def seed_plan(spec: RunSpec, lengths: list[float], seeds: list[int]) -> list[list[list[int]]]:
+    """`graph.schedule.sandbox_groups` on this run's slots and executor: each branch's seeds
+    split into sandbox jobs."""
+    return sandbox_groups(lengths, seeds, parallel_jobs(spec.max_parallel, Limits().cpus), spec.executor)
 
 
 def _rung_results(state: RunState) -> tuple[int, dict[str, list[dict[str, Any]]]]:
@@ -83,37 +75,36 @@ def _rung_results(state: RunState) -> tuple[int, dict[str, list[dict[str, Any]]]
     return rung, at_rung
 
 
-def rung_sends(state: RunState) -> list[Send]:
+def rung_sends(state: RunState, spec: RunSpec) -> list[Send]:
     """The next rung's branches: the best half of the latest rung, each seed continuing its
     own learner state; none once the latest rung trained the full budget."""
-    spec = state["spec"]
     rung, at_rung = _rung_results(state)
-    if rung >= last_rung(_schedule(spec)):
+    if rung >= last_rung(spec.schedule):
         return []
     codes = {c["candidate_id"]: c["code"] for c in state["candidates"]}
-    going_on = promoted(at_rung, spec["seeds"])
-    length = rung_steps(spec["steps"], _schedule(spec), rung + 1) / spec["steps"]
-    plan = seed_plan(spec, [length] * len(going_on), list(range(spec["seeds"])))
+    going_on = promoted(at_rung, spec.seeds)
+    length = rung_steps(spec.steps, spec.schedule, rung + 1) / spec.steps
+    plan = seed_plan(spec, [length] * len(going_on), list(range(spec.seeds)))
     sends = []
     for cid, groups in zip(going_on, plan, strict=True):
         policy_dirs = {r["seed"]: r["policy_dir"] for r in at_rung[cid]}
         for seeds in groups:
             sends.append(Send("train", TrainTask(candidate_id=cid, generation=state["generation"], code=codes[cid],
-                                                 seeds=seeds, spec=spec, rung=rung + 1,
+                                                 seeds=seeds, rung=rung + 1,
                                                  resume_dirs=[policy_dirs[seed] for seed in seeds])))  # fmt: skip
     return sends
 
 
-def route_rungs(state: RunState) -> list[Send] | str:
+def route_rungs(state: RunState, runtime: Runtime[RunContext]) -> list[Send] | str:
     """After a rung: its promoted candidates train on, or the generation is selected."""
-    return rung_sends(state) or "select"
+    return rung_sends(state, runtime.context.spec) or "select"
 
 
 def promote(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Where a rung ends (every branch of it joined): say who goes on (`route_rungs` sends them)."""
-    if _schedule(state["spec"]) != "full":
+    if runtime.context.spec.schedule != "full":
         rung, at_rung = _rung_results(state)
-        going_on = sorted({send.arg["candidate_id"] for send in rung_sends(state)})
+        going_on = sorted({send.arg["candidate_id"] for send in rung_sends(state, runtime.context.spec)})
         runtime.context.emit("rung_finished", generation=state["generation"], rung=rung,
                              trained=sorted(at_rung), promoted=going_on)  # fmt: skip
     return {}

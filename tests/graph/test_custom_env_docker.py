@@ -132,3 +132,37 @@ def test_the_chat_reads_checks_and_measures_a_custom_env_in_the_sandbox(sandbox_
     expected_uid = SANDBOX_UID if os.geteuid() == 0 else os.getuid()
     assert f"uid={expected_uid} dockerenv=True secret_seen=False" in description  # written inside the job
     assert "N=3 agents" in description
+
+
+def test_a_start_reads_a_custom_env_in_one_describe_job(sandbox_image, tmp_path: Path, monkeypatch) -> None:
+    """The preflight reads the env (a describe job in Docker) and the run's context takes
+    what it read: one describe job per start (two before: the context read it again)."""
+    from lero.graph.configuration import RunSpec
+    from lero.graph.runner import start_run
+    from lero.sandbox.base import Sandbox
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "once_gather_env.py").write_text(proof_env_source(expect=inside_the_container()))
+    name = "once_gather_env:make_env"
+    kinds: list[str] = []
+    run_job = Sandbox.run_job
+
+    def counted(sandbox: Sandbox, job):  # the real job, counted on its way in
+        kinds.append(job.kind)
+        return run_job(sandbox, job)
+
+    monkeypatch.setattr(Sandbox, "run_job", counted)
+    spec = RunSpec.parse({**TINY, "env": name, "sandbox": "docker", "llm": "offline", "approve": "spec",
+                          "generations": 1, "population": 1, "steps": 128, "run_id": "once", "runs_dir": "runs"})
+
+    class Waiting:  # answers nothing: the run waits at its spec approval, before any compute
+        def on_event(self, event: dict) -> None:
+            """Not needed here."""
+
+        def ask(self, payload: dict) -> None:
+            return None
+
+    outcome = start_run(spec, Waiting(), confirm=name)
+    assert (outcome.status, outcome.interrupt["kind"]) == ("interrupted", "spec")
+    assert "dockerenv=True" in outcome.interrupt["env_description"]  # read inside the one describe job
+    assert kinds == ["describe"]

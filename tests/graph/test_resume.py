@@ -151,8 +151,7 @@ def test_a_seed_saved_before_the_crash_is_not_trained_again(tmp_path):
     before = (rundir.candidate_dir("baseline") / "seed-0.json").read_bytes()
     context = open_context(spec, rundir)
     try:
-        out = train(TrainTask(candidate_id="baseline", generation=0, code=None, seed=0,
-                              spec=spec.model_dump(mode="json")), Runtime(context=context))
+        out = train(TrainTask(candidate_id="baseline", generation=0, code=None, seed=0), Runtime(context=context))
     finally:
         context.close()
     assert out == {"results": [saved]}

@@ -92,8 +92,8 @@ def create(spec):
 
 runner.RunDir.create = create
 runner.build_graph = graph
-runner.open_context = lambda spec, rundir, confirmed=None, hooks=None: NoContext(spec)
-runner.preflight = lambda spec, confirmed=None: spec
+runner.open_context = lambda spec, rundir, confirmed=None, hooks=None, task=None: NoContext(spec)
+runner.preflight = lambda spec, confirmed=None: (spec, None)
 try:
     runner.start_run(RunSpec(run_id="full", runs_dir=sys.argv[1], llm="offline", sandbox="process"), JsonLinesUI())
 except OSError as error:

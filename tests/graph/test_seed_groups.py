@@ -38,33 +38,36 @@ def test_seeds_go_together_only_where_the_fan_out_ends_no_later(lengths, seeds: 
     assert seed_groups([float(x) for x in lengths], list(range(seeds)), slots) == plan
 
 
-def run_state(**spec_fields: Any) -> dict[str, Any]:
-    spec = RunSpec(population=4, seeds=2, **spec_fields).model_dump(mode="json")
+def run_spec(**spec_fields: Any) -> RunSpec:
+    return RunSpec(population=4, seeds=2, **spec_fields)
+
+
+def run_state() -> dict[str, Any]:
     candidates = [{"candidate_id": f"0-{k}", "code": f"# {k}", "stage": "approved"} for k in range(4)]
-    return {"spec": spec, "generation": 0, "candidates": candidates, "evaluated": [{"candidate_id": "baseline"}]}
+    return {"generation": 0, "candidates": candidates, "evaluated": [{"candidate_id": "baseline"}]}
 
 
 def test_the_fan_out_sends_each_candidates_seeds_in_groups() -> None:
-    sends = training_sends(run_state(max_parallel=2))
+    sends = training_sends(run_state(), run_spec(max_parallel=2))
     assert [(s.arg["candidate_id"], s.arg["seeds"], s.arg["resume_dirs"]) for s in sends] == [
         (f"0-{k}", [0, 1], [None, None]) for k in range(4)
     ]
-    with_baseline = training_sends({**run_state(max_parallel=2), "evaluated": []})
+    with_baseline = training_sends({**run_state(), "evaluated": []}, run_spec(max_parallel=2))
     assert [(s.arg["candidate_id"], s.arg["seeds"]) for s in with_baseline] == [
         ("baseline", [0]), ("baseline", [1]), *((f"0-{k}", [0, 1]) for k in range(4))
     ]
-    on_ray = training_sends(run_state(max_parallel=2, executor="ray", ray_address="127.0.0.1:1"))
+    on_ray = training_sends(run_state(), run_spec(max_parallel=2, executor="ray", ray_address="127.0.0.1:1"))
     assert [s.arg["seeds"] for s in on_ray] == [[0], [1]] * 4
 
 
 def test_the_next_rung_sends_each_seed_its_own_learner_state() -> None:
-    state = run_state(max_parallel=1, schedule="halving")
+    state = run_state()
     state["results"] = [
         {"candidate_id": f"0-{k}", "generation": 0, "seed": seed, "rung": 0, "status": "ok",
          "fitness": float(k + seed), "policy_dir": f"/jobs/{k}/policy/seed-{seed}"}
         for k in range(4) for seed in (1, 0)
     ]  # fmt: skip
-    sends = rung_sends(state)
+    sends = rung_sends(state, run_spec(max_parallel=1, schedule="halving"))
     assert [(s.arg["candidate_id"], s.arg["rung"], s.arg["seeds"], s.arg["resume_dirs"]) for s in sends] == [
         (f"0-{k}", 1, [0, 1], [f"/jobs/{k}/policy/seed-0", f"/jobs/{k}/policy/seed-1"]) for k in (3, 2)
     ]

@@ -352,12 +352,8 @@ class PettingZooEnv(BatchedEnv):
                 f"{agent} has {n}" for agent, n in zip(lay.agents, lay.n_actions, strict=True)
             )
             + f" (padded to {self.n_actions}; action_mask() marks each agent's own).",
-            "Reward: the environment's own per-agent reward (0 for an agent that has left the episode).",
-            "",
-            "World state (ctx.state, training only, B parallel envs):",
-            self.task.state_text(),
-            "",
-            f"Episode: at most {self.max_steps} steps; it ends early when every agent has terminated.",
+            *self.task.world_lines("the environment's own per-agent reward (0 for an agent that has left the "
+                                   "episode).", self.max_steps, "every agent has terminated"),
         ]
         return "\n".join(lines)
 

@@ -70,3 +70,9 @@ class TaskSpec:
     def state_text(self) -> str:
         """The ``ctx.state`` fields as prompt lines."""
         return "\n".join(f"- `{f.name}` {f.shape}: {f.doc}" for f in self.state_fields)
+
+    def world_lines(self, reward: str, max_steps: int, ends_when: str) -> list[str]:
+        """The closing lines of a generic adapter's `describe()` (PettingZoo, VMAS), whose
+        world state is exactly `state_fields`: its reward, `ctx.state`, the episode's length."""
+        return [f"Reward: {reward}", "", "World state (ctx.state, training only, B parallel envs):",
+                self.state_text(), "", f"Episode: at most {max_steps} steps; it ends early when {ends_when}."]

@@ -327,11 +327,7 @@ class VmasEnv(BatchedEnv):
             f"components {nvec[0] if len({str(n) for n in nvec}) == 1 else nvec}, first component most "
             "significant; each component: 0 = stay, 1 = decrease, 2 = increase (for [3, 3]: a // 3 "
             "moves along x, a % 3 along y).",
-            "Reward: the scenario's own per-agent reward.",
-            "",
-            "World state (ctx.state, training only, B parallel envs):",
-            self.task.state_text(),
-            "",
-            f"Episode: at most {self.max_steps} steps; it ends early when the scenario's done() says so.",
+            *self.task.world_lines("the scenario's own per-agent reward.", self.max_steps,
+                                   "the scenario's done() says so"),
         ]
         return "\n".join(lines)
