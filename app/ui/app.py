@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any, get_args
 
@@ -31,6 +32,7 @@ from lero.app.desk import chat_run_fields
 from lero.app.numbers import fmt_number
 from lero.app.ui import views
 from lero.app.ui.auth import CSRF_FIELD, TokenGate, checked_form, cookie_name, csrf_token
+from lero.app.ui.cache import RunCache
 from lero.app.ui.chat import ChatSession
 from lero.app.ui.workers import Workers
 from lero.graph.configuration import APPROVE_MODES, CANDIDATE_ID, RUN_ID, RunError, RunSpec
@@ -82,7 +84,7 @@ def _has_spec(rundir: RunDir) -> bool:
 
 async def runs_page(request: Request, error: str | None = None, form: dict | None = None,
                     status_code: int = 200) -> Response:
-    rows = await run_in_threadpool(views.list_runs, Path(request.app.state.runs_dir))
+    rows = await run_in_threadpool(views.list_runs, Path(request.app.state.runs_dir), request.app.state.pages)
     for row in rows:
         if request.app.state.workers.busy(row["run_id"]) and row["status"] == "interrupted":
             row["status"] = "resuming"
@@ -162,15 +164,22 @@ async def run_page(request: Request) -> Response:
     return await _run_view(request, run_id)
 
 
-async def _run_view(request: Request, run_id: str, error: str | None = None, status_code: int = 200) -> Response:
-    run = await run_in_threadpool(_load, request, run_id)
+def _read_run_view(request: Request, run_id: str) -> dict[str, Any]:
+    """The run page's parts from its files (blocking: a threadpool call); 404 when refused."""
+    run = _load(request, run_id)
     try:
-        view = await run_in_threadpool(views.run_view, run)
+        return views.run_view(run)
     except ValueError as error:  # a file the page shows is refused (a planted symlink)
         raise HTTPException(404, f"run {run_id!r} cannot be read: {error}") from None
+
+
+async def _run_view(request: Request, run_id: str, error: str | None = None, status_code: int = 200) -> Response:
+    pages: RunCache = request.app.state.pages
+    view = await run_in_threadpool(pages.get, _run_dir(request, run_id).path, "run",
+                                   partial(_read_run_view, request, run_id))
     worker = request.app.state.workers.get(run_id)
     working = worker is not None and worker.alive
-    view.update(working=working, error=error or (worker.error() if worker else None))
+    view = {**view, "working": working, "error": error or (worker.error() if worker else None)}
     return page(request, "run.html", view, status_code)
 
 
@@ -406,4 +415,5 @@ def create_app(runs_dir: str, token: str, port: int, llm_cfg: Any, cwd: Path | N
     app.state.llm_cfg = llm_cfg
     app.state.llm_settings = llm_settings or {}  # RunSpec-named, kept by the runs the chat page starts
     app.state.chat = None
+    app.state.pages = RunCache()  # parsed rows and run pages, kept while their run is unchanged
     return app

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from lero.agents.types import code_digest
 from lero.app.approval_view import candidate_card
 from lero.app.report import llm_request_row, run_rows
 from lero.app.run_status import run_status, unanswered_question
+from lero.app.ui.cache import RunCache
 from lero.graph.rundir import BASELINE_ID, REPORT_MD, RunDir
 from lero.graph.summary import CandidateRecord, RunFiles, best_candidate, metric_names, summarize
 
@@ -65,10 +68,16 @@ def _row(run: RunFiles) -> dict[str, Any]:
     }
 
 
-def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
+def list_runs(runs_dir: Path, cache: RunCache | None = None) -> list[dict[str, Any]]:
     """One row per run directory, newest name first: status, generation, best, baseline,
-    wall-clock; a run that cannot be read is a row with its `error`."""
-    return list(reversed(run_rows(runs_dir, _row, EVENTS_PAGE_TAIL)))
+    wall-clock; a run that cannot be read is a row with its `error`. CACHE: rows kept while
+    their run is unchanged; each row returned is the caller's own copy."""
+    memo = partial(_kept_row, cache) if cache else None
+    return [dict(row) for row in reversed(run_rows(runs_dir, _row, EVENTS_PAGE_TAIL, memo))]
+
+
+def _kept_row(cache: RunCache, path: Path, build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    return cache.get(path, "row", build)
 
 
 def pending_question(run: RunFiles) -> dict[str, Any] | None:

@@ -223,3 +223,18 @@ def test_the_run_page_shows_halvings_rungs_and_who_it_stopped(tmp_path, monkeypa
     text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
     assert "successive halving: rungs to 1000 / 2000 / 4000 steps, reached by 2 / 1 / 1 candidates" in text
     assert "(halving stopped it at 1000 steps)" in text and text.count("halving stopped it") == 1
+
+
+def test_a_server_on_port_0_names_its_cookie_by_the_port_it_got(tmp_path):
+    """Two `lero ui --port 0` on one host must not overwrite each other's cookie."""
+    import httpx
+
+    from tests.support.ui_server import UIServer
+
+    server = UIServer(tmp_path)
+    try:
+        port = int(server.base.rsplit(":", 1)[1])
+        answer = httpx.get(server.url, follow_redirects=False)
+        assert answer.status_code == 303 and answer.headers["set-cookie"].startswith(f"{cookie_name(port)}=")
+    finally:
+        server.close()
