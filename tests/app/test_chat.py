@@ -38,7 +38,9 @@ def make_desk(answers: str, tmp_path: Path, **base: object) -> tuple[ExperimentD
     return ExperimentDesk(chat_io, base={"runs_dir": str(tmp_path), **base}), out
 
 
-def test_offline_dialogue_builds_the_confirmed_spec(tmp_path: Path) -> None:
+def test_offline_dialogue_builds_the_confirmed_spec(tmp_path: Path, tmp_path_factory, monkeypatch) -> None:
+    cwd = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(cwd)  # the declined spec is saved in the working directory
     desk, out = make_desk(DIALOGUE + "n\nn\n", tmp_path)  # do not start, do not redo
     assert offline_chat(desk) == 0
     spec = desk.spec
@@ -52,6 +54,7 @@ def test_offline_dialogue_builds_the_confirmed_spec(tmp_path: Path) -> None:
     assert "steps/s measured here (ippo)" in text
     assert "the user did not start the run" in text and "no experiment started" in text
     assert not any(tmp_path.iterdir())  # nothing was started
+    assert json.loads((cwd / "lero-spec.json").read_text())["algo"] == "ippo"
 
 
 def test_offline_dialogue_rejects_bad_numbers_and_full_observability(tmp_path: Path) -> None:
@@ -143,7 +146,8 @@ def _tool_call(call_id: str, name: str, args: dict) -> dict:
     }
 
 
-def test_assistant_calls_tools_over_http(tmp_path: Path) -> None:
+def test_assistant_calls_tools_over_http(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     with OpenAIServer() as server:
         server.push(
@@ -177,7 +181,10 @@ def test_assistant_calls_tools_over_http(tmp_path: Path) -> None:
     assert first["messages"][0]["content"].startswith("You are the experiment assistant")
     tool_results = [m for m in requests[2]["messages"] if m["role"] == "tool"]
     assert '"generations": 2' in tool_results[0]["content"]
-    assert tool_results[1]["content"] == "the user did not start the run; the spec is unchanged"
+    assert tool_results[1]["content"] == ("the user did not start the run; the spec is unchanged and saved in "
+                                          f"{tmp_path / 'lero-spec.json'}\n"
+                                          f"start it later with: lero run --config {tmp_path / 'lero-spec.json'}")
+    assert json.loads((tmp_path / "lero-spec.json").read_text())["env_kwargs"]["N"] == 4
     text = out.getvalue()
     assert "Set 2 generations with 4 agents" in text
     assert '"N": 4' in text  # the /spec command after the conversation
