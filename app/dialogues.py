@@ -19,6 +19,7 @@ from lero.graph.trust import confirm_env
 
 if TYPE_CHECKING:
     from lero.agents import LLMConfig
+    from lero.agents.llm import ChatModel
 
 STEP_ALIASES = {"k": 1_000, "m": 1_000_000}
 
@@ -169,9 +170,27 @@ def _next_message(io: Asker) -> str | None:
         return None
 
 
+def _filled_from_words(desk: ExperimentDesk, model: ChatModel, text: str) -> str | None:
+    """The spec fields the person's words name, filled by the model through the spec's JSON
+    schema (app.spec_fill), shown and applied only when the person agrees; what happened
+    (for the conversation), or None when the words name no field (the assistant answers)."""
+    from lero.app.spec_fill import described, propose
+
+    proposal = propose(model, desk.spec, text)
+    if not proposal:
+        return None
+    shown = described(proposal)
+    desk.io.say(f"[bold green]assistant>[/] from your words: {escape(shown)}")
+    if not desk.io.confirm("Apply these to the spec?", default=True):
+        return f"(proposed {shown}; the person did not apply it)"
+    answer = desk.set_fields(proposal)
+    desk.io.say(answer, markup=False)
+    return f"(set {shown}: {answer.splitlines()[0]})"
+
+
 def assistant_chat(desk: ExperimentDesk, cfg: LLMConfig) -> int:
     """Conversation with the experiment assistant; its tool calls act on the desk."""
-    from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
     from lero.agents import BudgetExceeded, LLMError, make_team
     from lero.agents.templates import render
@@ -192,6 +211,9 @@ def assistant_chat(desk: ExperimentDesk, cfg: LLMConfig) -> int:
             continue
         messages.append(HumanMessage(text))
         try:
+            if (filled := _filled_from_words(desk, assistant.model, text)) is not None:
+                messages.append(AIMessage(filled))
+                continue
             for _ in range(MAX_TOOL_ROUNDS):
                 reply = assistant.chat(messages, tools)
                 messages.append(reply)
