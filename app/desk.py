@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from lero.graph.trust import OPERATOR_CAPS, OPERATOR_FIELDS, confirm_env, confir
 
 if TYPE_CHECKING:
     from lero.agents import LLMConfig
+    from lero.app.console import RichUI
     from lero.training.envs.registry import ConfirmedEnv
 
 DEFAULT_CHAT_SPEC: dict[str, Any] = {"approve": "spec"}
@@ -36,6 +38,49 @@ def chat_run_fields(cfg: LLMConfig, runs_dir: str, settings: dict[str, Any]) -> 
     settings the command line gave (RunSpec-named: `llm_timeout_s`, `context_tokens`)."""
     llm = "offline" if cfg.backend == "offline" else f"openai:{cfg.model}"
     return {"llm": llm, "base_url": cfg.base_url, "runs_dir": runs_dir, **settings}
+def training_estimate(spec: RunSpec, steps_per_s: float, iteration: int) -> tuple[int, int, int, float]:
+    """(jobs, env steps per job, env steps, training seconds) of SPEC at a measured speed: budgets
+    are rounded up to whole ITERATION-step iterations, jobs one after another."""
+    steps_per_job = -(-spec.steps // iteration) * iteration
+    jobs, planned_steps = spec.budget()
+    env_steps = planned_steps * steps_per_job // spec.steps
+    return jobs, steps_per_job, env_steps, env_steps / steps_per_s
+
+
+def estimated_steps_per_s(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> float | None:
+    """The run's speed in its planned env steps (`RunSpec.budget`) as the chat's cost estimate
+    has it: one measured iteration (graph.throughput), the estimate's rounding; None when it
+    cannot be measured. `lero run` gives it to its run bar before the first progress report."""
+    from lero.graph.throughput import measure_throughput
+
+    try:
+        steps_per_s, iteration = measure_throughput(spec, confirmed)
+    except ValueError:
+        return None
+    return spec.budget()[1] / training_estimate(spec, steps_per_s, iteration)[3]
+
+
+def estimate_in_background(ui: RichUI, spec: RunSpec, typed_env: str | None) -> threading.Thread | None:
+    """`lero run` on a terminal: measure the run's estimated speed beside it (one training
+    iteration, as the chat's estimate does) and hand it to the run bar (`RichUI.estimate`);
+    nothing in a pipe, where there is no bar. An env that cannot be confirmed or measured
+    leaves the bar as it was."""
+    if not ui.console.is_terminal:
+        return None
+
+    def measure() -> None:
+        try:
+            confirmed = confirm_env(spec.env, typed_env)
+        except RunError:
+            return
+        if (speed := estimated_steps_per_s(spec, confirmed)) is not None:
+            ui.estimate(speed)
+
+    thread = threading.Thread(target=measure, daemon=True, name="lero-run-estimate")
+    thread.start()
+    return thread
+
+
 FIXED_FIELDS = ("runs_dir",)  # where runs go is the person's command line, not the chat's
 
 
@@ -160,10 +205,8 @@ class ExperimentDesk:
             except ValueError as error:
                 return f"cannot estimate: {error}"
         steps_per_s, iteration = self._measured[key]
-        steps_per_job = -(-spec.steps // iteration) * iteration  # whole iterations
-        jobs, planned_steps = spec.budget()
-        env_steps = planned_steps * steps_per_job // spec.steps
-        train_min = env_steps / steps_per_s / 60
+        jobs, steps_per_job, env_steps, train_s = training_estimate(spec, steps_per_s, iteration)
+        train_min = train_s / 60
         rungs = ", successive halving" if spec.schedule == "halving" else ""
         lines = [
             f"{jobs} training jobs ({spec.generations} generations x {spec.population} candidates{rungs} "
