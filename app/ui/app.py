@@ -342,6 +342,43 @@ async def candidate_page(request: Request) -> Response:
     return page(request, "candidate.html", {**view, "code_css": Markup(views.highlight_css())})
 
 
+# ---------------------------------------------------------------- studies
+
+
+async def studies_page(request: Request) -> Response:
+    rows = await run_in_threadpool(views.list_studies, Path(request.app.state.runs_dir))
+    return page(request, "studies.html", {"rows": rows, "runs_dir": request.app.state.runs_dir})
+
+
+def _study_id(request: Request) -> str:
+    study_id = request.path_params["study_id"]
+    if not views.STUDY_ID.match(study_id):
+        raise HTTPException(404, "no such study")
+    return study_id
+
+
+async def study_page(request: Request) -> Response:
+    run_id, study_id = request.path_params["run_id"], _study_id(request)
+    try:
+        view = await run_in_threadpool(views.study_view, _run_dir(request, run_id), study_id)
+    except ValueError as error:  # absent, or a file refused (a planted symlink, too large)
+        raise HTTPException(404, str(error)) from None
+    return page(request, "study.html", view)
+
+
+async def study_plot_file(request: Request) -> Response:
+    run_id, study_id, name = request.path_params["run_id"], _study_id(request), request.path_params["name"]
+    if not views.PLOT_NAME.match(name):
+        raise HTTPException(404, "no such plot")
+    try:
+        png = await run_in_threadpool(views.study_plot, _run_dir(request, run_id), study_id, name)
+    except ValueError as error:
+        raise HTTPException(404, str(error)) from None
+    if png is None:
+        raise HTTPException(404, "no such plot")
+    return Response(png, media_type="image/png")
+
+
 # ---------------------------------------------------------------- chat
 
 
@@ -402,6 +439,9 @@ def create_app(runs_dir: str, token: str, port: int, llm_cfg: Any, cwd: Path | N
         Route("/runs/{run_id}/report", report_page),
         Route("/runs/{run_id}/plots/{name}", plot_file),
         Route("/runs/{run_id}/candidates/{candidate_id}", candidate_page),
+        Route("/studies", studies_page),
+        Route("/runs/{run_id}/studies/{study_id}", study_page),
+        Route("/runs/{run_id}/studies/{study_id}/plots/{name}", study_plot_file),
         Route("/chat", chat_page),
         Route("/chat", chat_send, methods=["POST"]),
         Route("/chat/new", chat_new, methods=["POST"]),
