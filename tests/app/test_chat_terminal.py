@@ -15,44 +15,33 @@ from lero.graph.configuration import RunSpec
 from tests.support.terminal import Terminal
 
 
+def answer(term: Terminal, at: int, steps: list[tuple[str, str | None]]) -> int:
+    """Wait for each prompt in turn (after AT) and type its answer (None: only wait); the end."""
+    for pattern, reply in steps:
+        at = term.expect(pattern, at)
+        if reply is not None:
+            term.send(reply)
+    return at
+
+
 @pytest.mark.slow
 def test_offline_chat_checks_each_answer_takes_none_and_keeps_a_declined_spec(tmp_path: Path) -> None:
     (tmp_path / "lero-spec.json").write_text("{}\n")  # the person's own file: kept as it is
     term = Terminal(["chat", "--llm", "offline"], tmp_path)
-    at = term.expect(r"environment \[")
-    term.send("")
-    at = term.expect(r"env argument N \(3\): ", at)
-    term.send("five")
-    at = term.expect(r"N takes a whole number \(default 3\), got 'five'", at)
-    at = term.expect(r"env argument N \(3\): ", at)  # asked again at that field, not from the start
-    term.send("4")
-    for _ in range(2):  # num_agent_neighbors, num_landmark_neighbors: their defaults
-        at = term.expect(r"env argument \w+ \(\d+\): ", at)
-        term.send("")
-    at = term.expect(r"other env arguments", at)
-    term.send("local_ratio")
-    at = term.expect(r"expected KEY=VALUE, got local_ratio", at)
-    at = term.expect(r"other env arguments", at)
-    term.send("")
-    at = term.expect(r"algorithm \[", at)
-    term.send("vdn")
-    at = term.expect(r"generations \(\d+\): ", at)
-    term.send("1")
-    at = term.expect(r"candidates per generation \(\d+\): ", at)
-    term.send("1")
-    at = term.expect(r"env steps per candidate", at)
-    term.send("2k")
-    at = term.expect(r"seeds per candidate \(\d+\): ", at)
-    term.send("1")
-    at = term.expect(r"ask for approval of \[none/", at)
-    term.send("none")
-    at = term.expect(r"Start this experiment\?", at)
+    at = answer(term, 0, [
+        (r"environment \[", ""), (r"env argument N \(3\): ", "five"),
+        (r"N takes a whole number \(default 3\), got 'five'", None),
+        (r"env argument N \(3\): ", "4"),  # asked again at that field, not from the start
+        (r"env argument num_agent_neighbors \(1\): ", ""), (r"env argument num_landmark_neighbors \(2\): ", ""),
+        (r"other env arguments", "local_ratio"), (r"expected KEY=VALUE, got local_ratio", None),
+        (r"other env arguments", ""), (r"algorithm \[", "vdn"), (r"generations \(\d+\): ", "1"),
+        (r"candidates per generation \(\d+\): ", "1"), (r"env steps per candidate", "2k"),
+        (r"seeds per candidate \(\d+\): ", "1"), (r"ask for approval of \[none/", "none"),
+        (r"Start this experiment\?", "n"),
+    ])
     assert term.text.count("environment [") == 1  # the form never restarted
-    term.send("n")
-    at = term.expect(r"start it later with: lero run --config \S*lero-spec-2\.json", at)
-    at = term.expect(r"Design it again\?", at)
-    term.send("n")
-    term.expect("no experiment started", at)
+    answer(term, at, [(r"start it later with: lero run --config \S*lero-spec-2\.json", None),
+                      (r"Design it again\?", "n"), ("no experiment started", None)])
     assert term.wait() == 0
 
     assert (tmp_path / "lero-spec.json").read_text() == "{}\n"
