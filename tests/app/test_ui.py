@@ -235,7 +235,8 @@ def test_hostile_comment_and_model_reply_run_nothing(tmp_path, browser, shots):
     """Test 2: `<script>` in a candidate comment and in a model reply is shown, never run."""
     run_dir = start_waiting_run(tmp_path, "ui-xss", "--generations", "1", "--population", "1")
     with OpenAIServer() as llm:
-        llm.push(Reply(content=f"Here is my plan {HOSTILE}"))
+        # the schema probe and the spec filled from the words (nothing), then the hostile reply
+        llm.push('{"answer": "yes"}', "{}", Reply(content=f"Here is my plan {HOSTILE}"))
         with browsing(tmp_path, browser, "--llm", "openai:test-model", "--base-url", llm.base_url,
                       env={"OPENAI_API_KEY": "x"}) as (server, watched):
             page = watched.page

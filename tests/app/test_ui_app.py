@@ -154,7 +154,7 @@ def test_lero_ui_gives_its_assistant_the_llm_timeout_and_window(tmp_path):
     from tests.support.ui_server import UIServer
 
     with OpenAIServer() as llm:
-        llm.push("a plan")
+        llm.push('{"answer": "yes"}', "{}", "a plan")  # the schema probe, the spec filled (nothing), the reply
         server = UIServer(tmp_path, "--llm", "openai:test-model", "--base-url", llm.base_url,
                           "--context-tokens", "2048", "--llm-timeout", "30", env={"OPENAI_API_KEY": "x"})
         try:
@@ -167,7 +167,7 @@ def test_lero_ui_gives_its_assistant_the_llm_timeout_and_window(tmp_path):
                 assert '"llm_timeout_s": 30.0' in shown and '"context_tokens": 2048' in shown
         finally:
             server.close()
-    assert [request["max_tokens"] for request in llm.requests] == [512]
+    assert [request["max_tokens"] for request in llm.requests] == [16, 512, 512]  # the probe asks for 16
 
 
 def test_the_start_form_shows_lero_runs_defaults_and_passes_the_llm_settings(client):
