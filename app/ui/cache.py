@@ -7,7 +7,8 @@ but one by a temp file and a rename (graph.safefs.write_atomic), which gives the
 inode and moves its folder's mtime; events.jsonl alone grows in place. So the fingerprint is
 cheap: each entry of the run folder and of its sub-folders by name, kind and inode (readdir
 gives them without a stat), the mtime of every folder down to a candidate's (so a rename in
-any of them shows), and events.jsonl's size and mtime. A planted symlink is a new entry of
+any of them shows: a candidate's own files are seen only that way, unlisted), and
+events.jsonl's size and mtime. Inodes also tell a run copied in with its mtimes kept. A planted symlink is a new entry of
 another kind. A fingerprint whose newest mtime is within RACY_NS of the clock is not trusted
 (two renames within one timestamp tick could leave a folder's mtime as it was): that run is
 parsed afresh until it has been still that long, so a run being written is never stale.
@@ -44,11 +45,12 @@ def fingerprint(run_dir: Path, now_ns: int | None = None) -> Fingerprint | None:
                 continue
             if entry.is_dir(follow_symlinks=False):
                 mtimes.append(entry.stat(follow_symlinks=False).st_mtime_ns)
+                entries.append((f"{entry.name}/", entry.inode(), mtimes[-1]))
                 for inner in _listing(entry.path):
                     name = f"{entry.name}/{inner.name}"
                     if inner.is_dir(follow_symlinks=False):  # a candidate's folder: a rename inside moves its mtime
                         mtimes.append(inner.stat(follow_symlinks=False).st_mtime_ns)
-                        entries.append((name, 0, mtimes[-1]))
+                        entries.append((name, inner.inode(), mtimes[-1]))
                     else:
                         entries.append((name, LINK if inner.is_symlink() else inner.inode(), 0))
             elif entry.name == EVENTS_FILE and not entry.is_symlink():  # appended in place

@@ -20,12 +20,13 @@ from lero.graph.configuration import RunSpec
 from lero.graph.rundir import RunDir
 
 TOKEN = "test-token-123"
-LATER = 60 * 10**9  # the forced clock: a minute after every file was last written
+OLD = 1_600_000_000 * 10**9  # 2020-09-13, in ns
 
 
-def age(run_dir: Path, ns_ago: int = 3600 * 10**9) -> int:
-    """Every entry's mtime moved back (a run written long ago); that mtime."""
-    stamp = time.time_ns() - ns_ago
+def age(run_dir: Path, stamp: int = OLD) -> int:
+    """Every entry's mtime set to one old STAMP (a run written long ago, or copied with its
+    mtimes kept): the same after every change, so only what a change does to names, inodes
+    and sizes can tell it."""
     for folder, dirs, files in os.walk(run_dir):
         for name in [*dirs, *files]:
             os.utime(Path(folder) / name, ns=(stamp, stamp), follow_symlinks=False)
@@ -65,9 +66,16 @@ def test_a_value_is_kept_while_the_run_is_unchanged_and_rebuilt_after_any_change
     assert changed(lambda: rundir.append_event("note")) == 2  # an appended event
     assert changed(lambda: rundir.update_state(status="completed", generation=2)) == 3  # a replaced file, same size
     assert changed(lambda: rundir.write_candidate("0-0", "x = 1\n", None)) == 4  # a new candidate
-    assert changed(lambda: rundir.write_result("0-0", {"fitness": 1.0})) == 5  # a file inside it
+    assert changed(lambda: (rundir.path / "plots").mkdir()) == 5  # a new folder
     assert cache.get(rundir.path, "row", build) == 5
     assert cache.get(rundir.path, "another kind", build) == 6  # kinds are kept apart
+
+    # a candidate's own files are not listed: a result written into its folder shows through
+    # that folder's mtime, as the write left it (the clock past the racy window)
+    cache.clock = lambda: time.time_ns() + RACY_NS
+    rundir.write_result("0-0", {"fitness": 1.0})
+    assert cache.get(rundir.path, "row", build) == 7
+    assert cache.get(rundir.path, "row", build) == 7
 
 
 def test_a_planted_symlink_changes_the_fingerprint(tmp_path):
