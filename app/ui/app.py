@@ -32,7 +32,7 @@ from lero.app.desk import chat_run_fields
 from lero.app.numbers import fmt_number
 from lero.app.ui import views
 from lero.app.ui.auth import CSRF_FIELD, TokenGate, checked_form, cookie_name, csrf_token
-from lero.app.ui.cache import RunCache
+from lero.app.ui.cache import Batched, RunCache
 from lero.app.ui.chat import ChatSession
 from lero.app.ui.workers import Workers
 from lero.graph.configuration import APPROVE_MODES, CANDIDATE_ID, RUN_ID, RunError, RunSpec
@@ -84,7 +84,7 @@ def _has_spec(rundir: RunDir) -> bool:
 
 async def runs_page(request: Request, error: str | None = None, form: dict | None = None,
                     status_code: int = 200) -> Response:
-    rows = await run_in_threadpool(views.list_runs, Path(request.app.state.runs_dir), request.app.state.pages)
+    rows = [dict(row) for row in await request.app.state.runs_list()]  # shared by a batch: each its own copy
     for row in rows:
         if request.app.state.workers.busy(row["run_id"]) and row["status"] == "interrupted":
             row["status"] = "resuming"
@@ -456,4 +456,5 @@ def create_app(runs_dir: str, token: str, port: int, llm_cfg: Any, cwd: Path | N
     app.state.llm_settings = llm_settings or {}  # RunSpec-named, kept by the runs the chat page starts
     app.state.chat = None
     app.state.pages = RunCache()  # parsed rows and run pages, kept while their run is unchanged
+    app.state.runs_list = Batched(partial(views.list_runs, Path(runs_dir), app.state.pages))
     return app

@@ -16,6 +16,7 @@ parsed afresh until it has been still that long, so a run being written is never
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -23,6 +24,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
+
+from starlette.concurrency import run_in_threadpool
 
 from lero.graph.rundir import CACHE_DIR, CHECKPOINT_FILE, EVENTS_FILE, LLM_DIR
 
@@ -100,3 +103,26 @@ class RunCache(Generic[Value]):
                 while len(self._values) > self.limit:
                     self._values.popitem(last=False)
         return value
+
+
+class Batched(Generic[Value]):
+    """Concurrent requests for one blocking computation share it, and none is served from
+    before it arrived: callers that arrive while a computation runs wait for the next one,
+    started once the running one ends, and all of them get that. Under 20 clients the runs
+    list is built once per batch instead of once per request (issue 36, item 7). The batch
+    runs in its own task, so a caller that leaves (a closed tab) stops no one else's."""
+
+    def __init__(self, compute: Callable[[], Value]) -> None:
+        self.compute = compute
+        self._next: asyncio.Future[Value] | None = None
+        self._lock = asyncio.Lock()
+
+    async def __call__(self) -> Value:
+        if self._next is None:
+            self._next = asyncio.ensure_future(self._batch())
+        return await asyncio.shield(self._next)
+
+    async def _batch(self) -> Value:
+        async with self._lock:  # the computation in flight ends first
+            self._next = None  # who comes from now on waits for the next batch
+            return await run_in_threadpool(self.compute)

@@ -156,3 +156,41 @@ def test_the_list_and_the_run_page_parse_a_run_once_and_show_its_change(client, 
     age(rundir.path)
     assert "stopped" in client.get("/").text and "stopped" in client.get("/runs/r1").text
     assert "failed" not in client.get("/runs/r1").text
+
+
+def test_concurrent_requests_share_the_next_computation_never_an_older_one() -> None:
+    """Forced events: the computation blocks until the test lets it finish."""
+    import asyncio
+    import threading
+
+    from lero.app.ui.cache import Batched
+
+    gates = [threading.Event(), threading.Event()]
+    started: list[int] = []
+
+    def compute() -> int:
+        number = len(started)
+        started.append(number)
+        gates[number].wait()
+        return number
+
+    async def until(condition) -> None:
+        while not condition():
+            await asyncio.sleep(0.01)  # a thread's start, awaited; no timing is asserted
+
+    async def scenario() -> None:
+        batched = Batched(compute)
+        first = asyncio.ensure_future(batched())
+        await until(lambda: len(started) == 1)
+        later = [asyncio.ensure_future(batched()) for _ in range(3)]  # arrive while #0 runs
+        leaving = asyncio.ensure_future(batched())
+        await asyncio.sleep(0)
+        leaving.cancel()  # a closed tab
+        gates[0].set()
+        assert await first == 0
+        await until(lambda: len(started) == 2)
+        gates[1].set()
+        assert await asyncio.gather(*later) == [1, 1, 1]  # one computation, begun after they came
+        assert len(started) == 2
+
+    asyncio.run(scenario())
