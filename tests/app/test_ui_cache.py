@@ -153,7 +153,7 @@ def test_the_list_and_the_run_page_parse_a_run_once_and_show_its_change(client, 
     rundir.update_state(status="failed", generation=2)  # just written, in the racy window
     assert "failed" in client.get("/").text and "failed" in client.get("/runs/r1").text
     rundir.update_state(status="stopped", generation=2)
-    age(rundir.path)
+    age(rundir.path, OLD + 1)  # written later than the kept one (a freed inode may be reused)
     assert "stopped" in client.get("/").text and "stopped" in client.get("/runs/r1").text
     assert "failed" not in client.get("/runs/r1").text
 
