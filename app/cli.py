@@ -58,10 +58,12 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     fields.update(llm_fields(fields.get("llm"), args.model, fields.get("base_url")))
     spec = RunSpec.parse(fields).with_run_id()  # validated before heavy imports
     from lero.app.console import RichUI
+    from lero.app.desk import estimate_in_background
     from lero.app.hooks import app_front
     from lero.graph.runner import start_run
 
     ui = RichUI(console=console, generations=spec.generations, env_steps=spec.budget()[1])
+    estimate_in_background(ui, spec, args.env)  # the run bar's ETA before the first report
     with first_ctrl_c_cancels() as interrupts:
         try:
             with ui:  # --env: the person named it

@@ -137,19 +137,35 @@ def render_runs(rows: list[dict], console: Console) -> None:
     console.print(table)
 
 
-def _progress(console: Console) -> Progress:
+class EstimatedTimeRemaining(TimeRemainingColumn):
+    """Rich's time remaining, from the task's measured speed; before the task has one, a
+    task with an `estimated_speed` field (the run's bar: the chat's cost estimate,
+    app.desk.estimated_steps_per_s) counts down from its estimate instead of `-:--:--`."""
+
+    def render(self, task: Any) -> Text:
+        estimate = task.fields.get("estimated_speed")
+        if task.speed is not None or not estimate or task.total is None or task.finished:
+            return super().render(task)
+        left = max((task.total - task.completed) / estimate - (task.elapsed or 0.0), 0.0)
+        minutes, seconds = divmod(int(left), 60)
+        hours, minutes = divmod(minutes, 60)
+        return Text(f"~{hours}:{minutes:02d}:{seconds:02d}", style="progress.remaining")
+
+
+def _progress(console: Console, clock: Callable[[], float] | None = None) -> Progress:
     """Live bars on a terminal; none in a pipe or a file, where the lines printed beside
-    them (one per finished job and generation) are the whole output."""
+    them (one per finished job and generation) are the whole output. CLOCK: tests force time."""
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TimeRemainingColumn(),
+        EstimatedTimeRemaining(),
         TextColumn("{task.fields[note]}"),
         console=console,
         disable=not console.is_terminal,
+        **({"get_time": clock} if clock else {}),
     )
 
 
@@ -254,6 +270,7 @@ class RichUI:
         editor: str | None = None,
         generations: int | None = None,
         env_steps: int | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.console = console or Console()
         self.stdin = stdin or sys.stdin
@@ -262,7 +279,7 @@ class RichUI:
         self.interactive = interactive
         self.asker = Asker(self.console, self.stdin)
         self.editor = editor or os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-        self.progress = _progress(self.console)
+        self.progress = _progress(self.console, clock)
         self.bars: dict[str, TaskID] = {}
         self.generations = generations  # total, for the generations bar
         self.env_steps = env_steps  # the run's planned env steps: its bar's ETA runs on measured speed
@@ -272,6 +289,8 @@ class RichUI:
 
     def __enter__(self) -> RichUI:
         self.progress.start()
+        if self.env_steps:
+            self._run_bar()  # from the run's start: its elapsed time counts against an estimate
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -366,9 +385,17 @@ class RichUI:
         )
         done = int(event.get("done") or 0)
         if self.env_steps:
-            run = self._bar("run", "run (env steps)", self.env_steps)
-            self.progress.advance(run, max(done - self.trained.get(key, 0), 0))
+            self.progress.advance(self._run_bar(), max(done - self.trained.get(key, 0), 0))
         self.trained[key] = max(done, self.trained.get(key, 0))
+
+    def _run_bar(self) -> TaskID:
+        return self._bar("run", "run (env steps)", self.env_steps)
+
+    def estimate(self, steps_per_s: float) -> None:
+        """The run's speed as the chat's cost estimate has it: the run's bar counts down from
+        it until the jobs' own progress gives a measured speed (thread-safe: Rich locks)."""
+        if self.env_steps:
+            self.progress.update(self._run_bar(), estimated_speed=steps_per_s)
 
     def _on_llm(self, event: dict) -> None:
         bar = self._bar("llm", "LLM requests", None)

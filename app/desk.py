@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from lero.graph.trust import OPERATOR_CAPS, OPERATOR_FIELDS, confirm_env, confir
 
 if TYPE_CHECKING:
     from lero.agents import LLMConfig
+    from lero.app.console import RichUI
     from lero.training.envs.registry import ConfirmedEnv
 
 DEFAULT_CHAT_SPEC: dict[str, Any] = {"approve": "spec"}
@@ -36,6 +38,49 @@ def chat_run_fields(cfg: LLMConfig, runs_dir: str, settings: dict[str, Any]) -> 
     settings the command line gave (RunSpec-named: `llm_timeout_s`, `context_tokens`)."""
     llm = "offline" if cfg.backend == "offline" else f"openai:{cfg.model}"
     return {"llm": llm, "base_url": cfg.base_url, "runs_dir": runs_dir, **settings}
+def training_estimate(spec: RunSpec, steps_per_s: float, iteration: int) -> tuple[int, int, int, float]:
+    """(jobs, env steps per job, env steps, training seconds) of SPEC at a measured speed: budgets
+    are rounded up to whole ITERATION-step iterations, jobs one after another."""
+    steps_per_job = -(-spec.steps // iteration) * iteration
+    jobs, planned_steps = spec.budget()
+    env_steps = planned_steps * steps_per_job // spec.steps
+    return jobs, steps_per_job, env_steps, env_steps / steps_per_s
+
+
+def estimated_steps_per_s(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> float | None:
+    """The run's speed in its planned env steps (`RunSpec.budget`) as the chat's cost estimate
+    has it: one measured iteration (graph.throughput), the estimate's rounding; None when it
+    cannot be measured. `lero run` gives it to its run bar before the first progress report."""
+    from lero.graph.throughput import measure_throughput
+
+    try:
+        steps_per_s, iteration = measure_throughput(spec, confirmed)
+    except ValueError:
+        return None
+    return spec.budget()[1] / training_estimate(spec, steps_per_s, iteration)[3]
+
+
+def estimate_in_background(ui: RichUI, spec: RunSpec, typed_env: str | None) -> threading.Thread | None:
+    """`lero run` on a terminal: measure the run's estimated speed beside it (one training
+    iteration, as the chat's estimate does) and hand it to the run bar (`RichUI.estimate`);
+    nothing in a pipe, where there is no bar. An env that cannot be confirmed or measured
+    leaves the bar as it was."""
+    if not ui.console.is_terminal:
+        return None
+
+    def measure() -> None:
+        try:
+            confirmed = confirm_env(spec.env, typed_env)
+        except RunError:
+            return
+        if (speed := estimated_steps_per_s(spec, confirmed)) is not None:
+            ui.estimate(speed)
+
+    thread = threading.Thread(target=measure, daemon=True, name="lero-run-estimate")
+    thread.start()
+    return thread
+
+
 FIXED_FIELDS = ("runs_dir",)  # where runs go is the person's command line, not the chat's
 
 
@@ -61,15 +106,13 @@ class ExperimentDesk:
         """
         return self._update(updates, (*FIXED_FIELDS, *OPERATOR_FIELDS, *OPERATOR_CAPS))
 
-    def _update(self, updates: dict, fixed_fields: tuple[str, ...]) -> str:
+    def _update(self, updates: dict, fixed_fields: tuple[str, ...], by_person: bool = False) -> str:
         fixed = sorted(set(updates) & set(fixed_fields))
         if fixed:
             return f"not changed: {', '.join(fixed)} cannot be changed from the chat"
-        fields = {**self.fields, **updates}
-        if isinstance(updates.get("env_kwargs"), dict) and "env" not in updates:
-            fields["env_kwargs"] = {**self.spec.env_kwargs, **updates["env_kwargs"]}
-        if fields.get("approve") == "none":
-            fields["approve"] = "spec"  # a chat-designed run is always confirmed once more
+        fields = self._merged(updates)
+        if fields.get("approve") == "none" and not by_person:
+            fields["approve"] = "spec"  # the assistant cannot turn approvals off; the person can
         try:
             self.spec = RunSpec.parse(fields)
         except RunError as error:
@@ -77,11 +120,26 @@ class ExperimentDesk:
         self.fields = fields
         return "updated:\n" + self.show_spec()
 
+    def _merged(self, updates: dict) -> dict[str, Any]:
+        fields = {**self.fields, **updates}
+        if isinstance(updates.get("env_kwargs"), dict) and "env" not in updates:
+            fields["env_kwargs"] = {**self.spec.env_kwargs, **updates["env_kwargs"]}
+        return fields
+
+    def field_error(self, updates: dict[str, Any]) -> str | None:
+        """Why the spec would refuse UPDATES (one line), None when it takes them; nothing changes."""
+        try:
+            RunSpec.parse(self._merged(updates))
+        except RunError as error:
+            return str(error).splitlines()[0]
+        return None
+
     def typed_fields(self, updates: dict[str, Any]) -> str:
         """`set_fields` for what the user typed (`/set`, the guided dialogue): an env they name
         is confirmed by that (graph.trust), and they may choose the sandbox, executor, cluster,
-        URL and job limits the assistant's `set_fields` may not (graph.trust.OPERATOR_FIELDS)."""
-        answer = self._update(updates, FIXED_FIELDS)
+        URL and job limits the assistant's `set_fields` may not (graph.trust.OPERATOR_FIELDS),
+        and `approve none`, as `lero run --approve none` takes it."""
+        answer = self._update(updates, FIXED_FIELDS, by_person=True)
         if not answer.startswith("not changed") and "env" in updates:
             try:
                 self.confirmed = confirm_env(self.spec.env, self.spec.env)
@@ -147,10 +205,8 @@ class ExperimentDesk:
             except ValueError as error:
                 return f"cannot estimate: {error}"
         steps_per_s, iteration = self._measured[key]
-        steps_per_job = -(-spec.steps // iteration) * iteration  # whole iterations
-        jobs, planned_steps = spec.budget()
-        env_steps = planned_steps * steps_per_job // spec.steps
-        train_min = env_steps / steps_per_s / 60
+        jobs, steps_per_job, env_steps, train_s = training_estimate(spec, steps_per_s, iteration)
+        train_min = train_s / 60
         rungs = ", successive halving" if spec.schedule == "halving" else ""
         lines = [
             f"{jobs} training jobs ({spec.generations} generations x {spec.population} candidates{rungs} "
@@ -179,9 +235,8 @@ class ExperimentDesk:
         from lero.app.hooks import app_front
         from lero.graph.runner import start_run
 
-        self.io.say(self.show_spec(), markup=False)
-        if not self.io.confirm("Start this experiment?", default=True):
-            return "the user did not start the run; the spec is unchanged"
+        if (declined := self.confirm_start()) is not None:
+            return declined
         confirmed = self.confirmed_env()
         ui = RichUI(
             console=self.io.console,
@@ -193,6 +248,31 @@ class ExperimentDesk:
             outcome = start_run(self.spec, ui, confirm=confirmed.name if confirmed else None, front=app_front())
         self.last_run_id = outcome.run_id
         return f"run {outcome.run_id} ended with status {outcome.status} ({outcome.run_dir})"
+
+    def confirm_start(self) -> str | None:
+        """Show the spec and ask to start it: None when the person agrees; else the spec is
+        saved (`save_spec`) and the answer says where and the `lero run` command that starts it."""
+        self.io.say(self.show_spec(), markup=False)
+        if self.io.confirm("Start this experiment?", default=True):
+            return None
+        saved = self.save_spec()
+        return (f"the user did not start the run; the spec is unchanged and saved in {saved}\n"
+                f"start it later with: lero run --config {shlex.quote(str(saved))}")
+
+    def save_spec(self, folder: Path | None = None) -> Path:
+        """The draft's fields as a `lero run --config` file in FOLDER (the working directory):
+        `lero-spec.json`, or `lero-spec-N.json` beside the ones already there (none is overwritten)."""
+        folder = folder or Path.cwd()
+        payload = json.dumps({k: v for k, v in self.fields.items() if v is not None}, indent=2) + "\n"
+        number = 1
+        while True:
+            path = folder / ("lero-spec.json" if number == 1 else f"lero-spec-{number}.json")
+            try:
+                with path.open("x") as file:  # exclusive: a file already there is kept
+                    file.write(payload)
+                return path
+            except FileExistsError:
+                number += 1
 
     def _run_dir(self, run_id: str | None) -> tuple[str, Path] | str:
         """(run id, its directory), or the text explaining why there is none."""

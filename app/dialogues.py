@@ -7,6 +7,7 @@ the web UI's chat page) run them on an `Asker`, so every path is testable end to
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
@@ -18,6 +19,7 @@ from lero.graph.trust import confirm_env
 
 if TYPE_CHECKING:
     from lero.agents import LLMConfig
+    from lero.agents.llm import ChatModel
 
 STEP_ALIASES = {"k": 1_000, "m": 1_000_000}
 
@@ -47,7 +49,6 @@ def _ask_env(desk: ExperimentDesk) -> tuple[str, dict[str, Any]]:
     then any other KEY=VALUE; the env is read once to check them (else: why, and again),
     where a run would read it (`graph.context.read_env`: in the sandbox for a custom env
     under Docker). A `package.module:factory` typed here is confirmed by that."""
-    from lero.app.args import parse_value
     from lero.graph.context import read_env
     from lero.training.envs.registry import registered_envs
 
@@ -61,17 +62,56 @@ def _ask_env(desk: ExperimentDesk) -> tuple[str, dict[str, Any]]:
             chosen = io.text("PettingZoo env as package.module:factory", "" if env in names else env)
         if chosen != env:
             env, kwargs = chosen, RunSpec.default_env_kwargs(chosen)
-        asked = {key: parse_value(io.text(f"env argument {key}", str(value))) for key, value in kwargs.items()}
-        for word in io.text("other env arguments, KEY=VALUE separated by spaces").split():
-            key, _, value = word.partition("=")
-            asked[key] = parse_value(value)
-        kwargs = asked
+        asked = {key: _ask_env_arg(io, key, value) for key, value in kwargs.items()}
+        kwargs = {**asked, **_ask_other_env_args(io)}
         try:
             read_env(RunSpec.parse({**desk.fields, "env": env, "env_kwargs": kwargs}), confirm_env(env, env))
         except ValueError as error:
             io.say(f"[red]{escape(str(error).splitlines()[0])}[/]")
             continue
         return env, kwargs
+
+
+def env_arg_error(key: str, value: object, default: object) -> str | None:
+    """Why VALUE cannot stand for env argument KEY whose LERO default is DEFAULT: it must be
+    of the default's kind (None, full observability, is always allowed; the env checks the rest)."""
+    kinds = {bool: "true or false", int: "a whole number", float: "a number"}
+    wanted = type(default)
+    if value is None or default is None or wanted not in kinds:
+        return None
+    fits = isinstance(value, bool) if wanted is bool else (
+        isinstance(value, int | float) and not isinstance(value, bool) and (wanted is float or isinstance(value, int)))
+    return None if fits else f"{key} takes {kinds[wanted]} (default {default}), got {value!r}"
+
+
+def _ask_env_arg(io: Asker, key: str, default: object) -> object:
+    """One env argument, asked again at once while its value is of the wrong kind."""
+    from lero.app.args import parse_value
+
+    while (error := env_arg_error(key, value := parse_value(io.text(f"env argument {key}", str(default))),
+                                  default)) is not None:
+        io.say(f"[red]{escape(error)}[/]")
+    return value
+
+
+def _ask_other_env_args(io: Asker) -> dict[str, object]:
+    """KEY=VALUE words, asked again at once while one is not of that form."""
+    from lero.app.args import parse_value
+
+    while True:
+        words = io.text("other env arguments, KEY=VALUE separated by spaces").split()
+        bad = [word for word in words if not word.partition("=")[0] or not word.partition("=")[1]]
+        if not bad:
+            return {key: parse_value(value) for key, _, value in (word.partition("=") for word in words)}
+        io.say(f"[red]expected KEY=VALUE, got {escape(' '.join(bad))}[/]")
+
+
+def _checked(desk: ExperimentDesk, updates: dict[str, Any], name: str, ask: Callable[[], Any]) -> Any:
+    """A field's answer, asked again at once while the spec refuses it (the reason shown at
+    that field; the answers before it stand)."""
+    while (error := desk.field_error({**updates, name: (value := ask())})) is not None:
+        desk.io.say(f"[red]{escape(error)}[/]")
+    return value
 
 
 def guided_dialogue(desk: ExperimentDesk) -> bool:
@@ -83,14 +123,16 @@ def guided_dialogue(desk: ExperimentDesk) -> bool:
     io.say("[bold]Experiment design[/] (Enter keeps the default)")
     env, env_kwargs = _ask_env(desk)
     updates: dict[str, Any] = {"env": env, "env_kwargs": env_kwargs}
-    updates["algo"] = io.choice("algorithm", list(ALGOS), spec.algo)
-    updates["generations"] = io.number("generations", spec.generations)
-    updates["population"] = io.number("candidates per generation", spec.population)
-    updates["steps"] = _ask_steps(io, spec.steps)
-    updates["seeds"] = io.number("seeds per candidate", spec.seeds)
-    updates["approve"] = io.choice(
-        "ask for approval of", [m for m in APPROVE_MODES if m != "none"], spec.approve
-    )
+    asked: dict[str, Callable[[], Any]] = {
+        "algo": lambda: io.choice("algorithm", list(ALGOS), spec.algo),
+        "generations": lambda: io.number("generations", spec.generations),
+        "population": lambda: io.number("candidates per generation", spec.population),
+        "steps": lambda: _ask_steps(io, spec.steps),
+        "seeds": lambda: io.number("seeds per candidate", spec.seeds),
+        "approve": lambda: io.choice("ask for approval of", list(APPROVE_MODES), spec.approve),
+    }
+    for name, ask in asked.items():
+        updates[name] = _checked(desk, updates, name, ask)
     result = desk.typed_fields(updates)
     if result.startswith("not changed"):
         io.say(f"[red]{escape(result)}[/]")
@@ -128,9 +170,27 @@ def _next_message(io: Asker) -> str | None:
         return None
 
 
+def _filled_from_words(desk: ExperimentDesk, model: ChatModel, text: str) -> str | None:
+    """The spec fields the person's words name, filled by the model through the spec's JSON
+    schema (app.spec_fill), shown and applied only when the person agrees; what happened
+    (for the conversation), or None when the words name no field (the assistant answers)."""
+    from lero.app.spec_fill import described, propose
+
+    proposal = propose(model, desk.spec, text)
+    if not proposal:
+        return None
+    shown = described(proposal)
+    desk.io.say(f"[bold green]assistant>[/] from your words: {escape(shown)}")
+    if not desk.io.confirm("Apply these to the spec?", default=True):
+        return f"(proposed {shown}; the person did not apply it)"
+    answer = desk.set_fields(proposal)
+    desk.io.say(answer, markup=False)
+    return f"(set {shown}: {answer.splitlines()[0]})"
+
+
 def assistant_chat(desk: ExperimentDesk, cfg: LLMConfig) -> int:
     """Conversation with the experiment assistant; its tool calls act on the desk."""
-    from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
     from lero.agents import BudgetExceeded, LLMError, make_team
     from lero.agents.templates import render
@@ -151,6 +211,9 @@ def assistant_chat(desk: ExperimentDesk, cfg: LLMConfig) -> int:
             continue
         messages.append(HumanMessage(text))
         try:
+            if (filled := _filled_from_words(desk, assistant.model, text)) is not None:
+                messages.append(AIMessage(filled))
+                continue
             for _ in range(MAX_TOOL_ROUNDS):
                 reply = assistant.chat(messages, tools)
                 messages.append(reply)

@@ -7,6 +7,7 @@ import difflib
 import json
 import statistics
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -372,12 +373,13 @@ def _reason(error: Exception) -> str:
 
 
 def run_rows(
-    runs_dir: str | Path, row: Callable[[RunFiles], dict], events_tail: int | None = None
+    runs_dir: str | Path, row: Callable[[RunFiles], dict], events_tail: int | None = None,
+    memo: Callable[[Path, Callable[[], dict]], dict] | None = None,
 ) -> list[dict]:
     """`row(run)` for every run under runs_dir (by name). A run that cannot be read is one
     `{"run_id", "status": "unreadable", "error"}` row: one bad directory (a symlink, a FIFO,
     torn JSON, odd types) is neither hidden nor fatal to the listing. EVENTS_TAIL: as
-    `load_run`'s."""
+    `load_run`'s. MEMO(path, build): a row kept while its run is unchanged (the web UI's)."""
     root = Path(runs_dir)
     rows = []
     for path in sorted(root.iterdir()) if root.is_dir() else []:
@@ -389,10 +391,15 @@ def run_rows(
                 raise UnsafeFile(f"refusing {path}: the run directory is a symlink")
             if rundir.files.kind(SPEC_FILE) is None and rundir.files.kind(STATE_FILE) is None:
                 continue  # not a run (a study scratch folder, a stray directory)
-            rows.append(row(load_run(path, events_tail)))
+            build = partial(_read_row, row, path, events_tail)
+            rows.append(memo(path, build) if memo else build())
         except Exception as error:  # whatever a hostile directory triggers: that row only
             rows.append({"run_id": path.name, "status": UNREADABLE, "error": _reason(error)[:300]})
     return rows
+
+
+def _read_row(row: Callable[[RunFiles], dict], path: Path, events_tail: int | None) -> dict:
+    return row(load_run(path, events_tail))
 
 
 def run_row(run_dir: str | Path | RunFiles) -> dict:

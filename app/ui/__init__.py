@@ -72,7 +72,8 @@ def serve(runs_dir: str = DEFAULT_RUNS_DIR, host: str = DEFAULT_HOST, port: int 
     if not is_loopback(host):
         announce(f"lero ui: warning: binding {host} exposes the UI (and every run it can start) beyond "
                  "this machine; anyone who gets the URL with its token can drive runs")
-    app = create_app(runs_dir, token, port, llm_cfg or LLMConfig.from_spec(None), llm_settings=llm_settings)
+    bound = sock.getsockname()[1]  # --port 0: the one picked, so that the cookie names this server
+    app = create_app(runs_dir, token, bound, llm_cfg or LLMConfig.from_spec(None), llm_settings=llm_settings)
 
     class Server(uvicorn.Server):
         async def startup(self, sockets=None) -> None:

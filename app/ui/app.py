@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any, get_args
 
@@ -31,6 +32,7 @@ from lero.app.desk import chat_run_fields
 from lero.app.numbers import fmt_number
 from lero.app.ui import views
 from lero.app.ui.auth import CSRF_FIELD, TokenGate, checked_form, cookie_name, csrf_token
+from lero.app.ui.cache import Batched, RunCache
 from lero.app.ui.chat import ChatSession
 from lero.app.ui.compare import routes as compare_routes
 from lero.app.ui.workers import Workers
@@ -83,7 +85,7 @@ def _has_spec(rundir: RunDir) -> bool:
 
 async def runs_page(request: Request, error: str | None = None, form: dict | None = None,
                     status_code: int = 200) -> Response:
-    rows = await run_in_threadpool(views.list_runs, Path(request.app.state.runs_dir))
+    rows = [dict(row) for row in await request.app.state.runs_list()]  # shared by a batch: each its own copy
     for row in rows:
         if request.app.state.workers.busy(row["run_id"]) and row["status"] == "interrupted":
             row["status"] = "resuming"
@@ -163,15 +165,22 @@ async def run_page(request: Request) -> Response:
     return await _run_view(request, run_id)
 
 
-async def _run_view(request: Request, run_id: str, error: str | None = None, status_code: int = 200) -> Response:
-    run = await run_in_threadpool(_load, request, run_id)
+def _read_run_view(request: Request, run_id: str) -> dict[str, Any]:
+    """The run page's parts from its files (blocking: a threadpool call); 404 when refused."""
+    run = _load(request, run_id)
     try:
-        view = await run_in_threadpool(views.run_view, run)
+        return views.run_view(run)
     except ValueError as error:  # a file the page shows is refused (a planted symlink)
         raise HTTPException(404, f"run {run_id!r} cannot be read: {error}") from None
+
+
+async def _run_view(request: Request, run_id: str, error: str | None = None, status_code: int = 200) -> Response:
+    pages: RunCache = request.app.state.pages
+    view = await run_in_threadpool(pages.get, _run_dir(request, run_id).path, "run",
+                                   partial(_read_run_view, request, run_id))
     worker = request.app.state.workers.get(run_id)
     working = worker is not None and worker.alive
-    view.update(working=working, error=error or (worker.error() if worker else None))
+    view = {**view, "working": working, "error": error or (worker.error() if worker else None)}
     return page(request, "run.html", view, status_code)
 
 
@@ -334,6 +343,43 @@ async def candidate_page(request: Request) -> Response:
     return page(request, "candidate.html", {**view, "code_css": Markup(views.highlight_css())})
 
 
+# ---------------------------------------------------------------- studies
+
+
+async def studies_page(request: Request) -> Response:
+    rows = await run_in_threadpool(views.list_studies, Path(request.app.state.runs_dir))
+    return page(request, "studies.html", {"rows": rows, "runs_dir": request.app.state.runs_dir})
+
+
+def _study_id(request: Request) -> str:
+    study_id = request.path_params["study_id"]
+    if not views.STUDY_ID.match(study_id):
+        raise HTTPException(404, "no such study")
+    return study_id
+
+
+async def study_page(request: Request) -> Response:
+    run_id, study_id = request.path_params["run_id"], _study_id(request)
+    try:
+        view = await run_in_threadpool(views.study_view, _run_dir(request, run_id), study_id)
+    except ValueError as error:  # absent, or a file refused (a planted symlink, too large)
+        raise HTTPException(404, str(error)) from None
+    return page(request, "study.html", view)
+
+
+async def study_plot_file(request: Request) -> Response:
+    run_id, study_id, name = request.path_params["run_id"], _study_id(request), request.path_params["name"]
+    if not views.PLOT_NAME.match(name):
+        raise HTTPException(404, "no such plot")
+    try:
+        png = await run_in_threadpool(views.study_plot, _run_dir(request, run_id), study_id, name)
+    except ValueError as error:
+        raise HTTPException(404, str(error)) from None
+    if png is None:
+        raise HTTPException(404, "no such plot")
+    return Response(png, media_type="image/png")
+
+
 # ---------------------------------------------------------------- chat
 
 
@@ -394,6 +440,9 @@ def create_app(runs_dir: str, token: str, port: int, llm_cfg: Any, cwd: Path | N
         Route("/runs/{run_id}/report", report_page),
         Route("/runs/{run_id}/plots/{name}", plot_file),
         Route("/runs/{run_id}/candidates/{candidate_id}", candidate_page),
+        Route("/studies", studies_page),
+        Route("/runs/{run_id}/studies/{study_id}", study_page),
+        Route("/runs/{run_id}/studies/{study_id}/plots/{name}", study_plot_file),
         Route("/chat", chat_page),
         Route("/chat", chat_send, methods=["POST"]),
         Route("/chat/new", chat_new, methods=["POST"]),
@@ -408,4 +457,6 @@ def create_app(runs_dir: str, token: str, port: int, llm_cfg: Any, cwd: Path | N
     app.state.llm_cfg = llm_cfg
     app.state.llm_settings = llm_settings or {}  # RunSpec-named, kept by the runs the chat page starts
     app.state.chat = None
+    app.state.pages = RunCache()  # parsed rows and run pages, kept while their run is unchanged
+    app.state.runs_list = Batched(partial(views.list_runs, Path(runs_dir), app.state.pages))
     return app

@@ -57,9 +57,8 @@ class WebDesk(ExperimentDesk):
     def start_run(self) -> str:
         """Start the experiment with the current spec, after the user confirms it. The run
         goes on in the background; its page shows progress and asks its approvals."""
-        self.io.say(self.show_spec(), markup=False)
-        if not self.io.confirm("Start this experiment?", default=True):
-            return "the user did not start the run; the spec is unchanged"
+        if (declined := self.confirm_start()) is not None:
+            return declined
         confirmed = self.confirmed_env()
         run_id = self._launch(self.spec.with_run_id(), confirmed.name if confirmed else None)
         self.last_run_id = run_id

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +25,15 @@ from lero.agents.types import code_digest
 from lero.app.approval_view import candidate_card
 from lero.app.report import llm_request_row, run_rows
 from lero.app.run_status import run_status, unanswered_question
+from lero.app.ui.cache import RunCache
 from lero.app.ui.charts import chart
-from lero.graph.rundir import BASELINE_ID, REPORT_MD, RunDir
+from lero.graph.configuration import RUN_ID
+from lero.graph.rundir import BASELINE_ID, PLOT_LIMIT, REPORT_MD, STUDIES_DIR, RunDir
 from lero.graph.summary import CandidateRecord, RunFiles, best_candidate, metric_names, summarize
 
 PLOT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}\.png$")
+STUDY_ID = re.compile(r"^[A-Za-z0-9_+][A-Za-z0-9_.+-]{0,199}$")  # app.study's folder names: no path, no dot first
+STUDY_MD, STUDY_JSON = "study.md", "study.json"
 # A page reads only the last 16 MiB of events.jsonl: a run page or the list never parses a
 # file of up to EVENTS_LIMIT (256 MiB) on each load; code rides in files, so 16 MiB holds
 # tens of thousands of events (graph.runner keeps approval code by reference).
@@ -65,10 +71,16 @@ def _row(run: RunFiles) -> dict[str, Any]:
     }
 
 
-def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
+def list_runs(runs_dir: Path, cache: RunCache | None = None) -> list[dict[str, Any]]:
     """One row per run directory, newest name first: status, generation, best, baseline,
-    wall-clock; a run that cannot be read is a row with its `error`."""
-    return list(reversed(run_rows(runs_dir, _row, EVENTS_PAGE_TAIL)))
+    wall-clock; a run that cannot be read is a row with its `error`. CACHE: rows kept while
+    their run is unchanged; each row returned is the caller's own copy."""
+    memo = partial(_kept_row, cache) if cache else None
+    return [dict(row) for row in reversed(run_rows(runs_dir, _row, EVENTS_PAGE_TAIL, memo))]
+
+
+def _kept_row(cache: RunCache, path: Path, build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    return cache.get(path, "row", build)
 
 
 def pending_question(run: RunFiles) -> dict[str, Any] | None:
@@ -111,6 +123,7 @@ def run_view(run: RunFiles) -> dict[str, Any]:
         "cards": decision_cards(pending),
         "has_report": run.rundir.is_file(REPORT_MD),
         "plots": [name for name in run.rundir.plot_names() if PLOT_NAME.match(name)],
+        "studies": study_ids(run.rundir),
         "metrics": metric_names(summary["baseline"]["eval"], summary["best"]["eval"]),
         **confirmation_view(run, summary),
     }
@@ -226,3 +239,57 @@ def stream_snapshot(rundir: RunDir) -> dict[str, Any]:
             "wall_s": state.get("wall_s"), "env_steps": state.get("env_steps"),
             "llm": state.get("llm") or {}, "best": state.get("best"),
             "report": rundir.is_file(REPORT_MD), "error": error}
+
+
+# ---------------------------------------------------------------- studies (`lero study`'s folders)
+
+
+def study_ids(rundir: RunDir) -> list[str]:
+    """The run's study folders (`runs/<id>/studies/<study_id>/`); a symlink or odd name is none."""
+    return [name for name in rundir.files.names(STUDIES_DIR, "dir") if STUDY_ID.match(name)]
+
+
+def list_studies(runs_dir: Path) -> list[dict[str, Any]]:
+    """One row per study of every run, newest run first: its status (study.json) and where
+    study.md is; a study or run that cannot be read is a row with its `error`."""
+    rows = []
+    root = Path(runs_dir)
+    for path in sorted(root.iterdir(), reverse=True) if root.is_dir() else []:
+        if not RUN_ID.match(path.name) or path.is_symlink() or not path.is_dir():
+            continue
+        rundir = RunDir(path)
+        try:
+            names = study_ids(rundir)
+        except ValueError as error:
+            rows.append({"run_id": path.name, "study_id": None, "error": str(error)[:300]})
+            continue
+        for name in names:
+            try:
+                study = rundir.read_json(f"{STUDIES_DIR}/{name}/{STUDY_JSON}") or {}
+                config = study.get("config") if isinstance(study.get("config"), dict) else {}
+                rows.append({"run_id": path.name, "study_id": name, "status": study.get("status", "no study.json"),
+                             "algos": config.get("algos"), "variants": config.get("variants"),
+                             "steps": f"{config['steps']:,}" if isinstance(config.get("steps"), int) else "",
+                             "error": None})
+            except ValueError as error:
+                rows.append({"run_id": path.name, "study_id": name, "error": str(error)[:300]})
+    return rows
+
+
+def study_view(rundir: RunDir, study_id: str) -> dict[str, Any]:
+    """A study's page: study.md (its tables and figures) rendered, figures served from the
+    study's own plots/; ValueError when there is no such study or its files are refused."""
+    if study_id not in study_ids(rundir):
+        raise ValueError(f"no study {study_id!r} in run {rundir.path.name}")
+    text = rundir.read_text(f"{STUDIES_DIR}/{study_id}/{STUDY_MD}")
+    study = rundir.read_json(f"{STUDIES_DIR}/{study_id}/{STUDY_JSON}") or {}
+    base = f"/runs/{rundir.path.name}/studies/{study_id}/"
+    return {"run_id": rundir.path.name, "study_id": study_id, "status": study.get("status"),
+            "study_md": None if text is None else render_markdown(text, image_base=base)}
+
+
+def study_plot(rundir: RunDir, study_id: str, name: str) -> bytes | None:
+    """A figure of the study (PLOT_NAME checked by the route); None when absent."""
+    if study_id not in study_ids(rundir):
+        return None
+    return rundir.files.read(f"{STUDIES_DIR}/{study_id}/plots/{name}", PLOT_LIMIT)

@@ -21,6 +21,7 @@ from tests.app.test_report import make_run_dir
 from tests.support.openai_server import OpenAIServer, Reply
 
 REPO = Path(__file__).resolve().parents[2]
+PROBE_KEPT = '{"answer": "yes"}'
 
 # environment, its LERO arguments (N, agents seen, landmarks seen), other env arguments,
 # algo, generations, population, steps, seeds, approvals (then the desk asks "start it?")
@@ -38,7 +39,9 @@ def make_desk(answers: str, tmp_path: Path, **base: object) -> tuple[ExperimentD
     return ExperimentDesk(chat_io, base={"runs_dir": str(tmp_path), **base}), out
 
 
-def test_offline_dialogue_builds_the_confirmed_spec(tmp_path: Path) -> None:
+def test_offline_dialogue_builds_the_confirmed_spec(tmp_path: Path, tmp_path_factory, monkeypatch) -> None:
+    cwd = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(cwd)  # the declined spec is saved in the working directory
     desk, out = make_desk(DIALOGUE + "n\nn\n", tmp_path)  # do not start, do not redo
     assert offline_chat(desk) == 0
     spec = desk.spec
@@ -52,6 +55,7 @@ def test_offline_dialogue_builds_the_confirmed_spec(tmp_path: Path) -> None:
     assert "steps/s measured here (ippo)" in text
     assert "the user did not start the run" in text and "no experiment started" in text
     assert not any(tmp_path.iterdir())  # nothing was started
+    assert json.loads((cwd / "lero-spec.json").read_text())["algo"] == "ippo"
 
 
 def test_offline_dialogue_rejects_bad_numbers_and_full_observability(tmp_path: Path) -> None:
@@ -143,10 +147,13 @@ def _tool_call(call_id: str, name: str, args: dict) -> dict:
     }
 
 
-def test_assistant_calls_tools_over_http(tmp_path: Path) -> None:
+def test_assistant_calls_tools_over_http(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     with OpenAIServer() as server:
         server.push(
+            PROBE_KEPT,  # the server keeps a JSON schema (agents.llm.structured_form)
+            "{}",  # the spec filled from the words: nothing named, so the assistant answers
             Reply(
                 tool_calls=[
                     _tool_call(
@@ -166,8 +173,9 @@ def test_assistant_calls_tools_over_http(tmp_path: Path) -> None:
         )
         requests = server.requests
     assert code == 0
-    assert len(requests) == 3
-    first = requests[0]
+    assert len(requests) == 5
+    assert requests[1]["response_format"]["json_schema"]["schema"]["required"][:2] == ["algo", "env"]
+    first = requests[2]
     assert {t["function"]["name"] for t in first["tools"]} >= {
         "set_fields",
         "start_run",
@@ -175,9 +183,12 @@ def test_assistant_calls_tools_over_http(tmp_path: Path) -> None:
     }
     assert first["messages"][0]["role"] == "system"
     assert first["messages"][0]["content"].startswith("You are the experiment assistant")
-    tool_results = [m for m in requests[2]["messages"] if m["role"] == "tool"]
+    tool_results = [m for m in requests[4]["messages"] if m["role"] == "tool"]
     assert '"generations": 2' in tool_results[0]["content"]
-    assert tool_results[1]["content"] == "the user did not start the run; the spec is unchanged"
+    assert tool_results[1]["content"] == ("the user did not start the run; the spec is unchanged and saved in "
+                                          f"{tmp_path / 'lero-spec.json'}\n"
+                                          f"start it later with: lero run --config {tmp_path / 'lero-spec.json'}")
+    assert json.loads((tmp_path / "lero-spec.json").read_text())["env_kwargs"]["N"] == 4
     text = out.getvalue()
     assert "Set 2 generations with 4 agents" in text
     assert '"N": 4' in text  # the /spec command after the conversation
@@ -201,7 +212,8 @@ def test_assistant_without_tool_calling_falls_back_to_text_and_commands(tmp_path
             console=Console(file=out, width=200),
             stdin=io.StringIO("one generation please\n/set generations=1\n"),
         )
-        assert [("tools" in r) for r in server.requests] == [True, False]
+        # two probes and the fill (no tools; their replies are prose: nothing filled), then the chat
+        assert [("tools" in r) for r in server.requests] == [False, False, False, True, False]
     assert "Type /set generations=1" in out.getvalue()
     assert '"generations": 1' in out.getvalue()
 
@@ -256,3 +268,55 @@ def test_offline_dialogue_offers_registered_envs_and_your_own(tmp_path: Path) ->
     assert "cannot import nope.nope" in out.getvalue()
     assert "package.module:factory" in desk.list_environments()
     assert "simple_speaker_listener" in desk.list_environments()
+
+
+SENTENCE = "I want to train 4 agents on simple_spread with VDN for 200k steps"
+
+
+def _fill_chat(tmp_path: Path, filled: str, answers: str) -> tuple[str, list[dict]]:
+    """`lero chat` on a scripted server: the probe keeps the schema, the fill replies FILLED,
+    any later request gets a plain reply; ANSWERS are what the person types."""
+    out = io.StringIO()
+    with OpenAIServer() as server:
+        server.push(PROBE_KEPT, filled)
+        server.script = lambda request: Reply(content="Anything else?")
+        code = run_chat(llm="openai:test-model", base_url=server.base_url, runs_dir=str(tmp_path),
+                        console=Console(file=out, width=200), stdin=io.StringIO(answers))
+        requests = server.requests
+    assert code == 0
+    return out.getvalue(), requests
+
+
+def _last_spec(text: str) -> dict:
+    """The last spec the chat printed (indented JSON, from its `{` to a line `}`)."""
+    start = text.rindex('{\n  "')
+    return json.loads(text[start: text.index("\n}", start) + 2])
+
+
+def test_words_fill_the_spec_through_its_schema_once_the_person_agrees(tmp_path: Path) -> None:
+    filled = json.dumps({"algo": "vdn", "env": "simple_spread", "N": 4, "num_agent_neighbors": None,
+                         "num_landmark_neighbors": None, "steps": 200000, "generations": 1, "population": None,
+                         "seeds": 3, "approve": None})
+    text, requests = _fill_chat(tmp_path, filled, f"{SENTENCE}\ny\n/spec\n/quit\n")
+    fill = requests[1]
+    schema = fill["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["algo"]["enum"] == ["mappo", "ippo", "vdn", "qmix", None]
+    assert schema["properties"]["N"] == {"type": ["integer", "null"]}
+    assert fill["messages"][-1]["content"] == SENTENCE.replace("200k", "200000")  # written out for the model
+    # shown before applied; generations=1 and seeds=3 are not in the words, simple_spread is the spec's already
+    assert "from your words: N=4, algo=vdn, steps=200000\n" in text
+    spec = _last_spec(text)  # as /spec shows it
+    assert (spec["env_kwargs"]["N"], spec["algo"], spec["steps"], spec["generations"], spec["seeds"]) == (
+        4, "vdn", 200000, 3, 2)
+    assert len(requests) == 2  # the filled words were the turn: no chat reply on top
+
+
+def test_a_declined_or_empty_fill_changes_nothing(tmp_path: Path) -> None:
+    filled = json.dumps({"algo": "vdn", "N": 4})
+    text, _ = _fill_chat(tmp_path, filled, f"{SENTENCE}\nn\n/spec\n/quit\n")
+    assert "from your words: N=4, algo=vdn" in text
+    assert (_last_spec(text)["algo"], _last_spec(text)["env_kwargs"]["N"]) == ("mappo", 3)
+    for reply in ("The spec is fine.", json.dumps({"algo": "sac"}), json.dumps({"steps": "many"})):
+        text, requests = _fill_chat(tmp_path, reply, "use sac please\n/quit\n")
+        assert "from your words" not in text and "Anything else?" in text  # not the schema's: the assistant answers
+        assert len(requests) == 3

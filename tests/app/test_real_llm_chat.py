@@ -37,7 +37,10 @@ def test_lero_chat_answers_one_real_turn(llama_server, tmp_path, monkeypatch, ca
     answer = out.split("assistant>", 1)[1].split("you>", 1)[0] if "assistant>" in out else ""
     assert answer.strip(), out  # a real, non-empty reply was printed
     assert "assistant unavailable" not in out
-    assert llama_server.requests() - before == 1  # one turn, one request, as the server logged it
+    # as the server logged them: the two structured-output probes (json_schema refused with 500,
+    # json_object kept), the spec filled from the words (nothing named), then the turn's one request
+    assert llama_server.requests() - before == 4
+    assert "from your words" not in out
     assert f"context window {CONTEXT_TOKENS} tokens (context_tokens setting)" in caplog.text
     generated = [int(n) for n in re.findall(r"eval time =\s+[\d.]+ ms /\s+(\d+) runs", llama_server.log_path.read_text(errors="replace"))]
     assert generated and generated[-1] <= REPLY_CAP  # max_tokens came from the --context-tokens window

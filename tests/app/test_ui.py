@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,19 @@ class Watched:
         self.context.close()
 
 
+@contextmanager
+def browsing(cwd: Path, browser, *args: str, env: dict | None = None) -> Iterator[tuple[UIServer, Watched]]:
+    """`lero ui ARGS` in CWD and a watched page that has opened its printed URL; both closed after."""
+    server = UIServer(cwd, *args, env=env)
+    watched = Watched(browser)
+    try:
+        watched.page.goto(server.url)
+        yield server, watched
+    finally:
+        watched.close()
+        server.close()
+
+
 def start_waiting_run(cwd: Path, run_id: str, *flags: str) -> Path:
     """`lero run --approve candidates` with no terminal: it stops at the first approval (exit 3)."""
     (cwd / "fast.toml").write_text(FAST)
@@ -110,11 +124,8 @@ def test_an_edit_the_gate_refuses_comes_back_with_its_reason_and_the_text_kept(t
     """The edit a researcher typed with a syntax error is not trained, says why where it was
     made, and comes back as they left it; fixed, it trains, and report.md lists both."""
     run_dir = start_waiting_run(tmp_path, "ui-refused", "--generations", "1", "--population", "1")
-    server = UIServer(tmp_path)
-    watched = Watched(browser)
-    page = watched.page
-    try:
-        page.goto(server.url)
+    with browsing(tmp_path, browser) as (_server, watched):
+        page = watched.page
         page.click("text=ui-refused")
         wait_for_question(page, 0)
         page.click("#decide-0-0 summary")
@@ -136,9 +147,6 @@ def test_an_edit_the_gate_refuses_comes_back_with_its_reason_and_the_text_kept(t
         wait_for_status(page, "completed")
         page.wait_for_selector("#run[data-working='no'] #report-link", timeout=WAIT_MS)
         assert watched.dialogs == [] and watched.errors == []
-    finally:
-        watched.close()
-        server.close()
     assert EDIT_MARK in (run_dir / "candidates/0-0/candidate.py").read_text()
     md = (run_dir / "report.md").read_text()
     assert "| 0 | `0-0` | edit refused by the gate (not trained) |" in md and md.count("| 0 | `0-0` | edit |") == 2
@@ -147,11 +155,8 @@ def test_an_edit_the_gate_refuses_comes_back_with_its_reason_and_the_text_kept(t
 def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shots):
     """Test 1: a CLI run waiting at `--approve candidates` is answered in the browser."""
     run_dir = start_waiting_run(tmp_path, "ui-flow", "--generations", "2", "--population", "2")
-    server = UIServer(tmp_path)
-    watched = Watched(browser)
-    page = watched.page
-    try:
-        page.goto(server.url)
+    with browsing(tmp_path, browser) as (server, watched):
+        page = watched.page
         assert page.url == f"{server.base}/"  # the token went into a cookie, out of the URL
         row = page.locator("#runs tr", has_text="ui-flow")
         assert "waiting for your answer (candidates)" in row.inner_text()  # app.run_status, as `lero runs`
@@ -211,9 +216,6 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
                        and e["candidate_id"] == "1-0" and e.get("parents"))
         assert page.locator("h2", has_text=f"Diff against {refined} (the elite it refines)").count() == 1
         assert watched.dialogs == [] and watched.errors == []
-    finally:
-        watched.close()
-        server.close()
     state = json.loads((run_dir / "state.json").read_text())
     assert state["status"] == "completed"
     result = json.loads((run_dir / "candidates/0-0/result.json").read_text())
@@ -233,13 +235,11 @@ def test_hostile_comment_and_model_reply_run_nothing(tmp_path, browser, shots):
     """Test 2: `<script>` in a candidate comment and in a model reply is shown, never run."""
     run_dir = start_waiting_run(tmp_path, "ui-xss", "--generations", "1", "--population", "1")
     with OpenAIServer() as llm:
-        llm.push(Reply(content=f"Here is my plan {HOSTILE}"))
-        server = UIServer(tmp_path, "--llm", "openai:test-model", "--base-url", llm.base_url,
-                          env={"OPENAI_API_KEY": "x"})
-        watched = Watched(browser)
-        page = watched.page
-        try:
-            page.goto(server.url)
+        # the schema probe and the spec filled from the words (nothing), then the hostile reply
+        llm.push('{"answer": "yes"}', "{}", Reply(content=f"Here is my plan {HOSTILE}"))
+        with browsing(tmp_path, browser, "--llm", "openai:test-model", "--base-url", llm.base_url,
+                      env={"OPENAI_API_KEY": "x"}) as (server, watched):
+            page = watched.page
             page.goto(f"{server.base}/runs/ui-xss")
             wait_for_question(page, 0)
             page.check("input[name='action:0-0'][value='comment']")
@@ -260,9 +260,6 @@ def test_hostile_comment_and_model_reply_run_nothing(tmp_path, browser, shots):
             page.screenshot(path=shots / "chat-hostile.png", full_page=True)
             assert page.evaluate("window.__xss === undefined")
             assert watched.dialogs == [] and watched.errors == []
-        finally:
-            watched.close()
-            server.close()
     comments = [e for e in events(run_dir) if e["event"] == "interrupt_answered"]
     assert comments[0]["answer"]["decisions"]["0-0"] == {"action": "comment", "comment": HOSTILE}
     assert llm.requests[-1]["messages"][-1]["content"] == "plan an experiment please"
@@ -305,11 +302,8 @@ def test_token_and_csrf_are_required(tmp_path):
 
 def test_start_form_and_every_approval_kind_in_the_browser(tmp_path, browser, shots):
     """The start form (CLI validation), then spec, candidates and generation approvals."""
-    server = UIServer(tmp_path, "--llm", "offline")
-    watched = Watched(browser)
-    page = watched.page
-    try:
-        page.goto(server.url)
+    with browsing(tmp_path, browser, "--llm", "offline") as (server, watched):
+        page = watched.page
         page.fill("input[name='generations']", "0")
         page.click("#start-form button[type='submit']")
         assert page.locator("#start-error").inner_text() == "lero: error: argument --generations: must be > 0, got 0"
@@ -338,9 +332,6 @@ def test_start_form_and_every_approval_kind_in_the_browser(tmp_path, browser, sh
         page.goto(f"{server.base}/")
         assert "completed" in page.locator("#runs tr", has_text="ui-form").inner_text()
         assert watched.dialogs == [] and watched.errors == []
-    finally:
-        watched.close()
-        server.close()
     run_dir = tmp_path / "runs" / "ui-form"
     answers = [e["answer"] for e in events(run_dir) if e["event"] == "interrupt_answered"]
     assert [a.get("action") for a in answers] == ["approve", None, "continue", None]
@@ -351,15 +342,12 @@ def test_start_form_and_every_approval_kind_in_the_browser(tmp_path, browser, sh
 
 def test_chat_page_runs_the_offline_guided_dialogue(tmp_path, browser, shots):
     """`lero chat`'s offline dialogue as a page; the run it starts asks its spec approval on the run page."""
-    server = UIServer(tmp_path, "--llm", "offline")
-    watched = Watched(browser)
-    page = watched.page
     answers = [("environment", ""), ("env argument N", "2"), ("env argument num_agent_neighbors", ""),
                ("env argument num_landmark_neighbors", ""), ("other env arguments", ""), ("algorithm", ""),
                ("generations", "1"), ("candidates per generation", "1"), ("env steps per candidate", "1600"),
                ("seeds per candidate", ""), ("ask for approval of", "spec"), ("Start this experiment?", "y")]
-    try:
-        page.goto(server.url)
+    with browsing(tmp_path, browser, "--llm", "offline") as (server, watched):
+        page = watched.page
         page.goto(f"{server.base}/chat")
         for prompt, text in answers:
             last = page.locator("#transcript").inner_text().rstrip().splitlines()[-1]
@@ -374,10 +362,39 @@ def test_chat_page_runs_the_offline_guided_dialogue(tmp_path, browser, shots):
         page.click("#reject-spec")
         wait_for_status(page, "completed")
         assert watched.dialogs == [] and watched.errors == []
-    finally:
-        watched.close()
-        server.close()
     (run_dir,) = (tmp_path / "runs").iterdir()
     state = json.loads((run_dir / "state.json").read_text())
     assert state["stop_reason"] == "rejected_by_human"
     assert json.loads((run_dir / "spec.json").read_text())["env_kwargs"]["N"] == 2
+
+
+def test_studies_are_listed_and_shown_with_their_tables_and_figures(tmp_path, browser, shots):
+    """A real `lero study` of a real run: the Studies page lists it, its page shows study.md's
+    table and every figure (loaded, not broken), and the run page links it."""
+    (tmp_path / "fast.toml").write_text(FAST)
+    done = lero(tmp_path, "run", *RUN_FLAGS, "--approve", "none", "--generations", "1", "--population", "1",
+                "--run-id", "ui-study")
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = lero(tmp_path, "study", "ui-study", "--variants", "native,hrf+oef", "--seeds", "2", "--steps", "400",
+                "--eval-episodes", "8", "--sandbox", "process")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (study_id,) = [p.name for p in (tmp_path / "runs/ui-study/studies").iterdir()]
+    with browsing(tmp_path, browser) as (server, watched):
+        page = watched.page
+        page.click("header >> text=Studies")
+        row = page.locator("#studies tr", has_text=study_id)
+        assert "completed" in row.inner_text() and "native, hrf+oef" in row.inner_text()
+        page.screenshot(path=shots / "studies.png", full_page=True)
+        row.locator(f"text={study_id}").click()
+        page.wait_for_selector("#study table")
+        assert "hrf+oef" in page.locator("#study table").first.inner_text()
+        figures = page.locator("#study img")
+        assert figures.count() >= 2
+        page.wait_for_function("() => [...document.querySelectorAll('#study img')].every(i => i.complete)")
+        assert page.evaluate("[...document.querySelectorAll('#study img')].every(i => i.naturalWidth > 0)")
+        page.screenshot(path=shots / "study.png", full_page=True)
+        page.goto(f"{server.base}/runs/ui-study")
+        page.click(f"#run-studies >> text={study_id}")
+        page.wait_for_selector("#study table")
+        assert page.goto(f"{server.base}/runs/ui-study/studies/..%2Fcandidates").status == 404
+        assert watched.dialogs == [] and [e for e in watched.errors if "404" not in e] == []

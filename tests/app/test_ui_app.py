@@ -154,7 +154,7 @@ def test_lero_ui_gives_its_assistant_the_llm_timeout_and_window(tmp_path):
     from tests.support.ui_server import UIServer
 
     with OpenAIServer() as llm:
-        llm.push("a plan")
+        llm.push('{"answer": "yes"}', "{}", "a plan")  # the schema probe, the spec filled (nothing), the reply
         server = UIServer(tmp_path, "--llm", "openai:test-model", "--base-url", llm.base_url,
                           "--context-tokens", "2048", "--llm-timeout", "30", env={"OPENAI_API_KEY": "x"})
         try:
@@ -167,7 +167,7 @@ def test_lero_ui_gives_its_assistant_the_llm_timeout_and_window(tmp_path):
                 assert '"llm_timeout_s": 30.0' in shown and '"context_tokens": 2048' in shown
         finally:
             server.close()
-    assert [request["max_tokens"] for request in llm.requests] == [512]
+    assert [request["max_tokens"] for request in llm.requests] == [16, 512, 512]  # the probe asks for 16
 
 
 def test_the_start_form_shows_lero_runs_defaults_and_passes_the_llm_settings(client):
@@ -223,3 +223,18 @@ def test_the_run_page_shows_halvings_rungs_and_who_it_stopped(tmp_path, monkeypa
     text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
     assert "successive halving: rungs to 1000 / 2000 / 4000 steps, reached by 2 / 1 / 1 candidates" in text
     assert "(halving stopped it at 1000 steps)" in text and text.count("halving stopped it") == 1
+
+
+def test_a_server_on_port_0_names_its_cookie_by_the_port_it_got(tmp_path):
+    """Two `lero ui --port 0` on one host must not overwrite each other's cookie."""
+    import httpx
+
+    from tests.support.ui_server import UIServer
+
+    server = UIServer(tmp_path)
+    try:
+        port = int(server.base.rsplit(":", 1)[1])
+        answer = httpx.get(server.url, follow_redirects=False)
+        assert answer.status_code == 303 and answer.headers["set-cookie"].startswith(f"{cookie_name(port)}=")
+    finally:
+        server.close()

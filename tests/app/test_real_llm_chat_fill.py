@@ -1,0 +1,31 @@
+"""`lero chat` with SmolLM2-135M behind llama-cpp-python's server fills the spec from plain
+words through the spec's JSON schema (app.spec_fill): the issue's sentence sets N=4, vdn
+and 200,000 steps once the person agrees to what is shown."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+
+from tests.support.cli import lero
+from tests.support.llama_server import MODEL_ID
+
+pytestmark = [pytest.mark.real_llm, pytest.mark.slow]
+SENTENCE = "I want to train 4 agents on simple_spread with VDN for 200k steps"
+
+
+def test_smollm2_fills_agents_algorithm_and_steps_from_one_sentence(llama_server, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f"{SENTENCE}\ny\n/quit\n"))
+    code, out, err = lero(["chat", "--llm", f"openai:{MODEL_ID}", "--base-url", llama_server.base_url,
+                           "--context-tokens", "2048", "--llm-timeout", "600"], capsys)
+    assert code == 0, err + out
+    shown = out.split("from your words:", 1)[1].splitlines()[0]
+    assert {"N=4", "algo=vdn", "steps=200000"} <= {part.strip() for part in shown.split(",")}, out
+    start = out.index("updated:\n{") + len("updated:\n")
+    spec = json.loads(out[start: out.index("\n}", start) + 2])
+    assert (spec["env_kwargs"]["N"], spec["algo"], spec["steps"]) == (4, "vdn", 200000)
+    assert not (tmp_path / "runs").exists()  # words are no run
