@@ -73,7 +73,8 @@ def parse_value(text: str) -> object:
     return text
 
 
-def _env_arg(text: str) -> tuple[str, object]:
+def env_arg(text: str) -> tuple[str, object]:
+    """`--env-arg KEY=VALUE` as (key, value); argparse's type for every command that takes it."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip().isidentifier():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
@@ -165,7 +166,7 @@ def _add_env_args(p: argparse.ArgumentParser) -> None:
         "--env-arg",
         dest="env_args",
         action="append",
-        type=_env_arg,
+        type=env_arg,
         default=[],
         metavar="KEY=VALUE",
         help="environment argument, repeatable (e.g. N=5, num_agent_neighbors=1)",

@@ -14,6 +14,7 @@ native and performance profiles (`app.study.combine`, the code `lero study --com
     python -m benchmarks.lero_table                     # everything (hours on 2 cores)
     python -m benchmarks.lero_table --tasks simple_spread --loop-algos mappo --algos mappo
     python -m benchmarks.lero_table --steps qmix=1000000,vdn=1000000 --seeds 10 --checkpoints 10
+    python -m benchmarks.lero_table --tasks vmas:balance --env-arg n_agents=4 --loop-algos mappo --algos mappo,qmix
 
 Resumable: run ids are fixed (`lero-table-<task>-<loop algo>`), an interrupted run is
 resumed, and every finished training is a cell file of its study, so the same command
@@ -25,12 +26,14 @@ native@Kx trainings touch no candidate, so they run once per task, not once per 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
+from lero.app.args import env_arg
 from lero.app.hooks import app_front
 from lero.app.study import PAPER_ALGOS, StudySpec, run_study
 from lero.app.study.combine import combine_studies, render_combined
@@ -39,6 +42,7 @@ from lero.app.study.stats import poi_verdict
 from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec
 from lero.graph.rundir import STUDIES_DIR, RunDir
 from lero.graph.runner import resume_run, start_run
+from lero.training.defaults import EVAL_EPISODES
 from lero.training.envs import ENV_NAMES
 
 LOOP_ALGOS = ("mappo", "qmix")
@@ -69,16 +73,28 @@ def budgets(text: str) -> dict[str, int]:
     return result
 
 
+def table_run_id(task: str, algo: str, env_args: dict[str, Any]) -> str:
+    """`lero-table-<task>-<algo>` (`vmas:navigation` -> `vmas-navigation`), then, when
+    `--env-arg` gave any, a digest of them: other env arguments make another run, never a
+    resumed one."""
+    run_id = f"lero-table-{task.replace(':', '-')}-{algo}"
+    if not env_args:
+        return run_id
+    return f"{run_id}-{hashlib.sha256(json.dumps(env_args, sort_keys=True).encode()).hexdigest()[:8]}"
+
+
 def ensure_run(task: str, algo: str, steps: int, args: argparse.Namespace) -> str:
     """The task's offline run with ALGO: started, resumed, or (finished) reused."""
-    run_id = f"lero-table-{task.replace(':', '-')}-{algo}"  # vmas:navigation -> vmas-navigation
+    env_args = dict(args.env_args)
+    run_id = table_run_id(task, algo, env_args)
     started = time.perf_counter()
     if (Path(args.runs_dir) / run_id).is_dir():
         outcome = resume_run(run_id, args.runs_dir, QuietUI(), front=app_front())
     else:
-        spec = RunSpec(llm="offline", env=task, algo=algo, steps=steps, sandbox=args.sandbox,
+        env_kwargs = {**RunSpec.default_env_kwargs(task), **env_args} if env_args else None
+        spec = RunSpec(llm="offline", env=task, env_kwargs=env_kwargs, algo=algo, steps=steps, sandbox=args.sandbox,
                        runs_dir=args.runs_dir, offline_prior=False, run_id=run_id,
-                       confirm_steps=0)  # the study's hrf+oef@10x vs native@10x asks it, with more seeds  # fmt: skip
+                       confirm_steps=0, max_parallel=args.max_parallel, eval_episodes=args.eval_episodes)  # the study's hrf+oef@10x vs native@10x asks it, with more seeds  # fmt: skip
         print(f"run {run_id}: offline designer, no prior, {algo} at {steps} steps", flush=True)
         outcome = start_run(spec, QuietUI(), front=app_front())
     print(f"run {run_id}: {outcome.status} ({time.perf_counter() - started:.0f} s)", flush=True)
@@ -175,6 +191,8 @@ def grid(rows: list[dict[str, Any]], arms: list[str]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", default=",".join(ENV_NAMES))
+    parser.add_argument("--env-arg", dest="env_args", action="append", type=env_arg, default=[], metavar="KEY=VALUE",
+                        help="every task's env argument, repeatable (vmas:balance: n_agents=4); part of the run ids")
     parser.add_argument("--loop-algos", default=",".join(LOOP_ALGOS), help="one offline run per task each")
     parser.add_argument("--algos", default=",".join(PAPER_ALGOS), help="studied algorithms")
     parser.add_argument("--steps", type=budgets, default={}, help=f"ALGO=STEPS,... (default {RunSpec().steps} each)")
@@ -184,6 +202,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoints", type=int, default=0,
                         help="interval checkpoints per training: the table then uses the absolute metric")
     parser.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
+    parser.add_argument("--max-parallel", type=int, default=None,
+                        help="concurrent training jobs (default: one per core); 1 on a shared machine")
+    parser.add_argument("--eval-episodes", type=int, default=EVAL_EPISODES,
+                        help="evaluation episodes per training, the loop's and the held-out ones")
     parser.add_argument("--sandbox", default="auto", choices=["auto", "docker", "process"])
     parser.add_argument("--out", type=Path, default=OUT, help="the JSON result, rewritten after each study")
     args = parser.parse_args(argv)
@@ -203,7 +225,8 @@ def main(argv: list[str] | None = None) -> None:
                       f"between the runs of {task}", flush=True)
                 study = run_study(
                     StudySpec(run_id=run_id, runs_dir=args.runs_dir, seeds=args.seeds, steps=steps_of(algo),
-                              algos=(algo,), variants=arms, sandbox=args.sandbox, checkpoints=args.checkpoints),
+                              algos=(algo,), variants=arms, sandbox=args.sandbox, checkpoints=args.checkpoints,
+                              max_parallel=args.max_parallel, eval_episodes=args.eval_episodes),
                     progress=lambda line: print(line, flush=True),
                 )  # fmt: skip
                 studies.setdefault(loop_algo, []).append(study)

@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import platform
-import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 import torch
 
+from benchmarks.alternation import add_rounds_option, timed_rounds, total_seconds
 from benchmarks.vs_jaxmarl import peer_config_from_yaml, peer_hparams
 from lero.training import TrainConfig, train
 from lero.training.bench import format_table
@@ -40,18 +40,11 @@ def same_weights(first: Any, second: Any) -> bool:
 def bench_row(name: str, cfg: TrainConfig, n_seeds: int, rounds: int) -> dict[str, Any]:
     """Train N_SEEDS seeds of CFG in one process and one after another, ROUNDS times each."""
     cfgs = [replace(cfg, seed=seed) for seed in range(n_seeds)]
-    seconds: dict[str, float] = {"one_process": 0.0, "one_after_another": 0.0}
-    identical = True
-    for round_ in range(rounds):
-        order = ("one_process", "one_after_another") if round_ % 2 == 0 else ("one_after_another", "one_process")
-        results = {}
-        for way in order:
-            started = time.perf_counter()
-            results[way] = train_seeds(cfgs, evaluation=False) if way == "one_process" else [
-                train(c, evaluation=False) for c in cfgs]  # fmt: skip
-            seconds[way] += time.perf_counter() - started
-        identical &= all(map(same_weights, results["one_process"], results["one_after_another"]))
-    steps = sum(r.steps for r in results["one_process"])
+    timed = timed_rounds({"one_process": lambda: train_seeds(cfgs, evaluation=False),
+                          "one_after_another": lambda: [train(c, evaluation=False) for c in cfgs]}, rounds)  # fmt: skip
+    seconds = total_seconds(timed)
+    identical = all(all(map(same_weights, r["one_process"][0], r["one_after_another"][0])) for r in timed)
+    steps = sum(result.steps for result in timed[-1]["one_process"][0])
     return {
         "row": name,
         "algo": cfg.algo,
@@ -68,9 +61,9 @@ def bench_row(name: str, cfg: TrainConfig, n_seeds: int, rounds: int) -> dict[st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_rounds_option(parser, default=2)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=300_000, help="env steps per seed")
-    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--jaxmarl-baseline", type=Path, help="JaxMARL's baselines/IPPO/ippo_ff_mpe.py")
     parser.add_argument("--json", type=Path, help="write the rows and the machine here")
     args = parser.parse_args(argv)

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.alternation import add_rounds_option, timed_rounds, total_seconds
 from lero.training.openmp import settle_openmp_wait
 
 settle_openmp_wait()
@@ -31,19 +32,19 @@ settle_openmp_wait()
 HORIZON = 100  # the adapter's default max_steps
 
 
-def run_adapter(env: Any, actions: Any, seconds: float) -> tuple[int, float]:
-    """Step lero's env with a cycling bank of actions [K, B, N]; (joint steps, wall s)."""
+def run_adapter(env: Any, actions: Any, seconds: float) -> int:
+    """Step lero's env with a cycling bank of actions [K, B, N] for SECONDS; joint steps."""
     steps, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds:
+    while time.perf_counter() - start < seconds:
         env.step(actions[steps % len(actions)])
         steps += 1
-    return steps * env.n_envs, elapsed
+    return steps * env.n_envs
 
 
-def run_vmas(env: Any, actions: list[list[Any]], seconds: float) -> tuple[int, float]:
-    """Step VMAS's own env with the same bank (per step: one [B] tensor per agent)."""
+def run_vmas(env: Any, actions: list[list[Any]], seconds: float) -> int:
+    """Step VMAS's own env with the same bank (per step: one [B] tensor per agent); joint steps."""
     steps, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds:
+    while time.perf_counter() - start < seconds:
         _, _, done, _ = env.step(actions[steps % len(actions)])
         if bool(done.all()):
             env.reset()
@@ -51,7 +52,7 @@ def run_vmas(env: Any, actions: list[list[Any]], seconds: float) -> tuple[int, f
             for index in done.nonzero().flatten().tolist():
                 env.reset_at(index, return_observations=False)
         steps += 1
-    return steps * env.num_envs, elapsed
+    return steps * env.num_envs
 
 
 def bench(scenario: str, n_envs: int, seconds: float, rounds: int, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -69,23 +70,17 @@ def bench(scenario: str, n_envs: int, seconds: float, rounds: int, kwargs: dict[
     ours.reset(seed=0)
     theirs.reset(seed=0)
     slice_s = seconds / (2 * rounds)
-    totals = {"lero": [0, 0.0], "vmas": [0, 0.0]}
-    round_ratios = []  # lero / vmas per round: its median resists a burst of load in one round
     load_before = os.getloadavg()[0]
     with torch.inference_mode():
         run_adapter(ours, bank, min(0.2, slice_s))  # warm-up
         run_vmas(theirs, vmas_bank, min(0.2, slice_s))
-        for index in range(rounds):
-            order = [("lero", run_adapter, ours, bank), ("vmas", run_vmas, theirs, vmas_bank)]
-            rates = {}
-            for name, run, env, actions in order if index % 2 == 0 else order[::-1]:
-                steps, wall = run(env, actions, slice_s)
-                totals[name][0] += steps
-                totals[name][1] += wall
-                rates[name] = steps / wall
-            round_ratios.append(rates["lero"] / rates["vmas"])
-    lero_rate = totals["lero"][0] / totals["lero"][1]
-    vmas_rate = totals["vmas"][0] / totals["vmas"][1]
+        timed = timed_rounds({"lero": lambda: run_adapter(ours, bank, slice_s),
+                              "vmas": lambda: run_vmas(theirs, vmas_bank, slice_s)}, rounds)  # fmt: skip
+    seconds_of = total_seconds(timed)
+    lero_rate = sum(r["lero"][0] for r in timed) / seconds_of["lero"]
+    vmas_rate = sum(r["vmas"][0] for r in timed) / seconds_of["vmas"]
+    # lero / vmas per round: its median resists a burst of load in one round
+    round_ratios = [(r["lero"][0] / r["lero"][1]) / (r["vmas"][0] / r["vmas"][1]) for r in timed]
     return {"scenario": scenario, "kwargs": kwargs, "n_envs": n_envs, "threads": torch.get_num_threads(),
             "lero_steps_per_s": lero_rate, "vmas_steps_per_s": vmas_rate, "ratio": lero_rate / vmas_rate,
             "ratio_median": statistics.median(round_ratios), "load": (load_before + os.getloadavg()[0]) / 2}
@@ -97,12 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-envs", type=int, nargs="+", default=[4096])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=10.0, help="measuring time per row, both sides")
-    parser.add_argument("--rounds", type=int, default=4)
+    add_rounds_option(parser, default=4)
     parser.add_argument("--n-agents", type=int, help="the scenario's n_agents (default: its own)")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(argv)
-    if args.seconds <= 0 or args.rounds < 1 or min(args.n_envs) < 1:
-        parser.error("--seconds, --rounds and --n-envs must be positive")
+    if args.seconds <= 0 or min(args.n_envs) < 1:
+        parser.error("--seconds and --n-envs must be positive")
     import torch
 
     from lero.training.bench import format_table

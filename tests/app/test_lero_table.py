@@ -62,3 +62,33 @@ def test_the_verdicts_say_the_gain_at_both_budgets_on_every_metric_nulls_include
                     "native@10x): return -11.40 no difference (P 0.33), coverage 0.65 higher (P 1.00).")
     (only_loop,) = verdicts(rows[:1])
     assert only_loop.endswith("at 10x: not measured.")
+
+
+def test_a_vmas_task_with_env_args_is_its_own_run() -> None:
+    from benchmarks.lero_table import table_run_id
+    from lero.graph.configuration import check_run_id
+
+    plain = table_run_id("vmas:navigation", "mappo", {})
+    assert plain == "lero-table-vmas-navigation-mappo"  # the runs of earlier sittings resume
+    three, four = (table_run_id("vmas:balance", "mappo", {"n_agents": n}) for n in (3, 4))
+    assert three != four and three.startswith("lero-table-vmas-balance-mappo-")
+    assert table_run_id("vmas:balance", "mappo", {"n_agents": 3, "max_steps": 50}) == table_run_id(
+        "vmas:balance", "mappo", {"max_steps": 50, "n_agents": 3})
+    assert all(check_run_id(r) for r in (plain, three, four))
+
+
+def test_the_table_starts_a_vmas_run_with_its_env_args(tmp_path: Path, monkeypatch) -> None:
+    import argparse
+    import types
+
+    from benchmarks import lero_table
+
+    started = []
+    monkeypatch.setattr(lero_table, "start_run", lambda spec, ui, front: started.append(spec) or types.SimpleNamespace(status="completed"))  # fmt: skip
+    args = argparse.Namespace(env_args=[("n_agents", 3)], runs_dir=str(tmp_path), sandbox="process",
+                              max_parallel=1, eval_episodes=16)  # fmt: skip
+    run_id = lero_table.ensure_run("vmas:navigation", "mappo", 1000, args)
+    (spec,) = started
+    assert spec.run_id == run_id == lero_table.table_run_id("vmas:navigation", "mappo", {"n_agents": 3})
+    assert spec.env == "vmas:navigation" and spec.env_kwargs["n_agents"] == 3
+    assert (spec.max_parallel, spec.eval_episodes, spec.steps) == (1, 16, 1000)
