@@ -77,7 +77,7 @@ def ensure_run(task: str, algo: str, steps: int, args: argparse.Namespace) -> st
         outcome = resume_run(run_id, args.runs_dir, QuietUI(), front=app_front())
     else:
         spec = RunSpec(llm="offline", env=task, algo=algo, steps=steps, sandbox=args.sandbox,
-                       runs_dir=args.runs_dir, offline_prior=False, run_id=run_id,
+                       runs_dir=args.runs_dir, offline_prior=False, run_id=run_id, max_parallel=args.max_parallel,
                        confirm_steps=0)  # the study's hrf+oef@10x vs native@10x asks it, with more seeds  # fmt: skip
         print(f"run {run_id}: offline designer, no prior, {algo} at {steps} steps", flush=True)
         outcome = start_run(spec, QuietUI(), front=app_front())
@@ -185,6 +185,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="interval checkpoints per training: the table then uses the absolute metric")
     parser.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
     parser.add_argument("--sandbox", default="auto", choices=["auto", "docker", "process"])
+    parser.add_argument("--max-parallel", type=int, default=None,
+                        help="concurrent jobs in the runs and studies (default: one per core)")
     parser.add_argument("--out", type=Path, default=OUT, help="the JSON result, rewritten after each study")
     args = parser.parse_args(argv)
     split = lambda text: [x.strip() for x in text.split(",") if x.strip()]  # noqa: E731
@@ -203,7 +205,8 @@ def main(argv: list[str] | None = None) -> None:
                       f"between the runs of {task}", flush=True)
                 study = run_study(
                     StudySpec(run_id=run_id, runs_dir=args.runs_dir, seeds=args.seeds, steps=steps_of(algo),
-                              algos=(algo,), variants=arms, sandbox=args.sandbox, checkpoints=args.checkpoints),
+                              algos=(algo,), variants=arms, sandbox=args.sandbox, checkpoints=args.checkpoints,
+                              max_parallel=args.max_parallel),
                     progress=lambda line: print(line, flush=True),
                 )  # fmt: skip
                 studies.setdefault(loop_algo, []).append(study)
