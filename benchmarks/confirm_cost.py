@@ -10,7 +10,9 @@ runs dir but the last: a default offline run with `--confirm-steps 0` (the refer
 same with the default confirmation (3x `--steps`, best candidate and native, 3 seeds: a
 first run, nothing cached), and the same again with another designer seed in that runs dir
 (native's confirmation from `.shared-cache/`, the candidate's trained). Each ratio is wall
-time over the reference's; the load average is recorded around every run.
+time over the reference's; the load average is recorded around every run. On a machine whose
+load changes between runs, each confirmed run's `in_run_ratio` (its wall time over its own
+time before the confirmation, from its events) is the steadier figure.
 
 `--compare-fitness N`: for designer seeds 0..N-1, an offline run with `--fitness final` and
 one with `--fitness auc`, each confirmed at `--confirm-steps` (default 10x `--steps`): the
@@ -46,7 +48,8 @@ COST_NATIVE_CACHED = 1.40  # ... and a later one, native's seeds from the shared
 
 
 def timed_run(spec: RunSpec) -> dict[str, Any]:
-    """One run to its end: wall seconds, load around it, the confirmation's verdict."""
+    """One run to its end: wall seconds, load around it, the confirmation's verdict and the
+    seconds from its start to the run's last event (`confirm_stage`)."""
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     outcome = start_run(spec, QuietUI(), front=app_front())
@@ -54,7 +57,21 @@ def timed_run(spec: RunSpec) -> dict[str, Any]:
     run = load_run(outcome.run_dir)
     confirmation = confirmation_verdict(run, summarize(run)["confirmation"])
     return {"run_id": spec.run_id, "status": outcome.status, "wall_s": wall,
-            "load": (load_before + os.getloadavg()[0]) / 2, "confirmation": confirmation}  # fmt: skip
+            "load": (load_before + os.getloadavg()[0]) / 2, "confirmation": confirmation,
+            **confirm_stage(run.events)}  # fmt: skip
+
+
+def confirm_stage(events: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Seconds of the run before the confirmation (`loop_s`, from the first event) and in it
+    (`confirm_s`, from `confirm_started` to the last event; None without one), and
+    `in_run_ratio` = total / loop: the confirmation's cost measured inside one run, so a
+    change of load between two runs does not enter it."""
+    stamps = [e["ts"] for e in events if isinstance(e.get("ts"), int | float)]
+    start = next((e["ts"] for e in events if e.get("event") == "confirm_started"), None)
+    if not stamps or start is None:
+        return {"loop_s": None, "confirm_s": None, "in_run_ratio": None}
+    loop_s, confirm_s = start - stamps[0], stamps[-1] - start
+    return {"loop_s": loop_s, "confirm_s": confirm_s, "in_run_ratio": (loop_s + confirm_s) / loop_s if loop_s > 0 else None}
 
 
 def cost(base: dict[str, Any], seeds: int) -> dict[str, Any]:
