@@ -103,6 +103,7 @@ def compare_fitness(base: dict[str, Any], seeds: int, confirm_steps: int) -> dic
                 run = timed_run(RunSpec(**base, designer_seed=seed, fitness=fitness, confirm_steps=confirm_steps,
                                         runs_dir=str(folder), run_id=f"{fitness}-{seed}"))  # fmt: skip
                 rows.append(fitness_row(seed, fitness, run))
+                print(json.dumps(rows[-1], default=str), flush=True)  # a sitting cut short keeps its rows
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return {"confirm_steps": confirm_steps, "rows": rows}
