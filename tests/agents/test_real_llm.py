@@ -16,6 +16,7 @@ from lero.agents.checks import state_names
 from lero.agents.designer import Designer
 from lero.agents.extract import CUT_OFF
 from lero.agents.offline.schema import design_schema
+from lero.agents.probe import count_tokens
 from lero.agents.structured import OUTSIDE_SCHEMA, failure_kind
 from lero.agents.types import VERDICTS, Elite
 from lero.graph.configuration import RunSpec
@@ -74,6 +75,16 @@ def test_a_prompt_the_real_server_refuses_is_shortened_until_it_fits(llama_serve
     assert first["status"] == "ok" and first["shortened"][0] == "env_description"
     assert first["prompt_tokens"] + first["max_tokens"] <= llama_server.n_ctx  # counted by the server
     assert "Only `math`, `numpy` and" in first["prompt"][0]["content"]  # the contract stays whole
+
+
+def test_the_real_server_counts_a_prompts_tokens_before_it_is_sent(real_server):
+    """llama-cpp-python's `/extras/tokenize/count` gives the count its chat completion then
+    reports for the same text, less the chat template's few tokens."""
+    text = GOOD_MODULE
+    counted = count_tokens(real_server.base_url, real_server.model_id, text)
+    body = {"model": real_server.model_id, "messages": [{"role": "user", "content": text}], "max_tokens": 1}
+    usage = httpx.post(real_server.base_url + "/chat/completions", json=body, timeout=600).json()["usage"]
+    assert counted is not None and 0 <= usage["prompt_tokens"] - counted <= 16
 
 
 # ---------------------------------------------------------------- structured and edit design, both models
