@@ -148,23 +148,25 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--seeds", type=int, default=1, help="training seeds per candidate (the same in every arm)")
     parser.add_argument("--context-tokens", type=int, default=2048)
     parser.add_argument("--sandbox", default="process", choices=("process", "docker"))
+    parser.add_argument("--order", default="seed", choices=("seed", "arm"),
+                        help="seed: every arm for one seed, then the next (load drifts alike); arm: one arm's seeds at a time")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     models = dict(arm.split("=", 1) for arm in args.arm)
     arms = [RANDOM, *models]
     started = {"uptime": uptime(), "time": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    order = ([(seed, arm) for seed in range(args.designer_seeds) for arm in arms] if args.order == "seed"
+             else [(seed, arm) for arm in arms for seed in range(args.designer_seeds)])
     runs = []
-    for seed in range(args.designer_seeds):  # arms interleaved, so load drifts over all of them alike
-        for arm in arms:
-            run = one_run(arm, models.get(arm), seed, args)
-            runs.append(run)
-            print(f"{arm} seed {seed}: {run['status']}, best {run.get('best')}, "
-                  f"generations {[(g['valid'], g['best_fitness']) for g in run['generations']]}", flush=True)
-    result = {"env": ENV, "budget": {k: getattr(args, k) for k in ("generations", "population", "steps", "seeds",
-                                                                   "designer_seeds", "sandbox")},
-              "started": started, "ended": {"uptime": uptime(), "time": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())},
-              "cpu_count": os.cpu_count(), "runs": runs}
-    result["arms"] = summary(runs, arms, args.generations)
+    for seed, arm in order:
+        run = one_run(arm, models.get(arm), seed, args)
+        runs.append(run)
+        print(f"{arm} seed {seed}: {run['status']}, best {run.get('best')}, "
+              f"generations {[(g['valid'], g['best_fitness']) for g in run['generations']]}", flush=True)
+        result = {"env": ENV, "budget": {k: getattr(args, k) for k in ("generations", "population", "steps", "seeds",
+                                                                       "designer_seeds", "sandbox", "order")},
+                  "started": started, "ended": {"uptime": uptime(), "time": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())},
+                  "cpu_count": os.cpu_count(), "runs": runs, "arms": summary(runs, arms, args.generations)}
+        if args.out is not None:  # after every run: an interrupted ablation keeps what it measured
+            args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(table(result))
-    if args.out is not None:
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
