@@ -79,12 +79,13 @@ def test_a_prompt_the_real_server_refuses_is_shortened_until_it_fits(llama_serve
 
 def test_the_real_server_counts_a_prompts_tokens_before_it_is_sent(real_server):
     """llama-cpp-python's `/extras/tokenize/count` gives the count its chat completion then
-    reports for the same text, less the chat template's few tokens."""
+    reports for the same text, less the chat template's tokens (SmolLM2's adds a default
+    system message: 30 tokens)."""
     text = GOOD_MODULE
     counted = count_tokens(real_server.base_url, real_server.model_id, text)
     body = {"model": real_server.model_id, "messages": [{"role": "user", "content": text}], "max_tokens": 1}
     usage = httpx.post(real_server.base_url + "/chat/completions", json=body, timeout=600).json()["usage"]
-    assert counted is not None and 0 <= usage["prompt_tokens"] - counted <= 16
+    assert counted is not None and 0 <= usage["prompt_tokens"] - counted <= 40
 
 
 # ---------------------------------------------------------------- structured and edit design, both models
