@@ -50,7 +50,7 @@ from lero.agents.fit import (
     messages_tokens,
     reply_room,
 )
-from lero.agents.probe import Window, context_window, server_busy
+from lero.agents.probe import Window, context_window, count_tokens, server_busy
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +222,7 @@ class ChatModel:
         self._structured_form: str | None = None  # probed on the first request with a schema
         self.chars_per_token = CHARS_PER_TOKEN  # measured from the server's usage once it counts
         self._measured: float | None = None
+        self._tokenizer_asked = False  # the server's tokenizer is asked once, before the first fit
         self._api_key = cfg.api_key.get_secret_value() if cfg.api_key else None
         self.client = ChatOpenAI(
             model=cfg.model,
@@ -249,8 +250,22 @@ class ChatModel:
         """The role's messages, shortened in the stated priority to leave the reply its room.
         PromptTooLarge when even the parts that cannot be shortened (the contract, the code
         under review) do not fit: a failure of this one request, not of the run."""
+        if not self._tokenizer_asked:
+            self._count_with_server(fit(role, system, template, values, None).messages)
         budget = self.window().tokens - self.reply_tokens()
         return fit(role, system, template, values, budget, self.chars_per_token)
+
+    def _count_with_server(self, messages: Sequence[BaseMessage]) -> None:
+        """Characters per token from the server's tokenizer on the first prompt, before it is
+        sent: on a small window the 3.2 estimate leaves an edit request no room for its
+        starting module until a reply's usage has counted a prompt. No tokenizer route: the
+        estimate, then the usage, as before."""
+        self._tokenizer_asked = True
+        text = "".join(_text(m) for m in messages)
+        counted = count_tokens(self.cfg.base_url, self.cfg.model, text, self._api_key)
+        if counted is not None:
+            log.info("the server's tokenizer counts %d tokens in %d characters", counted, len(text))
+            self._measure(len(text), counted)
 
     # -- requests
 

@@ -1,4 +1,5 @@
-"""What an OpenAI-compatible server says about itself: its context window, and whether it is busy.
+"""What an OpenAI-compatible server says about itself: its context window, its tokenizer's
+count of a text, and whether it is busy.
 
 Only some servers say. llama.cpp's own `llama-server` answers `GET /props` with
 `default_generation_settings.n_ctx` and `GET /slots` with each slot's `is_processing`;
@@ -17,6 +18,7 @@ import httpx
 
 DEFAULT_CONTEXT_TOKENS = 4096  # the smallest window common local servers run with by default
 PROBE_TIMEOUT_S = 5.0
+TOKENIZE_ROUTES = (("/tokenize", "content", "tokens"), ("/extras/tokenize/count", "input", "count"))  # (path, field, answer)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,27 @@ def context_window(
     if setting:
         return Window(setting, "context_tokens setting")
     return Window(DEFAULT_CONTEXT_TOKENS, "default")
+
+
+def count_tokens(base_url: str | None, model: str | None, text: str, api_key: str | None = None) -> int | None:
+    """The server's own token count of `text` (no chat template), or None where it has no
+    tokenizer route: llama.cpp's `llama-server` answers `POST /tokenize` {"content"} with
+    its tokens, llama-cpp-python's server `POST /extras/tokenize/count` {"input"} with a count."""
+    if not base_url:
+        return None
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    for path, field, answer in TOKENIZE_ROUTES:
+        try:
+            response = httpx.post(server_root(base_url) + path, json={field: text, "model": model},
+                                  headers=headers, timeout=PROBE_TIMEOUT_S)
+            body = response.json() if response.is_success else None
+        except (httpx.HTTPError, ValueError):
+            body = None
+        value = body.get(answer) if isinstance(body, dict) else None
+        count = len(value) if isinstance(value, list) and value else _positive_int(value)
+        if count:
+            return count
+    return None
 
 
 def server_busy(base_url: str | None, api_key: str | None = None) -> bool | None:

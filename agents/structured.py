@@ -19,10 +19,7 @@ from lero.agents.extract import CUT_OFF, without_thinking
 from lero.agents.fit import PromptTooLarge
 from lero.agents.llm import BudgetExceeded, ChatModel, LLMError
 from lero.agents.offline.designer import OfflineDesigner
-from lero.agents.offline.generic import FEATURES as GENERIC_FEATURES
-from lero.agents.offline.generic import TERMS as GENERIC_TERMS
-from lero.agents.offline.render import FEATURE_MEANING, TERM_MEANING
-from lero.agents.offline.schema import GENERIC, DesignSchema, design_schema, schema_errors
+from lero.agents.offline.schema import DesignSchema, design_schema, schema_errors
 from lero.agents.templates import render
 from lero.agents.types import Draft, Elite, Problem, Review, request_slots
 
@@ -72,8 +69,7 @@ def design_draft(reply: str, cut_off: bool, schema: DesignSchema, origin: str) -
 def grammar_text(schema: DesignSchema) -> str:
     """The choices the schema offers, each with what it means (for the prompt)."""
     properties = schema.schema["properties"]
-    meanings = {**TERM_MEANING, **FEATURE_MEANING} if schema.grammar != GENERIC else {
-        **{k: v[3] for k, v in GENERIC_TERMS.items()}, **{k: v[1] for k, v in GENERIC_FEATURES.items()}}
+    meanings = schema.meanings()
     goals = properties["goal"]["properties"]["kind"]["enum"]
     lines = ["Goal terms (`goal.kind`, one of them is required; they measure the task itself):",
              *(f"- {k}: {meanings[k]}" for k in goals),

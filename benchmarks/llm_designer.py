@@ -18,6 +18,9 @@ task, critic and debugger included) and the failure kinds seen.
         [--tasks simple_spread,simple_reference,simple_speaker_listener] [--rounds 4] \
         [--design code|edit|structured] [--context-tokens 2048] [--record tests/agents/fixtures/smollm2]
 
+`--ablation` instead measures what the model adds over the grammar's random draws
+(benchmarks/designer_ablation.py, which lists its own flags).
+
 `--record DIR` keeps every request's role, prompt, reply and finish reason as JSON files
 (the test data of tests/agents/test_recorded_replies.py). Validation runs in the process
 sandbox (real validation, weaker isolation than Docker): use `--sandbox docker` elsewhere.
@@ -27,11 +30,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks import designer_ablation
 from lero.agents import Draft, LLMConfig, LLMError, check_candidate, make_team
 from lero.agents.checks import state_names
 from lero.agents.extract import CUT_OFF
@@ -150,6 +155,9 @@ def table(tallies: dict[str, TaskTally], model: str, design: str) -> str:
 
 
 def main() -> None:
+    if "--ablation" in sys.argv[1:]:  # what the model adds: its own flags (benchmarks/designer_ablation.py)
+        designer_ablation.main([arg for arg in sys.argv[1:] if arg != "--ablation"])
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--model", required=True)

@@ -27,10 +27,11 @@ from lero.agents.offline.generic import Vocabulary
 from lero.agents.offline.generic_designer import GenericDesigner
 from lero.agents.offline.genome import FEATURE_SLOTS, GENOME_TAG, TASK_TERMS, Genome, genome_of
 from lero.agents.offline.render import gene_at_line, render
+from lero.agents.offline.task_grammars import TASK_GRAMMARS
 from lero.agents.offline.vocabulary import apply_edits, apply_once, parse_edits
 from lero.agents.types import Draft, Elite, Problem, Review, exploit_parents
 
-GRAMMARS = ("simple_spread",)  # task grammars (genome.py); a task naming none gets the generic one
+GRAMMARS = ("simple_spread",)  # task grammars of genome.py; task_grammars.py's build on the generic genome
 CROSSOVER = 0.4  # chance that a further refinement of an elite also inherits from another
 MAX_TRIES_PER_CHILD = 50
 GENOME_TAGS = (GENOME_TAG, generic.GENOME_TAG)
@@ -66,7 +67,7 @@ class OfflineDesigner:
         """
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        if task.task_spec.grammar is None:
+        if on_generic_genome(task):
             return self.generic.design(task, k, elites, feedback, exploit)
         _check_task(task)
         rng = self.rng("design", k, exploit, sorted(e.code for e in elites), feedback or "")
@@ -101,7 +102,7 @@ class OfflineDesigner:
         word of the vocabulary matches, the design stays as it is and the reply says so.
         The generic grammar has no vocabulary: there the review gets one mutation.
         """
-        if task.task_spec.grammar is None:
+        if on_generic_genome(task):
             return self.generic.revise(task, code, review)
         _check_task(task)
         genome = genome_of(code)
@@ -163,7 +164,7 @@ class OfflineDebugger:
     def repair(
         self, task: Problem, code: str, error: str, history: list[tuple[str, str]]
     ) -> Draft:
-        if task.task_spec.grammar is None:
+        if on_generic_genome(task):
             return self.designer.generic.repair(task, code, error, history)
         _check_task(task)
         tried = {code, *(earlier for earlier, _ in history)}
@@ -204,7 +205,7 @@ def sampled_module(task: Problem, rng: random.Random) -> str:
     docstring listing the genes, no genome line (an edit request's starting point: the
     module it returns is no longer the draw, and a small window has room for little more
     than the code). Greedy assignment: its helper is a few lines, the optimal one a page."""
-    if task.task_spec.grammar is None:
+    if on_generic_genome(task):
         vocab = Vocabulary.of(task)
         code = generic.render(generic.sample(rng, vocab), vocab)
     else:
@@ -249,11 +250,17 @@ def _without_culprit(genome: Genome, code: str, error: str, prior: bool = True) 
     return None, ""
 
 
+def on_generic_genome(task: Problem) -> bool:
+    """Whether `task`'s designs are generic genomes (no grammar, or one of task_grammars.py)
+    rather than genome.py's; ValueError for a grammar lero does not know."""
+    grammar = task.task_spec.grammar
+    if grammar is not None and grammar not in GRAMMARS and grammar not in TASK_GRAMMARS:
+        known = ", ".join([*GRAMMARS, *TASK_GRAMMARS])
+        raise ValueError(f"the offline designer has no grammar {grammar!r} (known: {known}, or None for the generic one)")
+    return grammar is None or grammar in TASK_GRAMMARS
+
+
 def _check_task(task: Problem) -> None:
-    if task.task_spec.grammar not in GRAMMARS:
-        raise ValueError(
-            f"the offline designer has no grammar {task.task_spec.grammar!r} (known: {', '.join(GRAMMARS)}, or None for the generic one)"
-        )
     if "landmark_rel" not in task.obs_layout:
         raise ValueError(
             "the offline designer needs Problem.obs_layout with a 'landmark_rel' slot"

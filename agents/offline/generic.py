@@ -1,7 +1,9 @@
 """The generic grammar: offline candidates for any task, derived from its state fields.
 
-Used when the environment names no grammar of its own (``TaskSpec.grammar is None``).
-What the task offers decides which genes exist (`Vocabulary`):
+Used when the environment names no grammar of its own (``TaskSpec.grammar is None``), and
+under the task grammars of `task_grammars.py`, which add their own goal, communication
+and feature genes to the env-reward terms here. What the task offers decides which genes
+exist (`Vocabulary`):
 
 - reward terms on the environment's own reward, always: ``env`` (own reward), ``team_mean``
   and ``team_min`` (shared, [B]), ``others_mean`` (the other agents' mean: altruism);
@@ -23,10 +25,11 @@ import math
 import random
 import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lero.agents.offline.genome import WEIGHT_MAX
 from lero.agents.offline.render import gene_at_line
+from lero.agents.offline.task_grammars import TASK_GRAMMARS
 from lero.agents.types import Problem
 
 GENOME_TAG = "# lero-generic-genome: "
@@ -89,18 +92,32 @@ FEATURES: dict[str, tuple[str, str]] = {  # name -> (expression on obs [M, D], m
 }
 
 
+TERM_ORDER = tuple(dict.fromkeys([*TERMS, *(k for g in TASK_GRAMMARS.values() for k in g.terms)]))
+FEATURE_ORDER = tuple(dict.fromkeys([*FEATURES, *(f for g in TASK_GRAMMARS.values() for f in g.features)]))
+GOALS = frozenset([*TASK_TERMS, *(k for g in TASK_GRAMMARS.values() for k in g.goals)])
+
+
 @dataclass(frozen=True)
 class Vocabulary:
-    """The genes one task offers, and the state fields the distance terms read."""
+    """The genes one task offers, and the state fields the distance terms read. Under a
+    task grammar (`grammar`), its goal and message terms and its features, with the
+    task's constants and obs columns filled in (`task_terms`, `task_features`)."""
 
     terms: tuple[str, ...]
     features: tuple[str, ...]
     agent_pos: str | None = None
     agent_vel: str | None = None
     target_pos: str | None = None
+    grammar: str | None = None
+    goals: tuple[str, ...] = TASK_TERMS
+    task_terms: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # kind -> (shape, raw, meaning)
+    task_features: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (expression, meaning)
+    feature_setup: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, task: Problem) -> Vocabulary:
+        if task.task_spec.grammar in TASK_GRAMMARS:
+            return cls._of_grammar(task)
         fields = {f.name: _dims(f.shape) for f in task.task_spec.state_fields}
         per_agent = {
             name for name, dims in fields.items() if dims[1:2] in (["N"], [str(task.n_agents)])
@@ -116,6 +133,37 @@ class Vocabulary:
         terms = tuple(k for k, spec in TERMS.items() if spec[0] in have and k not in reserved)
         features = tuple(f for f in FEATURES if f != "pair_norms" or task.obs_dim >= 2)
         return cls(terms, features, agent_pos, agent_vel, target_pos)
+
+    @classmethod
+    def _of_grammar(cls, task: Problem) -> Vocabulary:
+        """The env-reward terms plus the task grammar's genes, filled in for this task."""
+        grammar = TASK_GRAMMARS[task.task_spec.grammar]
+        missing = [slot for slot in grammar.slots if slot not in task.obs_layout]
+        if missing:
+            raise ValueError(f"the {grammar.name} grammar needs obs_layout slot(s) {missing}")
+        slots = {name: f"{start}:{end}" for name, (start, end) in task.obs_layout.items()}
+        notes = task.task_spec.notes
+        task_terms = {k: (shape, raw.format(**notes), meaning) for k, (shape, raw, meaning) in grammar.terms.items()}
+        task_features = {f: (code.format(**slots), meaning) for f, (code, meaning) in grammar.features.items()}
+        own_reward = tuple(k for k, spec in TERMS.items() if spec[0] == "")
+        return cls(terms=(*own_reward, *grammar.terms), features=tuple(grammar.features), grammar=grammar.name,
+                   goals=(*TASK_TERMS, *grammar.goals), task_terms=task_terms, task_features=task_features,
+                   feature_setup=tuple(line.format(**slots) for line in grammar.feature_setup))
+
+    def term(self, kind: str) -> tuple[str, str, str]:
+        """(shape, raw expression, meaning) of a reward term of this vocabulary."""
+        if kind in self.task_terms:
+            return self.task_terms[kind]
+        _, shape, raw, meaning = TERMS[kind]
+        return shape, raw, meaning
+
+    def feature(self, name: str) -> tuple[str, str]:
+        """(expression on obs, meaning) of an observation feature of this vocabulary."""
+        return self.task_features.get(name) or FEATURES[name]
+
+    def meanings(self) -> dict[str, str]:
+        """Every gene's meaning in words (for prompts)."""
+        return {**{k: self.term(k)[2] for k in self.terms}, **{f: self.feature(f)[1] for f in self.features}}
 
 
 def _dims(shape: str) -> list[str]:
@@ -143,10 +191,10 @@ class GenericGenome:
     def build(
         cls, terms: dict[str, tuple[float, str]], features: set[str] | tuple[str, ...]
     ) -> GenericGenome:
-        if not any(kind in terms for kind in TASK_TERMS):
-            raise ValueError(f"a generic genome needs a task term ({', '.join(TASK_TERMS)})")
-        ordered = tuple((k, round(min(terms[k][0], WEIGHT_MAX), 4), terms[k][1]) for k in TERMS if k in terms)
-        return cls(ordered, tuple(f for f in FEATURES if f in set(features)))
+        if not any(kind in terms for kind in GOALS):
+            raise ValueError(f"a generic genome needs a task term ({', '.join(sorted(GOALS))})")
+        ordered = tuple((k, round(min(terms[k][0], WEIGHT_MAX), 4), terms[k][1]) for k in TERM_ORDER if k in terms)
+        return cls(ordered, tuple(f for f in FEATURE_ORDER if f in set(features)))
 
     def term_map(self) -> dict[str, tuple[float, str]]:
         return {kind: (weight, schedule) for kind, weight, schedule in self.terms}
@@ -158,21 +206,25 @@ class GenericGenome:
         )
 
     @classmethod
-    def of_code(cls, code: str) -> GenericGenome | None:
-        """The genome a generic module embeds; None for any other code."""
+    def of_code(cls, code: str, vocab: Vocabulary) -> GenericGenome | None:
+        """The genome a generic module embeds, kept to `vocab`'s genes; None for any other code."""
         for line in code.splitlines():
             if line.startswith(GENOME_TAG):
                 try:
                     body = json.loads(line[len(GENOME_TAG) :])
-                    terms = {str(k): (float(w), str(s)) for k, w, s in body["terms"]}
-                    return cls.build(terms, tuple(body["features"]))
+                    terms = {str(k): (float(w), str(s)) for k, w, s in body["terms"] if k in vocab.terms}
+                    return cls.build(terms, tuple(f for f in body["features"] if f in vocab.features))
                 except (ValueError, KeyError, TypeError):
                     return None
         return None
 
 
 def prior(vocab: Vocabulary) -> GenericGenome:
-    """The first guess: own reward mixed with the team's, a fading distance hint when there is one."""
+    """The first guess: own reward mixed with the team's, a fading distance hint when there is
+    one; a task grammar's own first guess under a task grammar."""
+    if vocab.grammar is not None:
+        grammar = TASK_GRAMMARS[vocab.grammar]
+        return GenericGenome.build(grammar.prior_terms, grammar.prior_features)
     terms = {"env": (0.5, "constant"), "team_mean": (0.5, "constant")}
     if "target_nearest" in vocab.terms:
         terms["target_nearest"] = (0.3, "ramp_down")
@@ -182,7 +234,7 @@ def prior(vocab: Vocabulary) -> GenericGenome:
 
 def sample(rng: random.Random, vocab: Vocabulary) -> GenericGenome:
     """A fresh sample: one task term, up to two others, one to three features."""
-    task = rng.choice(TASK_TERMS)
+    task = rng.choice(vocab.goals)
     others = [k for k in vocab.terms if k != task]
     extras = rng.sample(others, k=min(len(others), rng.randint(0, 2)))
     terms = {kind: (_weight(rng), rng.choice(SCHEDULES)) for kind in extras}
@@ -215,7 +267,7 @@ def mutate(
                 genome, {**terms, added: (_weight(rng), rng.choice(SCHEDULES))}
             ), f"added {added}"
         rest = {k: v for k, v in terms.items() if k != kind}
-        if move == "drop" and any(k in TASK_TERMS for k in rest):
+        if move == "drop" and any(k in GOALS for k in rest):
             return _with(genome, rest), f"dropped {kind}"
         if move == "feature":
             feature = rng.choice(vocab.features)
@@ -236,8 +288,8 @@ def crossover(first: GenericGenome, second: GenericGenome, rng: random.Random) -
         for k in {*a, *b}
         if (k in a and k in b) or rng.random() < 0.5
     }
-    if not any(k in TASK_TERMS for k in terms):
-        terms.update({k: v for k, v in a.items() if k in TASK_TERMS})
+    if not any(k in GOALS for k in terms):
+        terms.update({k: v for k, v in a.items() if k in GOALS})
     features = {f for f in {*first.features, *second.features} if rng.random() < 0.5} or set(
         first.features
     )
@@ -256,7 +308,7 @@ def guided(genome: GenericGenome, stats: dict[str, dict]) -> tuple[GenericGenome
     for kind in [k for k in terms if k in stats]:
         low, high, mean = (float(stats[kind][key]) for key in ("min", "max", "mean"))
         rest = {k: v for k, v in terms.items() if k != kind}
-        if high - low <= NEAR_CONSTANT * max(1.0, abs(mean)) and any(k in TASK_TERMS for k in rest):
+        if high - low <= NEAR_CONSTANT * max(1.0, abs(mean)) and any(k in GOALS for k in rest):
             terms = rest
             notes.append(f"{kind} was near constant: dropped")
     return _with(genome, terms), notes
@@ -266,12 +318,12 @@ def render(genome: GenericGenome, vocab: Vocabulary) -> str:
     """The candidate module: a docstring listing the genes, the genome tag, both functions."""
     kinds = {kind for kind, _, _ in genome.terms}
     header = [
-        '"""Hybrid reward and observation enhancement written by lero\'s offline designer (generic grammar).',
+        f'"""Hybrid reward and observation enhancement written by lero\'s offline designer ({vocab.grammar or "generic"} grammar).',
         "",
         "Reward terms (weight, schedule):",
-        *(f"- {k} ({w:+.3g}, {s}): {TERMS[k][3]}" for k, w, s in genome.terms),
+        *(f"- {k} ({w:+.3g}, {s}): {vocab.term(k)[2]}" for k, w, s in genome.terms),
         "Observation features (from the agent's own obs):",
-        *(f"- {f}: {FEATURES[f][1]}" for f in genome.features),
+        *(f"- {f}: {vocab.feature(f)[1]}" for f in genome.features),
         '"""',
         f"{GENOME_TAG}{genome.to_json()}",
         "import torch",
@@ -296,12 +348,14 @@ def render(genome: GenericGenome, vocab: Vocabulary) -> str:
         ]
     if "speed" in kinds:
         reward.append(f'    agent_vel = ctx.state["{vocab.agent_vel}"]  # [B, N, k]')
+    if kinds & set(vocab.task_terms):
+        reward += [f"    {line}" for line in TASK_GRAMMARS[vocab.grammar].reward_setup]
     reward.append("    components = {}")
     for kind, weight, schedule in genome.terms:
-        raw = TERMS[kind][2]
+        shape, raw, _ = vocab.term(kind)
         reward += [
             f"    # term: {kind}",
-            f'    components["{kind}"] = ({weight!r} * {SCHEDULE_FACTOR[schedule]}({raw})).float()  # {TERMS[kind][1]}',
+            f'    components["{kind}"] = ({weight!r} * {SCHEDULE_FACTOR[schedule]}({raw})).float()  # {shape}',
         ]
     reward += [
         "    reward = torch.zeros_like(ctx.env_reward)  # [B, N]",
@@ -313,10 +367,12 @@ def render(genome: GenericGenome, vocab: Vocabulary) -> str:
         "def enhance_observation(obs):",
         '    """Append features of this agent\'s own observation [M, D] -> [M, D + k]."""',
         "    M, D = obs.shape",
-        "    features = []",
     ]
+    if set(genome.features) & set(vocab.task_features):
+        oef += [f"    {line}" for line in vocab.feature_setup]
+    oef.append("    features = []")
     for feature in genome.features:
-        oef += [f"    # feature: {feature}", f"    features.append({FEATURES[feature][0]})"]
+        oef += [f"    # feature: {feature}", f"    features.append({vocab.feature(feature)[0]})"]
     oef.append("    return torch.cat([obs, *features], dim=-1)")
     return "\n\n\n".join(["\n".join(header), "\n".join(reward), "\n".join(oef)]) + "\n"
 
@@ -336,7 +392,7 @@ def without_culprit(
             return GenericGenome.build(
                 terms, features - {name}
             ), f"dropped feature {name} (line {number} failed)"
-        if kind == "term" and any(k in TASK_TERMS for k in rest):
+        if kind == "term" and any(k in GOALS for k in rest):
             return _with(genome, rest), f"dropped term {name} (line {number} failed)"
     return None, ""
 

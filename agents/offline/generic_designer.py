@@ -35,7 +35,7 @@ class GenericDesigner:
             "generic-design", task.env_name, k, exploit, sorted(e.code for e in elites), feedback or ""
         )
         ranked = sorted(elites, key=lambda e: e.fitness, reverse=True)
-        parents = [(e, g) for e in ranked if (g := GenericGenome.of_code(e.code)) is not None]
+        parents = [(e, g) for e in ranked if (g := GenericGenome.of_code(e.code, vocab)) is not None]
         refine = exploit_parents([elite for elite, _ in parents], min(exploit, k), len(parents))
         seen = self.proposed | {g for _, g in parents}
         children: dict[GenericGenome, Draft] = {}
@@ -79,7 +79,7 @@ class GenericDesigner:
         """One mutation of the reviewed design (a fresh sample when the code is not ours)."""
         vocab = Vocabulary.of(task)
         rng = self.rng("generic-revise", code, review.text)
-        genome = GenericGenome.of_code(code)
+        genome = GenericGenome.of_code(code, vocab)
         if genome is None:
             return draft(
                 generic.sample(rng, vocab),
@@ -96,7 +96,7 @@ class GenericDesigner:
         """Drop the gene the traceback points at, else an untried fresh sample."""
         vocab = Vocabulary.of(task)
         tried = {code, *(earlier for earlier, _ in history)}
-        genome = GenericGenome.of_code(code)
+        genome = GenericGenome.of_code(code, vocab)
         if genome is not None:
             repaired, note = generic.without_culprit(genome, code, error)
             if repaired is not None:

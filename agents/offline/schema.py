@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lero.agents.offline import generic
-from lero.agents.offline.designer import GRAMMARS, fit_to_layout
+from lero.agents.offline.designer import fit_to_layout, on_generic_genome
 from lero.agents.offline.generic import GenericGenome, Vocabulary
 from lero.agents.offline.genome import (
     ASSIGNMENTS,
@@ -36,7 +36,7 @@ from lero.agents.offline.genome import (
     Term,
     genome_of,
 )
-from lero.agents.offline.render import render
+from lero.agents.offline.render import FEATURE_MEANING, TERM_MEANING, render
 from lero.agents.types import Problem
 
 GENERIC = "generic"
@@ -50,12 +50,22 @@ class DesignSchema:
     schema: dict[str, Any]
     task: Problem
 
+    @property
+    def generic_genome(self) -> bool:
+        """Designs of the generic genome (the generic grammar or one of task_grammars.py)."""
+        return on_generic_genome(self.task)
+
+    def meanings(self) -> dict[str, str]:
+        """What each term and feature of the schema means, in words (for prompts)."""
+        return Vocabulary.of(self.task).meanings() if self.generic_genome else {**TERM_MEANING, **FEATURE_MEANING}
+
     def object_of(self, code: str) -> dict[str, Any] | None:
         """The design object of a module rendered from this grammar; None for other code."""
-        if self.grammar == GENERIC:
-            found = GenericGenome.of_code(code)
+        if self.generic_genome:
+            vocab = Vocabulary.of(self.task)
+            found = GenericGenome.of_code(code, vocab)
             return None if found is None else _object(
-                [(k, w, s) for k, w, s in found.terms], found.features, generic.TASK_TERMS, None)
+                [(k, w, s) for k, w, s in found.terms], found.features, vocab.goals, None)
         genome = genome_of(code)
         return None if genome is None else genome_object(genome)
 
@@ -66,7 +76,7 @@ class DesignSchema:
             raise ValueError("; ".join(errors[:3]))
         terms = _terms(design)
         features = [name for name, on in design["features"].items() if on]
-        if self.grammar == GENERIC:
+        if self.generic_genome:
             vocab = Vocabulary.of(self.task)
             genome = GenericGenome.build({k: (w, s) for k, w, s in terms}, set(features))
             return generic.render(genome, vocab)
@@ -76,15 +86,12 @@ class DesignSchema:
 
 def design_schema(task: Problem) -> DesignSchema:
     """The schema of `task`'s designs: its task grammar's, else the generic grammar's."""
-    grammar = task.task_spec.grammar
-    if grammar is None:
+    if on_generic_genome(task):
         vocab = Vocabulary.of(task)
-        goals = [k for k in generic.TASK_TERMS if k in vocab.terms]
-        return DesignSchema(GENERIC, _schema(goals, vocab.terms, vocab.features, None), task)
-    if grammar not in GRAMMARS:
-        raise ValueError(f"no design schema for grammar {grammar!r} (known: {', '.join(GRAMMARS)})")
+        goals = [k for k in vocab.goals if k in vocab.terms]
+        return DesignSchema(vocab.grammar or GENERIC, _schema(goals, vocab.terms, vocab.features, None), task)
     features = [f for f in FEATURE_KINDS if all(s in task.obs_layout for s in FEATURE_SLOTS[f])]
-    return DesignSchema(grammar, _schema(list(TASK_TERMS), TERM_KINDS, features, ASSIGNMENTS), task)
+    return DesignSchema(task.task_spec.grammar, _schema(list(TASK_TERMS), TERM_KINDS, features, ASSIGNMENTS), task)
 
 
 def genome_object(genome: Genome) -> dict[str, Any]:

@@ -112,7 +112,7 @@ def test_first_generation_passes_the_checks_and_runs(task: Problem) -> None:
     drafts = OfflineDesigner(seed=0).design(task, k=5, elites=[], reflection="")
     assert len({d.code for d in drafts}) == 5 and drafts[0].reply.endswith("prior design")
     for draft in drafts:
-        assert draft.origin == "offline" and GenericGenome.of_code(draft.code) is not None
+        assert draft.origin == "offline" and GenericGenome.of_code(draft.code, Vocabulary.of(task)) is not None
         assert_runs(draft.code, task)
 
 
@@ -166,4 +166,4 @@ def test_deterministic_revise_and_repair() -> None:
         SPATIAL, code, f'File "candidate.py", line {line}\nRuntimeError', []
     )
     assert "dropped feature pair_norms" in repaired.reply
-    assert "pair_norms" not in GenericGenome.of_code(repaired.code).features
+    assert "pair_norms" not in GenericGenome.of_code(repaired.code, Vocabulary.of(SPATIAL)).features

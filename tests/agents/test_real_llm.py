@@ -15,6 +15,8 @@ from lero.agents import LLMConfig, check_candidate, make_team
 from lero.agents.checks import state_names
 from lero.agents.designer import Designer
 from lero.agents.extract import CUT_OFF
+from lero.agents.offline.schema import design_schema
+from lero.agents.probe import count_tokens
 from lero.agents.structured import OUTSIDE_SCHEMA, failure_kind
 from lero.agents.types import VERDICTS, Elite
 from lero.graph.configuration import RunSpec
@@ -75,6 +77,17 @@ def test_a_prompt_the_real_server_refuses_is_shortened_until_it_fits(llama_serve
     assert "Only `math`, `numpy` and" in first["prompt"][0]["content"]  # the contract stays whole
 
 
+def test_the_real_server_counts_a_prompts_tokens_before_it_is_sent(real_server):
+    """llama-cpp-python's `/extras/tokenize/count` gives the count its chat completion then
+    reports for the same text, less the chat template's tokens (SmolLM2's adds a default
+    system message: 30 tokens)."""
+    text = GOOD_MODULE
+    counted = count_tokens(real_server.base_url, real_server.model_id, text)
+    body = {"model": real_server.model_id, "messages": [{"role": "user", "content": text}], "max_tokens": 1}
+    usage = httpx.post(real_server.base_url + "/chat/completions", json=body, timeout=600).json()["usage"]
+    assert counted is not None and 0 <= usage["prompt_tokens"] - counted <= 40
+
+
 # ---------------------------------------------------------------- structured and edit design, both models
 
 
@@ -103,6 +116,21 @@ def test_structured_design_on_the_real_server_decodes_inside_the_real_schema(rea
     outside = [p for p in review.points if OUTSIDE_SCHEMA in p]  # llama-cpp-python's grammar leaves maxItems/maxLength out
     assert not outside or review.points[0] == outside[0]  # then said first, and the reply read as text
     assert real_server.requests() - before == len(calls)  # the server logged each, the refused probe too
+
+
+@pytest.mark.parametrize("env", ["simple_reference", "simple_speaker_listener"])
+def test_structured_design_on_the_real_server_picks_from_the_task_grammars_of_the_talking_tasks(real_server, env):
+    """The real schema of each communication task (its own goal and message terms) constrains
+    the real model: the design renders under that grammar and passes the gate."""
+    calls: list[dict] = []
+    cfg = real_config(real_server, design="structured", model=real_server.model_id, reply_tokens=300)
+    task = problem(RunSpec(env=env))
+    [draft] = make_team(cfg, on_call=lambda role, info: calls.append(info)).designer.design(task, 1, [], "") or [None]
+    designer = [c for c in calls if c["role"] == "designer"]
+    assert designer and designer[0]["status"] == "ok" and design_schema(task).grammar == env
+    assert "names_" in designer[0]["prompt"][-1]["content"]  # the grammar's message terms are offered
+    assert draft is not None and draft.code is not None, [c["replies"] for c in designer]
+    assert f"({env} grammar)" in draft.code and check_candidate(draft.code, state_names(task)) == []
 
 
 def test_edit_design_on_the_real_server_starts_from_a_complete_module(real_server):

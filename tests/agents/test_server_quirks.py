@@ -2,6 +2,8 @@
 context windows they state, no `usage`, chat templates without a system role, replies cut
 off at `max_tokens`, `<think>` sections, and the record kept of every request."""
 
+import math
+
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -191,6 +193,25 @@ def test_the_characters_per_token_are_learnt_from_the_servers_count(openai_serve
     assert messages_tokens(uncalibrated) > budget >= messages_tokens(uncalibrated, model.chars_per_token)
     team.designer.design(long_task, 1, [], "")
     assert SHORTENED.strip() not in openai_server.requests[1]["messages"][1]["content"]
+
+
+def test_a_server_with_a_tokenizer_counts_the_first_prompt_before_it_is_sent(openai_server, task):
+    """llama-cpp-python's `/extras/tokenize/count`: the first prompt is fitted with the
+    server's own count (so a long one is not shortened on the 3.2 estimate); without the
+    route the estimate stands until a reply's usage counts one."""
+    openai_server.props = {"default_generation_settings": {"n_ctx": 4096}}
+    long_task = task.__class__(**{**vars(task), "env_description": "landmark distances " * 600})
+    uncalibrated = Designer(model=None, temperature=0.0).design_prompt(long_task, [], "", None, None, 1).messages
+    openai_server.push(markdown_reply(), markdown_reply())
+    without = make_team(llm_config(openai_server)).designer
+    without.design(long_task, 1, [], "")
+    assert SHORTENED.strip() in openai_server.requests[0]["messages"][1]["content"]  # the estimate: too long
+    openai_server.tokenizer_chars = 6.0
+    team = make_team(llm_config(openai_server))
+    team.designer.design(long_task, 1, [], "")
+    chars = sum(len(str(m.content)) for m in uncalibrated)
+    assert team.designer.model.chars_per_token == pytest.approx(0.9 * chars / math.ceil(chars / 6.0))
+    assert openai_server.requests[1]["messages"][1]["content"] == uncalibrated[1].content  # sent whole
 
 
 def test_a_debugger_that_echoes_the_failing_code_is_a_stated_failure(openai_server, task):

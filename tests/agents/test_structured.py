@@ -74,7 +74,7 @@ def offline_draws(task: Problem, seeds: range) -> list[str]:
 def test_every_offline_draw_is_an_object_of_its_tasks_schema_and_renders_back(env: str) -> None:
     task, _ = task_of(env)
     schema = design_schema(task)
-    assert schema.grammar == ("simple_spread" if env == "simple_spread" else "generic")
+    assert schema.grammar == (env if env in MPE else "generic")
     codes = offline_draws(task, range(12))
     assert len(codes) >= 90
     for code in codes:

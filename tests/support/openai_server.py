@@ -17,12 +17,15 @@ server that sends none).
 What real servers say about themselves can be scripted too: `props` (llama-server's
 `GET /props`), `slots` (its `GET /slots`, a list or a function called per request),
 `model_fields` (extra fields of each `/v1/models` entry, e.g. vLLM's `max_model_len`),
-and `reject_system` (a chat template without a system role: HTTP 400 or 500).
+`reject_system` (a chat template without a system role: HTTP 400 or 500), and
+`tokenizer_chars` (llama-cpp-python's `POST /extras/tokenize/count`, counting one token
+per that many characters).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections import deque
@@ -64,6 +67,7 @@ class OpenAIServer:
         self.reject_system: int | None = None  # the status a system message gets (400 or 500)
         self.models_status = 200  # GET /v1/models answers this status (401: a refused key)
         self.models_auth: list[str | None] = []  # Authorization headers seen at /v1/models
+        self.tokenizer_chars: float | None = None  # None: no tokenizer route
         self.script: Script | None = None
         self.requests: list[dict] = []
         self._queue: deque[Reply] = deque()
@@ -169,6 +173,9 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             request = json.loads(self.rfile.read(length) or b"{}")
+            if self.path.rstrip("/") == "/extras/tokenize/count" and server.tokenizer_chars:
+                self._send(200, {"count": math.ceil(len(request.get("input", "")) / server.tokenizer_chars)})
+                return
             if self.path.rstrip("/") != "/v1/chat/completions":
                 self._send(
                     404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}

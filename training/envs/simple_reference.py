@@ -75,6 +75,7 @@ TASK = TaskSpec(
     ),
     reference="mpe2.simple_reference_v3",
     success_metric="success",
+    grammar="simple_reference",
     notes={"reach_dist": REACH_DIST},
 )
 
@@ -150,6 +151,12 @@ class SimpleReference(MPEEnv):
         heard = s["comm"].index_select(0, self._partner)  # [N, C, B]
         landmarks = self._landmark_delta.reshape(N, -1, B)  # [N, 2L, B]
         return torch.cat([s["agent_vel"], landmarks, color, heard], dim=1)
+
+    def obs_layout(self) -> dict[str, tuple[int, int]]:
+        """``self_vel``, ``landmark_rel``, ``goal_color`` (the partner's target), ``heard`` columns."""
+        landmarks_end = 2 + 2 * N_LANDMARKS
+        return {"self_vel": (0, 2), "landmark_rel": (2, landmarks_end), "goal_color": (landmarks_end, landmarks_end + 3),
+                "heard": (landmarks_end + 3, OBS_DIM)}
 
     def global_state(self) -> torch.Tensor:
         """[B, 40]: positions, velocities, landmarks, utterances, then each agent's target one-hot."""

@@ -67,6 +67,7 @@ TASK = TaskSpec(
     ),
     reference="mpe2.simple_speaker_listener_v4",
     success_metric="success",
+    grammar="simple_speaker_listener",
     notes={"reach_dist": REACH_DIST},
 )
 
@@ -132,6 +133,13 @@ class SimpleSpeakerListener(MPEEnv):
         landmarks = self._landmark_delta[1].reshape(-1, B)  # [2L, B] relative to the listener
         listener = torch.cat([s["agent_vel"][1], landmarks, s["comm"][0]])  # [11, B]
         return pad_rows([color, listener], self.obs_dim)
+
+    def obs_layout(self) -> dict[str, tuple[int, int]]:
+        """Columns of each role's row: the speaker's ``goal_color`` (the target's colour); the
+        listener's ``self_vel``, ``landmark_rel`` and ``heard`` (the speaker's symbol)."""
+        landmarks_end = 2 + 2 * N_LANDMARKS
+        return {"goal_color": (0, SPEAKER_DIM), "self_vel": (0, 2), "landmark_rel": (2, landmarks_end),
+                "heard": (landmarks_end, LISTENER_DIM)}
 
     def global_state(self) -> torch.Tensor:
         """[B, 23]: positions, velocities, landmarks, utterances, then the target one-hot."""
