@@ -191,12 +191,12 @@ def evaluation_lines(document: dict[str, Any]) -> list[str]:
 
 def check_drawable(spec: RunSpec) -> None:
     """`--render` needs agents' positions in the env's world (`eval_render.AGENT_FIELD`): said
-    before anything runs for an installed env (a `package.module:factory` one is not imported
-    here; its recorded episodes are checked when drawn)."""
+    before anything runs for a native env (a person's env is never built on the host; its
+    recorded episodes are checked when drawn)."""
     from lero.app.eval_render import AGENT_FIELD
-    from lero.training.envs.registry import is_installed, task_spec
+    from lero.training.envs.registry import is_native, task_spec
 
-    if is_installed(spec.env) and AGENT_FIELD not in [f.name for f in task_spec(spec.env, **spec.env_kwargs).state_fields]:
+    if is_native(spec.env) and AGENT_FIELD not in [f.name for f in task_spec(spec.env, **spec.env_kwargs).state_fields]:
         raise RunError(f"--render: {spec.env}'s world has no {AGENT_FIELD} to draw")
 
 

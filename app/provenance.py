@@ -89,11 +89,12 @@ def hyperparameters(spec: RunSpec) -> dict[str, Any]:
 
 
 def metric_meanings(spec: RunSpec) -> dict[str, str] | None:
-    """Each task metric's meaning from its owner, the env's TaskSpec; None for an env whose
-    module only a person may confirm importing (a `package.module:factory`)."""
-    from lero.training.envs.registry import is_installed, task_spec
+    """Each task metric's meaning from its owner, the env's TaskSpec; None for an env that is
+    not lero's own code (an installed plugin or a `package.module:factory`): the host never
+    runs a person's env code outside a sandbox job, so the report does not build it."""
+    from lero.training.envs.registry import is_native, task_spec
 
-    if not is_installed(spec.env):
+    if not is_native(spec.env):
         return None
     task = task_spec(spec.env, **spec.env_kwargs)
     return {m.name: f"{m.doc} ({'higher' if m.higher_is_better else 'lower'} is better)" for m in task.metrics}
@@ -119,7 +120,7 @@ def provenance_markdown(rundir: RunDir, spec: RunSpec) -> list[str]:
     meanings = metric_meanings(spec)
     lines += ["", "Task metrics (from the env's own description):", ""]
     if meanings is None:
-        lines.append(f"- not shown: `{spec.env}` is a module the report does not import")
+        lines.append(f"- not shown: `{spec.env}` is not lero's own code: the report does not build it")
     else:
         lines += [f"- `{name}`: {text}" for name, text in meanings.items()]
     return lines
