@@ -14,8 +14,10 @@ run stops with a line naming `--llm-timeout`.
 Real servers differ, and each difference is handled here once: `n` ignored or refused,
 no `usage` (tokens estimated and marked so), a chat template that refuses a system role
 (the system text goes into the first user turn), a reply cut off at `max_tokens` (asked
-once to continue). Every request is reported through `on_call` with its prompt, replies,
-tokens, seconds and finish reasons, and the candidate it was about (`about`).
+once to continue), a window stated only in a refusal of a prompt too long for it (learned
+there; a prompt `fit` made is fitted again and sent once more). Every request is reported
+through `on_call` with its prompt, replies, tokens, seconds and finish reasons, and the
+candidate it was about (`about`).
 """
 
 from __future__ import annotations
@@ -50,7 +52,14 @@ from lero.agents.fit import (
     messages_tokens,
     reply_room,
 )
-from lero.agents.probe import Window, context_window, count_tokens, server_busy
+from lero.agents.probe import (
+    REFUSAL_SOURCE,
+    Window,
+    context_window,
+    count_tokens,
+    server_busy,
+    stated_window,
+)
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +232,8 @@ class ChatModel:
         self.chars_per_token = CHARS_PER_TOKEN  # measured from the server's usage once it counts
         self._measured: float | None = None
         self._tokenizer_asked = False  # the server's tokenizer is asked once, before the first fit
+        self._fitted_from: dict[tuple, tuple] = {}  # recent prompts -> (window, fit's arguments)
+        self._fits_lock = threading.Lock()
         self._api_key = cfg.api_key.get_secret_value() if cfg.api_key else None
         self.client = ChatOpenAI(
             model=cfg.model,
@@ -252,8 +263,42 @@ class ChatModel:
         under review) do not fit: a failure of this one request, not of the run."""
         if not self._tokenizer_asked:
             self._count_with_server(fit(role, system, template, values, None).messages)
-        budget = self.window().tokens - self.reply_tokens()
-        return fit(role, system, template, values, budget, self.chars_per_token)
+        window = self.window().tokens
+        fitted = fit(role, system, template, values, window - self.reply_tokens(), self.chars_per_token)
+        with self._fits_lock:
+            self._fitted_from[_prompt_key(fitted.messages)] = (window, (role, system, template, values))
+            while len(self._fitted_from) > REMEMBERED_FITS:
+                del self._fitted_from[next(iter(self._fitted_from))]
+        return fitted
+
+    def _learn_window(self, error: LLMError) -> None:
+        """A refusal that states a window smaller than the one assumed (llama-cpp-python's
+        server states it only then): that window from now on."""
+        refusal = error.__cause__
+        if not isinstance(refusal, openai.BadRequestError):
+            return
+        tokens = stated_window(str(refusal.message))
+        if tokens is not None and tokens < self.window().tokens:
+            log.warning("the server refused a prompt too long for its %d-token window; fitting to it from now on", tokens)
+            self._window = Window(tokens, REFUSAL_SOURCE)
+
+    def _fitted_for(self, messages: Sequence[BaseMessage]) -> tuple | None:
+        """(window, fit's arguments) of a prompt `fit` made recently, else None."""
+        with self._fits_lock:
+            return self._fitted_from.get(_prompt_key(messages))
+
+    def _fit_again(self, messages: Sequence[BaseMessage], shortened: Sequence[str]) -> tuple[Sequence[BaseMessage], Sequence[str]]:
+        """A prompt `fit` made for a larger window than the one a refusal has since stated,
+        fitted again (callers keep their prompt for later rounds); any other, as it is.
+        PromptTooLarge there is this request's failure, an LLMError, as a refusal would be."""
+        remembered = self._fitted_for(messages)
+        if remembered is None or remembered[0] <= self.window().tokens:
+            return messages, shortened
+        try:
+            again = self.fit(*remembered[1])
+        except PromptTooLarge as error:
+            raise LLMError(str(error)) from None
+        return again.messages, again.shortened
 
     def _count_with_server(self, messages: Sequence[BaseMessage]) -> None:
         """Characters per token from the server's tokenizer on the first prompt, before it is
@@ -291,11 +336,17 @@ class ChatModel:
         if schema is not None and (form := response_format(self.structured_form(), schema)) is not None:
             params["response_format"] = form
         replies: list[Reply] = []
+        resent = False
         while len(replies) < n:
             want = n - len(replies) if self.supports_n else 1
+            messages, shortened = self._fit_again(messages, shortened)
+            assumed = self.window().tokens
             try:
                 generated = self._request(role, messages, n=want, shortened=shortened, **params)
             except LLMError as error:
+                if not resent and self.window().tokens < assumed and self._fitted_for(messages):
+                    resent = True  # fitted again to the window the refusal stated, at the loop's top
+                    continue
                 if want > 1 and isinstance(error.__cause__, openai.BadRequestError):
                     log.info("server refused n=%d choices; asking one reply per request", want)
                     self.supports_n = False
@@ -394,6 +445,7 @@ class ChatModel:
                 log.info("the server's chat template refuses a system role; sending it as a user turn")
                 self.system_role = False
                 return self._send_once_per_template(role, messages, n, tools, shortened, params, retries)
+            self._learn_window(error)
             raise
 
     def _send_once_per_template(
@@ -554,6 +606,7 @@ PROBE_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "e
                 "required": ["answer"], "additionalProperties": False}
 PROBE_MESSAGES = [HumanMessage('Is 2 greater than 1? Answer with JSON like {"answer": "yes"}.')]
 PROBE_TOKENS = 16
+REMEMBERED_FITS = 64  # prompts whose fit is kept to fit again after a refusal (one per role in flight)
 
 
 def response_format(form: str, schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -583,6 +636,10 @@ def without_system_role(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     if rest and isinstance(rest[0], HumanMessage):
         return [HumanMessage(f"{system}\n\n{_text(rest[0])}"), *rest[1:]]
     return [HumanMessage(system), *rest]
+
+
+def _prompt_key(messages: Sequence[BaseMessage]) -> tuple:
+    return tuple((m.type, _text(m)) for m in messages)
 
 
 def _role_name(message: BaseMessage) -> str:

@@ -5,12 +5,14 @@ Only some servers say. llama.cpp's own `llama-server` answers `GET /props` with
 `default_generation_settings.n_ctx` and `GET /slots` with each slot's `is_processing`;
 vLLM lists `max_model_len` for each model at `GET /v1/models`. llama-cpp-python's server,
 Ollama, LM Studio and OpenAI say neither, so the `context_tokens` setting (`--context-tokens`)
-or DEFAULT_CONTEXT_TOKENS stands in for the window, and a busy server cannot be told apart
-from a slow one (see `ChatModel`: a timed-out request is then not sent again).
+or DEFAULT_CONTEXT_TOKENS stands in for the window until a refusal states it
+(`stated_window`: llama-cpp-python's server and vLLM name it when a prompt is too long),
+and a busy server cannot be told apart from a slow one (see `ChatModel`: a timed-out request is then not sent again).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +28,17 @@ class Window:
     """A context window in tokens and where that number came from (logged and recorded)."""
 
     tokens: int
-    source: str  # "llama-server /props", "vLLM /v1/models", "context_tokens setting", "default"
+    source: str  # "llama-server /props", "vLLM /v1/models", "context_tokens setting", "default",
+    # or REFUSAL_SOURCE
+
+
+# How servers state their window when they refuse a prompt too long for it: llama-cpp-python's
+# server and vLLM ("This model's maximum context length is 2048 tokens. ..."), and the error
+# llama-cpp-python's server wraps that from ("Requested tokens (2345) exceed context window of 2048").
+REFUSAL_WINDOW = re.compile(r"maximum context length is (\d+) tokens|exceed context window of (\d+)\b")
+REFUSAL_SOURCE = "the server's refusal"
+MIN_STATED_WINDOW = 256  # a stated window outside these bounds is not believed (it came from a reply)
+MAX_STATED_WINDOW = 10_000_000
 
 
 def server_root(base_url: str) -> str:
@@ -51,6 +63,16 @@ def _get_json(url: str, api_key: str | None) -> Any:
 
 def _positive_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def stated_window(message: str) -> int | None:
+    """The context window a server's refusal states, when it states a sane one."""
+    match = REFUSAL_WINDOW.search(message)
+    digits = match and (match.group(1) or match.group(2))
+    if not digits or len(digits) > len(str(MAX_STATED_WINDOW)):
+        return None
+    tokens = int(digits)
+    return tokens if MIN_STATED_WINDOW <= tokens <= MAX_STATED_WINDOW else None
 
 
 def context_window(

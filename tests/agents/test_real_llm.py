@@ -16,7 +16,7 @@ from lero.agents.checks import state_names
 from lero.agents.designer import Designer
 from lero.agents.extract import CUT_OFF
 from lero.agents.offline.schema import design_schema
-from lero.agents.probe import count_tokens
+from lero.agents.probe import DEFAULT_CONTEXT_TOKENS, REFUSAL_SOURCE, count_tokens
 from lero.agents.structured import OUTSIDE_SCHEMA, failure_kind
 from lero.agents.types import VERDICTS, Elite
 from lero.graph.configuration import RunSpec
@@ -135,7 +135,9 @@ def test_structured_design_on_the_real_server_picks_from_the_task_grammars_of_th
 
 def test_edit_design_on_the_real_server_starts_from_a_complete_module(real_server):
     calls: list[dict] = []
-    cfg = real_config(real_server, design="auto", model=real_server.model_id, reply_tokens=300)
+    # 200 reply tokens: the 2048 window then leaves a starting module room under the
+    # server-counted characters per token less ChatModel's 10% margin (Gemma's prompt did not fit with 300)
+    cfg = real_config(real_server, design="auto", model=real_server.model_id, reply_tokens=200)
     team = make_team(cfg, on_call=lambda role, info: calls.append(info))
     [draft] = team.designer.design(problem(RunSpec()), 1, [], "") or [None]
     first = calls[0]
@@ -144,3 +146,22 @@ def test_edit_design_on_the_real_server_starts_from_a_complete_module(real_serve
     assert first["prompt_tokens"] + first["max_tokens"] <= real_server.n_ctx
     if draft is not None:  # None: every reply returned the starting module unchanged (a duplicate)
         assert draft.origin == "designer:edit" and (draft.code is None) == (draft.error is not None)
+
+
+def test_a_window_the_real_server_states_only_in_its_refusal_is_learned(llama_server):
+    """llama-cpp-python's server does not state its window (n_ctx 2048): with no
+    `context_tokens` lero assumes DEFAULT_CONTEXT_TOKENS, the server refuses the long
+    structured design request, and the same request is fitted to the window it stated and
+    sent again: the design goes on."""
+    task, _, reflection = long_generation_two()
+    calls: list[dict] = []
+    cfg = real_config(llama_server, design="structured", context_tokens=None, reply_tokens=300)
+    team = make_team(cfg, on_call=lambda role, info: calls.append(info))
+    drafts = team.designer.design(task, 1, [], reflection)
+    designer = [c for c in calls if c["role"] == "designer"]
+    refused, resent = designer[0], designer[-1]
+    assert refused["status"] == "error" and "maximum context length is 2048 tokens" in refused["error"]
+    assert refused["window_source"] == "default" and refused["window"] == DEFAULT_CONTEXT_TOKENS
+    assert resent["status"] == "ok" and (resent["window"], resent["window_source"]) == (2048, REFUSAL_SOURCE)
+    assert resent["prompt_tokens"] + resent["max_tokens"] <= llama_server.n_ctx  # counted by the server
+    assert len(designer) == 2 and drafts
