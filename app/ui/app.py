@@ -23,7 +23,7 @@ from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -32,7 +32,7 @@ from lero.app.desk import chat_run_fields
 from lero.app.numbers import fmt_number
 from lero.app.ui import views
 from lero.app.ui.auth import CSRF_FIELD, TokenGate, checked_form, cookie_name, csrf_token
-from lero.app.ui.cache import Batched, RunCache
+from lero.app.ui.cache import Batched, BatchPage, RunCache
 from lero.app.ui.chat import ChatSession
 from lero.app.ui.compare import routes as compare_routes
 from lero.app.ui.workers import Workers
@@ -85,13 +85,21 @@ def _has_spec(rundir: RunDir) -> bool:
 
 async def runs_page(request: Request, error: str | None = None, form: dict | None = None,
                     status_code: int = 200) -> Response:
-    rows = [dict(row) for row in await request.app.state.runs_list()]  # shared by a batch: each its own copy
-    for row in rows:
-        if request.app.state.workers.busy(row["run_id"]) and row["status"] == "interrupted":
-            row["status"] = "resuming"
-    return page(request, "runs.html", {"rows": rows, "error": error, "form": {**start_defaults(), **(form or {})},
-                                        "choices": start_choices(), "runs_dir": request.app.state.runs_dir},
-                status_code)
+    """The runs list and the start form. A plain GET is the page its batch of rows rendered
+    once (`BatchPage`); a refused start shows the person's own form and error."""
+    batch = await request.app.state.runs_list()  # one batch's rows, shared by its requests
+    workers = request.app.state.workers
+    resuming = tuple(row["run_id"] for row in batch if row["status"] == "interrupted" and workers.busy(row["run_id"]))
+
+    def render() -> Response:
+        rows = [{**row, "status": "resuming" if row["run_id"] in resuming else row["status"]} for row in batch]
+        return page(request, "runs.html", {"rows": rows, "error": error, "form": {**start_defaults(), **(form or {})},
+                                            "choices": start_choices(), "runs_dir": request.app.state.runs_dir},
+                    status_code)
+
+    if error is None and form is None:
+        return HTMLResponse(request.app.state.runs_html.get(batch, resuming, lambda: render().body))
+    return render()
 
 
 def start_defaults() -> dict[str, str]:
@@ -459,4 +467,5 @@ def create_app(runs_dir: str, token: str, port: int, llm_cfg: Any, cwd: Path | N
     app.state.chat = None
     app.state.pages = RunCache()  # parsed rows and run pages, kept while their run is unchanged
     app.state.runs_list = Batched(partial(views.list_runs, Path(runs_dir), app.state.pages))
+    app.state.runs_html = BatchPage()  # the runs list as its latest batch rendered it
     return app

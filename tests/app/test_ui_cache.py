@@ -194,3 +194,37 @@ def test_concurrent_requests_share_the_next_computation_never_an_older_one() -> 
         assert len(started) == 2
 
     asyncio.run(scenario())
+
+
+def test_a_batch_page_renders_once_per_batch_and_key() -> None:
+    from lero.app.ui.cache import BatchPage
+
+    renders = Counted()
+    kept = BatchPage()
+    batch = [{"run_id": "r1"}]
+    body = lambda: str(renders()).encode()  # noqa: E731
+    assert kept.get(batch, (), body) == kept.get(batch, (), body) == b"1"
+    assert kept.get([{"run_id": "r1"}], (), body) == b"2"  # an equal batch is still a new one
+    assert kept.get(batch, ("r1",), body) == b"3"  # what else the page shows changed
+
+
+def test_the_runs_list_is_rendered_once_per_batch_and_again_when_a_run_starts_resuming(client, tmp_path, monkeypatch):
+    from lero.app.ui import views
+
+    finished_run(tmp_path / "runs").update_state(status="interrupted", generation=1)
+    age(tmp_path / "runs" / "r1")
+    batch = views.list_runs(Path("runs"))
+    app = client.app
+
+    async def one_batch() -> list[dict]:
+        return batch  # every request answered by one batch
+
+    renders: list[str] = []
+    real_page = ui_app.page
+    monkeypatch.setattr(ui_app, "page", lambda *args, **kw: renders.append(args[1]) or real_page(*args, **kw))
+    monkeypatch.setattr(app.state, "runs_list", one_batch)
+    first, second = client.get("/").text, client.get("/").text
+    assert first == second and "status-interrupted" in first and renders == ["runs.html"]
+    monkeypatch.setattr(app.state.workers, "busy", lambda run_id: run_id == "r1")
+    assert "status-resuming" in client.get("/").text and renders == ["runs.html"] * 2
+    assert batch[0]["status"] == "interrupted"  # the shared batch is never changed
