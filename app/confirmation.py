@@ -20,6 +20,7 @@ from typing import Any
 
 import lero.app.study.stats as stats
 from lero.app.numbers import fmt_number
+from lero.app.provenance import native_metrics
 from lero.graph.confirmation import CURVE, seed_metrics
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.summary import RunFiles, metric_names
@@ -83,7 +84,9 @@ def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None) -> dict[st
                            "metrics": _compare(arm["per_seed"], native["per_seed"], names)},
             "steps_to_native": _steps_to_native(arm, native),
         }  # fmt: skip
-    return {**block, "verdict": verdict}
+    metrics = native_metrics(run.spec.get("env"), run.spec.get("env_kwargs", {}))
+    better = {m.name: "higher" if m.higher_is_better else "lower" for m in metrics or ()}
+    return {**block, "verdict": verdict, "better": better}
 
 
 def _value(row: dict[str, Any], side: str) -> str:
@@ -122,7 +125,7 @@ def verdict_sentences(confirmation: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def _table(cid: str, verdict: dict[str, Any]) -> list[str]:
+def _table(cid: str, verdict: dict[str, Any], better: dict[str, str]) -> list[str]:
     """Every task metric at both budgets."""
     loop, confirm = verdict["at_loop"], verdict["at_confirm"]
     lines = ["", f"| {cid} vs native | at {loop['steps']:,}: {cid} | native | P(> native) | verdict "
@@ -132,8 +135,14 @@ def _table(cid: str, verdict: dict[str, Any]) -> list[str]:
         for budget in (loop, confirm):
             row = budget["metrics"].get(metric)
             cells += ([_value(row, "arm"), _value(row, "native"), _poi(row), SAID[row["verdict"]]] if row else ["—"] * 4)
-        lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+        lines.append(f"| {_named(metric, better)} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _named(metric: str, better: dict[str, str]) -> str:
+    """METRIC with the way that is better, where its env says ("higher than native" is a
+    loss for collisions)."""
+    return f"{metric} ({better[metric]} is better)" if metric in better else metric
 
 
 def confirmation_markdown(confirmation: dict[str, Any] | None) -> list[str]:
@@ -151,7 +160,7 @@ def confirmation_markdown(confirmation: dict[str, Any] | None) -> list[str]:
              "[95% CI]; a verdict needs the CI to exclude 1/2 and 3 seeds per arm.", ""]  # fmt: skip
     lines += [f"- {line}" for line in verdict_sentences(confirmation)]
     for cid, verdict in confirmation["verdict"].items():
-        lines += _table(cid, verdict)
+        lines += _table(cid, verdict, confirmation.get("better", {}))
     failed = {a["arm"]: a["failed"] for a in confirmation["arms"] if a["failed"]}
     if failed:
         lines += ["", f"Seeds that did not finish (status by seed): {json.dumps(failed)}"]

@@ -18,10 +18,13 @@ import subprocess
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lero.graph.configuration import RunSpec
 from lero.graph.rundir import PROVENANCE_FILE, RunDir
+
+if TYPE_CHECKING:
+    from lero.training.envs.task import Metric
 
 SOURCE_DIR = Path(__file__).resolve().parents[1]  # the checkout lero runs from (a git work tree or not)
 UNKNOWN = "unknown"
@@ -88,16 +91,27 @@ def hyperparameters(spec: RunSpec) -> dict[str, Any]:
     return dataclasses.asdict(config.algo_hparams())
 
 
-def metric_meanings(spec: RunSpec) -> dict[str, str] | None:
-    """Each task metric's meaning from its owner, the env's TaskSpec; None for an env that is
-    not lero's own code (an installed plugin or a `package.module:factory`): the host never
-    runs a person's env code outside a sandbox job, so the report does not build it."""
+def native_metrics(env: object, env_kwargs: object) -> tuple[Metric, ...] | None:
+    """ENV's own task metrics (its TaskSpec, the owner of what each means and which way is
+    better); None for an env that is not lero's own code (an installed plugin or a
+    `package.module:factory`: the host never runs a person's env code outside a sandbox job,
+    so no report builds it) or whose stored arguments it refuses."""
     from lero.training.envs.registry import is_native, task_spec
 
-    if not is_native(spec.env):
+    if not isinstance(env, str) or not isinstance(env_kwargs, dict) or not is_native(env):
         return None
-    task = task_spec(spec.env, **spec.env_kwargs)
-    return {m.name: f"{m.doc} ({'higher' if m.higher_is_better else 'lower'} is better)" for m in task.metrics}
+    try:
+        return tuple(task_spec(env, **env_kwargs).metrics)
+    except (TypeError, ValueError):
+        return None
+
+
+def metric_meanings(spec: RunSpec) -> dict[str, str] | None:
+    """Each task metric's meaning and direction (`native_metrics`); None where not shown."""
+    metrics = native_metrics(spec.env, spec.env_kwargs)
+    if metrics is None:
+        return None
+    return {m.name: f"{m.doc} ({'higher' if m.higher_is_better else 'lower'} is better)" for m in metrics}
 
 
 def provenance_markdown(rundir: RunDir, spec: RunSpec) -> list[str]:

@@ -109,6 +109,11 @@ def test_report_opens_with_the_verdict_at_both_budgets_and_json_has_its_statisti
     opening = "\n".join(lines[:14])
     assert "at 1,600 steps return" in opening and "at 3,200 steps return" in opening
     assert "P(> native)" in opening and "native's final training return" in opening
+    # each metric's row says which way is better (the env's TaskSpec): "higher" collisions is a loss
+    assert summary["confirmation"]["better"] == {"return": "higher", "coverage": "higher", "occupied": "higher",
+                                                 "collisions": "lower"}  # fmt: skip
+    assert any(line.startswith("| collisions (lower is better) |") for line in lines)
+    assert any(line.startswith("| return (higher is better) |") for line in lines)
 
 
 def test_the_run_page_shows_the_confirmation(confirmed):
