@@ -85,8 +85,7 @@ def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None) -> dict[st
             "steps_to_native": _steps_to_native(arm, native),
         }  # fmt: skip
     metrics = native_metrics(run.spec.get("env"), run.spec.get("env_kwargs", {}))
-    better = {m.name: "higher" if m.higher_is_better else "lower" for m in metrics or ()}
-    return {**block, "verdict": verdict, "better": better}
+    return {**block, "verdict": verdict, "better": {m.name: m.better for m in metrics or ()}}
 
 
 def _value(row: dict[str, Any], side: str) -> str:

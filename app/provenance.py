@@ -111,7 +111,7 @@ def metric_meanings(spec: RunSpec) -> dict[str, str] | None:
     metrics = native_metrics(spec.env, spec.env_kwargs)
     if metrics is None:
         return None
-    return {m.name: f"{m.doc} ({'higher' if m.higher_is_better else 'lower'} is better)" for m in metrics}
+    return {m.name: f"{m.doc} ({m.better} is better)" for m in metrics}
 
 
 def provenance_markdown(rundir: RunDir, spec: RunSpec) -> list[str]:

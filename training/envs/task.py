@@ -23,6 +23,11 @@ class Metric:
     higher_is_better: bool
     doc: str
 
+    @property
+    def better(self) -> str:
+        """Which way is better, in the word reports print ("higher" / "lower")."""
+        return "higher" if self.higher_is_better else "lower"
+
 
 @dataclass(frozen=True)
 class StateField:
