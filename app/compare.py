@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from lero.app.numbers import fmt_number
-from lero.app.report import curve_series, spread_text
+from lero.app.report import curve_series, open_named_run, spread_text
 from lero.app.run_status import run_status
-from lero.graph.configuration import RUN_ID, RunError
+from lero.graph.configuration import RunError
 from lero.graph.rundir import SPEC_FILE, RunDir
 from lero.graph.safefs import write_atomic
 from lero.graph.summary import (
@@ -43,27 +43,19 @@ def load_runs(runs_dir: str | Path, run_ids: list[str]) -> list[RunFiles]:
         raise RunError(f"a run is named twice: {' '.join(run_ids)}")
     if not MIN_RUNS <= len(run_ids) <= MAX_RUNS:
         raise RunError(f"compare takes {MIN_RUNS} to {MAX_RUNS} runs, got {len(run_ids)}")
-    runs = []
-    for run_id in run_ids:
-        if not RUN_ID.match(run_id):
-            raise RunError(f"not a run id: {run_id!r} (see `lero runs`)")
-        try:
-            rundir = RunDir.open(runs_dir, run_id)
-        except RunError:
-            raise RunError(f"unknown run id {run_id!r} in {runs_dir}/ (see `lero runs`)") from None
-        runs.append(load_run(rundir.path))
-    return runs
+    return [load_run(open_named_run(runs_dir, run_id).path) for run_id in run_ids]
 
 
 def comparison_row(run: RunFiles) -> dict[str, Any]:
     """One run's line of the comparison (its numbers, unformatted; `cells` formats them)."""
     summary = summarize(run)
+    shown = run_status(run, summary["status"])
     best = best_candidate(run)
     base, top = summary["baseline"]["fitness"], summary["best"]["fitness"]
     return {
-        "run": run.run_id, "status": run_status(run, summary["status"])["shown"],
+        "run": run.run_id, "status": shown["shown"],
         "env": run.spec.get("env"), "algo": run.spec.get("algo"), "steps per candidate": run.spec.get("steps"),
-        "seeds": run.spec.get("seeds"), "generations": run_status(run, summary["status"])["progress"],
+        "seeds": run.spec.get("seeds"), "generations": shown["progress"],
         "baseline fitness": base, "baseline spread": spread_text(run.baseline),
         "best candidate": best.candidate_id if best else None, "best fitness": top,
         "best spread": spread_text(best.result) if best else "—",

@@ -18,8 +18,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lero.app.numbers import fmt_number
+from lero.app.report import open_named_run
 from lero.app.study.spec import FIRST_EVAL_SEED
-from lero.graph.configuration import RUN_ID, RunError, RunSpec
+from lero.graph.configuration import RunError, RunSpec
 from lero.graph.rundir import BASELINE_ID, CACHE_DIR, EVALS_DIR, JOBS_DIR, RunDir
 from lero.graph.summary import best_candidate, load_run
 from lero.training.policy import POLICY_FILE
@@ -41,12 +42,7 @@ class EvalTarget:
 def open_target(runs_dir: str | Path, run_id: str, candidate: str | None = None) -> EvalTarget:
     """The run's best candidate (CANDIDATE None), a named one, or `baseline`; RunError (one
     line) for an unknown run or candidate, or one with no saved policy."""
-    if not RUN_ID.match(run_id or ""):
-        raise RunError(f"not a run id: {run_id!r} (see `lero runs`)")
-    try:
-        rundir = RunDir.open(runs_dir, run_id)
-    except RunError:
-        raise RunError(f"unknown run id {run_id!r} in {runs_dir}/ (see `lero runs`)") from None
+    rundir = open_named_run(runs_dir, run_id)
     run = load_run(rundir.path)
     if candidate == BASELINE_ID:
         name, result = BASELINE_ID, run.baseline
