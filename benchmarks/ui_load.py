@@ -31,6 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lero.app.provenance import lero_commit
+
 URL = re.compile(r"http://127\.0\.0\.1:(\d+)/\?token=(\S+)")
 TINY_RUN_CONFIG = "eval_episodes = 8\nmax_parallel = 2\n[hparams]\nn_envs = 32\nrollout_len = 25\nepochs = 1\n"
 COPY_SKIPS = shutil.ignore_patterns("cache", "tensorboard", "checkpoints.sqlite", "*.lock")
@@ -145,12 +147,6 @@ def load() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def git_commit() -> str:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         cwd=Path(__file__).parent)
-    return out.stdout.strip()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--template", type=Path, help="a run directory to copy (default: a tiny run made here)")
@@ -182,7 +178,7 @@ def main() -> None:
     single = sum(r["single"]["requests_per_s"] for r in rounds) / len(rounds)
     concurrent = sum(r["concurrent"]["requests_per_s"] for r in rounds) / len(rounds)
     result = {
-        "label": args.label, "commit": git_commit(), "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "label": args.label, "commit": lero_commit(), "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "runs": args.runs, "clients": args.clients, "seconds": args.seconds, "template": str(args.template or "tiny run"),
         "python": platform.python_version(), "cpus": os.cpu_count(),
         "uptime_start": started_load, "uptime_end": load(), "rounds": rounds,
