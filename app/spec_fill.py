@@ -92,7 +92,7 @@ def proposed_fields(reply: str, words: str, spec: RunSpec) -> dict[str, Any]:
     that is not an object of the schema proposes nothing."""
     body = parse_object(reply)
     given = {key: value for key, value in (body or {}).items() if value is not None}
-    if body is None or not _admitted(given, field_schemas(spec)):
+    if body is None or schema_errors(given, {"type": "object", "properties": field_schemas(spec), "additionalProperties": False}):
         return {}
     said = written_out(words).lower()
     numbers = {float(n) for n in re.findall(r"\d+(?:\.\d+)?", said)}
@@ -104,15 +104,6 @@ def proposed_fields(reply: str, words: str, spec: RunSpec) -> dict[str, Any]:
                  isinstance(value, str) and value.lower() in named)}  # fmt: skip
     arguments = {key: kept.pop(key) for key in list(kept) if key in env_arguments(spec)}
     return {**kept, "env_kwargs": arguments} if arguments else kept
-
-
-def _admitted(given: dict[str, Any], fields: dict[str, dict[str, Any]]) -> bool:
-    """GIVEN (its non-null values) is an object of FIELDS: `schema_errors` knows `number`,
-    so an `integer` field is checked as a number that is an int."""
-    checked = {name: {"type": "number"} if field.get("type") == "integer" else field for name, field in fields.items()}
-    whole = all(isinstance(given[name], int) for name, field in fields.items()
-                if field.get("type") == "integer" and name in given)
-    return whole and not schema_errors(given, {"type": "object", "properties": checked, "additionalProperties": False})
 
 
 def described(proposal: dict[str, Any]) -> str:

@@ -142,7 +142,7 @@ def _schema(goals: list[str], kinds: tuple[str, ...] | list[str], features: tupl
 
 def schema_errors(value: Any, schema: dict[str, Any], where: str = "$") -> list[str]:
     """What in `value` breaks `schema` (empty when nothing does), for the keywords the design
-    schemas use: type, enum, properties, required, additionalProperties, minimum, maximum,
+    schemas and the chat's spec fill use: type (integer included), enum, properties, required, additionalProperties, minimum, maximum,
     items, maxItems, maxLength. lero validates every reply itself, whether or not the
     server constrained it."""
     kind = schema.get("type")
@@ -151,7 +151,7 @@ def schema_errors(value: Any, schema: dict[str, Any], where: str = "$") -> list[
     if "enum" in schema and value not in schema["enum"]:
         return [f"{where}: {value!r} is not one of {', '.join(map(str, schema['enum']))}"]
     errors: list[str] = []
-    if kind == "number":
+    if kind in ("number", "integer"):
         if "minimum" in schema and value < schema["minimum"]:
             errors.append(f"{where}: {value} is below {schema['minimum']}")
         if "maximum" in schema and value > schema["maximum"]:
@@ -177,4 +177,6 @@ def schema_errors(value: Any, schema: dict[str, Any], where: str = "$") -> list[
 def _is_type(value: Any, kind: str) -> bool:
     if kind == "number":
         return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(value, {"object": dict, "array": list, "string": str, "boolean": bool}[kind])

@@ -130,6 +130,15 @@ def test_the_schema_bounds_numbers_and_names_what_is_outside_it() -> None:
     assert schema_errors({**design, "goal": {"kind": "spread", "weight": 1, "schedule": "constant"}}, schema)
 
 
+def test_an_integer_is_a_whole_number_that_is_no_boolean_and_keeps_its_bounds() -> None:
+    integer = {"type": "integer", "minimum": 1, "maximum": 64}
+    assert schema_errors(4, integer) == []
+    assert schema_errors(4.0, integer) == ["$: expected integer, got float"]
+    assert schema_errors(True, integer) == ["$: expected integer, got bool"]
+    assert schema_errors(65, integer) == ["$: 65 is above 64"]
+    assert schema_errors(0, integer) == ["$: 0 is below 1"]
+
+
 # ---------------------------------------------------------------- the wire, scripted servers
 
 GOOD = {"goal": {"kind": "team_coverage", "weight": 1.0, "schedule": "constant"},
