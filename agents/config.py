@@ -133,7 +133,7 @@ class LLMConfig(BaseModel):
     temperature: float = Field(default=0.8, ge=0, le=2)
     max_requests: int | None = Field(default=None, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
-    seed: int = 0
+    seed: int = 0  # --designer-seed: the offline designer's draws and each request's sampling seed
     # offline designer: start generation 0 from its hand-written prior design (False = the
     # first generation is sampled from the grammar only, so evolution gets no head start)
     offline_prior: bool = True

@@ -15,7 +15,13 @@ Real servers differ, and each difference is handled here once: `n` ignored or re
 no `usage` (tokens estimated and marked so), a chat template that refuses a system role
 (the system text goes into the first user turn), a reply cut off at `max_tokens` (asked
 once to continue), a window stated only in a refusal of a prompt too long for it (learned
-there; a prompt `fit` made is fitted again and sent once more). Every request is reported
+there; a prompt `fit` made is fitted again and sent once more), a refused `seed` (left out
+from then on).
+
+Every request carries a sampling `seed` drawn from the run's `--designer-seed`, the role,
+the prompt and how often that prompt was sent before (`sampling_seed`): a run repeated
+with the same seed asks a seeded server (llama.cpp, vLLM, ...) for the same replies, and a
+prompt sent twice still gets two draws. Every request is reported
 through `on_call` with its prompt, replies, tokens, seconds and finish reasons, and the
 candidate it was about (`about`).
 """
@@ -25,10 +31,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import email.utils
+import hashlib
 import json
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -204,6 +212,20 @@ def rejects_system_role(error: BaseException) -> bool:
     return "system" in message and any(w in message for w in ("role", "template", "support"))
 
 
+def rejects_seed(error: BaseException | None) -> bool:
+    """A server that refuses the `seed` parameter (OpenAI's words for an unknown one:
+    "Unrecognized request argument supplied: seed")."""
+    return (isinstance(error, openai.APIStatusError) and error.status_code in (400, 422)
+            and "seed" in str(error.message).lower())
+
+
+def sampling_seed(seed: int, role: str, messages: Sequence[BaseMessage], sent_before: int) -> int:
+    """The `seed` of a request: stable across processes for the same run seed, role, prompt
+    and count of earlier sends of that prompt, and different when any of them differs."""
+    key = json.dumps([seed, role, _prompt_key(messages), sent_before])
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") >> 1  # 31 bits: any server's int
+
+
 def is_timeout(error: BaseException) -> bool:
     return isinstance(error, openai.APITimeoutError | TimeoutError)
 
@@ -227,6 +249,9 @@ class ChatModel:
         self.supports_n = True
         self.supports_tools = True
         self.system_role = True
+        self.sends_seed = True
+        self._sends: Counter[str] = Counter()  # role + prompt digest -> requests sent with it
+        self._sends_lock = threading.Lock()
         self._window: Window | None = None
         self._structured_form: str | None = None  # probed on the first request with a schema
         self.chars_per_token = CHARS_PER_TOKEN  # measured from the server's usage once it counts
@@ -437,16 +462,32 @@ class ChatModel:
         whatever its outcome."""
         self.ledger.check_budget()
         params.setdefault("max_tokens", self.reply_tokens())
+        if self.sends_seed:
+            params.setdefault("seed", self._next_seed(role, messages))
         retries = self.cfg.max_retries if retries is None else retries
-        try:
-            return self._send_once_per_template(role, messages, n, tools, shortened, params, retries)
-        except LLMError as error:
-            if self.system_role and isinstance(error.__cause__, Exception) and rejects_system_role(error.__cause__):
-                log.info("the server's chat template refuses a system role; sending it as a user turn")
-                self.system_role = False
+        while True:  # each refusal below is learnt once, so this resends at most twice
+            try:
                 return self._send_once_per_template(role, messages, n, tools, shortened, params, retries)
-            self._learn_window(error)
-            raise
+            except LLMError as error:
+                refusal = error.__cause__
+                if self.system_role and isinstance(refusal, Exception) and rejects_system_role(refusal):
+                    log.info("the server's chat template refuses a system role; sending it as a user turn")
+                    self.system_role = False
+                elif "seed" in params and rejects_seed(refusal):
+                    log.info("the server refuses a sampling seed; requests go without one")
+                    self.sends_seed = False
+                    del params["seed"]
+                else:
+                    self._learn_window(error)
+                    raise
+
+    def _next_seed(self, role: str, messages: Sequence[BaseMessage]) -> int:
+        """`sampling_seed` for this send of the prompt (the count is kept per role and prompt)."""
+        digest = hashlib.sha256(json.dumps([role, _prompt_key(messages)]).encode()).hexdigest()
+        with self._sends_lock:
+            sent_before = self._sends[digest]
+            self._sends[digest] += 1
+        return sampling_seed(self.cfg.seed, role, messages, sent_before)
 
     def _send_once_per_template(
         self,
@@ -487,6 +528,7 @@ class ChatModel:
             "window_source": self.window().source,
             "shortened": list(shortened),
             "response_format": (params.get("response_format") or {}).get("type"),
+            "seed": params.get("seed"),
         }
         try:
             for attempt in retrying:

@@ -229,7 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "1/4, the best half by evaluation go on to 1/2, the best half of those to the "
                           "whole budget (about half the env steps)")  # fmt: skip
     run.add_argument("--designer-seed", type=_non_negative_int, metavar="N",
-                     help="the offline designer's random draws (default 0): another seed, another run of the loop")
+                     help="the designer's random draws (default 0): the offline designer's, and the seed each LLM "
+                          "request samples with; another seed, another run of the loop")
     _add_confirm_args(run)
     run.add_argument("--approve", choices=APPROVE_MODES, help=f"what waits for your answer (default {_default('approve')})")
     run.add_argument("--exploit-fraction", type=float, help="share of each generation refining an elite (0..1, default 0.75)")

@@ -151,7 +151,7 @@ class RunSpec(BaseModel):
     n_elites: int = Field(default=2, ge=1, le=16)
     exploit_fraction: float = Field(default=0.75, ge=0.0, le=1.0)  # share of drafts refining an elite
     offline_prior: bool = True  # offline designer: generation 0 starts from its hand-written prior
-    designer_seed: int = Field(default=0, ge=0)  # offline designer's draws: repeat a run with another to see its spread
+    designer_seed: int = Field(default=0, ge=0)  # the designer's draws (offline, and the LLM's sampling seed): repeat a run with another to see its spread
     executor: Literal["local", "ray"] = "local"  # where train/evaluate jobs run
     ray_address: str | None = None  # `auto`, `host:port`; None = a new local Ray instance
     # after the last generation the best candidate(s) and native train again at this budget

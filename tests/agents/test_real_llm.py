@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from langchain_core.messages import HumanMessage
 
 from lero.agents import LLMConfig, check_candidate, make_team
 from lero.agents.checks import state_names
 from lero.agents.designer import Designer
 from lero.agents.extract import CUT_OFF
+from lero.agents.llm import ChatModel, UsageLedger
 from lero.agents.offline.schema import design_schema
 from lero.agents.probe import DEFAULT_CONTEXT_TOKENS, REFUSAL_SOURCE, count_tokens
 from lero.agents.structured import OUTSIDE_SCHEMA, failure_kind
@@ -165,3 +167,21 @@ def test_a_window_the_real_server_states_only_in_its_refusal_is_learned(llama_se
     assert resent["status"] == "ok" and (resent["window"], resent["window_source"]) == (2048, REFUSAL_SOURCE)
     assert resent["prompt_tokens"] + resent["max_tokens"] <= llama_server.n_ctx  # counted by the server
     assert len(designer) == 2 and drafts
+
+
+def test_the_same_designer_seed_draws_the_same_replies_from_the_real_server(llama_server):
+    """Sampling at temperature 1: a run repeated with `--designer-seed 0` gets the same two
+    replies to a prompt it sends twice (two draws, not one), and seed 1 gets other ones.
+    llama-cpp-python reuses the prompt it evaluated last, and a prompt evaluated afresh can
+    sample another reply from the same seed: each run starts after the same prompt."""
+    question = [HumanMessage("Name three colours of a landmark in a particle world.")]
+
+    def two_replies(seed: int) -> list[str]:
+        ChatModel(real_config(llama_server, temperature=0.0), UsageLedger()).replies("critic", question)
+        model = ChatModel(real_config(llama_server, temperature=1.0, seed=seed), UsageLedger())
+        return [reply.text for _ in range(2) for reply in model.replies("designer", question)]
+
+    first = two_replies(0)
+    assert two_replies(0) == first
+    assert first[0] != first[1]  # the prompt's second send is its own draw
+    assert two_replies(1) != first
