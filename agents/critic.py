@@ -16,7 +16,7 @@ from dataclasses import replace
 from lero.agents.checks import check_candidate, state_names
 from lero.agents.extract import without_thinking
 from lero.agents.fit import Fitted, PromptTooLarge
-from lero.agents.llm import ChatModel
+from lero.agents.llm import ChatModel, Reply
 from lero.agents.offline.schema import design_schema, schema_errors
 from lero.agents.structured import OUTSIDE_SCHEMA, parse_object
 from lero.agents.templates import render
@@ -68,14 +68,20 @@ class Critic:
         if self.model is None or not use_llm:
             return gate_accept(code)
         try:
-            prompt = self._prompt(task, code)
+            try:
+                reply = self._reply(task, code)
+            except PromptTooLarge:  # a refusal stated a smaller window: the prompt made for it
+                reply = self._reply(task, code)
         except PromptTooLarge as error:  # the code is too long for the window: the gate decides
             return gate_accept(code, f"no LLM review: {error}")
-        schema = VERDICT_SCHEMA if self.structured else None
-        reply = self.model.replies("critic", prompt.messages, n=1, temperature=0.0, shortened=prompt.shortened,
-                                   schema=schema)[0]
         review = parse_structured_review(reply.text) if self.structured else parse_review(reply.text)
         return replace(review, code_sha=code_digest(code))
+
+    def _reply(self, task: Problem, code: str) -> Reply:
+        prompt = self._prompt(task, code)
+        schema = VERDICT_SCHEMA if self.structured else None
+        return self.model.replies("critic", prompt.messages, n=1, temperature=0.0, shortened=prompt.shortened,
+                                  schema=schema)[0]
 
 
     def _prompt(self, task: Problem, code: str) -> Fitted:

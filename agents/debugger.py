@@ -30,14 +30,14 @@ class Debugger:
         self, task: Problem, code: str, error: str, history: list[tuple[str, str]]
     ) -> Draft:
         """A repaired module; `history` holds earlier (code, error) attempts, oldest first."""
+        temperature = min(self.temperature, 0.2 + 0.2 * len(history))  # warmer when stuck
         try:
             prompt = self._prompt(task, code, error, history)
+            reply = self.model.replies(
+                "debugger", prompt.messages, n=1, temperature=temperature, shortened=prompt.shortened
+            )[0]
         except PromptTooLarge as too_large:  # this candidate's code is too long for the window
             return Draft(code=None, reply="", error=str(too_large), origin="debugger")
-        temperature = min(self.temperature, 0.2 + 0.2 * len(history))  # warmer when stuck
-        reply = self.model.replies(
-            "debugger", prompt.messages, n=1, temperature=temperature, shortened=prompt.shortened
-        )[0]
         draft = draft_from_reply(reply.text, "debugger", reply.cut_off)
         if draft.code is not None and is_duplicate(draft.code, [code]):  # small models echo their input
             return replace(draft, code=None, error=UNCHANGED)

@@ -61,17 +61,24 @@ class Designer:
         drafts: list[Draft] = []
         for refine, wanted in slots:
             try:
-                prompt, start = self._prompt_for(task, elites, reflection, feedback, refine, wanted)
+                try:
+                    drafts += self._slot(task, elites, reflection, feedback, refine, wanted, known)
+                except PromptTooLarge:  # a refusal stated a smaller window: the slot's prompt made for it
+                    drafts += self._slot(task, elites, reflection, feedback, refine, wanted, known)
             except PromptTooLarge as error:  # only the contract and the task are left: no design fits
                 raise LLMError(str(error)) from None
-            known += [start] if start else []
-            try:
-                drafts += self._sample(prompt, wanted, known, refine)
             except BudgetExceeded:
                 if drafts:
                     break
                 raise
         return drafts
+
+    def _slot(self, task: Problem, elites: list[Elite], reflection: str, feedback: str | None,
+              refine: Elite | None, wanted: int, known: list[str]) -> list[Draft]:
+        """One request's drafts: its prompt (and starting module, now known) made for the window."""
+        prompt, start = self._prompt_for(task, elites, reflection, feedback, refine, wanted)
+        known.extend([start] if start else [])
+        return self._sample(prompt, wanted, known, refine)
 
     def _prompt_for(self, task: Problem, elites: list[Elite], reflection: str, feedback: str | None,
                     refine: Elite | None, k: int) -> tuple[Fitted, str | None]:
@@ -131,11 +138,11 @@ class Designer:
                     "review": review.text.strip() or "\n".join(f"- {p}" for p in review.points),
                 },
             )
+            reply = self.model.replies(
+                "designer", prompt.messages, n=1, temperature=self.temperature, shortened=prompt.shortened
+            )[0]
         except PromptTooLarge as error:  # this candidate's code is too long for the window
             return Draft(code=None, reply="", error=str(error), origin="designer:revise")
-        reply = self.model.replies(
-            "designer", prompt.messages, n=1, temperature=self.temperature, shortened=prompt.shortened
-        )[0]
         return draft_from_reply(reply.text, "designer:revise", reply.cut_off)
 
     def design_prompt(

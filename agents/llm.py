@@ -315,14 +315,13 @@ class ChatModel:
     def _fit_again(self, messages: Sequence[BaseMessage], shortened: Sequence[str]) -> tuple[Sequence[BaseMessage], Sequence[str]]:
         """A prompt `fit` made for a larger window than the one a refusal has since stated,
         fitted again (callers keep their prompt for later rounds); any other, as it is.
-        PromptTooLarge there is this request's failure, an LLMError, as a refusal would be."""
+        PromptTooLarge there reaches the caller as it would from `fit`, so the role's own
+        answer to a prompt too large (a smaller prompt, the gate alone, a failed draft)
+        meets it, not the end of the run's LLM work."""
         remembered = self._fitted_for(messages)
         if remembered is None or remembered[0] <= self.window().tokens:
             return messages, shortened
-        try:
-            again = self.fit(*remembered[1])
-        except PromptTooLarge as error:
-            raise LLMError(str(error)) from None
+        again = self.fit(*remembered[1])
         return again.messages, again.shortened
 
     def _count_with_server(self, messages: Sequence[BaseMessage]) -> None:
@@ -350,6 +349,8 @@ class ChatModel:
     ) -> list[Reply]:
         """`n` replies; asks for `n` choices at once, else one request per reply. A reply cut
         off at `max_tokens` is asked once to continue; still cut off, it stays `cut_off`.
+        PromptTooLarge: a refusal stated a smaller window and `messages` (made by `fit`) no
+        longer fit it even shortened.
 
         With a JSON `schema`, it goes to the server in the form the server takes
         (`structured_form`, probed once); the reply is text either way, and the caller

@@ -117,10 +117,10 @@ class StructuredDesigner:
         try:
             prompt = self.model.fit("designer", render("designer_structured_system"), "designer_structured_user",
                                     self.values(task, schema, elites, reflection, feedback, refine))
-        except PromptTooLarge as error:
+            replies = self.model.replies("designer", prompt.messages, n=wanted, temperature=self.temperature,
+                                         shortened=prompt.shortened, schema=schema.schema)
+        except PromptTooLarge as error:  # nothing of the design request can be left out
             raise LLMError(str(error)) from None
-        replies = self.model.replies("designer", prompt.messages, n=wanted, temperature=self.temperature,
-                                     shortened=prompt.shortened, schema=schema.schema)
         kind, parents = ("exploit", (refine.candidate_id,)) if refine else ("explore", ())
         drafts = []
         for reply in replies:
@@ -169,10 +169,10 @@ class StructuredDesigner:
                                     {"task": task.task, "env_description": task.env_description,
                                      "grammar": grammar_text(schema), "design": json.dumps(current),
                                      "review": points})
+            reply = self.model.replies("designer", prompt.messages, n=1, temperature=self.temperature,
+                                       shortened=prompt.shortened, schema=schema.schema)[0]
         except PromptTooLarge as error:
             return Draft(code=None, reply="", error=str(error), origin=ORIGIN + "-revise")
-        reply = self.model.replies("designer", prompt.messages, n=1, temperature=self.temperature,
-                                   shortened=prompt.shortened, schema=schema.schema)[0]
         return design_draft(reply.text, reply.cut_off, schema, ORIGIN + "-revise")
 
 

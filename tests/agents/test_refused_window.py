@@ -7,6 +7,7 @@ import math
 import pytest
 
 from lero.agents import LLMError, make_team
+from lero.agents.offline.designer import OfflineDesigner
 from lero.agents.probe import DEFAULT_CONTEXT_TOKENS, REFUSAL_SOURCE, Window, stated_window
 from tests.agents.conftest import llm_config
 from tests.agents.samples import GOOD_MODULE, markdown_reply
@@ -91,3 +92,66 @@ def test_the_stated_window_is_read_from_either_wording():
     assert stated_window("maximum context length is 10000001 tokens") is None
     assert stated_window("Requested tokens (2345) exceed context window of 2048x") is None
     assert stated_window("context window exceeded") is None
+
+
+def rendered_design(task) -> str:
+    """A module lero renders from a grammar draw, with comments that make it about 2,200
+    server tokens: too long for a 2048-token window beside any role's instructions."""
+    code = OfflineDesigner(seed=0, prior=False).design(task, 1, [], "")[0].code
+    return code + "".join(f"# a researcher's note on the design, line {i}\n" for i in range(60))
+
+
+def verdicts_server(server: OpenAIServer) -> None:
+    """`refusing_server`, answering every request it takes with an accepting verdict object."""
+    server.tokenizer_chars = CHARS_PER_SERVER_TOKEN
+
+    def answer(request: dict) -> Reply:
+        tokens = prompt_tokens(request)
+        if tokens >= SERVER_WINDOW:
+            return llama_cpp_python_refusal(SERVER_WINDOW, tokens, request["max_tokens"])
+        return Reply('{"verdict": "accept", "points": ["covers the landmarks"]}')
+
+    server.script = answer
+
+
+def test_a_critic_prompt_the_learned_window_cannot_hold_is_made_again_with_the_design_alone(openai_server, task):
+    """The refused review's code does not fit the stated window even shortened: the critic
+    asks again with the design's JSON alone, as it would have with the window known (the
+    run's LLM work goes on; the funnel's first real run without --context-tokens stopped here)."""
+    verdicts_server(openai_server)
+    calls: list[dict] = []
+    team = make_team(llm_config(openai_server, design="structured", context_tokens=8192),
+                     on_call=lambda role, info: calls.append(info))
+    code = rendered_design(task)
+    review = team.critic.review(task, code)
+    assert review.verdict == "accept" and review.points == ["covers the landmarks"]
+    critic = [call for call in calls if call["role"] == "critic"]
+    refused, asked = critic
+    assert refused["status"] == "error" and "```python" in refused["prompt"][-1]["content"]
+    assert asked["status"] == "ok" and "```python" not in asked["prompt"][-1]["content"]
+    assert "Design (JSON)" in asked["prompt"][-1]["content"]
+    assert prompt_tokens({"messages": asked["prompt"]}) + asked["max_tokens"] <= SERVER_WINDOW
+
+
+def test_a_debugger_prompt_the_learned_window_cannot_hold_is_a_failed_repair(openai_server, task):
+    verdicts_server(openai_server)
+    team = make_team(llm_config(openai_server, context_tokens=8192))
+    fix = team.debugger.repair(task, rendered_design(task), "NameError: boom", [])
+    assert fix.code is None and "debugger prompt needs about" in fix.error
+    assert len(openai_server.requests) == 1  # the refused one: nothing sent that cannot fit
+
+
+def test_an_edit_prompt_the_learned_window_cannot_hold_is_made_again_for_it(openai_server, long_task):
+    """An explore slot's starting module fitted the assumed window, not the 1,600 tokens the
+    refusal states: the slot's prompt is made again for that window (another grammar draw,
+    else the free-form prompt) instead of the run's LLM work ending."""
+    refusing_server(openai_server, stated=1600)
+    calls: list[dict] = []
+    team = make_team(llm_config(openai_server, design="auto", context_tokens=8192),
+                     on_call=lambda role, info: calls.append(info))
+    drafts = team.designer.design(long_task, 1, [], "")
+    assert drafts and drafts[0].code
+    refused, asked = calls
+    assert refused["status"] == "error" and "def hybrid_reward(ctx):" in refused["prompt"][-1]["content"]
+    assert asked["status"] == "ok" and asked["window"] == 1600
+    assert prompt_tokens({"messages": asked["prompt"]}) + asked["max_tokens"] <= 1600
