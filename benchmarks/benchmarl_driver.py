@@ -6,10 +6,14 @@ lero's: BenchMARL is no dependency of lero, and nothing of lero is imported here
     BENCHMARL_PYTHON benchmarks/benchmarl_driver.py --config '{"task": "navigation", ...}'
     BENCHMARL_PYTHON benchmarks/benchmarl_driver.py --describe navigation   # the task's YAML
 
-The JSON line: frames (joint env steps), setup_s (building the experiment), run_s
-(``Experiment.run``, collection and training; ``threads`` in the config sets torch's), the curve of (seconds since the run started,
-mean per-agent return of the episodes that ended in that batch) per collected batch, the
-configuration in effect and the versions.
+The config's ``experiment``, ``algorithm`` and ``model`` hold the fields set on BenchMARL's
+ExperimentConfig, MappoConfig and MlpConfig (``vs_benchmarl.benchmarl_settings``; the
+model's ``activation`` names a ``torch.nn`` class). The JSON line: frames (joint env steps),
+setup_s (building the experiment), run_s (``Experiment.run``, collection and training;
+``threads`` in the config sets torch's), the curve of (seconds since the run started, mean
+per-agent return of the episodes that ended in that batch) per collected batch,
+steps_per_batch (the minibatch steps BenchMARL took after each batch), the configuration in
+effect and the versions.
 """
 
 from __future__ import annotations
@@ -36,13 +40,8 @@ def build(config: dict, save_folder: str, callbacks: list) -> Any:
     experiment = ExperimentConfig.get_from_yaml()
     experiment.prefer_continuous_actions = False  # lero's policies are discrete
     experiment.max_n_frames = config["steps"]
-    experiment.on_policy_collected_frames_per_batch = config["n_envs"] * config["rollout_len"]
-    experiment.on_policy_n_envs_per_worker = config["n_envs"]
-    experiment.on_policy_minibatch_size = config["n_envs"] * config["rollout_len"] // config["minibatches"]
-    experiment.on_policy_n_minibatch_iters = config["epochs"] * config["minibatches"]
-    experiment.lr = config["lr"]
-    experiment.gamma = config["gamma"]
-    experiment.clip_grad_val = config["max_grad_norm"]
+    for key, value in config["experiment"].items():
+        setattr(experiment, key, value)
     experiment.evaluation = False
     experiment.loggers = []
     experiment.create_json = False
@@ -52,30 +51,33 @@ def build(config: dict, save_folder: str, callbacks: list) -> Any:
     task = getattr(VmasTask, config["task"].upper()).get_from_yaml()
     task.config.update(config["task_kwargs"])
     algorithm = MappoConfig.get_from_yaml()
-    algorithm.entropy_coef = config["ent_coef"]
-    algorithm.clip_epsilon = config["clip_eps"]
-    algorithm.lmbda = config["gae_lambda"]
-    algorithm.critic_coef = config["vf_coef"]
-    width = [config["hidden"], config["hidden"]]
-    model = MlpConfig(num_cells=width, activation_class=torch.nn.Tanh, layer_class=torch.nn.Linear)
-    critic = MlpConfig(num_cells=width, activation_class=torch.nn.Tanh, layer_class=torch.nn.Linear)
+    for key, value in config["algorithm"].items():
+        setattr(algorithm, key, value)
+    activation = getattr(torch.nn, config["model"]["activation"])
+    width = config["model"]["num_cells"]
+    model = MlpConfig(num_cells=width, activation_class=activation, layer_class=torch.nn.Linear)
+    critic = MlpConfig(num_cells=width, activation_class=activation, layer_class=torch.nn.Linear)
     return Experiment(task=task, algorithm_config=algorithm, model_config=model, critic_model_config=critic,
                       seed=config["seed"], config=experiment, callbacks=callbacks)
 
 
 class Returns(Callback):
     """Per collected batch: (seconds since ``start``, the mean per-agent return of the episodes
-    that ended in it). Defined at module level: BenchMARL pickles its callbacks."""
+    that ended in it), and the minibatch steps trained on it. Defined at module level:
+    BenchMARL pickles its callbacks."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.start, self.curve = 0.0, []
+        self.start, self.curve, self.steps_per_batch = 0.0, [], []
 
     def on_batch_collected(self, batch: Any) -> None:
         done = batch.get(("next", "done")).squeeze(-1)  # [E, T]
         returns = batch.get(("next", "agents", "episode_reward")).squeeze(-1)  # [E, T, N]
         if bool(done.any()):
             self.curve.append((time.perf_counter() - self.start, float(returns[done].mean())))
+
+    def on_train_end(self, training_td: Any, group: str) -> None:
+        self.steps_per_batch.append(int(training_td.batch_size[0]))  # one row per minibatch step
 
 
 def main() -> int:
@@ -105,7 +107,7 @@ def main() -> int:
         experiment.run()
         run_s = time.perf_counter() - returns.start
     print(json.dumps({"frames": int(experiment.total_frames), "setup_s": setup_s, "run_s": run_s,
-                      "curve": returns.curve, "config": config,
+                      "curve": returns.curve, "steps_per_batch": returns.steps_per_batch, "config": config,
                       "versions": {"benchmarl": benchmarl.__version__, "torchrl": torchrl.__version__,
                                    "torch": torch.__version__}}))
     return 0

@@ -8,12 +8,18 @@ its TorchRL and `vmas`) through benchmarks/benchmarl_driver.py. Both sides train
 VMAS task with BenchMARL's own task YAML (`--describe`: navigation has 3 agents, 100 steps,
 shared_rew False) and the same PPO settings (`SHARED`, overridable by flags): envs per
 batch, rollout length (their product is BenchMARL's frames per batch), minibatches, epochs
-(BenchMARL: `epochs * minibatches` minibatch iterations), learning rate (constant on both
-sides), gamma, GAE lambda, clip, entropy and value coefficients, gradient clip, and two
-hidden layers of `--hidden` ReLU units for actor and critic (BenchMARL's default Tanh is
-replaced to match lero's networks). MAPPO's critic sees every agent's observation on both.
+(BenchMARL's `on_policy_n_minibatch_iters` counts passes over the batch, each of all its
+minibatches: `benchmarl_settings`), learning rate (constant on both sides), gamma, GAE
+lambda, clip, entropy and value coefficients, gradient clip, and two hidden layers of
+`--hidden` ReLU units for actor and critic (BenchMARL's default Tanh is replaced to match
+lero's networks). MAPPO's critic sees every agent's observation on both. The driver reports
+the minibatch steps BenchMARL took per batch; a count other than epochs x minibatches stops
+the run.
 Differences that remain: lero normalises advantages per batch and clips the value loss
-only as far as `value_clip_eps` (set far out of reach here), BenchMARL does neither.
+only as far as `value_clip_eps` (set far out of reach here), BenchMARL does neither;
+BenchMARL's MAPPO critic gives one value for all agents, lero's one per agent; lero's actor
+sees an agent id, its critic the elapsed fraction of the episode. None of these moved the
+60k-step navigation curve (docs/benchmarks.md); the epochs did.
 
 Rows, each trained once per round at the same joint-step budget and seed, rounds in
 alternating order so that drift in the machine's load hits every row alike:
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -50,9 +57,10 @@ DRIVER = Path(__file__).with_name("benchmarl_driver.py")
 PEER = "benchmarl-mappo"
 LERO_ROWS = ("lero-mappo@benchmarl", "lero-mappo")
 # The PPO settings both sides share: BenchMARL's on-policy defaults (60 envs x 100 steps =
-# its 6000 frames per batch, 15 minibatches of 400, 45 iterations = 3 epochs, lr 5e-5, clip
-# 0.2, lambda 0.9, no entropy bonus, gradient norm 5) and its 256-unit MLPs
-SHARED = {"n_envs": 60, "rollout_len": 100, "minibatches": 15, "epochs": 3, "lr": 5e-5, "gamma": 0.99,
+# its 6000 frames per batch, minibatches of 400 = 15 per pass, on_policy_n_minibatch_iters
+# 45 = 45 passes, i.e. 675 minibatch steps per batch; lr 5e-5, clip 0.2, lambda 0.9, no
+# entropy bonus, gradient norm 5) and its 256-unit MLPs
+SHARED = {"n_envs": 60, "rollout_len": 100, "minibatches": 15, "epochs": 45, "lr": 5e-5, "gamma": 0.99,
           "gae_lambda": 0.9, "clip_eps": 0.2, "ent_coef": 0.0, "vf_coef": 1.0, "max_grad_norm": 5.0,
           "hidden": 256}
 NO_VALUE_CLIP = 1e9  # lero's value_clip_eps where BenchMARL clips no value loss
@@ -83,6 +91,46 @@ def shared(args: argparse.Namespace) -> dict[str, Any]:
     return {key: getattr(args, key) for key in SHARED}
 
 
+def benchmarl_settings(settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """SETTINGS (`SHARED`'s keys) as the fields the driver sets on BenchMARL's ExperimentConfig,
+    MappoConfig and MlpConfig (actor and critic).
+
+    Why `on_policy_n_minibatch_iters = epochs`: BenchMARL 1.5's on-policy loop
+    (benchmarl/experiment/experiment.py) runs that many passes, each of
+    ceil(frames / on_policy_minibatch_size) minibatches drawn without replacement, so the
+    field counts epochs (`benchmarl_steps_per_batch`), not minibatch steps.
+    """
+    frames = settings["n_envs"] * settings["rollout_len"]
+    return {
+        "experiment": {
+            "on_policy_collected_frames_per_batch": frames,
+            "on_policy_n_envs_per_worker": settings["n_envs"],
+            "on_policy_minibatch_size": math.ceil(frames / settings["minibatches"]),  # lero's size
+            "on_policy_n_minibatch_iters": settings["epochs"],
+            "lr": settings["lr"], "gamma": settings["gamma"], "clip_grad_val": settings["max_grad_norm"],
+        },
+        "algorithm": {"entropy_coef": settings["ent_coef"], "clip_epsilon": settings["clip_eps"],
+                      "lmbda": settings["gae_lambda"], "critic_coef": settings["vf_coef"]},
+        "model": {"num_cells": [settings["hidden"]] * 2, "activation": "ReLU"},
+    }  # fmt: skip
+
+
+def benchmarl_steps_per_batch(experiment: dict[str, Any]) -> int:
+    """Minibatch gradient steps BenchMARL 1.5 takes per collected batch with these
+    ExperimentConfig fields: passes x minibatches per pass (its on-policy loop)."""
+    per_pass = -(-experiment["on_policy_collected_frames_per_batch"] // experiment["on_policy_minibatch_size"])
+    return experiment["on_policy_n_minibatch_iters"] * per_pass
+
+
+def check_steps_per_batch(reported: list[int], settings: dict[str, Any]) -> None:
+    """Stop when BenchMARL took another number of minibatch steps per batch than lero's
+    epochs x minibatches: the two sides would not train alike."""
+    expected = settings["epochs"] * settings["minibatches"]
+    if set(reported) != {expected}:
+        raise SystemExit(f"vs_benchmarl: BenchMARL took {sorted(set(reported))} minibatch steps per batch, "
+                         f"lero takes {expected} (epochs x minibatches)")
+
+
 def peer(args: argparse.Namespace, *options: str) -> str:
     """Run the driver in BenchMARL's interpreter; its last stdout line."""
     done = subprocess.run([str(args.benchmarl_python), str(DRIVER), *options], capture_output=True, text=True,
@@ -99,9 +147,10 @@ def task_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_peer(args: argparse.Namespace, kwargs: dict[str, Any]) -> dict[str, Any]:
     config = {"task": args.task, "task_kwargs": kwargs, "steps": args.steps, "seed": args.seed,
-              "threads": args.threads, **shared(args)}
+              "threads": args.threads, **benchmarl_settings(shared(args))}
     load_before = load()
     out = json.loads(peer(args, "--config", json.dumps(config)))
+    check_steps_per_batch(out["steps_per_batch"], shared(args))
     times = [t for t, _ in out["curve"]]
     returns = [r for _, r in out["curve"]]
     return {"row": PEER, "steps": out["frames"], "steps_per_s": out["frames"] / out["run_s"],
