@@ -153,9 +153,12 @@ def _after_review(candidate: Candidate, review: Review, critic_rounds: int) -> C
 
 
 def instead_if_rejected(res: RunContext, candidate: Candidate) -> Candidate:
-    """`--design auto`: code the static rules still reject once its revisions are spent is
-    invalid code too, and its slot gets a structured draft (not code the critic rejected)."""
-    if candidate["stage"] == "dropped" and candidate["status"] == "rejected" and not candidate.get("human"):
+    """`--design auto`: code the static rules still reject once its revisions are spent, or
+    code the LLM critic rejected, is no candidate either, and its slot gets a structured
+    draft: lero renders that one, so a weak model's rejected code does not cost the slot
+    (SmolLM2's critic rejected 2 of 12 slots' code in a default run, which then trained none)."""
+    if (candidate["stage"] == "dropped" and candidate["status"] in ("rejected", "rejected_by_critic")
+            and not candidate.get("human")):
         return structured_instead(res, candidate) or candidate
     return candidate
 

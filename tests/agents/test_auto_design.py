@@ -13,6 +13,7 @@ from lero.agents.critic import VERDICT_SCHEMA
 from lero.agents.llm import PROBE_SCHEMA
 from lero.app.report import write_report
 from lero.graph.runner import start_run
+from tests.agents.samples import GOOD_MODULE
 from tests.agents.test_structured import GOOD
 from tests.graph.test_graph_e2e import RecordingUI, events, read, spec
 from tests.support.openai_server import OpenAIServer, Reply
@@ -105,3 +106,29 @@ def test_the_design_flag_reaches_the_spec_and_the_agents_and_a_bad_mode_is_a_usa
     assert resume_overrides(parser.parse_args(["resume", "r1", "--design", "code"]))["design"] == "code"
     code, _, err = lero(["run", "--design", "clever", "--llm", "offline"], capsys)
     assert code == 2 and "invalid choice: 'clever'" in err and err.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_code_the_llm_critic_rejects_gets_its_structured_draft(tmp_path) -> None:
+    """The critic rejects the model's module (as SmolLM2's did, 2 of 12 slots of a default
+    run) and accepts the structured draft, which trains: the slot is not lost."""
+
+    def reply(request: dict) -> Reply:
+        if (request.get("response_format") or {}).get("schema") == VERDICT_SCHEMA:
+            judged = request["messages"][-1]["content"]
+            verdict = "accept" if "Design (JSON)" in judged else "reject"
+            return Reply(content=json.dumps({"verdict": verdict, "points": ["imports it should not need"]}))
+        if not request.get("response_format"):
+            return Reply(content=f"```python\n{GOOD_MODULE}```")
+        return weak_model([GOOD])(request)
+
+    with OpenAIServer() as server:
+        server.script = reply
+        outcome = start_run(spec(tmp_path, llm="openai:test-model", base_url=server.base_url, population=1),
+                            RecordingUI())
+    run = outcome.run_dir
+    assert outcome.status == "completed"
+    assert read(run / "report.json")["design"] == {"0-0": "structured"}
+    assert read(run / "candidates" / "0-0" / "result.json")["status"] == "ok"
+    stages = [(e["stage"], e["origin"]) for e in events(run) if e["event"] == "candidate" and e["candidate_id"] == "0-0"]
+    assert stages[:2] == [("review", "designer:edit"), ("review", "designer:structured")]  # the module, then the draft
