@@ -16,7 +16,7 @@ from dataclasses import replace
 from lero.agents.checks import check_candidate, state_names
 from lero.agents.extract import without_thinking
 from lero.agents.fit import Fitted, PromptTooLarge
-from lero.agents.llm import ChatModel, Reply
+from lero.agents.llm import ChatModel, Reply, made_for_the_window
 from lero.agents.offline.schema import design_schema, schema_errors
 from lero.agents.structured import OUTSIDE_SCHEMA, parse_object
 from lero.agents.templates import render
@@ -68,10 +68,7 @@ class Critic:
         if self.model is None or not use_llm:
             return gate_accept(code)
         try:
-            try:
-                reply = self._reply(task, code)
-            except PromptTooLarge:  # a refusal stated a smaller window: the prompt made for it
-                reply = self._reply(task, code)
+            reply = made_for_the_window(lambda: self._reply(task, code))
         except PromptTooLarge as error:  # the code is too long for the window: the gate decides
             return gate_accept(code, f"no LLM review: {error}")
         review = parse_structured_review(reply.text) if self.structured else parse_review(reply.text)

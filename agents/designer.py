@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from functools import partial
 
 from lero.agents.extract import draft_from_reply
 from lero.agents.fit import Fitted, PromptTooLarge, fit
-from lero.agents.llm import BudgetExceeded, ChatModel, LLMError
+from lero.agents.llm import BudgetExceeded, ChatModel, LLMError, made_for_the_window
 from lero.agents.offline.designer import sampled_module, without_genome
 from lero.agents.similarity import is_duplicate
 from lero.agents.templates import format_evolution, format_feedback, render
@@ -61,10 +62,7 @@ class Designer:
         drafts: list[Draft] = []
         for refine, wanted in slots:
             try:
-                try:
-                    drafts += self._slot(task, elites, reflection, feedback, refine, wanted, known)
-                except PromptTooLarge:  # a refusal stated a smaller window: the slot's prompt made for it
-                    drafts += self._slot(task, elites, reflection, feedback, refine, wanted, known)
+                drafts += made_for_the_window(partial(self._slot, task, elites, reflection, feedback, refine, wanted, known))
             except PromptTooLarge as error:  # only the contract and the task are left: no design fits
                 raise LLMError(str(error)) from None
             except BudgetExceeded:

@@ -39,6 +39,12 @@ class PromptTooLarge(ValueError):
     (`ChatModel.fit` turns it into an LLMError, which stops a run with that reason)."""
 
 
+class PromptOutgrown(PromptTooLarge):
+    """A prompt `fit` made for the window then known no longer fits the smaller one a
+    refusal has since stated, even shortened (`ChatModel.replies`): its maker can make it
+    again for that window (`made_for_the_window`)."""
+
+
 def estimate_tokens(text: str, chars_per_token: float = CHARS_PER_TOKEN) -> int:
     return math.ceil(len(text) / chars_per_token)
 

@@ -39,7 +39,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -53,6 +53,7 @@ from lero.agents.fit import (
     MESSAGE_OVERHEAD_TOKENS,
     MIN_REPLY_TOKENS,
     Fitted,
+    PromptOutgrown,
     PromptTooLarge,
     estimate_tokens,
     fit,
@@ -72,6 +73,7 @@ from lero.agents.probe import (
 log = logging.getLogger(__name__)
 
 OnCall = Callable[[str, dict], None]
+R = TypeVar("R")  # what a `made_for_the_window` request returns
 
 
 class LLMError(RuntimeError):
@@ -219,11 +221,28 @@ def rejects_seed(error: BaseException | None) -> bool:
             and "seed" in str(error.message).lower())
 
 
-def sampling_seed(seed: int, role: str, messages: Sequence[BaseMessage], sent_before: int) -> int:
-    """The `seed` of a request: stable across processes for the same run seed, role, prompt
-    and count of earlier sends of that prompt, and different when any of them differs."""
-    key = json.dumps([seed, role, _prompt_key(messages), sent_before])
+def prompt_digest(role: str, messages: Sequence[BaseMessage]) -> str:
+    """One role's prompt as a short stable key (the same in every process)."""
+    return hashlib.sha256(json.dumps([role, _prompt_key(messages)]).encode()).hexdigest()
+
+
+def sampling_seed(seed: int, prompt: str, sent_before: int) -> int:
+    """The `seed` of a request: stable across processes for the same run seed, prompt
+    (`prompt_digest`) and count of earlier sends of that prompt, and different when any of
+    them differs."""
+    key = json.dumps([seed, prompt, sent_before])
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") >> 1  # 31 bits: any server's int
+
+
+def made_for_the_window(ask: Callable[[], R]) -> R:
+    """`ask()`, which makes its prompt with `ChatModel.fit` and sends it; asked once more
+    when a refusal stated a window the prompt no longer fits (`PromptOutgrown`), so the
+    prompt is made again for that window by the role's own means (the critic's design JSON
+    alone, an edit slot's other starting module), as it would have been with the window known."""
+    try:
+        return ask()
+    except PromptOutgrown:
+        return ask()
 
 
 def is_timeout(error: BaseException) -> bool:
@@ -315,13 +334,16 @@ class ChatModel:
     def _fit_again(self, messages: Sequence[BaseMessage], shortened: Sequence[str]) -> tuple[Sequence[BaseMessage], Sequence[str]]:
         """A prompt `fit` made for a larger window than the one a refusal has since stated,
         fitted again (callers keep their prompt for later rounds); any other, as it is.
-        PromptTooLarge there reaches the caller as it would from `fit`, so the role's own
+        A prompt that cannot fit is `PromptOutgrown`, a PromptTooLarge, so the role's own
         answer to a prompt too large (a smaller prompt, the gate alone, a failed draft)
         meets it, not the end of the run's LLM work."""
         remembered = self._fitted_for(messages)
         if remembered is None or remembered[0] <= self.window().tokens:
             return messages, shortened
-        again = self.fit(*remembered[1])
+        try:
+            again = self.fit(*remembered[1])
+        except PromptTooLarge as error:
+            raise PromptOutgrown(str(error)) from None
         return again.messages, again.shortened
 
     def _count_with_server(self, messages: Sequence[BaseMessage]) -> None:
@@ -349,7 +371,7 @@ class ChatModel:
     ) -> list[Reply]:
         """`n` replies; asks for `n` choices at once, else one request per reply. A reply cut
         off at `max_tokens` is asked once to continue; still cut off, it stays `cut_off`.
-        PromptTooLarge: a refusal stated a smaller window and `messages` (made by `fit`) no
+        PromptOutgrown: a refusal stated a smaller window and `messages` (made by `fit`) no
         longer fit it even shortened.
 
         With a JSON `schema`, it goes to the server in the form the server takes
@@ -484,11 +506,11 @@ class ChatModel:
 
     def _next_seed(self, role: str, messages: Sequence[BaseMessage]) -> int:
         """`sampling_seed` for this send of the prompt (the count is kept per role and prompt)."""
-        digest = hashlib.sha256(json.dumps([role, _prompt_key(messages)]).encode()).hexdigest()
+        digest = prompt_digest(role, messages)
         with self._sends_lock:
             sent_before = self._sends[digest]
             self._sends[digest] += 1
-        return sampling_seed(self.cfg.seed, role, messages, sent_before)
+        return sampling_seed(self.cfg.seed, digest, sent_before)
 
     def _send_once_per_template(
         self,

@@ -7,7 +7,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from lero.agents import LLMError
-from lero.agents.llm import ChatModel, UsageLedger, sampling_seed
+from lero.agents.llm import ChatModel, UsageLedger, prompt_digest, sampling_seed
 from tests.agents.conftest import llm_config, texts
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -37,8 +37,8 @@ def test_a_repeated_run_sends_the_same_seeds_and_another_run_seed_other_ones(ope
     assert len(set(first)) == 4  # each send of the run is its own draw
     assert not set(other) & set(first)  # --designer-seed 7 draws other replies
     assert all(isinstance(seed, int) and 0 <= seed < 2**31 for seed in first + other)
-    assert first[0] == sampling_seed(0, "designer", QUESTION, 0)
-    assert first[1] == sampling_seed(0, "designer", QUESTION, 1)
+    assert first[0] == sampling_seed(0, prompt_digest("designer", QUESTION), 0)
+    assert first[1] == sampling_seed(0, prompt_digest("designer", QUESTION), 1)
 
 
 def test_replies_asked_one_request_each_get_one_seed_each(openai_server):
@@ -57,7 +57,7 @@ def test_a_retried_request_keeps_its_seed(openai_server):
     model = model_for(openai_server, 5)
     assert texts(model, "designer", QUESTION) == ["after the retry"]
     refused, retried = sent_seeds(openai_server)
-    assert refused == retried == sampling_seed(5, "designer", QUESTION, 0)
+    assert refused == retried == sampling_seed(5, prompt_digest("designer", QUESTION), 0)
 
 
 def test_a_server_that_refuses_a_seed_is_asked_without_one_from_then_on(openai_server):
