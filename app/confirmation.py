@@ -26,7 +26,7 @@ from lero.graph.rundir import BASELINE_ID
 from lero.graph.summary import RunFiles, metric_names
 
 # stats.poi_verdict's words, said of a metric (which direction is good depends on the metric)
-SAID = {"better": "higher than native", "worse": "lower than native", "no difference": "no different from native",
+SAID = {"higher": "higher than native", "lower": "lower than native", "no difference": "no different from native",
         "too few seeds": "too few seeds for a verdict"}  # fmt: skip
 
 

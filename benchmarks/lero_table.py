@@ -131,7 +131,6 @@ def verdicts(rows: list[dict[str, Any]]) -> list[str]:
     """Per (task, loop algorithm, algorithm): hrf+oef against native at the loop's budget and
     hrf+oef@10x against native@10x, on every metric: `higher` / `lower` (the probability of
     improvement's 95% CI excludes 1/2), `no difference`, or `too few seeds`."""
-    said = {"better": "higher", "worse": "lower", "no difference": "no difference", "too few seeds": "too few seeds"}
     groups: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row["task"], row["loop_algo"], row["algo"]), {})[row["arm"]] = row
@@ -146,7 +145,7 @@ def verdicts(rows: list[dict[str, Any]]) -> list[str]:
                 continue
             seeds = len(row["seeds"])
             parts.append(f"at {budget} ({arm} vs {row['versus']}): " + ", ".join(
-                f"{m} {v['mean']:.2f} {said[poi_verdict(v['poi'], seeds)]} (P {v['poi']['value']:.2f})"
+                f"{m} {v['mean']:.2f} {poi_verdict(v['poi'], seeds)} (P {v['poi']['value']:.2f})"
                 for m, v in tested.items()))  # fmt: skip
         lines.append(f"- {task}, evolved with {loop_algo}, {algo}: " + "; ".join(parts) + ".")
     return lines

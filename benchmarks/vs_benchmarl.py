@@ -41,14 +41,19 @@ import json
 import math
 import os
 import platform
-import statistics
 import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.vs_jaxmarl import SMOOTH, alternating_rounds, load, run_lero_curve, time_to_return
+from benchmarks.vs_jaxmarl import (
+    alternating_rounds,
+    final_return,
+    load,
+    run_lero_curve,
+    time_to_return,
+)
 from lero.training.openmp import openmp_wait, settle_openmp_wait
 
 settle_openmp_wait()
@@ -155,7 +160,7 @@ def run_peer(args: argparse.Namespace, kwargs: dict[str, Any]) -> dict[str, Any]
     returns = [r for _, r in out["curve"]]
     return {"row": PEER, "steps": out["frames"], "steps_per_s": out["frames"] / out["run_s"],
             "train_s": out["run_s"], "setup_s": out["setup_s"],
-            "final_return": statistics.fmean(returns[-max(1, len(returns) // SMOOTH):]), "eval_return": None,
+            "final_return": final_return(returns), "eval_return": None,
             "load_before": load_before, "load_after": load(), "curve_times": times, "curve_returns": returns,
             "versions": out["versions"]}
 

@@ -103,9 +103,18 @@ def smoothed(values: list[float]) -> list[float]:
     return [statistics.fmean(values[max(0, i + 1 - window) : i + 1]) for i in range(len(values))]
 
 
-def time_to_return(times: list[float], returns: list[float], target: float) -> float | None:
-    """Seconds until the smoothed return first reaches ``target``; None if it never does."""
+def time_to_return(times: list[float], returns: list[float], target: float | None) -> float | None:
+    """Seconds until the smoothed return first reaches ``target``; None if it never does (or
+    there is no target: the reference finished no episode)."""
+    if target is None:
+        return None
     return next((t for t, r in zip(times, smoothed(returns), strict=True) if r >= target), None)
+
+
+def final_return(curve: list[float]) -> float | None:
+    """The mean of a curve's last 1/SMOOTH; None when no episode ended (a budget shorter than
+    one episode logs no return)."""
+    return statistics.fmean(curve[-max(1, len(curve) // SMOOTH) :]) if curve else None
 
 
 def load() -> float:
@@ -144,7 +153,7 @@ def run_peer(args: argparse.Namespace) -> dict[str, Any]:
         "steps_per_s_with_compile": out["steps"] / (out["run_s"] + out["compile_s"]),
         "compile_s": out["compile_s"],
         "train_s": out["run_s"],
-        "final_return": statistics.fmean(curve[-max(1, len(curve) // SMOOTH) :]),
+        "final_return": final_return(curve),
         "eval_return": None,
         "load_before": load_before,
         "load_after": load(),
@@ -187,7 +196,7 @@ def run_lero_curve(row: str, algo: str, steps: int, seed: int, threads: int | No
         "steps": result.steps,
         "steps_per_s": result.steps_per_s,
         "train_s": result.train_s,
-        "final_return": statistics.fmean(curve[-max(1, len(curve) // SMOOTH) :]) if curve else None,
+        "final_return": final_return(curve),
         "eval_return": result.eval.get("return"),
         "load_before": load_before,
         "load_after": load(),

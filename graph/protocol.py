@@ -44,14 +44,7 @@ def train_and_evaluate_seeds(
     episodes; a study gives each seed its held-out one). Every seed's result and cache
     entry are what it gets alone. CACHE: where the whole results are also looked up and
     kept (native jobs that several runs share); the sandbox's own cache holds them regardless."""
-    resume_dirs = [None] * len(seeds) if resume_dirs is None else resume_dirs
-    eval_seeds = [None] * len(seeds) if eval_seeds is None else eval_seeds
-    if len(resume_dirs) != len(seeds) or len(eval_seeds) != len(seeds) \
-            or ("job_id" in job_fields and len(seeds) > 1):
-        raise ValueError("train_and_evaluate_seeds: one resume_dir and eval seed per seed, and no shared job_id")
-    train_jobs = [Job(kind="train", code=code, env=env, algo=algo, steps=steps, seed=seed,
-                      resume_dir=resume_dir, eval_seed=eval_seed, **job_fields)
-                  for seed, resume_dir, eval_seed in zip(seeds, resume_dirs, eval_seeds, strict=True)]  # fmt: skip
+    train_jobs = _train_jobs(code, env, algo, steps, seeds, resume_dirs, eval_seeds, **job_fields)
     keys = [combined_cache_key(job) for job in train_jobs]
     caches = [c for c in (sandbox.cache, cache) if c is not None]
     results: list[JobResult | None] = [next(filter(None, (c.get(key) for c in caches)), None) for key in keys]
@@ -63,7 +56,7 @@ def train_and_evaluate_seeds(
     ok = [i for i in missed if trained[i].status == "ok"]
     eval_fields = {k: v for k, v in job_fields.items() if k not in ("job_id", "stop_at")}
     eval_jobs = [Job(kind="evaluate", code=code, env=env, algo=algo, steps=steps, seed=seeds[i],
-                     policy_dir=trained[i].policy_dir, eval_seed=eval_seeds[i], **eval_fields)
+                     policy_dir=trained[i].policy_dir, eval_seed=train_jobs[i].eval_seed, **eval_fields)
                  for i in ok]  # fmt: skip
     evaluated = dict(zip(ok, sandbox.run_group(eval_jobs), strict=True)) if ok else {}
     for i in missed:
@@ -71,6 +64,39 @@ def train_and_evaluate_seeds(
         for kept in caches if i in evaluated else ():
             kept.put(keys[i], results[i])
     return results  # type: ignore[return-value]
+
+
+def cached_seeds(
+    sandbox: Sandbox,
+    code: str | None,
+    env: dict,
+    algo: str,
+    steps: int,
+    seeds: list[int],
+    eval_seeds: list[int | None] | None = None,
+    cache: ResultCache | None = None,
+    **job_fields: Any,
+) -> list[bool]:
+    """Which of SEEDS `train_and_evaluate_seeds` would answer from a cache (the sandbox's or
+    CACHE) without training: a scheduler plans sandbox slots for the others only."""
+    train_jobs = _train_jobs(code, env, algo, steps, seeds, None, eval_seeds, **job_fields)
+    caches = [c for c in (sandbox.cache, cache) if c is not None]
+    return [any(c.get(combined_cache_key(job)) is not None for c in caches) for job in train_jobs]
+
+
+def _train_jobs(
+    code: str | None, env: dict, algo: str, steps: int, seeds: list[int],
+    resume_dirs: list[str | None] | None, eval_seeds: list[int | None] | None, **job_fields: Any,
+) -> list[Job]:  # fmt: skip
+    """One train job per seed (None: no learner state to continue / the selection episodes)."""
+    resume_dirs = [None] * len(seeds) if resume_dirs is None else resume_dirs
+    eval_seeds = [None] * len(seeds) if eval_seeds is None else eval_seeds
+    if len(resume_dirs) != len(seeds) or len(eval_seeds) != len(seeds) \
+            or ("job_id" in job_fields and len(seeds) > 1):
+        raise ValueError("train_and_evaluate_seeds: one resume_dir and eval seed per seed, and no shared job_id")
+    return [Job(kind="train", code=code, env=env, algo=algo, steps=steps, seed=seed,
+                resume_dir=resume_dir, eval_seed=eval_seed, **job_fields)
+            for seed, resume_dir, eval_seed in zip(seeds, resume_dirs, eval_seeds, strict=True)]  # fmt: skip
 
 
 def combined_cache_key(train_job: Job) -> str:

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from lero.app.report import open_named_run
 from lero.app.study.checkpoints import score_cell
 from lero.app.study.plan import Plan
 from lero.app.study.recheck import RECHECK_FACTOR, recheck_path, run_recheck
@@ -26,7 +27,7 @@ from lero.app.study.spec import StudySpec
 from lero.app.study.variants import LOOP_ARM, VARIANTS, step_multiple, variant_code
 from lero.graph.configuration import MAX_STEPS, RunError, RunSpec
 from lero.graph.protocol import train_and_evaluate_seeds
-from lero.graph.rundir import CODE_FILE, STUDIES_DIR, RunDir
+from lero.graph.rundir import CODE_FILE, STUDIES_DIR
 from lero.graph.safefs import write_atomic
 from lero.graph.schedule import sandbox_groups
 from lero.graph.summary import best_candidate, load_run, summarize
@@ -86,10 +87,7 @@ def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
 
     runs_dir = Path(spec.runs_dir)
     if spec.run_id is not None:
-        try:
-            rundir = RunDir.open(runs_dir, spec.run_id)
-        except RunError:
-            raise RunError(f"unknown run id {spec.run_id!r} in {runs_dir}/ (see `lero runs`)") from None
+        rundir = open_named_run(runs_dir, spec.run_id)
         run_spec = rundir.read_spec()
         run = load_run(rundir.path)
         if spec.candidate_id is not None:

@@ -231,7 +231,7 @@ def cell_line(cell: dict[str, Any]) -> str:
 
 def equal_compute_sentences(rows: list[dict[str, Any]]) -> list[str]:
     """One plain sentence per comparison: which arm beats which, at what steps."""
-    said = {"better": "beats", "worse": "loses to", "no difference": "does not differ from",
+    said = {"higher": "beats", "lower": "loses to", "no difference": "does not differ from",
             "too few seeds": "has too few seeds to be compared with"}
     lines = []
     for row in rows:

@@ -31,7 +31,7 @@ PROFILE_POINTS = 101
 # MARL evaluation protocol) ask for 10 independent runs per arm with 95% bootstrap CIs.
 MIN_INTERVAL_SEEDS = 3  # fewer seeds: per-seed values, no CI
 MIN_TEST_SEEDS = 3  # fewer seeds in either arm: no p-value, effect size or P(improvement) CI
-MIN_VERDICT_SEEDS = MIN_TEST_SEEDS  # fewer seeds per arm: no "better" / "worse" verdict
+MIN_VERDICT_SEEDS = MIN_TEST_SEEDS  # fewer seeds per arm: no "higher" / "lower" verdict
 WARN_SEEDS = 5  # a verdict on fewer seeds per arm is flagged in the terminal and study.md
 RECOMMENDED_SEEDS = 10  # Gorsane et al. (2022)
 
@@ -203,14 +203,17 @@ def summary(values: Sequence[float]) -> dict[str, Any]:
 
 
 def poi_verdict(poi: dict[str, float], seeds: int) -> str:
-    """"better" / "worse" when the probability of improvement's CI excludes 1/2, else "no
-    difference"; below MIN_VERDICT_SEEDS per arm the bootstrap CI is too coarse to say."""
+    """"higher" / "lower" when the probability of improvement's CI excludes 1/2, else "no
+    difference"; below MIN_VERDICT_SEEDS per arm the bootstrap CI is too coarse to say.
+
+    The words name the direction, not its worth: P(>) counts the larger value, and whether
+    larger is better is the metric's (`Metric.higher_is_better`; fewer collisions are better)."""
     if seeds < MIN_VERDICT_SEEDS:
         return "too few seeds"
     if poi["ci_low"] > 0.5:
-        return "better"
+        return "higher"
     if poi["ci_high"] < 0.5:
-        return "worse"
+        return "lower"
     return "no difference"
 
 

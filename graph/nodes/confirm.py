@@ -25,7 +25,7 @@ from langgraph.runtime import Runtime
 from lero.graph.confirmation import confirm_seeds
 from lero.graph.context import RunContext
 from lero.graph.nodes.train import rank_key, seed_plan
-from lero.graph.protocol import train_and_evaluate_seeds
+from lero.graph.protocol import cached_seeds, train_and_evaluate_seeds
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.state import RunState
 from lero.sandbox.cache import ResultCache
@@ -77,19 +77,30 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
              todo={a["candidate_id"]: len(missing[a["candidate_id"]]) for a in todo},
              message=f"confirmation: {names} at {steps:,} env steps on {len(seeds)} fresh seeds, "
                      f"held-out episodes ({sum(map(len, missing.values()))} seeds to train or read from the cache)")  # fmt: skip
-    plan = seed_plan(spec, [1.0] * len(todo), list(range(len(seeds))))
-    jobs = [(arm, [i for i in group if i in missing[arm["candidate_id"]]]) for arm, groups in zip(todo, plan, strict=True)
-            for group in groups if set(group) & set(missing[arm["candidate_id"]])]  # fmt: skip
     shared = ResultCache(res.rundir.shared_cache_dir)
+
+    def fields(arm: dict[str, Any], indexes: list[int]) -> dict[str, Any]:
+        """`train_and_evaluate_seeds`'s arguments for ARM's seeds at INDEXES."""
+        return {"code": arm["code"], "env": res.job_env, "algo": spec.algo, "steps": steps,
+                "seeds": [seeds[i] for i in indexes], "eval_seeds": [eval_seeds[i] for i in indexes],
+                "candidate_id": f"confirm:{arm['candidate_id']}", "eval_episodes": spec.eval_episodes,
+                "hparams": spec.hparams, "cache": shared if arm["code"] is None else None}  # fmt: skip
+
+    # the slots are planned for the seeds that train: with native's read from the cache, the
+    # candidate's seeds spread over every slot instead of sharing one job
+    hits = {a["candidate_id"]: cached_seeds(res.sandbox, **fields(a, missing[a["candidate_id"]]), limits=res.job_limits)
+            for a in todo}  # fmt: skip
+    answered = {cid: [i for i, hit in zip(missing[cid], hit_of, strict=True) if hit] for cid, hit_of in hits.items()}
+    to_train = {cid: [i for i in missing[cid] if i not in answered[cid]] for cid in hits}
+    training = [a for a in todo if to_train[a["candidate_id"]]]
+    plan = seed_plan(spec, [1.0] * len(training), list(range(len(seeds))))
+    jobs = [(a, answered[a["candidate_id"]]) for a in todo if answered[a["candidate_id"]]] + [
+        (arm, [i for i in group if i in to_train[arm["candidate_id"]]]) for arm, groups in zip(training, plan, strict=True)
+        for group in groups if set(group) & set(to_train[arm["candidate_id"]])]  # fmt: skip
 
     def run(arm: dict[str, Any], indexes: list[int]) -> None:
         cid = arm["candidate_id"]
-        results = train_and_evaluate_seeds(
-            res.sandbox, arm["code"], res.job_env, spec.algo, steps, [seeds[i] for i in indexes],
-            eval_seeds=[eval_seeds[i] for i in indexes], candidate_id=f"confirm:{cid}",
-            eval_episodes=spec.eval_episodes, hparams=spec.hparams, limits=res.job_limits,
-            cache=shared if arm["code"] is None else None,
-        )  # fmt: skip
+        results = train_and_evaluate_seeds(res.sandbox, **fields(arm, indexes), limits=res.job_limits)
         for i, result in zip(indexes, results, strict=True):
             record = {"candidate_id": cid, "seed": seeds[i], "eval_seed": eval_seeds[i], "steps": steps,
                       **result.to_dict()}  # fmt: skip

@@ -15,7 +15,7 @@ def test_a_fitness_row_holds_the_winners_return_edge_at_both_budgets() -> None:
     assert row["winner"] == "2-1" and row["fitness"] == "auc" and row["designer_seed"] == 0
     assert row["at_loop_diff"] == loop["return"]["diff"] and row["at_loop_verdict"] == "too few seeds"
     assert row["at_confirm_diff"] < 0 and row["at_confirm_poi"]["value"] == 0.0
-    assert row["at_confirm_verdict"] == "worse"
+    assert row["at_confirm_verdict"] == "lower"
 
 
 def test_a_run_that_confirmed_nothing_gives_an_empty_row_not_an_error() -> None:

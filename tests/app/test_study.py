@@ -172,6 +172,8 @@ def test_study_bad_input_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.chdir(tmp_path)
     code, _, err = lero(["study", "nosuchrun"], capsys)
     assert code == 2 and err.startswith("lero: error: unknown run id 'nosuchrun'")
+    code, _, err = lero(["study", "../elsewhere"], capsys)  # named like `lero eval` names it
+    assert code == 2 and err.strip() == "lero: error: not a run id: '../elsewhere' (see `lero runs`)"
     code, _, err = lero(["study"], capsys)
     assert code == 2 and "run id or a candidate file" in err
     Path("cand.py").write_text(CANDIDATE)

@@ -106,8 +106,8 @@ def test_performance_profile_is_the_fraction_above_each_threshold() -> None:
 
 
 def test_a_verdict_needs_the_interval_to_exclude_one_half_and_enough_seeds() -> None:
-    assert study_stats.poi_verdict({"value": 0.9, "ci_low": 0.6, "ci_high": 1.0}, 5) == "better"
-    assert study_stats.poi_verdict({"value": 0.1, "ci_low": 0.0, "ci_high": 0.4}, 5) == "worse"
+    assert study_stats.poi_verdict({"value": 0.9, "ci_low": 0.6, "ci_high": 1.0}, 5) == "higher"
+    assert study_stats.poi_verdict({"value": 0.1, "ci_low": 0.0, "ci_high": 0.4}, 5) == "lower"
     assert study_stats.poi_verdict({"value": 0.7, "ci_low": 0.4, "ci_high": 0.9}, 5) == "no difference"
     assert study_stats.poi_verdict({"value": 1.0, "ci_low": 1.0, "ci_high": 1.0}, 2) == "too few seeds"
     assert study_stats.value_at([10, 20], [1.0, 3.0], 15) == 2.0

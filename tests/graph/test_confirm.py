@@ -132,9 +132,13 @@ def test_the_run_page_shows_the_confirmation(confirmed):
 
 def test_a_later_run_of_the_same_task_and_budget_reuses_natives_confirmation(confirmed, tmp_path):
     runs = confirmed.parent
-    later = run(runs.parent, "later", designer_seed=1)
+    later = run(runs.parent, "later", designer_seed=1, max_parallel=2)
     assert "confirm:baseline" not in confirm_jobs(later)  # the shared cache answered native's seeds
     assert confirm_jobs(later)  # the candidate's trained
+    # ... over both slots: its 3 seeds as jobs of 2 and 1, not one job of 3 beside native's cached one
+    groups = Counter(e["group_of"] for e in read_events(later) if e["event"] == "job_finished"
+                     and e["kind"] == "train" and e["candidate_id"].startswith("confirm:") and not e["cached"])  # fmt: skip
+    assert groups == {2: 2, 1: 1}
     block = json.loads((later / "report.json").read_text())["confirmation"]
     assert next(a for a in block["arms"] if a["arm"] == "native")["cached"] == 3
 

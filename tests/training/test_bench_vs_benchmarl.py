@@ -39,6 +39,18 @@ def test_a_run_with_other_steps_per_batch_stops() -> None:
         vs_benchmarl.check_steps_per_batch([45], vs_benchmarl.SHARED)
 
 
+def test_a_reference_that_ended_no_episode_gives_no_time_to_its_return() -> None:
+    """A budget under one episode logs no return: the summary says None, it does not raise."""
+    row = {"steps": 20, "steps_per_s": 10.0, "eval_return": None, "train_s": 2.0, "load_before": 0.0,
+           "load_after": 0.0, "curve_times": [], "curve_returns": []}  # fmt: skip
+    peer = {**row, "row": vs_benchmarl.PEER, "final_return": vs_benchmarl.final_return([])}
+    lero = {**row, "row": "lero-mappo", "steps_per_s": 30.0, "curve_times": [1.0], "curve_returns": [0.5],
+            "final_return": vs_benchmarl.final_return([0.5])}  # fmt: skip
+    lines = vs_benchmarl.summarize([[peer, lero]])
+    assert [(x["row"], x["train_return"], x["s_to_benchmarl_return"], x["x_benchmarl"]) for x in lines] == [
+        (vs_benchmarl.PEER, None, None, 1.0), ("lero-mappo", 0.5, None, 3.0)]
+
+
 @pytest.mark.skipif(not os.environ.get("LERO_BENCHMARL_PYTHON"),
                     reason="LERO_BENCHMARL_PYTHON names no interpreter with BenchMARL and vmas")
 def test_the_driver_reports_the_steps_benchmarl_took() -> None:
