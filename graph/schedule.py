@@ -12,7 +12,7 @@ continues the saved learner state (`training.resume`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 Schedule = Literal["full", "halving"]
@@ -95,6 +95,28 @@ def seed_groups(lengths: list[float], seeds: list[int], slots: int) -> list[list
             if sum(map(len, plan)) < sum(map(len, best)) and makespan(plan) <= limit:
                 best = plan
     return best
+
+
+def jobs_beside_cache(
+    missing: dict[Any, list[int]],
+    cached: dict[Any, list[bool]],
+    lengths: dict[Any, float],
+    seeds: list[int],
+    groups: Callable[[list[float], list[int]], list[list[list[int]]]],
+) -> list[tuple[Any, list[int]]]:
+    """Sandbox jobs for each branch's MISSING seed indexes (branch -> indexes into SEEDS):
+    the ones a cache answers (CACHED, per missing index) as one job apart, which takes no slot
+    time; the rest split by GROUPS (`sandbox_groups` on the run's slots) over the branches that
+    train, each one seed's LENGTH. Planned together, a branch read from the cache would hold
+    the slots a training branch could use (a cached native beside a candidate of 3 seeds on 2
+    slots: one job of 3 seeds on one slot)."""
+    answered = {k: [i for i, hit in zip(missing[k], cached[k], strict=True) if hit] for k in missing}
+    to_train = {k: [i for i in missing[k] if i not in answered[k]] for k in missing}
+    training = [k for k in missing if to_train[k]]
+    plan = groups([lengths[k] for k in training], seeds)
+    return [(k, answered[k]) for k in missing if answered[k]] + [
+        (k, [i for i in group if i in to_train[k]]) for k, jobs in zip(training, plan, strict=True)
+        for group in jobs if set(group) & set(to_train[k])]  # fmt: skip
 
 
 def sandbox_groups(

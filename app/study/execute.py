@@ -26,10 +26,10 @@ from lero.app.study.report import write_study
 from lero.app.study.spec import StudySpec
 from lero.app.study.variants import LOOP_ARM, VARIANTS, step_multiple, variant_code
 from lero.graph.configuration import MAX_STEPS, RunError, RunSpec
-from lero.graph.protocol import train_and_evaluate_seeds
+from lero.graph.protocol import cached_seeds, train_and_evaluate_seeds
 from lero.graph.rundir import CODE_FILE, STUDIES_DIR
 from lero.graph.safefs import write_atomic
-from lero.graph.schedule import sandbox_groups
+from lero.graph.schedule import jobs_beside_cache, sandbox_groups
 from lero.graph.summary import best_candidate, load_run, summarize
 from lero.training.defaults import DEFAULT_ALGO
 
@@ -175,13 +175,9 @@ def _run_seeds(plan: Plan, sandbox: Any, algo: str, variant: str, indexes: list[
     """Some seeds of one (algorithm, variant) trained in one sandbox and measured in one more
     (`graph.protocol.train_and_evaluate_seeds`; each seed's result is what it gets alone), each on
     its own held-out episodes; every seed's cell file is written when they end."""
-    seeds = [plan.spec.train_seeds[i] for i in indexes]
-    eval_seeds = [plan.spec.eval_seeds[i] for i in indexes]
-    results = train_and_evaluate_seeds(
-        sandbox, variant_code(plan.code, variant), plan.env, algo, plan.steps_of(variant), seeds,
-        eval_seeds=eval_seeds, eval_episodes=plan.spec.eval_episodes, hparams=plan.hparams[algo],
-        candidate_id=f"study:{algo}:{variant}", checkpoint_every=plan.checkpoint_every(variant),
-    )  # fmt: skip
+    fields = _job_fields(plan, algo, variant, indexes)
+    seeds, eval_seeds = fields["seeds"], fields["eval_seeds"]
+    results = train_and_evaluate_seeds(sandbox, **fields)
     records = []
     for index, seed, eval_seed, result in zip(indexes, seeds, eval_seeds, results, strict=True):
         record = {"algo": algo, "variant": variant, "seed": seed, "eval_seed": eval_seed,
@@ -197,19 +193,30 @@ def _run_seeds(plan: Plan, sandbox: Any, algo: str, variant: str, indexes: list[
     return records
 
 
-def _seed_jobs(plan: Plan, slots: int) -> list[tuple[str, str, list[int]]]:
+def _seed_jobs(plan: Plan, sandbox: Any) -> list[tuple[str, str, list[int]]]:
     """The cells still to train, as (algorithm, variant, seed indexes) sandbox jobs: the
     seeds of one arm grouped as the loop groups a candidate's (`graph.schedule.sandbox_groups`,
-    which keeps the study no longer on its slots than one job per seed)."""
+    which keeps the study no longer on its slots than one job per seed), planned for the
+    seeds no cache answers (`graph.schedule.jobs_beside_cache`: a lero_table run's native
+    arms, shared from an earlier run, take no slot time)."""
     arms = [(algo, variant) for algo in plan.algos for variant in plan.spec.variants]
     missing = {arm: [i for i, seed in enumerate(plan.spec.train_seeds)
                      if (plan.read_cell(*arm, seed) or {}).get("status") != "ok"] for arm in arms}  # fmt: skip
-    todo = [arm for arm in arms if missing[arm]]
-    lengths = [float(plan.steps_of(variant)) for _, variant in todo]
-    seeds = list(range(plan.spec.seeds))
-    groups = sandbox_groups(lengths, seeds, slots, plan.executor["executor"])
-    return [(*arm, [i for i in group if i in missing[arm]]) for arm, jobs in zip(todo, groups, strict=True)
-            for group in jobs if set(group) & set(missing[arm])]  # fmt: skip
+    todo = {arm: indexes for arm, indexes in missing.items() if indexes}
+    jobs = jobs_beside_cache(
+        todo, {arm: cached_seeds(sandbox, **_job_fields(plan, *arm, indexes)) for arm, indexes in todo.items()},
+        {arm: float(plan.steps_of(arm[1])) for arm in todo}, list(range(plan.spec.seeds)),
+        lambda lengths, seeds: sandbox_groups(lengths, seeds, sandbox.max_parallel, plan.executor["executor"]),
+    )  # fmt: skip
+    return [(*arm, indexes) for arm, indexes in jobs]
+
+
+def _job_fields(plan: Plan, algo: str, variant: str, indexes: list[int]) -> dict[str, Any]:
+    """`graph.protocol.train_and_evaluate_seeds`'s arguments for one arm's seeds at INDEXES."""
+    return {"code": variant_code(plan.code, variant), "env": plan.env, "algo": algo, "steps": plan.steps_of(variant),
+            "seeds": [plan.spec.train_seeds[i] for i in indexes], "eval_seeds": [plan.spec.eval_seeds[i] for i in indexes],
+            "eval_episodes": plan.spec.eval_episodes, "hparams": plan.hparams[algo],
+            "candidate_id": f"study:{algo}:{variant}", "checkpoint_every": plan.checkpoint_every(variant)}  # fmt: skip
 
 
 def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | None = None) -> dict[str, Any]:
@@ -227,7 +234,7 @@ def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | 
         # one env slot (in the sandbox for a custom env): bad env kwargs fail before any job
         metrics = list(env_facts(plan.env, sandbox)[0].metric_names)
         _start_dir(plan)
-        jobs = _seed_jobs(plan, sandbox.max_parallel)
+        jobs = _seed_jobs(plan, sandbox)
         todo = sum(len(indexes) for *_, indexes in jobs)
         total = len(plan.algos) * len(spec.variants) * spec.seeds
         say(f"study {plan.study_dir.name}: {total - todo} of {total} cells done, {todo} to train")

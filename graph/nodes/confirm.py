@@ -27,6 +27,7 @@ from lero.graph.context import RunContext
 from lero.graph.nodes.train import rank_key, seed_plan
 from lero.graph.protocol import cached_seeds, train_and_evaluate_seeds
 from lero.graph.rundir import BASELINE_ID
+from lero.graph.schedule import jobs_beside_cache
 from lero.graph.state import RunState
 from lero.sandbox.cache import ResultCache
 
@@ -88,15 +89,12 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
     # the slots are planned for the seeds that train: with native's read from the cache, the
     # candidate's seeds spread over every slot instead of sharing one job
-    hits = {a["candidate_id"]: cached_seeds(res.sandbox, **fields(a, missing[a["candidate_id"]]), limits=res.job_limits)
-            for a in todo}  # fmt: skip
-    answered = {cid: [i for i, hit in zip(missing[cid], hit_of, strict=True) if hit] for cid, hit_of in hits.items()}
-    to_train = {cid: [i for i in missing[cid] if i not in answered[cid]] for cid in hits}
-    training = [a for a in todo if to_train[a["candidate_id"]]]
-    plan = seed_plan(spec, [1.0] * len(training), list(range(len(seeds))))
-    jobs = [(a, answered[a["candidate_id"]]) for a in todo if answered[a["candidate_id"]]] + [
-        (arm, [i for i in group if i in to_train[arm["candidate_id"]]]) for arm, groups in zip(training, plan, strict=True)
-        for group in groups if set(group) & set(to_train[arm["candidate_id"]])]  # fmt: skip
+    by_id = {a["candidate_id"]: a for a in todo}
+    jobs = [(by_id[cid], indexes) for cid, indexes in jobs_beside_cache(
+        {cid: missing[cid] for cid in by_id},
+        {cid: cached_seeds(res.sandbox, **fields(a, missing[cid]), limits=res.job_limits) for cid, a in by_id.items()},
+        dict.fromkeys(by_id, 1.0), list(range(len(seeds))), lambda lengths, indexes: seed_plan(spec, lengths, indexes),
+    )]  # fmt: skip
 
     def run(arm: dict[str, Any], indexes: list[int]) -> None:
         cid = arm["candidate_id"]

@@ -18,6 +18,7 @@ from lero.app.study import VARIANTS, StudySpec, variant_code
 from lero.app.study import stats as study_stats
 from lero.app.study.spec import DEFAULT_SEEDS, SELECTION_EVAL_SEED
 from lero.graph.protocol import train_and_evaluate, train_and_evaluate_seeds
+from lero.sandbox import get_sandbox
 from lero.training import load_candidate, make_env
 from tests.support.cli import lero
 
@@ -221,7 +222,7 @@ def test_study_of_a_run_without_the_prior_reports_generation_gains(
 
 def test_evaluate_job_measures_the_held_out_episodes_it_is_given(tmp_path: Path) -> None:
     """`Job.eval_seed` reaches the trusted evaluation; None keeps the selection episodes."""
-    from lero.sandbox import Job, get_sandbox
+    from lero.sandbox import Job
     from lero.training import evaluate, load_policy
 
     env = {"name": "simple_spread", "N": 2}
@@ -248,7 +249,6 @@ def test_evaluate_job_measures_the_held_out_episodes_it_is_given(tmp_path: Path)
 def test_seeds_measured_together_each_get_their_own_held_out_episodes(tmp_path: Path) -> None:
     """A study's seeds train in one sandbox and are measured in one more, each policy on its
     own eval seed's episodes: every seed's result is what it gets alone."""
-    from lero.sandbox import get_sandbox
     from lero.training import evaluate, load_policy
 
     env = {"name": "simple_spread", "N": 2}
@@ -278,15 +278,34 @@ def test_a_study_groups_the_seeds_it_still_lacks_per_arm(tmp_path: Path) -> None
     module.write_text(CANDIDATE)
     plan = plan_study(StudySpec.parse({"candidate": str(module), "runs_dir": str(tmp_path / "runs"),
                                        "seeds": 2, "variants": list(VARIANTS)}))  # fmt: skip
-    assert _seed_jobs(plan, slots=2) == [("mappo", variant, [0, 1]) for variant in VARIANTS]
-    assert _seed_jobs(plan, slots=8) == [("mappo", variant, [i]) for variant in VARIANTS for i in (0, 1)]
+    def slots(n: int) -> object:
+        return get_sandbox("process", cache_dir=plan.cache_dir, max_parallel=n)
+
+    assert _seed_jobs(plan, slots(2)) == [("mappo", variant, [0, 1]) for variant in VARIANTS]
+    assert _seed_jobs(plan, slots(8)) == [("mappo", variant, [i]) for variant in VARIANTS for i in (0, 1)]
     for variant in VARIANTS:
         for seed in plan.spec.train_seeds:
             if (variant, seed) != ("hrf", plan.spec.train_seeds[1]):
                 path = plan.cell_path("mappo", variant, seed)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps({"status": "ok"}))
-    assert _seed_jobs(plan, slots=2) == [("mappo", "hrf", [1])]
+    assert _seed_jobs(plan, slots(2)) == [("mappo", "hrf", [1])]
+
+
+def test_a_study_plans_its_slots_for_the_seeds_no_cache_answers(tmp_path: Path) -> None:
+    """Native's seeds in the result cache (a lero_table run's, shared from an earlier run) take
+    no slot: the other arm's 3 seeds spread over both slots instead of one job of 3 beside them."""
+    from lero.app.study.execute import _job_fields, _seed_jobs, plan_study
+
+    module = tmp_path / "cand.py"
+    module.write_text(CANDIDATE)
+    plan = plan_study(StudySpec.parse({"candidate": str(module), "runs_dir": str(tmp_path / "runs"), "seeds": 3,
+                                       "steps": 400, "eval_episodes": 4, "variants": ["native", "hrf"],
+                                       "hparams": TINY_HPARAMS, "sandbox": "process"}))  # fmt: skip
+    sandbox = get_sandbox("process", cache_dir=plan.cache_dir, max_parallel=2)
+    assert _seed_jobs(plan, sandbox) == [("mappo", "native", [0, 1, 2]), ("mappo", "hrf", [0, 1, 2])]
+    train_and_evaluate_seeds(sandbox, **_job_fields(plan, "mappo", "native", [0, 1, 2]))
+    assert _seed_jobs(plan, sandbox) == [("mappo", "native", [0, 1, 2]), ("mappo", "hrf", [0, 1]), ("mappo", "hrf", [2])]
 
 
 def test_study_executor_flags_reach_the_sandbox_settings(tmp_path: Path) -> None:
