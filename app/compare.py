@@ -13,8 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from lero.app.named_run import open_named_run
 from lero.app.numbers import fmt_number
-from lero.app.report import curve_series, open_named_run, spread_text
+from lero.app.report import curve_series, spread_text
 from lero.app.run_status import run_status
 from lero.graph.configuration import RunError
 from lero.graph.rundir import SPEC_FILE, RunDir

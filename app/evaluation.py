@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from lero.app.named_run import open_named_run
 from lero.app.numbers import fmt_number
-from lero.app.report import open_named_run
 from lero.app.study.spec import FIRST_EVAL_SEED
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.rundir import BASELINE_ID, CACHE_DIR, EVALS_DIR, JOBS_DIR, RunDir

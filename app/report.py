@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from lero.app.numbers import fmt_number
 from lero.app.run_status import run_status
-from lero.graph.configuration import RUN_ID, RunError
+from lero.graph.configuration import RUN_ID
 from lero.graph.lineage import lineage_markdown
 from lero.graph.rundir import SPEC_FILE, STATE_FILE, RunDir, UnsafeFile
 from lero.graph.summary import (
@@ -396,17 +396,6 @@ def run_rows(
         except Exception as error:  # whatever a hostile directory triggers: that row only
             rows.append({"run_id": path.name, "status": UNREADABLE, "error": _reason(error)[:300]})
     return rows
-
-
-def open_named_run(runs_dir: str | Path, run_id: str) -> RunDir:
-    """The run a person named (`lero eval`, `lero compare`): RunError, one line, for a name
-    that is no run id or no run in RUNS_DIR."""
-    if not RUN_ID.match(run_id or ""):
-        raise RunError(f"not a run id: {run_id!r} (see `lero runs`)")
-    try:
-        return RunDir.open(runs_dir, run_id)
-    except RunError:
-        raise RunError(f"unknown run id {run_id!r} in {runs_dir}/ (see `lero runs`)") from None
 
 
 def _read_row(row: Callable[[RunFiles], dict], path: Path, events_tail: int | None) -> dict:
