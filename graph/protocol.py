@@ -66,27 +66,17 @@ def train_and_evaluate_seeds(
     return results  # type: ignore[return-value]
 
 
-def cached_seeds(
-    sandbox: Sandbox,
-    code: str | None,
-    env: dict,
-    algo: str,
-    steps: int,
-    seeds: list[int],
-    eval_seeds: list[int | None] | None = None,
-    cache: ResultCache | None = None,
-    **job_fields: Any,
-) -> list[bool]:
-    """Which of SEEDS `train_and_evaluate_seeds` would answer from a cache (the sandbox's or
-    CACHE) without training: a scheduler plans sandbox slots for the others only."""
-    train_jobs = _train_jobs(code, env, algo, steps, seeds, None, eval_seeds, **job_fields)
+def cached_seeds(sandbox: Sandbox, cache: ResultCache | None = None, **fields: Any) -> list[bool]:
+    """Which seeds `train_and_evaluate_seeds(sandbox, cache=CACHE, **FIELDS)` would answer
+    from a cache (the sandbox's or CACHE) without training: a scheduler plans sandbox slots
+    for the others only."""
     caches = [c for c in (sandbox.cache, cache) if c is not None]
-    return [any(c.get(combined_cache_key(job)) is not None for c in caches) for job in train_jobs]
+    return [any(c.get(combined_cache_key(job)) is not None for c in caches) for job in _train_jobs(**fields)]
 
 
 def _train_jobs(
     code: str | None, env: dict, algo: str, steps: int, seeds: list[int],
-    resume_dirs: list[str | None] | None, eval_seeds: list[int | None] | None, **job_fields: Any,
+    resume_dirs: list[str | None] | None = None, eval_seeds: list[int | None] | None = None, **job_fields: Any,
 ) -> list[Job]:  # fmt: skip
     """One train job per seed (None: no learner state to continue / the selection episodes)."""
     resume_dirs = [None] * len(seeds) if resume_dirs is None else resume_dirs
