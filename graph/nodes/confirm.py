@@ -85,20 +85,21 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         return {"code": arm["code"], "env": res.job_env, "algo": spec.algo, "steps": steps,
                 "seeds": [seeds[i] for i in indexes], "eval_seeds": [eval_seeds[i] for i in indexes],
                 "candidate_id": f"confirm:{arm['candidate_id']}", "eval_episodes": spec.eval_episodes,
-                "hparams": spec.hparams, "cache": shared if arm["code"] is None else None}  # fmt: skip
+                "hparams": spec.hparams, "limits": res.job_limits,
+                "cache": shared if arm["code"] is None else None}  # fmt: skip
 
     # the slots are planned for the seeds that train: with native's read from the cache, the
     # candidate's seeds spread over every slot instead of sharing one job
     by_id = {a["candidate_id"]: a for a in todo}
     jobs = [(by_id[cid], indexes) for cid, indexes in jobs_beside_cache(
         {cid: missing[cid] for cid in by_id},
-        {cid: cached_seeds(res.sandbox, **fields(a, missing[cid]), limits=res.job_limits) for cid, a in by_id.items()},
+        {cid: cached_seeds(res.sandbox, **fields(a, missing[cid])) for cid, a in by_id.items()},
         dict.fromkeys(by_id, 1.0), list(range(len(seeds))), lambda lengths, indexes: seed_plan(spec, lengths, indexes),
     )]  # fmt: skip
 
     def run(arm: dict[str, Any], indexes: list[int]) -> None:
         cid = arm["candidate_id"]
-        results = train_and_evaluate_seeds(res.sandbox, **fields(arm, indexes), limits=res.job_limits)
+        results = train_and_evaluate_seeds(res.sandbox, **fields(arm, indexes))
         for i, result in zip(indexes, results, strict=True):
             record = {"candidate_id": cid, "seed": seeds[i], "eval_seed": eval_seeds[i], "steps": steps,
                       **result.to_dict()}  # fmt: skip
