@@ -134,11 +134,11 @@ def _table(cid: str, verdict: dict[str, Any], better: dict[str, str]) -> list[st
         for budget in (loop, confirm):
             row = budget["metrics"].get(metric)
             cells += ([_value(row, "arm"), _value(row, "native"), _poi(row), SAID[row["verdict"]]] if row else ["—"] * 4)
-        lines.append(f"| {_named(metric, better)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {metric_label(metric, better)} | " + " | ".join(cells) + " |")
     return lines
 
 
-def _named(metric: str, better: dict[str, str]) -> str:
+def metric_label(metric: str, better: dict[str, str]) -> str:
     """METRIC with the way that is better, where its env says ("higher than native" is a
     loss for collisions)."""
     return f"{metric} ({better[metric]} is better)" if metric in better else metric

@@ -128,6 +128,7 @@ def test_the_run_page_shows_the_confirmation(confirmed):
     app.state.workers.close()
     assert 'id="confirmation"' in page and "Confirmation at 3200 steps (completed)" in page
     assert "at 3,200 steps return" in page
+    assert "<td>collisions (lower is better)</td>" in page  # the verdict says higher / lower, the label which is good
 
 
 def test_a_later_run_of_the_same_task_and_budget_reuses_natives_confirmation(confirmed, tmp_path):
