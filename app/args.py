@@ -27,6 +27,7 @@ from lero.graph.configuration import (
     load_json,
 )
 from lero.graph.schedule import SCHEDULES
+from lero.sandbox.backends import KINDS as SANDBOX_KINDS
 from lero.sandbox.types import JOB_WALL_S
 from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
 
@@ -214,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", type=_positive_int, help="seeds per candidate and baseline")
     _add_llm_args(run)
     _add_budget_args(run)
-    run.add_argument("--sandbox", choices=("auto", "docker", "process"),
+    run.add_argument("--sandbox", choices=SANDBOX_KINDS,
                      help="where LLM code runs: docker, process (trusted code only) or auto (default)")
     run.add_argument("--max-parallel", type=_positive_int,
                      help="sandbox jobs at a time (default: one per core, each job one torch thread)")  # fmt: skip
@@ -250,6 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_llm_args(resume)
     _add_budget_args(resume)
     _add_executor_args(resume)
+    resume.add_argument("--sandbox", choices=SANDBOX_KINDS,
+                        help="where LLM code runs from now on (default: the run's; a copied run's process "
+                             "sandbox runs only when given again)")
 
     chat = sub.add_parser("chat", help="design an experiment in a conversation, then run it")
     _add_llm_args(chat)
@@ -364,11 +368,13 @@ def executor_fields(args: argparse.Namespace) -> dict:
 
 def resume_overrides(args: argparse.Namespace) -> dict[str, object]:
     """Spec fields `lero resume` changes: budgets, the LLM's timeout and window, the executor,
-    and the LLM when one is named."""
+    the sandbox and the LLM when one is named."""
     overrides = {k: getattr(args, k) for k in BUDGET_FLAGS if getattr(args, k) is not None}
     overrides.update(llm_setting_fields(args))
     if args.llm is not None or args.model is not None or args.base_url is not None:
         overrides.update(llm_fields(args.llm, args.model, args.base_url))
+    if args.sandbox is not None:
+        overrides["sandbox"] = args.sandbox
     return {**overrides, **executor_fields(args)}
 
 
@@ -395,7 +401,7 @@ def _add_study_parser(sub: argparse._SubParsersAction) -> None:
     study.add_argument("--eval-episodes", type=_positive_int, help="held-out episodes per evaluation seed")
     study.add_argument("--target-return", type=float, help="return for steps-to-reach (default: native's)")
     study.add_argument("--study-id", help="directory name (default: from the settings)")
-    study.add_argument("--sandbox", choices=("auto", "docker", "process"), help="where the candidate's code runs")
+    study.add_argument("--sandbox", choices=SANDBOX_KINDS, help="where the candidate's code runs")
     study.add_argument("--max-parallel", type=_positive_int, help="sandbox jobs at a time (default: one per core)")
     _add_executor_args(study)
     study.add_argument("--checkpoints", type=_positive_int, help="interval checkpoints per training: the "
@@ -422,7 +428,7 @@ def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
                     help="also draw the first held-out episodes of the first seed (agents, landmarks, trails) as a GIF")
     ev.add_argument("--render-episodes", type=_bounded(int, 1, True, "an integer >= 1"), default=1, metavar="K",
                     help=f"episodes side by side in --render (default 1, at most {MAX_RECORD_EPISODES})")
-    ev.add_argument("--sandbox", choices=("auto", "docker", "process"),
+    ev.add_argument("--sandbox", choices=SANDBOX_KINDS,
                     help="where the candidate's OEF runs (default: the run's sandbox)")
     ev.add_argument("--env", help="confirm the run's package.module:factory env (it is imported and runs here)")
 

@@ -91,12 +91,15 @@ def evaluate_target(target: EvalTarget, episodes: int, sandbox_kind: str | None 
                     record_episodes: int = 0, confirm: str | None = None) -> dict[str, Any]:
     """Every saved seed's policy measured by one group of `evaluate` jobs on held-out
     episodes; returns the evaluation document (`evaluation_document`), with each seed's
-    recorded episodes under `trajectories` when RECORD_EPISODES > 0 (not stored)."""
+    recorded episodes under `trajectories` when RECORD_EPISODES > 0 (not stored). A copied
+    run's process sandbox is used only when SANDBOX_KIND gives it again (graph.trust)."""
     from lero.graph.context import open_sandbox
-    from lero.graph.trust import confirm_env, job_env
+    from lero.graph.trust import confirm_endpoints, confirm_env, job_env
     from lero.sandbox import Job, Limits
 
     spec = target.spec
+    given = {"sandbox": sandbox_kind} if sandbox_kind else {}
+    confirm_endpoints(spec, given, target.rundir.written_here(), "lero eval", ("sandbox",))
     env = job_env(spec, confirm_env(spec.env, confirm))
     sandbox_spec = RunSpec(env=spec.env, env_kwargs={}, sandbox=sandbox_kind or spec.sandbox,
                            max_parallel=spec.max_parallel)  # fmt: skip

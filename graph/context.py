@@ -24,7 +24,7 @@ from langgraph.config import get_stream_writer
 from lero.agents import LLMConfig, Problem, Team, make_team
 from lero.graph.configuration import RunError, RunSpec, llm_settings, parallel_jobs
 from lero.graph.rundir import RunDir
-from lero.graph.trust import job_env
+from lero.graph.trust import cache_signer, job_env
 from lero.sandbox import Job, JobResult, Limits, Sandbox, SandboxUnavailable, get_sandbox
 from lero.training import make_env
 from lero.training.envs.registry import ConfirmedEnv, is_native
@@ -144,11 +144,13 @@ def open_sandbox(spec: RunSpec, cache_dir: Path | None, events: Any = None,
                  env: dict[str, Any] | None = None) -> Sandbox:
     """The run's sandbox for ENV (its job env dict): a custom env gets its own Docker image
     layer like any env gets Docker; where Docker answers but cannot serve it, one RunError
-    line says why (never a silent downgrade to the process backend)."""
+    line says why (never a silent downgrade to the process backend). Its result caches are
+    sealed with this installation's key (`graph.trust.cache_signer`)."""
     try:
         max_parallel = parallel_jobs(spec.max_parallel, Limits().cpus)  # a run's jobs take the default cpus
         return get_sandbox(spec.sandbox, cache_dir=cache_dir, max_parallel=max_parallel,
-                           events=events, executor=spec.executor, ray_address=spec.ray_address, env=env)
+                           events=events, executor=spec.executor, ray_address=spec.ray_address, env=env,
+                           cache_signer=cache_signer())
     except SandboxUnavailable as error:
         raise RunError(str(error).splitlines()[0]) from None
 

@@ -139,9 +139,10 @@ def start_run(spec: RunSpec, ui: RunUI, confirm: str | None = None,
 
 
 # what `lero resume` may change: more LLM budget or wall clock, another server, a longer LLM
-# timeout or another context window, another executor (moving the remaining jobs changes no result)
+# timeout or another context window, another executor or sandbox (moving the remaining jobs
+# changes no result)
 RESUME_OVERRIDES = ("llm", "base_url", "max_llm_requests", "max_llm_tokens", "wall_clock_s",
-                    *LLM_SETTINGS, "executor", "ray_address")
+                    *LLM_SETTINGS, "executor", "ray_address", "sandbox")
 
 
 def resume_run(
@@ -158,8 +159,8 @@ def resume_run(
     `answer` answers the pending approval (else `ui.ask` is asked). `overrides` (fields of
     RESUME_OVERRIDES: more LLM budget, more wall clock, another server) replace the stored
     spec's. `confirm`: the env a person typed to confirm a stored `package.module:factory`
-    env (graph.trust). A stored base URL, executor or Ray address is used only when the
-    spec is one this installation wrote (`RunDir.written_here`) or `overrides` gives it
+    env (graph.trust). A stored base URL, executor, Ray address or process sandbox is used
+    only when the spec is one this installation wrote (`RunDir.written_here`) or `overrides` gives it
     again. A `stopped` run goes on with the next generation; another finished run just
     reports how it ended. Everything is checked before anything is written.
     """

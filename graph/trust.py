@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lero.graph.configuration import RunError, RunSpec
+from lero.sandbox.backends import UNCONTAINED_KINDS
+from lero.sandbox.cache import PROCESS_SIGNER, CacheSigner
 
 if TYPE_CHECKING:
     from lero.training.envs.registry import ConfirmedEnv
@@ -68,7 +70,8 @@ def job_env(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> dict[str, A
 # once they give it again (or the file is one this installation signed)
 
 KEY_FILE_VARIABLE = "LERO_KEY_FILE"  # the installation's spec-signing key (default below)
-ENDPOINT_FLAGS = {"base_url": "--base-url", "executor": "--executor", "ray_address": "--ray-address"}
+ENDPOINT_FLAGS = {"base_url": "--base-url", "executor": "--executor", "ray_address": "--ray-address",
+                  "sandbox": "--sandbox"}
 
 
 def key_path() -> Path:
@@ -115,11 +118,21 @@ def signed_here(spec_json: bytes, signature: str | None) -> bool:
     return hmac.compare_digest(hmac.new(key, spec_json, hashlib.sha256).hexdigest(), signature.strip())
 
 
+def cache_signer() -> CacheSigner:
+    """What seals the result caches this installation keeps (`sandbox.cache`): derived from
+    the run key, so an entry copied in from elsewhere, or edited, is refused; without a key
+    place, this process's own (entries then hold within one process)."""
+    key = _key(create=True)
+    return PROCESS_SIGNER if key is None else CacheSigner(key)
+
+
 def stored_endpoints(spec: RunSpec) -> dict[str, str]:
     """What in a spec says where the run connects: a base URL (the API key goes there), the
-    ray executor, a Ray address (a Ray driver unpickles what the cluster returns)."""
+    ray executor, a Ray address (a Ray driver unpickles what the cluster returns), and where
+    LLM code runs when that is a sandbox without a container (`UNCONTAINED_KINDS`)."""
     named = {"base_url": spec.base_url, "executor": "ray" if spec.executor == "ray" else None,
-             "ray_address": spec.ray_address}
+             "ray_address": spec.ray_address,
+             "sandbox": spec.sandbox if spec.sandbox in UNCONTAINED_KINDS else None}
     return {field: value for field, value in named.items() if value}
 
 

@@ -15,10 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 from lero.sandbox.base import Events, Sandbox
+from lero.sandbox.cache import PROCESS_SIGNER, CacheSigner
 from lero.sandbox.types import SandboxUnavailable
 
 log = logging.getLogger(__name__)
 KINDS = ("auto", "docker", "process")
+# kinds that run LLM code on this host without a container: a person's choice, never a stored spec's
+UNCONTAINED_KINDS = ("process",)
 
 
 def local_sandbox(
@@ -30,6 +33,7 @@ def local_sandbox(
     spares_per_limits: int = 1,
     progress: Callable[[str], None] | None = None,
     env: dict[str, Any] | None = None,
+    cache_signer: CacheSigner = PROCESS_SIGNER,
 ) -> Sandbox:
     """A backend of ``kind`` on this machine. `auto` and `docker` build the image first when
     it is missing or stale (`image.ensure_image`, lines to `progress`, default stderr); `auto`
@@ -49,6 +53,7 @@ def local_sandbox(
         "max_parallel": max_parallel,
         "events": events,
         "work_dir": work_dir,
+        "cache_signer": cache_signer,
     }
     if kind in ("auto", "docker"):
         try:

@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lero.sandbox.cache import ResultCache, job_cache_key
+from lero.sandbox.cache import PROCESS_SIGNER, CacheSigner, ResultCache, job_cache_key
 from lero.sandbox.jobs import POLICY_SUBDIR, group_policy_dir
 from lero.sandbox.poller import Poller
 from lero.sandbox.results import (
@@ -94,16 +94,18 @@ class Sandbox(ABC):
         max_parallel: int = 2,
         events: Events | None = None,
         work_dir: str | os.PathLike | None = None,
+        cache_signer: CacheSigner = PROCESS_SIGNER,
     ) -> None:
         if max_parallel < 1:
             raise ValueError(f"max_parallel must be >= 1, got {max_parallel}")
         # Resolved once, here: bind mounts (Docker, the process backend's `mount --bind`)
         # need absolute paths, and the default run directory `runs/` is relative.
         cache_dir = Path(cache_dir).resolve() if cache_dir is not None else None
-        self.cache = ResultCache(cache_dir) if cache_dir is not None else None
+        self.events = events
+        self.cache_signer = cache_signer  # what proves an entry is this installation's (sandbox.cache)
+        self.cache = self.result_cache(cache_dir) if cache_dir is not None else None
         self.max_parallel = max_parallel  # jobs at once; callers size their thread pools by it
         self.slots = threading.BoundedSemaphore(max_parallel)
-        self.events = events
         if work_dir is None:
             work_dir = (
                 cache_dir / "jobs"
@@ -183,6 +185,17 @@ class Sandbox(ABC):
     def _emit(self, event: str, **fields: Any) -> None:
         if self.events is not None:
             self.events(event, **fields)
+
+    def result_cache(self, directory: str | os.PathLike) -> ResultCache:
+        """A result cache in DIRECTORY sealed and checked as this sandbox's own (a caller's
+        shared cache, `graph.protocol`); a refused entry is said once (`cache_untrusted`)."""
+
+        def untrusted(path: Path) -> None:
+            self._emit("cache_untrusted", directory=str(path.parent), entry=path.name,
+                       message=f"result cache {path.parent}: ignored entries this installation did not "
+                               "seal (copied, edited or not a regular file); their jobs run again")  # fmt: skip
+
+        return ResultCache(directory, self.cache_signer, untrusted)
 
     def report_cache_hit(self, job: Job, result: JobResult) -> None:
         """Tell the events callback that JOB was answered from a cache a caller keeps

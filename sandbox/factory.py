@@ -9,6 +9,7 @@ from typing import Any
 
 from lero.sandbox.backends import KINDS, local_sandbox
 from lero.sandbox.base import Events, Sandbox
+from lero.sandbox.cache import PROCESS_SIGNER, CacheSigner
 from lero.sandbox.types import SandboxUnavailable
 
 EXECUTORS = ("local", "ray")
@@ -25,6 +26,7 @@ def get_sandbox(
     executor: str = "local",
     ray_address: str | None = None,
     env: dict[str, Any] | None = None,
+    cache_signer: CacheSigner = PROCESS_SIGNER,
 ) -> Sandbox:
     """A sandbox backend of ``kind`` (`backends.local_sandbox` says how each is chosen).
 
@@ -33,6 +35,8 @@ def get_sandbox(
     `spares_per_limits` (Docker: containers kept warm, torch imported; None = `max_parallel`):
     fewer than the jobs that start together leaves the rest a cold start.
     `env` (a job's env dict): the env the jobs run, which picks a custom env's image layer.
+    `cache_signer` (`sandbox.cache.CacheSigner`): what seals and checks the result cache's
+    entries; the default's hold within this process only.
     """
     if spares_per_limits is None:
         spares_per_limits = max_parallel
@@ -42,7 +46,7 @@ def get_sandbox(
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     if executor == "local":
         return local_sandbox(kind, cache_dir, max_parallel, events, work_dir, spares_per_limits,
-                             progress, env)
+                             progress, env, cache_signer)
     # imported here: Ray is an optional extra (`pip install lero[ray]`)
     try:
         from lero.sandbox.ray_executor import RaySandbox
@@ -54,4 +58,4 @@ def get_sandbox(
         work_dir = os.path.join(cache_dir, "jobs")
     local = local_sandbox(kind, None, max_parallel, None, work_dir, spares_per_limits, progress, env)
     return RaySandbox(local, address=ray_address, cache_dir=cache_dir,
-                      max_parallel=max_parallel, events=events, work_dir=work_dir)
+                      max_parallel=max_parallel, events=events, work_dir=work_dir, cache_signer=cache_signer)

@@ -107,10 +107,11 @@ def _check_schema(data: Any, kind: str) -> JobResult:
     )
 
 
-def _read_capped(path: Path, max_bytes: int) -> bytes | None:
+def read_capped(path: Path, max_bytes: int) -> bytes | None:
     """PATH's bytes, opened without following links; None unless a regular file <= max_bytes.
 
-    For files in directories candidate code could write to; OSError if it cannot be opened.
+    For files candidate code, or whoever copied a run directory, could have written (a FIFO
+    opens without blocking and is refused); OSError if it cannot be opened.
     """
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as handle:
@@ -160,7 +161,7 @@ def _read_sealed(job_dir: Path, key: bytes | None) -> Any:
     """JOB_DIR/result.json parsed (capped, no links, sealed with KEY when given), or the
     `crashed` result saying why not."""
     try:
-        raw = _read_capped(job_dir / RESULT_FILE, MAX_RESULT_BYTES)
+        raw = read_capped(job_dir / RESULT_FILE, MAX_RESULT_BYTES)
     except OSError as error:
         return JobResult.failure(
             "crashed", "NoResult", f"the runner left no readable {RESULT_FILE} ({error.strerror})"
@@ -193,7 +194,7 @@ def read_policy(policy_dir: Path, name: str = POLICY_FILE) -> bytes | JobResult:
     try:
         if policy_dir.is_symlink():
             raise OSError("policy_dir is a symlink")
-        policy = _read_capped(policy_dir / name, MAX_POLICY_BYTES)
+        policy = read_capped(policy_dir / name, MAX_POLICY_BYTES)
     except OSError as error:
         return JobResult.failure("crashed", "NoPolicy", f"no {name} in {policy_dir}: {error}")
     if policy is None:
@@ -249,7 +250,7 @@ def read_progress(job_dir: Path) -> Progress | None:
     schema-checked, and never raising: a bad file only means no progress to show.
     """
     try:
-        raw = _read_capped(job_dir / PROGRESS_FILE, MAX_PROGRESS_BYTES)
+        raw = read_capped(job_dir / PROGRESS_FILE, MAX_PROGRESS_BYTES)
         data = json.loads(raw) if raw is not None else None
     except (OSError, ValueError, RecursionError):
         return None

@@ -107,12 +107,13 @@ def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
         algos = spec.algos or (run_spec.algo,)
         steps = spec.steps or run_spec.steps
         sandbox = spec.sandbox or run_spec.sandbox
-        given = {k: v for k, v in (("executor", spec.executor), ("ray_address", spec.ray_address)) if v}
+        given = {k: v for k, v in (("executor", spec.executor), ("ray_address", spec.ray_address),
+                                   ("sandbox", spec.sandbox)) if v}
         if spec.ray_address:
             given.setdefault("executor", "ray")  # an address implies the ray executor
         if spec.executor == "local":
             given["ray_address"] = None  # the local executor uses no stored address
-        confirm_endpoints(run_spec, given, rundir.written_here(), "lero study", ("executor", "ray_address"))
+        confirm_endpoints(run_spec, given, rundir.written_here(), "lero study", ("executor", "ray_address", "sandbox"))
         executor = {"executor": spec.executor or run_spec.executor,
                     "ray_address": given.get("ray_address", run_spec.ray_address)}
         hparams = {run_spec.algo: dict(run_spec.hparams)} if run_spec.hparams else {}

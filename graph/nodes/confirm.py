@@ -29,7 +29,6 @@ from lero.graph.protocol import cached_seeds, train_and_evaluate_seeds
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.schedule import jobs_beside_cache
 from lero.graph.state import RunState
-from lero.sandbox.cache import ResultCache
 
 
 def confirmed_arms(state: RunState, runtime: Runtime[RunContext]) -> list[dict[str, Any]]:
@@ -78,7 +77,7 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
              todo={a["candidate_id"]: len(missing[a["candidate_id"]]) for a in todo},
              message=f"confirmation: {names} at {steps:,} env steps on {len(seeds)} fresh seeds, "
                      f"held-out episodes ({sum(map(len, missing.values()))} seeds to train or read from the cache)")  # fmt: skip
-    shared = ResultCache(res.rundir.shared_cache_dir)
+    shared = res.sandbox.result_cache(res.rundir.shared_cache_dir)  # sealed like the run's own
 
     def fields(arm: dict[str, Any], indexes: list[int]) -> dict[str, Any]:
         """`train_and_evaluate_seeds`'s arguments for ARM's seeds at INDEXES."""

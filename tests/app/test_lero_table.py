@@ -23,7 +23,7 @@ def test_a_tasks_runs_share_their_finished_jobs_and_keep_their_own(tmp_path: Pat
     assert share_results(str(tmp_path), ["a", "b"]) == 0
     assert {p.name for p in (tmp_path / "a" / "cache").glob("*.json")} == {
         p.name for p in (tmp_path / "b" / "cache").glob("*.json")}
-    assert json.loads((tmp_path / "b" / "cache" / f"{mine}.json").read_text())["fitness"] == -12.0
+    assert json.loads((tmp_path / "b" / "cache" / f"{mine}.json").read_text())["result"]["fitness"] == -12.0
 
 
 def test_step_budgets_per_algorithm() -> None:

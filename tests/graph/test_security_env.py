@@ -54,7 +54,7 @@ class Hostile:
         """A completed-looking run directory whose spec.json names the hostile env."""
         run = self.root / "runs" / run_id
         run.mkdir(parents=True)
-        spec = {"run_id": run_id, "env": env or self.env, "env_kwargs": env_kwargs or {}, "sandbox": "process",
+        spec = {"run_id": run_id, "env": env or self.env, "env_kwargs": env_kwargs or {}, "sandbox": "docker",
                 "runs_dir": "/elsewhere"}
         (run / "spec.json").write_text(json.dumps(spec))
         (run / "state.json").write_text(json.dumps({"status": "interrupted", "generation": 1}))

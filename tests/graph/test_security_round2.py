@@ -154,7 +154,8 @@ def test_a_stored_base_url_gets_no_key_until_confirmed(tmp_path, monkeypatch, ca
     assert code == 2 and f"--base-url {listener.url}" in err and err.count("\n") == 1, err
     assert listener.received == [] and run_files(run) == before
     # the person gives it again: now it is theirs, and the server is asked (it answers 401)
-    code, _, err = lero(["resume", "w", "--answer", str(answer), "--base-url", listener.url], capsys)
+    code, _, err = lero(["resume", "w", "--answer", str(answer), "--base-url", listener.url, "--sandbox", "process"],
+                        capsys)
     assert code == 2 and "refused the key" in err and any(b"canary-key" in r for r in listener.received), err
 
 
