@@ -107,7 +107,7 @@ class DockerSandbox(Sandbox):
         self._closed = False
         atexit.register(self.close)
         self.client = docker_client()
-        require_image(self.client, self.image)
+        self.image_id = require_image(self.client, self.image)  # every container's: a re-tag changes nothing
         self.reap()
         self.as_root = os.geteuid() == 0
         self.user = (
@@ -308,7 +308,7 @@ class DockerSandbox(Sandbox):
         disk_bytes = limits.disk_mb * 2**20
         try:
             container = self.client.containers.create(
-                self.image,
+                self.image_id,
                 command,
                 user=self.user,
                 working_dir="/job",

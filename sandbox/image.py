@@ -102,23 +102,18 @@ def docker_client():  # -> docker.DockerClient
     return client
 
 
-def image_exists(client, image: str) -> bool:
+def require_image(client, image: str) -> str:
+    """Never let Docker pull: the image must exist locally. Returns its ID, which containers
+    are created from, so an image tagged over it later is never the one that runs."""
     import docker
 
     try:
-        client.images.get(image)
+        return client.images.get(image).id
     except docker.errors.ImageNotFound:
-        return False
-    return True
-
-
-def require_image(client, image: str) -> None:
-    """Never let Docker pull: the image must exist locally."""
-    if not image_exists(client, image):
         raise SandboxUnavailable(
             f"sandbox image {image} not found locally; build it with `lero sandbox build` "
             "(or `python -m lero.sandbox build`)"
-        )
+        ) from None
 
 
 # ---------------------------------------------------------------- lifecycle

@@ -209,6 +209,31 @@ def test_a_build_for_other_inputs_leaves_a_running_container_and_its_image_alone
             client.images.remove(other, force=True)
 
 
+@pytest.mark.docker
+def test_containers_run_the_image_the_sandbox_found_even_when_its_tag_moves(throwaway_image, tmp_path) -> None:
+    """The backend pins its image by ID when it starts: an image tagged over the same name
+    afterwards (here one whose ENV says so) is never what a job runs in."""
+    from lero.sandbox.docker_backend import DockerSandbox
+
+    client, make = throwaway_image
+    tag = make("pinned")
+    sandbox = DockerSandbox(image=tag, work_dir=tmp_path, spares_per_limits=0)
+    try:
+        env = client.images.get(tag).attrs["Config"]["Env"]
+        container = client.containers.create(tag, ["true"])
+        try:
+            moved = container.commit(*tag.split(":"), conf={"Env": [*env, "LERO_RETAGGED=1"]})
+        finally:
+            container.remove(force=True)
+        assert client.images.get(tag).id == moved.id  # the name now says another image
+        result = sandbox.run_script("import os; print(os.environ.get('LERO_RETAGGED'))")
+        assert result.status == "ok" and result.stdout.strip() == "None", result
+    finally:
+        sandbox.close()
+        with contextlib.suppress(Exception):
+            client.images.remove(moved.id, force=True)
+
+
 def _blocked_on(lock: Path, pid: int) -> bool:
     """Does PID wait for a flock on LOCK? (/proc/locks lists each waiter as `-> FLOCK ...`)."""
     inode = f":{os.stat(lock).st_ino} "
