@@ -227,7 +227,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 
 
 def _combine(args: argparse.Namespace, console: Console, export: tuple[str, Path] | None) -> int:
-    from lero.app.study.combine import load_studies, write_combined
+    from lero.app.study.combine import load_studies, shown_improvement, shown_row, write_combined
     from lero.app.study.export import write_export
     from lero.graph.rundir import STUDIES_DIR
 
@@ -237,10 +237,9 @@ def _combine(args: argparse.Namespace, console: Console, export: tuple[str, Path
     out = args.out or Path(args.runs_dir) / STUDIES_DIR / "combined"
     combined = write_combined(studies, out)
     for arm, row in combined["arms"].items():
-        poi = combined["improvement"].get(arm)
-        shown = f", P(> native) {poi['value']:.2f} [{poi['ci_low']:.2f}, {poi['ci_high']:.2f}]" if poi else ""
-        console.print(f"{arm:20s} IQM {row['iqm']:.3f} [{row['iqm_ci_low']:.3f}, {row['iqm_ci_high']:.3f}] "
-                      f"over {row['tasks']} task(s){shown}", markup=False)  # fmt: skip
+        poi = shown_improvement(combined, arm)
+        shown = f", P(better than native) {poi}" if poi != "-" else ""
+        console.print(f"{arm:20s} IQM {shown_row(row, 'iqm')} over {row['tasks']} task(s){shown}", markup=False)
     if export is not None:
         console.print(f"export: {write_export(export[0], studies, export[1])}", soft_wrap=True)
     console.print(f"combined: {out / 'combined.md'}", soft_wrap=True)

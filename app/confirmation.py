@@ -3,8 +3,9 @@
 report.json's `confirmation` block (graph.confirmation) holds each arm's per-seed values at
 the confirmation budget; the loop's own result.json files hold them at the loop's budget.
 This module adds the statistics `lero study` uses (app.study.stats: mean with a 95%
-bootstrap CI per arm, probability of improvement over native with its CI and verdict) at
-both budgets, and the steps each confirmed seed's training curve took to reach native's
+bootstrap CI per arm, or the seeds' range below stats.MIN_INTERVAL_SEEDS; the probability
+that the arm is better than native, in each metric's own direction, with its CI and verdict)
+at both budgets, and the steps each confirmed seed's training curve took to reach native's
 final training return (sample efficiency); report.md opens with it and the run page shows it.
 
 The two budgets are not measured alike, and the text says so: at the loop's budget the
@@ -24,10 +25,7 @@ from lero.app.provenance import native_metrics
 from lero.graph.confirmation import CURVE, seed_metrics
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.summary import RunFiles, metric_names
-
-# stats.poi_verdict's words, said of a metric (which direction is good depends on the metric)
-SAID = {"higher": "higher than native", "lower": "lower than native", "no difference": "no different from native",
-        "too few seeds": "too few seeds for a verdict"}  # fmt: skip
+from lero.training.envs.task import RETURN
 
 
 def _loop_values(result: dict | None) -> dict[str, list[float]]:
@@ -35,14 +33,16 @@ def _loop_values(result: dict | None) -> dict[str, list[float]]:
     return seed_metrics([r for r in (result or {}).get("per_seed") or [] if r.get("status") == "ok"])
 
 
-def _compare(arm: dict[str, list[float]], native: dict[str, list[float]], names: list[str]) -> dict[str, Any]:
-    """Per metric both arms have: each arm's summary, the difference, P(> native), verdict."""
+def compare_arms(arm: dict[str, list[float]], native: dict[str, list[float]], names: list[str],
+             better: dict[str, str]) -> dict[str, Any]:
+    """Per metric both arms have: each arm's summary, the difference, P(better than native)
+    in the metric's direction (BETTER; higher where the env does not say), verdict."""
     rows = {}
     for metric in names:
         a, b = arm.get(metric), native.get(metric)
         if not a or not b:
             continue
-        test = stats.compare(a, b)
+        test = stats.compare(a, b, better.get(metric, "higher") == "higher")
         rows[metric] = {"arm": stats.summary(a), "native": stats.summary(b), "diff": test["diff"],
                         "poi": test["poi"], "welch_p": test["welch_p"],
                         "verdict": stats.poi_verdict(test["poi"], min(len(a), len(b)))}  # fmt: skip
@@ -71,6 +71,8 @@ def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None) -> dict[st
     native = next((a for a in block["arms"] if a["candidate_id"] == BASELINE_ID), None)
     loop_native = _loop_values(run.baseline)
     results = {c.candidate_id: c.result for c in run.candidates}
+    metrics = native_metrics(run.spec.get("env"), run.spec.get("env_kwargs", {}))
+    better = {RETURN: "higher", **{m.name: m.better for m in metrics or ()}}  # every task's return: higher
     verdict = {}
     for arm in block["arms"]:
         if arm["candidate_id"] == BASELINE_ID or native is None:
@@ -79,31 +81,68 @@ def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None) -> dict[st
         names = metric_names(arm["per_seed"], native["per_seed"], loop_arm)
         verdict[arm["candidate_id"]] = {
             "at_loop": {"steps": block["loop_steps"], "episodes": "selection (the loop's seeds; the winner was picked on them)",
-                        "metrics": _compare(loop_arm, loop_native, names)},
+                        "metrics": compare_arms(loop_arm, loop_native, names, better)},
             "at_confirm": {"steps": block["steps"], "episodes": "held out (fresh seeds)",
-                           "metrics": _compare(arm["per_seed"], native["per_seed"], names)},
+                           "metrics": compare_arms(arm["per_seed"], native["per_seed"], names, better)},
             "steps_to_native": _steps_to_native(arm, native),
         }  # fmt: skip
-    metrics = native_metrics(run.spec.get("env"), run.spec.get("env_kwargs", {}))
-    return {**block, "verdict": verdict, "better": {m.name: m.better for m in metrics or ()}}
+    return {**block, "verdict": verdict, "better": better}
 
 
-def _value(row: dict[str, Any], side: str) -> str:
-    s = row[side]
-    return f"{fmt_number(s['mean'])} [{fmt_number(s['ci_low'])}, {fmt_number(s['ci_high'])}]"
+def _seeds(row: dict[str, Any]) -> int:
+    """The seeds per arm a comparison rests on (the fewer of the two arms')."""
+    return min(row["arm"]["n"], row["native"]["n"])
 
 
-def _poi(row: dict[str, Any]) -> str:
-    p = row["poi"]
-    return f"{fmt_number(p['value'], 2)} [{fmt_number(p['ci_low'], 2)}, {fmt_number(p['ci_high'], 2)}]"
+def said(row: dict[str, Any], metric: str, better: dict[str, str]) -> str:
+    """ROW's verdict as a person reads it: "worse (collisions higher)"; where the env does not
+    say which way is better, only the raw direction."""
+    if metric not in better and row["verdict"] in ("better", "worse"):
+        return f"{metric} {'higher' if row['verdict'] == 'better' else 'lower'} than native (better way unknown)"
+    return stats.said(row["verdict"], metric, better.get(metric, "higher") == "higher")
 
 
-def _budget_sentence(budget: dict[str, Any], metric: str = "return") -> str:
+def _budget_sentence(budget: dict[str, Any], better: dict[str, str], metric: str = "return") -> str:
     row = budget["metrics"].get(metric)
     if row is None:
         return f"at {budget['steps']:,} steps: no {metric} yet"
-    return (f"at {budget['steps']:,} steps {metric} {_value(row, 'arm')} vs native {_value(row, 'native')}, "
-            f"P(> native) {_poi(row)}: {SAID[row['verdict']]}")  # fmt: skip
+    return (f"at {budget['steps']:,} steps {metric} {stats.shown_spread(row['arm'])} vs native "
+            f"{stats.shown_spread(row['native'])}, P(better than native) {stats.shown_poi(row['poi'], _seeds(row))}: "
+            f"{said(row, metric, better)}")  # fmt: skip
+
+
+def fewest_seeds(confirmation: dict[str, Any]) -> int:
+    """The fewest seeds any arm of the confirmation has (what its verdict rests on)."""
+    return min((len(a["seeds"]) for a in confirmation["arms"]), default=0)
+
+
+def headline(confirmation: dict[str, Any] | None, metric: str = "return") -> str | None:
+    """The confirmed verdict in one line, for the terminal's first line, `lero runs` /
+    `report` / `compare` and the top of the run page: the winner against native on held-out
+    episodes at the confirmation budget, with the small-sample caveat. None: nothing confirmed."""
+    if not confirmation or not confirmation["verdict"]:
+        return None
+    cid, verdict = next(iter(confirmation["verdict"].items()))
+    row = verdict["at_confirm"]["metrics"].get(metric)
+    if row is None:
+        return f"confirmation {confirmation['status']}: no {metric} yet"
+    seeds = _seeds(row)
+    caveat = f", {seeds} seeds per arm: a pilot" if seeds < stats.WARN_SEEDS else f", {seeds} seeds per arm"
+    return (f"confirmed at {verdict['at_confirm']['steps']:,} steps on held-out episodes: {cid} "
+            f"{said(row, metric, confirmation.get('better', {}))}, {metric} {fmt_number(row['arm']['mean'])} vs "
+            f"native {fmt_number(row['native']['mean'])}{caveat}")  # fmt: skip
+
+
+def short_verdict(confirmation: dict[str, Any] | None, metric: str = "return") -> str:
+    """A table cell of the confirmed verdict (`lero runs`, compare, the runs list): "better",
+    "worse", "no difference", "too few seeds", or "-" when nothing was confirmed."""
+    if not confirmation or not confirmation["verdict"]:
+        return "-"
+    row = next(iter(confirmation["verdict"].values()))["at_confirm"]["metrics"].get(metric)
+    if row is None:
+        return "-"
+    word = {"too few seeds": "few seeds"}.get(row["verdict"], row["verdict"])
+    return f"{word}*" if _seeds(row) < stats.WARN_SEEDS else word
 
 
 def verdict_sentences(confirmation: dict[str, Any] | None) -> list[str]:
@@ -120,21 +159,41 @@ def verdict_sentences(confirmation: dict[str, Any] | None) -> list[str]:
                      f"return {fmt_number(reach['target'])} within {confirmation['steps']:,} steps")  # fmt: skip
             if reach["mean_of_reached"] is not None:
                 speed += f", after {reach['mean_of_reached']:,.0f} on average"
-        lines.append(f"{cid}: {_budget_sentence(v['at_loop'])}; {_budget_sentence(v['at_confirm'])}. {speed}.")
+        better = confirmation.get("better", {})
+        lines.append(f"{cid}: {_budget_sentence(v['at_loop'], better)} (selection episodes); "
+                     f"{_budget_sentence(v['at_confirm'], better)} (held-out episodes). {speed}.")
     return lines
+
+
+def _cells(verdict: dict[str, Any], better: dict[str, str]) -> dict[str, list[str]]:
+    """Metric label -> [arm, native, P(better), verdict] at the loop's budget, then the same at
+    the confirmation budget: every task metric, as report.md's table and the run page show it."""
+    loop, confirm = verdict["at_loop"], verdict["at_confirm"]
+    rows = {}
+    for metric in dict.fromkeys([*loop["metrics"], *confirm["metrics"]]):
+        cells = []
+        for budget in (loop, confirm):
+            row = budget["metrics"].get(metric)
+            cells += ([stats.shown_spread(row["arm"]), stats.shown_spread(row["native"]),
+                       stats.shown_poi(row["poi"], _seeds(row)), said(row, metric, better)] if row else ["—"] * 4)
+        rows[metric_label(metric, better)] = cells
+    return rows
+
+
+def confirmation_rows(confirmation: dict[str, Any] | None) -> dict[str, dict[str, list[str]]]:
+    """Candidate -> its table (`_cells`), for the run page."""
+    if not confirmation:
+        return {}
+    return {cid: _cells(v, confirmation.get("better", {})) for cid, v in confirmation["verdict"].items()}
 
 
 def _table(cid: str, verdict: dict[str, Any], better: dict[str, str]) -> list[str]:
     """Every task metric at both budgets."""
     loop, confirm = verdict["at_loop"], verdict["at_confirm"]
-    lines = ["", f"| {cid} vs native | at {loop['steps']:,}: {cid} | native | P(> native) | verdict "
-             f"| at {confirm['steps']:,}: {cid} | native | P(> native) | verdict |", "|---" * 9 + "|"]  # fmt: skip
-    for metric in dict.fromkeys([*loop["metrics"], *confirm["metrics"]]):
-        cells = []
-        for budget in (loop, confirm):
-            row = budget["metrics"].get(metric)
-            cells += ([_value(row, "arm"), _value(row, "native"), _poi(row), SAID[row["verdict"]]] if row else ["—"] * 4)
-        lines.append(f"| {metric_label(metric, better)} | " + " | ".join(cells) + " |")
+    lines = ["", f"| {cid} vs native | at {loop['steps']:,}: {cid} (selection episodes) | native | P(better) | "
+             f"verdict | at {confirm['steps']:,}: {cid} (held out) | native | P(better) | verdict |",
+             "|---" * 9 + "|"]  # fmt: skip
+    lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in _cells(verdict, better).items()]
     return lines
 
 
@@ -155,8 +214,12 @@ def confirmation_markdown(confirmation: dict[str, Any] | None) -> list[str]:
              f"({', '.join(map(str, seeds))}), measured on held-out episodes (seeds "
              f"{', '.join(map(str, confirmation['eval_seeds'] or []))} x {confirmation['eval_episodes']}); at the "
              f"loop's {confirmation['loop_steps']:,} steps, the loop's own seeds on the selection episodes the "
-             "winner was picked on. Mean [95% bootstrap CI] over seeds; P(> native): probability of improvement "
-             "[95% CI]; a verdict needs the CI to exclude 1/2 and 3 seeds per arm.", ""]  # fmt: skip
+             f"winner was picked on. Mean [95% bootstrap CI] over seeds (below {stats.MIN_INTERVAL_SEEDS} seeds "
+             "the seeds' range, labelled so); P(better): the probability that a seed of the candidate beats "
+             "one of native in the metric's own direction (fewer collisions are better), with its 95% CI; a "
+             f"verdict needs that CI to exclude 1/2 and {stats.MIN_VERDICT_SEEDS} seeds per arm.", ""]  # fmt: skip
+    if warning := stats.few_seeds_warning(fewest_seeds(confirmation)):
+        lines += [f"> **{warning}**", ""]
     lines += [f"- {line}" for line in verdict_sentences(confirmation)]
     for cid, verdict in confirmation["verdict"].items():
         lines += _table(cid, verdict, confirmation.get("better", {}))

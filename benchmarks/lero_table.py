@@ -38,7 +38,7 @@ from lero.app.hooks import app_front
 from lero.app.study import PAPER_ALGOS, StudySpec, run_study
 from lero.app.study.combine import combine_studies, render_combined
 from lero.app.study.spec import DEFAULT_SEEDS, PAPER_ARMS, PAPER_SEEDS
-from lero.app.study.stats import poi_verdict
+from lero.app.study.stats import poi_verdict, said, shown_poi, shown_spread
 from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec
 from lero.graph.rundir import STUDIES_DIR, RunDir
 from lero.graph.runner import resume_run, start_run
@@ -115,22 +115,25 @@ def share_results(runs_dir: str, run_ids: list[str]) -> int:
     return copied
 
 
-def cell_row(cell: dict[str, Any]) -> dict[str, Any]:
-    """What the table shows of one study cell."""
+def cell_row(cell: dict[str, Any], better: dict[str, str]) -> dict[str, Any]:
+    """What the table shows of one study cell; BETTER (study.json's): which way each metric is better."""
     summary = cell["summary"].get("return", {})
     test = cell["vs_native"].get("return", {})
     return {"algo": cell["algo"], "arm": cell["variant"], "steps": cell["steps"], "seeds": cell["seeds"],
             "return": cell["per_seed"].get("return"),
-            **{k: summary.get(k) for k in ("iqm", "iqm_ci_low", "iqm_ci_high", "mean", "ci_low", "ci_high")},
+            **{k: summary.get(k) for k in ("n", "min", "max", "iqm", "iqm_ci_low", "iqm_ci_high", "mean", "ci_low",
+                                           "ci_high")},
             "poi_vs_native": test.get("poi"), "versus": cell.get("vs_native_arm"),
-            "metrics": {m: {**{k: s[k] for k in ("mean", "ci_low", "ci_high")},
-                            "poi": cell["vs_native"].get(m, {}).get("poi")} for m, s in cell["summary"].items()}}  # fmt: skip
+            "metrics": {m: {**{k: s.get(k) for k in ("n", "min", "max", "mean", "ci_low", "ci_high")},
+                            "better": better.get(m), "poi": cell["vs_native"].get(m, {}).get("poi")}
+                        for m, s in cell["summary"].items()}}  # fmt: skip
 
 
 def verdicts(rows: list[dict[str, Any]]) -> list[str]:
     """Per (task, loop algorithm, algorithm): hrf+oef against native at the loop's budget and
-    hrf+oef@10x against native@10x, on every metric: `higher` / `lower` (the probability of
-    improvement's 95% CI excludes 1/2), `no difference`, or `too few seeds`."""
+    hrf+oef@10x against native@10x, on every metric: `better` / `worse` with the raw direction
+    (the probability of being better, in the metric's own direction, has a 95% CI that excludes
+    1/2), `no difference`, or `too few seeds`."""
     groups: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row["task"], row["loop_algo"], row["algo"]), {})[row["arm"]] = row
@@ -145,7 +148,8 @@ def verdicts(rows: list[dict[str, Any]]) -> list[str]:
                 continue
             seeds = len(row["seeds"])
             parts.append(f"at {budget} ({arm} vs {row['versus']}): " + ", ".join(
-                f"{m} {v['mean']:.2f} {poi_verdict(v['poi'], seeds)} (P {v['poi']['value']:.2f})"
+                f"{m} {v['mean']:.2f} {said(poi_verdict(v['poi'], seeds), m, v.get('better') != 'lower')} "
+                f"(P(better) {v['poi']['value']:.2f})"
                 for m, v in tested.items()))  # fmt: skip
         lines.append(f"- {task}, evolved with {loop_algo}, {algo}: " + "; ".join(parts) + ".")
     return lines
@@ -153,12 +157,11 @@ def verdicts(rows: list[dict[str, Any]]) -> list[str]:
 
 def table(rows: list[dict[str, Any]]) -> str:
     """Markdown: one row per (task, loop algorithm, algorithm, arm)."""
-    lines = ["| task | evolved with | algo | arm | steps | IQM return [95% CI] | P(> native) [95% CI] |",
+    lines = ["| task | evolved with | algo | arm | steps | IQM return [95% CI] | P(better than native) [95% CI] |",
              "|---|---|---|---|---|---|---|"]  # fmt: skip
     for row in rows:
-        poi = row["poi_vs_native"]
-        shown = f"{poi['value']:.2f} [{poi['ci_low']:.2f}, {poi['ci_high']:.2f}]" if poi else ""
-        iqm = f"{row['iqm']:.2f} [{row['iqm_ci_low']:.2f}, {row['iqm_ci_high']:.2f}]" if row["iqm"] is not None else "-"
+        shown = shown_poi(row["poi_vs_native"], len(row["return"] or [])) if row["poi_vs_native"] else ""
+        iqm = shown_spread(row, "iqm", "iqm_ci", 2) if row["iqm"] is not None else "-"
         lines.append(f"| {row['task']} | {row['loop_algo']} | {row['algo']} | {row['arm']} | {row['steps']} | "
                      f"{iqm} | {shown} |")  # fmt: skip
     return "\n".join(lines)
@@ -166,7 +169,8 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def grid(rows: list[dict[str, Any]], arms: list[str]) -> str:
     """Markdown, one row per (task, loop algorithm, algorithm), one column per arm:
-    `IQM [95% CI] (P(> native))`, docs/results.md's table."""
+    `IQM [95% CI] (P(better than native))` (below 5 seeds the seeds' range, labelled so),
+    docs/results.md's table."""
     cells: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
     for row in rows:
         cells.setdefault((row["task"], row["loop_algo"], row["algo"]), {})[row["arm"]] = row
@@ -180,7 +184,7 @@ def grid(rows: list[dict[str, Any]], arms: list[str]) -> str:
                 continue
             poi = row["poi_vs_native"]
             seeds = len(row["return"] or [])
-            text = f"{row['iqm']:.2f} [{row['iqm_ci_low']:.2f}, {row['iqm_ci_high']:.2f}]"
+            text = shown_spread(row, "iqm", "iqm_ci", 2)
             text += f" ({poi['value']:.2f})" if poi else ""
             shown.append(text + (f" n={seeds}" if seeds != len(row["seeds"]) else ""))
         lines.append(f"| {task} | {loop_algo} | {algo} | " + " | ".join(shown) + " |")
@@ -229,7 +233,8 @@ def main(argv: list[str] | None = None) -> None:
                     progress=lambda line: print(line, flush=True),
                 )  # fmt: skip
                 studies.setdefault(loop_algo, []).append(study)
-                rows += [{"task": task, "loop_algo": loop_algo, "run_id": run_id, **cell_row(c)} for c in study["cells"]]
+                rows += [{"task": task, "loop_algo": loop_algo, "run_id": run_id, **cell_row(c, study.get("better", {}))}
+                         for c in study["cells"]]
                 equal_compute += [{"task": task, "loop_algo": loop_algo, **r} for r in study["equal_compute"]]
                 result |= {"rows": rows, "equal_compute": equal_compute,
                            "combined": {a: combine_studies(s) for a, s in studies.items()}}  # fmt: skip

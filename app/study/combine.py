@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from lero.app.numbers import fmt_number
 from lero.app.study import stats
 from lero.app.study.export import env_and_task
 from lero.app.study.plots import plot_profiles
@@ -80,8 +79,7 @@ def combine_studies(studies: list[dict[str, Any]]) -> dict[str, Any]:
         raise RunError(f"the studies have no {METRIC} values yet")
     names = sorted({arm for arms in tasks.values() for arm in arms})
     strata = {arm: [arms[arm] for arms in tasks.values() if arm in arms] for arm in names}
-    aggregates = {arm: {"tasks": len(s), "runs": int(sum(len(x) for x in s)), **stats.aggregate(s)}
-                  for arm, s in strata.items()}  # fmt: skip
+    aggregates = {arm: _aggregate(s) for arm, s in strata.items()}
     improvement = {}
     for arm in names:
         algo, variant = arm.split(":", 1)
@@ -106,8 +104,28 @@ def combine_studies(studies: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _ci(row: dict[str, Any], key: str) -> str:
-    return f"{fmt_number(row[key])} [{fmt_number(row[key + '_ci_low'])}, {fmt_number(row[key + '_ci_high'])}]"
+def _aggregate(strata: list[np.ndarray]) -> dict[str, Any]:
+    """One arm's IQM and mean over tasks x seeds with their CIs; below stats.MIN_INTERVAL_SEEDS
+    runs no CI (None) but the runs' range, as a cell of a study shows it."""
+    pooled = np.concatenate(strata)
+    row = {"tasks": len(strata), "runs": int(pooled.size), "n": int(pooled.size), **stats.aggregate(strata),
+           "min": float(pooled.min()), "max": float(pooled.max())}  # fmt: skip
+    if pooled.size < stats.MIN_INTERVAL_SEEDS:
+        row |= {f"{name}_ci_{side}": None for name in stats.AGGREGATES for side in ("low", "high")}
+    return row
+
+
+def shown_row(row: dict[str, Any], key: str) -> str:
+    """An arm's KEY ("iqm" / "mean") with its CI, or its runs' range when it has too few."""
+    return stats.shown_spread(row, key, key + "_ci")
+
+
+def shown_improvement(combined: dict[str, Any], arm: str) -> str:
+    """ARM's P(better than native), with a CI only when both arms have enough runs."""
+    poi = combined["improvement"].get(arm)
+    if not poi:
+        return "-"
+    return stats.shown_poi(poi, min(combined["arms"][arm]["runs"], combined["arms"][poi["versus"]]["runs"]))
 
 
 def render_combined(combined: dict[str, Any], plots: list[str]) -> str:
@@ -116,15 +134,14 @@ def render_combined(combined: dict[str, Any], plots: list[str]) -> str:
              f"Tasks: {', '.join(combined['tasks'])}. Held-out `{combined['metric']}` ({combined['score']}: "
              f"{SCORE_TEXT[combined['score']]}) normalised "
              f"{combined['normalisation']}; IQM and mean over tasks x seeds with 95% stratified "
-             "bootstrap CIs; P(> native): probability of improvement over the same algorithm's native "
+             "bootstrap CIs (below {stats.MIN_INTERVAL_SEEDS} runs the runs' range, labelled so); "
+             "P(better than native): probability that a run of the arm beats one of the same algorithm's native "
              "(at the arm's budget: native@Kx for an arm at K x the steps).", "",
-             "| arm | tasks | runs | IQM [95% CI] | mean [95% CI] | P(> native) [95% CI] |",
+             "| arm | tasks | runs | IQM [95% CI] | mean [95% CI] | P(better than native) [95% CI] |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     for arm, row in combined["arms"].items():
-        poi = combined["improvement"].get(arm)
-        shown = (f"{fmt_number(poi['value'])} [{fmt_number(poi['ci_low'])}, {fmt_number(poi['ci_high'])}]"
-                 if poi else "-")  # fmt: skip
-        lines.append(f"| {arm} | {row['tasks']} | {row['runs']} | {_ci(row, 'iqm')} | {_ci(row, 'mean')} | {shown} |")
+        lines.append(f"| {arm} | {row['tasks']} | {row['runs']} | {shown_row(row, 'iqm')} | {shown_row(row, 'mean')} "
+                     f"| {shown_improvement(combined, arm)} |")
     lines += ["", *(f"![{name}](plots/{name})" for name in plots)]
     return "\n".join(lines) + "\n"
 

@@ -233,7 +233,7 @@ def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | 
     sandbox = open_sandbox(plan.sandbox_spec(), plan.cache_dir, env=plan.env)
     try:
         # one env slot (in the sandbox for a custom env): bad env kwargs fail before any job
-        metrics = list(env_facts(plan.env, sandbox)[0].metric_names)
+        metrics = env_facts(plan.env, sandbox)[0].metrics
         _start_dir(plan)
         jobs = _seed_jobs(plan, sandbox)
         todo = sum(len(indexes) for *_, indexes in jobs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from lero.app.numbers import fmt_number
@@ -22,6 +23,7 @@ from lero.app.study.plots import plot_curves, plot_metric, plot_profiles, plot_r
 from lero.app.study.recheck import judge, recheck_lines, recheck_path
 from lero.app.study.variants import VARIANTS, base_variant, is_equal_compute, same_budget_native
 from lero.graph.safefs import write_atomic
+from lero.training.envs.task import Metric
 
 CURVE = "return"  # training-time native return per agent (training curves' key)
 
@@ -74,7 +76,8 @@ def _target(plan: Plan, cells: list[dict[str, Any]]) -> tuple[float | None, str]
     return min(natives), "the lowest native mean held-out return over the algorithms"
 
 
-def _finish_cell(cell: dict[str, Any], natives: dict[tuple[str, str], dict[str, Any]], target: float | None) -> dict[str, Any]:
+def _finish_cell(cell: dict[str, Any], natives: dict[tuple[str, str], dict[str, Any]], target: float | None,
+                 better: dict[str, str]) -> dict[str, Any]:
     curves = cell.pop("curves")
     reach = [stats.steps_to_reach(s, v, target) if target is not None and s else None for s, v in curves]
     reached = [x for x in reach if x is not None]
@@ -88,7 +91,8 @@ def _finish_cell(cell: dict[str, Any], natives: dict[tuple[str, str], dict[str, 
     native = natives.get((cell["algo"], versus)) if versus else None
     cell["vs_native_arm"] = versus if native is not None else None
     cell["vs_native"] = (
-        {m: stats.compare(v, native["per_seed"][m]) for m, v in cell["per_seed"].items()
+        {m: stats.compare(v, native["per_seed"][m], better.get(m, "higher") == "higher")
+         for m, v in cell["per_seed"].items()
          if native["per_seed"].get(m)}
         if native is not None
         else {}
@@ -145,20 +149,24 @@ def all_hparams(plan: Plan) -> dict[str, dict[str, Any]]:
     return {a: dataclasses.asdict(TrainConfig(algo=a, hparams=plan.hparams[a]).algo_hparams()) for a in plan.algos}
 
 
-def build_study(plan: Plan, metrics: list[str], wall_s: float) -> dict[str, Any]:
-    """The study.json document."""
+def build_study(plan: Plan, task_metrics: Sequence[Metric], wall_s: float) -> dict[str, Any]:
+    """The study.json document; TASK_METRICS (the env's TaskSpec) name the metrics and which
+    way each is better, which every comparison with native follows."""
+    metrics = [m.name for m in task_metrics]
+    better = {m.name: m.better for m in task_metrics}
     raw = [_cell(plan, metrics, a, v) for a in plan.algos for v in plan.spec.variants]
     target, target_source = _target(plan, raw)
     natives = {(c["algo"], c["variant"]): c for c in raw if base_variant(c["variant"]) == "native"}
     equal_compute = _equal_compute_rows(raw)
     profiles = _profiles(raw, plan.algos)
-    cells = [_finish_cell(c, natives, target) for c in raw]
+    cells = [_finish_cell(c, natives, target, better) for c in raw]
     complete = all(c["status"] == "complete" for c in cells)
     return {
         "study_id": plan.study_dir.name,
         "status": "completed" if complete else "incomplete",
         "config": plan.config(),
         "metrics": metrics,
+        "better": better,
         "variants": list(plan.spec.variants),
         "algos": list(plan.algos),
         "train_seeds": plan.spec.train_seeds,
@@ -170,7 +178,8 @@ def build_study(plan: Plan, metrics: list[str], wall_s: float) -> dict[str, Any]
         "hparams_all": all_hparams(plan),
         "ci": {"level": stats.CONFIDENCE, "method": "percentile bootstrap over seeds (scipy.stats.bootstrap)",
                "samples": stats.BOOTSTRAP_SAMPLES, "seed": stats.BOOTSTRAP_SEED},
-        "tests": "probability of improvement P(X > Y) + P(X = Y)/2, Welch t-test and two-sided "
+        "tests": "probability of improvement P(X better than Y) + P(X = Y)/2 in each metric's own direction "
+                 "(`better`), Welch t-test and two-sided "
                  "Mann-Whitney U against native; effect size Hedges' g",
         "equal_compute": equal_compute,
         "profiles": profiles,
@@ -186,21 +195,10 @@ def _p(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
-def _interval(summary: dict[str, Any] | None, key: str, ci: str) -> str:
-    """"value [low, high]"; without a CI (too few seeds) the value with the seeds' values."""
-    if not summary:
-        return "-"
-    if summary.get(ci + "_low") is None:
-        return f"{fmt_number(summary[key])} (no CI)"
-    return f"{fmt_number(summary[key])} [{fmt_number(summary[ci + '_low'])}, {fmt_number(summary[ci + '_high'])}]"
-
-
-def _mean_cell(summary: dict[str, Any] | None, values: list[float]) -> str:
-    """A table cell of one metric over seeds: mean [CI], or below the CI's seed count the
-    mean and every seed's value."""
-    if summary and summary.get("no_ci"):
-        return f"{fmt_number(summary['mean'])} (seeds: {', '.join(fmt_number(v) for v in values)})"
-    return _interval(summary, "mean", "ci")
+def _label(metric: str, study: dict[str, Any]) -> str:
+    """A metric's column header with the way that is better (study.json's `better`)."""
+    better = study.get("better", {}).get(metric)
+    return f"{metric} ({better} is better)" if better else metric
 
 
 def fewest_seeds(study: dict[str, Any]) -> int:
@@ -221,17 +219,17 @@ def cell_line(cell: dict[str, Any]) -> str:
     """One arm in the terminal: held-out return, and its test against native when it has one."""
     summary = cell["summary"].get(CURVE)
     test = cell["vs_native"].get(CURVE, {})
-    shown = f"return {_mean_cell(summary, cell['per_seed'].get(CURVE, []))}" if summary else "no result"
+    shown = f"return {stats.shown_spread(summary)}" if summary else "no result"
     if test.get("welch_p") is not None:
         shown += f", vs native p={test['welch_p']:.3g} g={_p(test['hedges_g'])}"
     elif test:
-        shown += f", vs native diff {fmt_number(test['diff'])}, P(>) {fmt_number(test['poi']['value'])}"
+        shown += f", vs native diff {fmt_number(test['diff'])}, P(better) {fmt_number(test['poi']['value'], 2)}"
     return f"{cell['algo']:6s} {cell['variant']:8s} {shown}"
 
 
 def equal_compute_sentences(rows: list[dict[str, Any]]) -> list[str]:
     """One plain sentence per comparison: which arm beats which, at what steps."""
-    said = {"higher": "beats", "lower": "loses to", "no difference": "does not differ from",
+    said = {"better": "beats", "worse": "loses to", "no difference": "does not differ from",
             "too few seeds": "has too few seeds to be compared with"}
     lines = []
     for row in rows:
@@ -253,8 +251,9 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
         f"Environment: `{json.dumps(cfg['env'])}`, {cfg['steps']} steps per training, "
         f"training seeds {study['train_seeds']}, held-out evaluation seeds {study['eval_seeds']} "
         f"x {cfg['eval_episodes']} episodes (selection used seed {study['selection_eval_seed']}).  ",
-        f"Cells: mean [95% bootstrap CI] over seeds; IQM of `return` [95% CI]; vs native on `return`: "
-        f"probability of improvement [95% CI], Hedges' g, Welch p, Mann-Whitney p (an arm at K x the "
+        f"Cells: mean [95% bootstrap CI] over seeds (below {stats.MIN_INTERVAL_SEEDS} seeds, the seeds' range, "
+        f"labelled so); IQM of `return` [95% CI]; vs native on `return`: probability that the arm is better "
+        f"(P(better), in each metric's own direction) [95% CI], Hedges' g, Welch p, Mann-Whitney p (an arm at K x the "
         f"steps against native@Kx, when the study has it). Steps to reach return {fmt_number(study['target_return'])} "
         f"({study['target_source']}): seeds that reached it, mean step.", "",
     ]  # fmt: skip
@@ -262,20 +261,21 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
         lines[2:2] = [f"> **{notes[0]}**" if notes[0].startswith("warning") else f"> {notes[0]}",
                       *(f"> {n}" for n in notes[1:]), ""]  # fmt: skip
     metrics = study["metrics"]
+    seeds = fewest_seeds(study)
     for algo in study["algos"]:
         lines += [f"## {algo}", "",
-                  "| arm | steps | " + " | ".join(metrics) + " | IQM return | P(> native) | g | Welch p | MWU p "
+                  "| arm | steps | " + " | ".join(_label(m, study) for m in metrics) + " | IQM return | P(better than native) | g | Welch p | MWU p "
                   "| reached target |", "|---" * (len(metrics) + 8) + "|"]  # fmt: skip
         for cell in (c for c in study["cells"] if c["algo"] == algo):
-            values = [_mean_cell(cell["summary"].get(m), cell["per_seed"].get(m, [])) for m in metrics]
+            values = [stats.shown_spread(cell["summary"].get(m)) for m in metrics]
             test = cell["vs_native"].get("return", {})
             reach = cell["steps_to_target"]
             reached = f"{reach['reached']}/{len(reach['per_seed'])}"
             if reach["mean_of_reached"] is not None:
                 reached += f" @ {reach['mean_of_reached']:.3g}"
             lines.append(f"| {cell['variant']} | {cell['steps']} | " + " | ".join(values) + " | "
-                         f"{_interval(cell['summary'].get('return'), 'iqm', 'iqm_ci')} | "
-                         f"{_interval(test.get('poi'), 'value', 'ci')} | {_p(test.get('hedges_g'))} | "
+                         f"{stats.shown_spread(cell['summary'].get('return'), 'iqm', 'iqm_ci')} | "
+                         f"{stats.shown_poi(test.get('poi'), seeds)} | {_p(test.get('hedges_g'))} | "
                          f"{_p(test.get('welch_p'))} | {_p(test.get('mannwhitney_p'))} | {reached} |")  # fmt: skip
         lines.append("")
     absolute = [c for c in study["cells"] if c["absolute"]]
@@ -289,7 +289,7 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
         for cell in absolute:
             summary = cell["absolute"]["summary"].get(CURVE)
             lines.append(f"| {cell['algo']} | {cell['variant']} | {cell['absolute']['best_steps']} | "
-                         f"{_interval(summary, 'mean', 'ci')} | {_interval(summary, 'iqm', 'iqm_ci')} |")  # fmt: skip
+                         f"{stats.shown_spread(summary)} | {stats.shown_spread(summary, 'iqm', 'iqm_ci')} |")  # fmt: skip
         lines.append("")
     if study["equal_compute"]:
         lines += ["## Equal compute", "",
@@ -301,8 +301,8 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
         for row in study["equal_compute"]:
             equal = row["equal_steps"]
             lines.append(f"| {row['algo']} | {row['arm']} ({row['arm_steps']}) | {row['versus']} "
-                         f"({row['versus_steps']}) | {_interval(row['held_out']['poi'], 'value', 'ci')} | "
-                         f"{row['held_out_verdict']} | {_interval(equal['poi'], 'value', 'ci') if equal else '-'} | "
+                         f"({row['versus_steps']}) | {stats.shown_poi(row['held_out']['poi'], seeds)} | "
+                         f"{row['held_out_verdict']} | {stats.shown_poi(equal['poi'], seeds) if equal else '-'} | "
                          f"{row['equal_steps_verdict'] or '-'} |")  # fmt: skip
         lines += ["", *equal_compute_sentences(study["equal_compute"]), ""]
     if study["recheck"] is not None:
@@ -320,9 +320,10 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_study(plan: Plan, metrics: list[str], wall_s: float) -> dict[str, Any]:
+def write_study(plan: Plan, task_metrics: Sequence[Metric], wall_s: float) -> dict[str, Any]:
     """Write study.json, study.md and plots/ for PLAN from its cell files; returns study.json."""
-    study = build_study(plan, metrics, wall_s)
+    study = build_study(plan, task_metrics, wall_s)
+    metrics = study["metrics"]
     plots_dir = plan.folder("plots")
     plots = []
     for algo in study["algos"]:

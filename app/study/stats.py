@@ -18,21 +18,25 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from lero.app.numbers import fmt_number
+
 CONFIDENCE = 0.95
 BOOTSTRAP_SAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 CURVE_POINTS = 50
 PROFILE_POINTS = 101
 # How many seeds a number needs. With n seeds the percentile bootstrap draws n^n resamples:
-# 2 seeds give the interval [min, max] of the two, 1 seed a point, and Agarwal et al. (2021,
-# rliable) show that percentile intervals under-cover in that few-run regime. Welch's t on
-# 2 + 2 seeds rests on two 1-degree-of-freedom variances, and the exact two-sided
-# Mann-Whitney p of 2 vs 2 seeds cannot go below 1/3. Gorsane et al. (2022, the cooperative
-# MARL evaluation protocol) ask for 10 independent runs per arm with 95% bootstrap CIs.
-MIN_INTERVAL_SEEDS = 3  # fewer seeds: per-seed values, no CI
+# with 3 seeds the resample of the lowest seed three times has probability 1/27 > 2.5%, so
+# the "95% CI" of a mean is exactly the seeds' [min, max]; 2 seeds give their range, 1 seed
+# a point, and Agarwal et al. (2021, rliable) show that percentile intervals under-cover in
+# that few-run regime. Welch's t on 2 + 2 seeds rests on two 1-degree-of-freedom variances,
+# and the exact two-sided Mann-Whitney p of 2 vs 2 seeds cannot go below 1/3. Gorsane et al.
+# (2022, the cooperative MARL evaluation protocol) ask for 10 independent runs per arm with
+# 95% bootstrap CIs.
 MIN_TEST_SEEDS = 3  # fewer seeds in either arm: no p-value, effect size or P(improvement) CI
-MIN_VERDICT_SEEDS = MIN_TEST_SEEDS  # fewer seeds per arm: no "higher" / "lower" verdict
-WARN_SEEDS = 5  # a verdict on fewer seeds per arm is flagged in the terminal and study.md
+MIN_VERDICT_SEEDS = MIN_TEST_SEEDS  # fewer seeds per arm: no "better" / "worse" verdict
+WARN_SEEDS = 5  # a verdict on fewer seeds per arm is flagged in the terminal, study.md and report.md
+MIN_INTERVAL_SEEDS = WARN_SEEDS  # fewer seeds: the seeds' range (labelled so), never a 95% CI
 RECOMMENDED_SEEDS = 10  # Gorsane et al. (2022)
 
 
@@ -40,7 +44,7 @@ def no_interval_reason(seeds: int) -> str | None:
     """Why SEEDS values get no confidence interval (None when they do)."""
     if seeds >= MIN_INTERVAL_SEEDS:
         return None
-    shown = "1 seed has no spread" if seeds == 1 else f"{seeds} seeds bootstrap to their own range"
+    shown = "1 seed has no spread" if seeds == 1 else f"{seeds} seeds are shown as their range"
     return f"no CI: {shown}; an interval needs >= {MIN_INTERVAL_SEEDS} seeds"
 
 
@@ -53,13 +57,14 @@ def no_test_reason(treated: int, control: int) -> str | None:
 
 
 def few_seeds_warning(seeds: int) -> str | None:
-    """The one warning for a study whose verdicts rest on fewer than WARN_SEEDS seeds per arm."""
+    """The one warning for verdicts that rest on fewer than WARN_SEEDS seeds per arm (a study's
+    or a run's confirmation)."""
     if seeds >= WARN_SEEDS:
         return None
-    return (f"warning: {seeds} seed{'s' * (seeds != 1)} per arm. Intervals need >= {MIN_INTERVAL_SEEDS} and "
-            f"tests >= {MIN_TEST_SEEDS} (below that, per-seed values are shown instead); below "
-            f"{WARN_SEEDS} they are coarse, and Gorsane et al. (2022) recommend {RECOMMENDED_SEEDS} "
-            f"runs per arm. Read any difference here as a pilot, not a result.")  # fmt: skip
+    return (f"warning: {seeds} seed{'s' * (seeds != 1)} per arm. Intervals need >= {MIN_INTERVAL_SEEDS} "
+            f"(below that, each arm's range of seeds is shown) and tests >= {MIN_TEST_SEEDS}; "
+            f"Gorsane et al. (2022) recommend {RECOMMENDED_SEEDS} runs per arm. Read any difference "
+            "here as a pilot, not a result.")  # fmt: skip
 
 
 def _finite(value: float) -> float | None:
@@ -181,8 +186,9 @@ def performance_profile(strata: Strata, thresholds: Sequence[float]) -> dict[str
 
 
 def summary(values: Sequence[float]) -> dict[str, Any]:
-    """Mean, sample std, IQM and their 95% bootstrap CIs of one metric over seeds; below
-    MIN_INTERVAL_SEEDS the CIs (and with one seed the std) are None and `no_ci` says why."""
+    """Mean, sample std, IQM and their 95% bootstrap CIs of one metric over seeds, and the
+    seeds' range; below MIN_INTERVAL_SEEDS the CIs (and with one seed the std) are None,
+    `no_ci` says why and the range stands in for them (`shown_spread`)."""
     data = np.asarray(values, dtype=np.float64)
     reason = no_interval_reason(int(data.size))
     low = high = iqm_low = iqm_high = None
@@ -199,22 +205,58 @@ def summary(values: Sequence[float]) -> dict[str, Any]:
         "iqm_ci_low": iqm_low,
         "iqm_ci_high": iqm_high,
         "no_ci": reason,
+        "min": float(data.min()),
+        "max": float(data.max()),
     }
 
 
+def shown_spread(summary: dict[str, Any] | None, key: str = "mean", ci: str = "ci", digits: int = 3) -> str:
+    """SUMMARY's KEY with its 95% CI, "value [low, high]"; below MIN_INTERVAL_SEEDS the seeds'
+    range, labelled as such, so that no reader takes it for a CI."""
+    if not summary:
+        return "-"
+    low, high = summary.get(ci + "_low"), summary.get(ci + "_high")
+    value = fmt_number(summary[key], digits)
+    if low is not None:
+        return f"{value} [{fmt_number(low, digits)}, {fmt_number(high, digits)}]"
+    n = summary.get("n") or 0
+    if n < 2 or summary.get("min") is None:  # one seed, or a summary written before the range was kept
+        return f"{value} ({n} seed{'s' * (n != 1)}, no CI)"
+    return f"{value} (range of {n} seeds [{fmt_number(summary['min'], digits)}, {fmt_number(summary['max'], digits)}])"
+
+
+def shown_poi(poi: dict[str, Any] | None, seeds: int) -> str:
+    """P(better) with its 95% CI when each arm has MIN_INTERVAL_SEEDS seeds; below, the point
+    value and the seeds it rests on (its bootstrap interval is as coarse as the seeds' range)."""
+    if not poi:
+        return "-"
+    value = fmt_number(poi["value"], 2)
+    if seeds >= MIN_INTERVAL_SEEDS and poi.get("ci_low") is not None:
+        return f"{value} [{fmt_number(poi['ci_low'], 2)}, {fmt_number(poi['ci_high'], 2)}]"
+    return f"{value} ({seeds} seeds per arm, no CI)"
+
+
 def poi_verdict(poi: dict[str, float], seeds: int) -> str:
-    """"higher" / "lower" when the probability of improvement's CI excludes 1/2, else "no
+    """"better" / "worse" when the probability of improvement's CI excludes 1/2, else "no
     difference"; below MIN_VERDICT_SEEDS per arm the bootstrap CI is too coarse to say.
 
-    The words name the direction, not its worth: P(>) counts the larger value, and whether
-    larger is better is the metric's (`Metric.higher_is_better`; fewer collisions are better)."""
+    POI is P(better), computed with the metric's own direction (`compare`'s
+    `higher_is_better`: fewer collisions are better), so the words are its worth."""
     if seeds < MIN_VERDICT_SEEDS:
         return "too few seeds"
     if poi["ci_low"] > 0.5:
-        return "higher"
+        return "better"
     if poi["ci_high"] < 0.5:
-        return "lower"
+        return "worse"
     return "no difference"
+
+
+def said(verdict: str, metric: str, higher_is_better: bool) -> str:
+    """A verdict in words with the raw direction beside it: "worse (collisions higher)"."""
+    if verdict not in ("better", "worse"):
+        return {"no difference": "no difference", "too few seeds": "too few seeds for a verdict"}.get(verdict, verdict)
+    raw = "higher" if (verdict == "better") == higher_is_better else "lower"
+    return f"{verdict} ({metric} {raw})"
 
 
 def value_at(steps: Sequence[float], values: Sequence[float], step: float) -> float | None:
@@ -249,15 +291,18 @@ def hedges_g(treated: Sequence[float], control: Sequence[float]) -> float | None
     return float((a.mean() - b.mean()) / pooled * correction)
 
 
-def compare(treated: Sequence[float], control: Sequence[float]) -> dict[str, Any]:
-    """An arm against another on one metric: difference, probability of improvement with its
+def compare(treated: Sequence[float], control: Sequence[float], higher_is_better: bool = True) -> dict[str, Any]:
+    """An arm against another on one metric: difference (raw, treated - control), probability
+    that TREATED is better (the larger value when HIGHER_IS_BETTER, else the smaller) with its
     CI, Hedges' g, Welch t and Mann-Whitney U. Below MIN_TEST_SEEDS in either arm only the
-    difference and the point P(improvement) are given, and `no_test` says why."""
+    difference and the point P(better) are given, and `no_test` says why."""
     a, b = np.asarray(treated, np.float64), np.asarray(control, np.float64)
+    sign = 1.0 if higher_is_better else -1.0  # P(better) = P(sign * a > sign * b)
     reason = no_test_reason(a.size, b.size)
     result: dict[str, Any] = {
         "diff": float(a.mean() - b.mean()),
-        "poi": {"value": float(_poi_along(a, b)), "ci_low": None, "ci_high": None},
+        "better": "higher" if higher_is_better else "lower",
+        "poi": {"value": float(_poi_along(sign * a, sign * b)), "ci_low": None, "ci_high": None},
         "hedges_g": None,
         "welch_t": None,
         "welch_p": None,
@@ -267,7 +312,7 @@ def compare(treated: Sequence[float], control: Sequence[float]) -> dict[str, Any
     }
     if reason is not None:
         return result
-    result["poi"] = probability_of_improvement([a], [b])
+    result["poi"] = probability_of_improvement([sign * a], [sign * b])
     result["hedges_g"] = hedges_g(a, b)
     if a.var(ddof=1) > 0 or b.var(ddof=1) > 0:
         welch = stats.ttest_ind(a, b, equal_var=False)

@@ -130,15 +130,14 @@ def run_view(run: RunFiles) -> dict[str, Any]:
 
 
 def confirmation_view(run: RunFiles, summary: dict[str, Any]) -> dict[str, Any]:
-    """The confirmation's statistics, verdict lines and metric labels (app.confirmation), for
-    the run page: a label says which way is better, as report.md's table does, since a verdict
-    says only higher or lower."""
-    from lero.app.confirmation import confirmation_verdict, metric_label, verdict_sentences
+    """The confirmation's statistics, verdict lines and table rows (app.confirmation: each
+    value with its CI or its seeds' range, P(better) in the metric's own direction and the
+    verdict with the raw direction beside it), for the run page."""
+    from lero.app.confirmation import confirmation_rows, confirmation_verdict, verdict_sentences
 
     confirmation = confirmation_verdict(run, summary["confirmation"])
-    better = (confirmation or {}).get("better", {})
     return {"confirmation": confirmation, "confirmation_lines": verdict_sentences(confirmation),
-            "confirmation_labels": {m: metric_label(m, better) for m in better}}  # fmt: skip
+            "confirmation_rows": confirmation_rows(confirmation)}  # fmt: skip
 
 
 def find_candidate(run: RunFiles, candidate_id: str) -> tuple[dict[str, Any], CandidateRecord | None]:

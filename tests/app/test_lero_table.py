@@ -41,6 +41,8 @@ def test_the_grid_has_a_row_per_study_and_a_column_per_arm() -> None:
     text = grid([row("native", -15.0, None), row("hrf+oef", -12.0, 1.0)], ["native", "hrf+oef", "native@10x"])
     assert text.splitlines()[0] == "| task | evolved with | algo | native | hrf+oef | native@10x |"
     assert text.splitlines()[2] == "| t | mappo | vdn | -15.00 [-13.00, -11.00] | -12.00 [-13.00, -11.00] (1.00) | - |"
+    few = {**row("native", -15.0, None), "iqm_ci_low": None, "iqm_ci_high": None, "n": 3, "min": -16.0, "max": -14.0}
+    assert "| -15.00 (range of 3 seeds [-16.00, -14.00]) |" in grid([few], ["native"])  # 3 seeds: never a CI
 
 
 def test_the_verdicts_say_the_gain_at_both_budgets_on_every_metric_nulls_included() -> None:
@@ -51,6 +53,7 @@ def test_the_verdicts_say_the_gain_at_both_budgets_on_every_metric_nulls_include
     def row(arm: str, versus: str | None, metrics: dict[str, tuple[float, float, float]]) -> dict:
         return {"task": "simple_spread", "loop_algo": "mappo", "algo": "mappo", "arm": arm, "seeds": [1, 2, 3],
                 "versus": versus, "metrics": {m: {"mean": mean, "ci_low": mean, "ci_high": mean,
+                                                  "better": "lower" if m == "collisions" else "higher",
                                                   "poi": {"value": p, "ci_low": low, "ci_high": low + 0.3}}
                                               for m, (mean, p, low) in metrics.items()}}  # fmt: skip
 
@@ -58,8 +61,9 @@ def test_the_verdicts_say_the_gain_at_both_budgets_on_every_metric_nulls_include
             row("hrf+oef@10x", "native@10x", {"return": (-11.4, 0.33, 0.3), "coverage": (0.65, 1.0, 0.9)})]
     (line,) = verdicts(rows)
     assert line == ("- simple_spread, evolved with mappo, mappo: at the loop's budget (hrf+oef vs native): "
-                    "return -12.00 higher (P 0.95), collisions 2.00 lower (P 0.10); at 10x (hrf+oef@10x vs "
-                    "native@10x): return -11.40 no difference (P 0.33), coverage 0.65 higher (P 1.00).")
+                    "return -12.00 better (return higher) (P(better) 0.95), collisions 2.00 worse (collisions "
+                    "higher) (P(better) 0.10); at 10x (hrf+oef@10x vs native@10x): return -11.40 no difference "
+                    "(P(better) 0.33), coverage 0.65 better (coverage higher) (P(better) 1.00).")
     (only_loop,) = verdicts(rows[:1])
     assert only_loop.endswith("at 10x: not measured.")
 

@@ -147,7 +147,8 @@ def test_study_of_a_candidate_file_then_resume(
     # warned once at the top and once in the terminal; per-seed values instead of intervals
     assert md.index("> **warning: 2 seeds per arm") < md.index("## mappo") and md.count("warning:") == 1
     assert out.count("warning: 2 seeds per arm") == 1 and "p=" not in out
-    assert "(seeds: " in md and "(seeds: " in out
+    assert "(range of 2 seeds [" in md and "(range of 2 seeds [" in out
+    assert study["better"]["collisions"] == "lower" and "| collisions (lower is better) |" in md
     assert f"report: {Path.cwd() / folder / 'study.md'}" in out
     assert {p.name for p in (folder / "plots").iterdir()} >= {"curves-mappo.png", "return.png"}
 

@@ -106,8 +106,8 @@ def test_performance_profile_is_the_fraction_above_each_threshold() -> None:
 
 
 def test_a_verdict_needs_the_interval_to_exclude_one_half_and_enough_seeds() -> None:
-    assert study_stats.poi_verdict({"value": 0.9, "ci_low": 0.6, "ci_high": 1.0}, 5) == "higher"
-    assert study_stats.poi_verdict({"value": 0.1, "ci_low": 0.0, "ci_high": 0.4}, 5) == "lower"
+    assert study_stats.poi_verdict({"value": 0.9, "ci_low": 0.6, "ci_high": 1.0}, 5) == "better"
+    assert study_stats.poi_verdict({"value": 0.1, "ci_low": 0.0, "ci_high": 0.4}, 5) == "worse"
     assert study_stats.poi_verdict({"value": 0.7, "ci_low": 0.4, "ci_high": 0.9}, 5) == "no difference"
     assert study_stats.poi_verdict({"value": 1.0, "ci_low": 1.0, "ci_high": 1.0}, 2) == "too few seeds"
     assert study_stats.value_at([10, 20], [1.0, 3.0], 15) == 2.0
@@ -148,19 +148,53 @@ def test_too_few_seeds_give_values_and_a_reason_not_an_interval(seeds: int) -> N
 
 
 def test_enough_seeds_get_intervals_and_tests() -> None:
-    treated, control = [1.0, 2.0, 4.0], [0.0, 0.5, 1.5]
+    treated, control = [1.0, 2.0, 4.0, 3.0, 2.5], [0.0, 0.5, 1.5]
     summary = study_stats.summary(treated)
     assert summary["no_ci"] is None and summary["ci_low"] <= summary["mean"] <= summary["ci_high"]
+    assert study_stats.shown_spread(summary) == f"2.500 [{summary['ci_low']:.3f}, {summary['ci_high']:.3f}]"
     result = study_stats.compare(treated, control)
     assert result["no_test"] is None and result["welch_p"] is not None and result["poi"]["ci_low"] is not None
     assert study_stats.few_seeds_warning(study_stats.WARN_SEEDS - 1) is not None
     assert study_stats.few_seeds_warning(study_stats.WARN_SEEDS) is None
 
 
-def test_a_learning_curve_band_needs_three_seeds() -> None:
+def test_a_learning_curve_band_needs_five_seeds() -> None:
     curves = [([0.0, 10.0], [1.0, 2.0]), ([0.0, 10.0], [3.0, 6.0])]
     two = study_stats.curve_band(curves, points=3)
     assert two["mean"] == [2.0, 3.0, 4.0] and two["low"] == two["high"] == []
     assert two["per_seed"] == [[1.0, 1.5, 2.0], [3.0, 4.5, 6.0]]
-    three = study_stats.curve_band([*curves, ([0.0, 10.0], [2.0, 4.0])], points=3)
-    assert three["per_seed"] == [] and all(lo < m < hi for lo, m, hi in zip(three["low"], three["mean"], three["high"], strict=True))
+    more = [*curves, ([0.0, 10.0], [2.0, 4.0]), ([0.0, 10.0], [2.5, 3.0])]
+    assert study_stats.curve_band(more, points=3)["low"] == []  # 4 seeds: their curves, no band
+    five = study_stats.curve_band([*more, ([0.0, 10.0], [1.5, 5.0])], points=3)
+    assert five["per_seed"] == [] and all(lo < m < hi for lo, m, hi in zip(five["low"], five["mean"], five["high"], strict=True))
+
+
+def test_three_seeds_are_shown_as_their_range_never_as_a_95_ci() -> None:
+    """The quick start's native: its 3 seeds' percentile bootstrap "95% CI" is exactly their
+    min and max (1/27 of the resamples repeat the lowest seed), so it is shown as the range."""
+    native = [-15.147, -14.991, -15.07]
+    assert study_stats.bootstrap_ci(native) == pytest.approx((-15.147, -14.991))  # what the CI was
+    summary = study_stats.summary(native)
+    assert summary["ci_low"] is summary["ci_high"] is summary["iqm_ci_low"] is None
+    assert (summary["min"], summary["max"]) == (-15.147, -14.991)
+    assert study_stats.shown_spread(summary) == "-15.069 (range of 3 seeds [-15.147, -14.991])"
+    result = study_stats.compare([-12.2, -12.1, -12.3], native)
+    assert result["poi"]["ci_low"] == 1.0  # computed, for the verdict ...
+    assert study_stats.shown_poi(result["poi"], 3) == "1.00 (3 seeds per arm, no CI)"  # ... not shown as a CI
+    assert study_stats.shown_poi(result["poi"], 5) == "1.00 [1.00, 1.00]"
+
+
+def test_p_better_follows_the_metrics_direction() -> None:
+    """Fewer collisions are better: the quick start's winner collides more, so it is worse,
+    and the verdict says so with the raw direction beside it."""
+    winner, native = [3.95, 3.81, 3.85], [3.02, 3.05, 3.03]
+    more = study_stats.compare(winner, native, higher_is_better=False)
+    assert more["poi"]["value"] == 0.0 and more["diff"] == pytest.approx(np.mean(winner) - np.mean(native))
+    assert more["better"] == "lower"
+    verdict = study_stats.poi_verdict(more["poi"], 3)
+    assert verdict == "worse" and study_stats.said(verdict, "collisions", False) == "worse (collisions higher)"
+    fewer = study_stats.compare(native, winner, higher_is_better=False)  # a second run's winner collides less
+    assert fewer["poi"]["value"] == 1.0 and study_stats.poi_verdict(fewer["poi"], 3) == "better"
+    assert study_stats.said("better", "collisions", False) == "better (collisions lower)"
+    assert study_stats.said("better", "return", True) == "better (return higher)"
+    assert study_stats.compare(winner, native)["poi"]["value"] == 1.0  # higher is better: the other way
