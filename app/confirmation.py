@@ -84,7 +84,7 @@ def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None) -> dict[st
                            "metrics": _compare(arm["per_seed"], native["per_seed"], names)},
             "steps_to_native": _steps_to_native(arm, native),
         }  # fmt: skip
-    metrics = native_metrics(run.spec.get("env"), run.spec.get("env_kwargs", {}))
+    metrics = native_metrics(run.spec.get("env"))
     return {**block, "verdict": verdict, "better": {m.name: m.better for m in metrics or ()}}
 
 

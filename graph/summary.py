@@ -8,11 +8,11 @@ run, finished or not, without the checkpoint database or a live graph.
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lero.agents.bounded_json import in_float_range
 from lero.agents.types import design_mode
 from lero.graph.confirmation import confirmation_block
 from lero.graph.lineage import lineage
@@ -74,7 +74,9 @@ class RunFiles:
 
 
 def is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number a float can hold (a run dir's `10**400` or NaN is none), checked
+    without converting: a huge integer must not raise OverflowError."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and in_float_range(value)
 
 
 def _parse_candidate_dir(name: str) -> tuple[int, int] | None:
