@@ -47,6 +47,7 @@ from langchain_openai import ChatOpenAI
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_random_exponential
 
+from lero.agents import bounded_json
 from lero.agents.config import LLMConfig
 from lero.agents.fit import (
     CHARS_PER_TOKEN,
@@ -716,7 +717,7 @@ def response_format(form: str, schema: dict[str, Any]) -> dict[str, Any] | None:
 def keeps_probe_schema(text: str) -> bool:
     """The probe's reply is exactly an object of PROBE_SCHEMA (a server that ignored it writes prose)."""
     try:
-        body = json.loads(text.strip())
+        body = bounded_json.loads(text.strip())
     except ValueError:
         return False
     return isinstance(body, dict) and set(body) == {"answer"} and body["answer"] in ("yes", "no")

@@ -12,6 +12,7 @@ import pytest
 
 from lero.agents import Elite, make_team
 from lero.agents.bounded_json import MAX_DEPTH, loads, nesting_depth
+from lero.agents.llm import ChatModel, UsageLedger
 from lero.agents.offline.schema import design_schema
 from lero.agents.structured import NOT_JSON, OUTSIDE_SCHEMA, parse_object
 from tests.agents.conftest import SPREAD, llm_config
@@ -90,3 +91,9 @@ def test_a_hostile_genome_line_in_model_code_is_no_design(openai_server, design:
             assert "Designs trained so far" not in team.structured.values(SPREAD, design_schema(SPREAD), [elite], "",
                                                                          None, None)["elites"]
 
+
+
+def test_a_deep_probe_reply_means_the_server_keeps_no_schema(openai_server) -> None:
+    openai_server.push(DEEP, DEEP)
+    model = ChatModel(llm_config(openai_server), UsageLedger())
+    assert model.structured_form() == "none" and len(openai_server.requests) == 2
