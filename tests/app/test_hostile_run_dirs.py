@@ -49,6 +49,17 @@ def set_fitness(run: Path, literal: str) -> None:
         path.write_text(re.sub(r'"fitness": -?[0-9.e+-]+', f'"fitness": {literal}', path.read_text()))
 
 
+NUMBER = re.compile(r"(?<=[:\[,\s])-?\d+(\.\d+)?([eE][-+]?\d+)?(?=[,\n\]}\s])")
+
+
+def set_every_number(run: Path, literal: str) -> None:
+    """Every number of every JSON file and event line of the run but spec.json's (whose
+    fields RunSpec bounds) written as LITERAL."""
+    for path in [*run.rglob("*.json"), run / "events.jsonl"]:
+        if path.name != "spec.json":
+            path.write_text(NUMBER.sub(literal, path.read_text()))
+
+
 def pages(*urls: str) -> list[int]:
     app = create_app("runs", TOKEN, 8765, LLMConfig.from_spec("offline"), cwd=Path.cwd())
     with TestClient(app, base_url="http://127.0.0.1:8765", raise_server_exceptions=False) as client:
@@ -67,6 +78,16 @@ def test_numbers_no_float_holds_are_shown_as_such(workdir: Path, capsys: pytest.
     assert [r["baseline_fitness"] for r in rows[:2]] == ["inf", "nan"]
     assert pages("/", "/runs/huge", "/runs/nan", "/runs/huge/report", "/runs/huge/candidates/0-0",
                  "/compare?run=huge&run=nan&run=minus", "/compare/compare.csv?run=huge&run=nan") == [200] * 7
+    for run_id, literal in (("everywhere", HUGE), ("nowhere", "NaN")):  # counts, seconds, tokens, steps, ...
+        set_every_number(copy_run(workdir, run_id), literal)
+        code, _, err = lero(["report", run_id], capsys)
+        assert code == 0, err
+    code, out, err = lero(["compare", "everywhere", "nowhere"], capsys)
+    assert code == 0, err
+    code, out, err = lero(["runs"], capsys)
+    assert code == 0 and "unreadable" not in out, out
+    assert pages("/runs/everywhere", "/runs/nowhere", "/runs/everywhere/candidates/0-0",
+                 "/compare?run=everywhere&run=nowhere") == [200] * 4
 
 
 def test_a_stored_env_is_checked_against_its_limits_and_never_built_to_show_a_run(
@@ -119,3 +140,18 @@ def test_compare_csv_escapes_run_text_that_a_spreadsheet_reads_as_a_formula(
     rows = list(csv.reader(io.StringIO((workdir / "cmp" / "compare.csv").read_text())))
     assert rows[1][0] == "'@SUM(1)" and rows[1][8] == "'=HYPERLINK(\"http://x\")"
     assert float(rows[1][7]) < 0 and rows[2][0] == "alpha"  # numbers (negative ones too) stay numbers
+
+
+def test_a_study_cell_planted_as_a_symlink_is_refused(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run's study reads its cells through the run's RunDir: a copied run's cell linked to a
+    forged record elsewhere is refused in one line, not reused as a finished seed."""
+    from lero.app.study.spec import FIRST_TRAIN_SEED
+
+    forged = workdir / "forged.json"
+    forged.write_text(json.dumps({"status": "ok", "metrics": {"return": 1000.0}}))
+    cells = workdir / "runs" / "alpha" / "studies" / "s1" / "cells" / "mappo" / "native"
+    cells.mkdir(parents=True)
+    (cells / f"seed-{FIRST_TRAIN_SEED}.json").symlink_to(forged)
+    code, _, err = lero(["study", "alpha", "--study-id", "s1", "--seeds", "1", "--variants", "native",
+                         "--algos", "mappo", "--steps", "100", "--sandbox", "process"], capsys)
+    assert code == 2 and "a symlink" in err and err.count("\n") == 1, err
