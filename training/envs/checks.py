@@ -27,7 +27,8 @@ def count(owner: str, name: str, value: object, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{owner}: {name} must be an int, got {type(value).__name__} {str(value)[:40]!r}")
     if not 0 <= value <= maximum:
-        raise ValueError(f"{owner}: {name} must be in [0, {maximum}], got {value if value < 10**12 else 'more'}")
+        digits = len(str(abs(value)))
+        raise ValueError(f"{owner}: {name} must be in [0, {maximum}], got {value if digits <= 12 else f'a {digits}-digit number'}")
     return value
 
 
