@@ -47,6 +47,7 @@ from langchain_openai import ChatOpenAI
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_random_exponential
 
+from lero.agents import bounded_json
 from lero.agents.config import LLMConfig
 from lero.agents.fit import (
     CHARS_PER_TOKEN,
@@ -188,6 +189,31 @@ class Reply:
     @property
     def cut_off(self) -> bool:
         return self.finish_reason == "length"
+
+
+# What a model can make lero keep: one reply's bytes, at most REPLY_LIMIT_BYTES and at most
+# REPLY_BYTES_PER_TOKEN per token asked for (no tokenizer's token is longer); the rest is cut
+# before anything reads or stores the reply, and the record says so (`replies_cut`).
+REPLY_LIMIT_BYTES = 1 << 20
+REPLY_BYTES_PER_TOKEN = 64
+
+
+def reply_limit(max_tokens: int | None) -> int:
+    """The bytes kept of one reply to a request asking for `max_tokens` (None: not known)."""
+    return min(REPLY_LIMIT_BYTES, REPLY_BYTES_PER_TOKEN * max_tokens) if max_tokens else REPLY_LIMIT_BYTES
+
+
+def cut_replies(generated: list[AIMessage], limit: int) -> tuple[list[AIMessage], list[dict[str, int]]]:
+    """GENERATED with each reply longer than `limit` UTF-8 bytes cut there (its content then
+    one string), and what was cut: `{"choice": index, "bytes": its length as sent}`."""
+    kept, cut = [], []
+    for index, message in enumerate(generated):
+        data = _text(message).encode()
+        if len(data) > limit:
+            message = message.model_copy(update={"content": data[:limit].decode(errors="ignore")})
+            cut.append({"choice": index, "bytes": len(data)})
+        kept.append(message)
+    return kept, cut
 
 
 CALIBRATION_MARGIN = 0.9
@@ -567,6 +593,11 @@ class ChatModel:
         if not generated:
             self._report(role, n, attempts, started, status="error", error="no choices", **record)
             raise LLMError(f"{role} LLM request returned no choices")
+        record["reply_limit"] = reply_limit(params["max_tokens"])
+        generated, record["replies_cut"] = cut_replies(generated, record["reply_limit"])
+        for cut in record["replies_cut"]:
+            log.warning("%s reply %d was %d bytes: cut to the first %d", role, cut["choice"], cut["bytes"],
+                        record["reply_limit"])
         texts = [_text(message) for message in generated]
         usage = generated[0].usage_metadata or {}
         prompt_tokens = int(usage.get("input_tokens", 0))
@@ -686,7 +717,7 @@ def response_format(form: str, schema: dict[str, Any]) -> dict[str, Any] | None:
 def keeps_probe_schema(text: str) -> bool:
     """The probe's reply is exactly an object of PROBE_SCHEMA (a server that ignored it writes prose)."""
     try:
-        body = json.loads(text.strip())
+        body = bounded_json.loads(text.strip())
     except ValueError:
         return False
     return isinstance(body, dict) and set(body) == {"answer"} and body["answer"] in ("yes", "no")

@@ -15,6 +15,7 @@ import json
 import re
 from typing import Any
 
+from lero.agents import bounded_json
 from lero.agents.extract import CUT_OFF, without_thinking
 from lero.agents.fit import PromptTooLarge
 from lero.agents.llm import BudgetExceeded, ChatModel, LLMError
@@ -41,12 +42,13 @@ def failure_kind(error: str | None) -> str | None:
 def parse_object(reply: str) -> dict[str, Any] | None:
     """The JSON object a reply holds: the whole reply, a fenced ```json block, or the span
     from its first `{` to its last `}`; None when there is none. Control characters inside
-    strings are read as they are (llama-cpp-python's JSON grammar lets a raw newline through)."""
+    strings are read as they are (llama-cpp-python's JSON grammar lets a raw newline through).
+    Each is read with `bounded_json`'s bounds: a hostile reply (huge, deeply nested) is none."""
     text = without_thinking(reply).strip()
     fenced = FENCED_JSON.search(text)
     for candidate in (text, fenced[1] if fenced else "", text[text.find("{") : text.rfind("}") + 1]):
         try:
-            body = json.loads(candidate, strict=False)  # raw newlines in strings: small models write them
+            body = bounded_json.loads(candidate)
         except ValueError:
             continue
         if isinstance(body, dict):

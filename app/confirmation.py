@@ -71,7 +71,7 @@ def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None) -> dict[st
     native = next((a for a in block["arms"] if a["candidate_id"] == BASELINE_ID), None)
     loop_native = _loop_values(run.baseline)
     results = {c.candidate_id: c.result for c in run.candidates}
-    metrics = native_metrics(run.spec.get("env"), run.spec.get("env_kwargs", {}))
+    metrics = native_metrics(run.spec.get("env"))
     better = {RETURN: "higher", **{m.name: m.better for m in metrics or ()}}  # every task's return: higher
     verdict = {}
     for arm in block["arms"]:

@@ -50,11 +50,26 @@ class Table:
     rows: list[tuple[Any, ...]] = field(default_factory=list)
 
     def csv_bytes(self) -> bytes:
+        """The CSV, every text cell `csv_cell`-escaped (run text is data from outside)."""
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(self.columns)
-        writer.writerows(["" if v is None else v for v in row] for row in self.rows)
+        writer.writerow([csv_cell(c) for c in self.columns])
+        writer.writerows([csv_cell(v) for v in row] for row in self.rows)
         return out.getvalue().encode()
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet reads a cell starting so as a formula
+
+
+def csv_cell(value: Any) -> Any:
+    """VALUE as a CSV cell: None empty, numbers as they are, text starting with a formula
+    character (a run id or candidate name `=HYPERLINK(...)`) behind a `'`, which spreadsheets
+    show as text (OWASP's CSV-injection rule)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 def _finite(value: float | None) -> bool:

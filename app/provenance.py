@@ -91,24 +91,20 @@ def hyperparameters(spec: RunSpec) -> dict[str, Any]:
     return dataclasses.asdict(config.algo_hparams())
 
 
-def native_metrics(env: object, env_kwargs: object) -> tuple[Metric, ...] | None:
-    """ENV's own task metrics (its TaskSpec, the owner of what each means and which way is
-    better); None for an env that is not lero's own code (an installed plugin or a
-    `package.module:factory`: the host never runs a person's env code outside a sandbox job,
-    so no report builds it) or whose stored arguments it refuses."""
-    from lero.training.envs.registry import is_native, task_spec
+def native_metrics(env: object) -> tuple[Metric, ...] | None:
+    """ENV's own task metrics (its declared TaskSpec, the owner of what each means and which
+    way is better); None for an env whose task is known only once built (VMAS, a plugin, a
+    `package.module:factory`): no report or page builds an env, whatever its stored
+    arguments say (a copied spec's 2000 agents)."""
+    from lero.training.envs.registry import declared_task
 
-    if not isinstance(env, str) or not isinstance(env_kwargs, dict) or not is_native(env):
-        return None
-    try:
-        return tuple(task_spec(env, **env_kwargs).metrics)
-    except (TypeError, ValueError):
-        return None
+    task = declared_task(env) if isinstance(env, str) else None
+    return None if task is None else task.metrics
 
 
 def metric_meanings(spec: RunSpec) -> dict[str, str] | None:
     """Each task metric's meaning and direction (`native_metrics`); None where not shown."""
-    metrics = native_metrics(spec.env, spec.env_kwargs)
+    metrics = native_metrics(spec.env)
     if metrics is None:
         return None
     return {m.name: f"{m.doc} ({m.better} is better)" for m in metrics}

@@ -41,7 +41,7 @@ def spread_text(result: dict | None) -> str:
     """'mean ± std (n seeds: a, b, c)' for a baseline/candidate result; one seed has no
     spread to show, so it reads 'value (1 seed, no spread)'."""
     if not result or not is_number(result.get("fitness")):
-        return "—"
+        return fmt_number(result.get("fitness")) if result else "—"  # nan, inf: shown as such
     seeds = _seed_fitnesses(result)
     if len(seeds) <= 1:
         return fmt_number(result["fitness"]) + (" (1 seed, no spread)" if seeds else "")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import re
 import threading
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lero.agents.bounded_json import in_float_range
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.safefs import Confined, UnsafeFile, write_atomic
 from lero.graph.trust import sign_spec, signed_here
@@ -56,6 +58,22 @@ JSON_LIMIT = 32 << 20  # bytes; a result.json with long curves is well under 1 M
 TEXT_LIMIT = 4 << 20  # candidate.py, review.md, report.md
 EVENTS_LIMIT = 256 << 20
 PLOT_LIMIT = 16 << 20
+INT_DIGITS = 400  # an integer longer than this is beyond every float: read as +-inf unconverted
+
+
+def read_int(text: str) -> int | float:
+    """A JSON integer of the run dir as stored, or +-inf when no float holds it (`10**400`
+    as a fitness): every reader then compares and shows it as it does an infinity, and a
+    thousand-digit one is never converted at all."""
+    if len(text) <= INT_DIGITS and in_float_range(value := int(text)):
+        return value
+    return -math.inf if text.startswith("-") else math.inf
+
+
+def loads(data: bytes | str) -> Any:
+    """`json.loads` for what a run dir holds (`read_int`; NaN and Infinity are read as
+    Python writes them)."""
+    return json.loads(data, parse_int=read_int)
 
 
 def parse_events(data: bytes) -> list[dict[str, Any]]:
@@ -64,8 +82,8 @@ def parse_events(data: bytes) -> list[dict[str, Any]]:
     events = []
     for line in data.splitlines():
         try:
-            record = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            record = loads(line)
+        except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             continue
         if isinstance(record, dict) and "event" in record:
             events.append(record)
@@ -212,8 +230,8 @@ class RunDir:
         if data is None:
             return None
         try:
-            payload = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            payload = loads(data)
+        except (ValueError, RecursionError) as exc:
             raise UnsafeFile(f"corrupt JSON in {self.path / relative}: {str(exc).splitlines()[0][:120]}") from None
         if not isinstance(payload, dict):
             raise UnsafeFile(f"corrupt JSON in {self.path / relative}: not a JSON object")

@@ -8,11 +8,11 @@ run, finished or not, without the checkpoint database or a live graph.
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lero.agents.bounded_json import in_float_range
 from lero.agents.types import design_mode
 from lero.graph.confirmation import confirmation_block
 from lero.graph.lineage import lineage
@@ -74,7 +74,14 @@ class RunFiles:
 
 
 def is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number a float can hold (a run dir's `10**400` or NaN is none), checked
+    without converting: a huge integer must not raise OverflowError."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and in_float_range(value)
+
+
+def whole(value: object, default: int = 0) -> int:
+    """A run dir's count as an int; DEFAULT for anything else (missing, text, NaN, inf)."""
+    return int(value) if is_number(value) else default
 
 
 def _parse_candidate_dir(name: str) -> tuple[int, int] | None:
@@ -102,7 +109,7 @@ def load_run(run_dir: str | Path, events_tail: int | None = None) -> RunFiles:
         candidates.append(
             CandidateRecord(
                 candidate_id=str(result.get("candidate_id", name)),
-                generation=int(result.get("generation", parsed[0])),
+                generation=whole(result.get("generation"), parsed[0]),
                 index=parsed[1],
                 result=result,
                 code_path=rundir.code_path(name) if rundir.has_code(name) else None,
@@ -163,13 +170,13 @@ def _llm_usage(run: RunFiles) -> dict[str, int]:
     usage = run.state.get("llm")
     if isinstance(usage, dict):
         return {
-            k: int(usage.get(k) or 0) for k in ("requests", "prompt_tokens", "completion_tokens")
+            k: whole(usage.get(k)) for k in ("requests", "prompt_tokens", "completion_tokens")
         }
     calls = [e for e in run.events if e.get("event") == "llm_call"]
     return {
         "requests": len(calls),
-        "prompt_tokens": sum(int(e.get("prompt_tokens") or 0) for e in calls),
-        "completion_tokens": sum(int(e.get("completion_tokens") or 0) for e in calls),
+        "prompt_tokens": sum(whole(e.get("prompt_tokens")) for e in calls),
+        "completion_tokens": sum(whole(e.get("completion_tokens")) for e in calls),
     }
 
 
@@ -299,19 +306,19 @@ def _schedule(run: RunFiles) -> dict:
     reached it; `full_env_steps`: what the same candidates and baseline cost at `full` (each
     job the baseline's trained steps: `steps` rounded up to whole iterations)."""
     name = str(run.spec.get("schedule") or "full")
-    steps, seeds = int(run.spec.get("steps") or 0), int(run.spec.get("seeds") or 0)
+    steps, seeds = whole(run.spec.get("steps")), whole(run.spec.get("seeds"))
     trained = [c for c in run.candidates if c.result.get("per_seed")]
     rungs = [{"rung": rung, "steps": rung_end(steps, name, rung),
-              "candidates": sum(1 for c in trained if int(c.result.get("rung") or 0) >= rung)}
+              "candidates": sum(1 for c in trained if whole(c.result.get("rung")) >= rung)}
              for rung in range(last_rung(name) + 1)]  # fmt: skip
     baseline = 1 if run.baseline is not None else 0
-    per_job = int((run.baseline or {}).get("trained_steps") or steps)  # whole iterations, as trained
+    per_job = whole((run.baseline or {}).get("trained_steps")) or steps  # whole iterations, as trained
     return {"name": name, "rungs": rungs, "full_env_steps": (len(trained) + baseline) * per_job * seeds}
 
 
 def _elite_lineage(run: RunFiles) -> list[dict]:
     fitness = {c.candidate_id: c.fitness for c in run.candidates}
-    return lineage(run.events, fitness, int(run.spec.get("n_elites") or 2))
+    return lineage(run.events, fitness, whole(run.spec.get("n_elites")) or 2)
 
 
 def write_summary(run_dir: str | Path) -> dict:

@@ -111,9 +111,10 @@ def sign_spec(spec_json: bytes) -> str | None:
 
 
 def signed_here(spec_json: bytes, signature: str | None) -> bool:
-    """Whether this installation wrote exactly these spec.json bytes."""
+    """Whether this installation wrote exactly these spec.json bytes. A signature that is
+    not ASCII (planted bytes) is simply not this installation's: unsigned, like none."""
     key = _key(create=False)
-    if key is None or not signature:
+    if key is None or not signature or not signature.isascii():
         return False
     return hmac.compare_digest(hmac.new(key, spec_json, hashlib.sha256).hexdigest(), signature.strip())
 

@@ -27,6 +27,8 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
+from lero.agents import bounded_json
+from lero.agents.bounded_json import finite_float
 from lero.agents.offline.genome import WEIGHT_MAX
 from lero.agents.offline.render import gene_at_line
 from lero.agents.offline.task_grammars import TASK_GRAMMARS
@@ -211,8 +213,8 @@ class GenericGenome:
         for line in code.splitlines():
             if line.startswith(GENOME_TAG):
                 try:
-                    body = json.loads(line[len(GENOME_TAG) :])
-                    terms = {str(k): (float(w), str(s)) for k, w, s in body["terms"] if k in vocab.terms}
+                    body = bounded_json.loads(line[len(GENOME_TAG) :])  # a model may have edited it
+                    terms = {str(k): (finite_float(w), str(s)) for k, w, s in body["terms"] if k in vocab.terms}
                     return cls.build(terms, tuple(f for f in body["features"] if f in vocab.features))
                 except (ValueError, KeyError, TypeError):
                     return None

@@ -21,6 +21,9 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from lero.agents import bounded_json
+from lero.agents.bounded_json import finite_float
+
 # Reward terms. Team terms give one value per env [B] shared by all agents; the others
 # give each agent its own value [B, N] (individual credit).
 TEAM_TERMS = ("team_coverage", "team_occupancy")
@@ -145,9 +148,9 @@ class Genome:
 
     @classmethod
     def from_json(cls, text: str) -> Genome:
-        body = json.loads(text)
+        body = bounded_json.loads(text)  # the line may come from a module a model edited
         terms = tuple(
-            Term(kind, float(weight), schedule) for kind, weight, schedule in body["terms"]
+            Term(kind, finite_float(weight), schedule) for kind, weight, schedule in body["terms"]
         )
         return cls(terms=terms, features=tuple(body["features"]), assignment=body["assignment"],
                    applied=tuple(body.get("applied", ())))

@@ -17,10 +17,10 @@ A `shaping` entry of the goal's own kind is the same term: the goal's weight win
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from lero.agents.bounded_json import in_float_range
 from lero.agents.offline import generic
 from lero.agents.offline.designer import fit_to_layout, on_generic_genome
 from lero.agents.offline.generic import GenericGenome, Vocabulary
@@ -147,6 +147,8 @@ def schema_errors(value: Any, schema: dict[str, Any], where: str = "$") -> list[
     server constrained it."""
     kind = schema.get("type")
     if kind is not None and not _is_type(value, kind):
+        if _is_type(value, "integer") and not in_float_range(value):
+            return [f"{where}: a {len(str(abs(value)))}-digit number, out of range"]
         return [f"{where}: expected {kind}, got {type(value).__name__}"]
     if "enum" in schema and value not in schema["enum"]:
         return [f"{where}: {value!r} is not one of {', '.join(map(str, schema['enum']))}"]
@@ -176,7 +178,7 @@ def schema_errors(value: Any, schema: dict[str, Any], where: str = "$") -> list[
 
 def _is_type(value: Any, kind: str) -> bool:
     if kind == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        return isinstance(value, int | float) and not isinstance(value, bool) and in_float_range(value)
     if kind == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(value, {"object": dict, "array": list, "string": str, "boolean": bool}[kind])

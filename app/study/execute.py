@@ -160,8 +160,9 @@ def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
 def _start_dir(plan: Plan) -> None:
     """Create the study directory, or check that an existing one has the same settings."""
     path = plan.folder() / "study.json"
-    if path.is_file():
-        recorded = json.loads(path.read_text()).get("config")
+    stored = plan.read_json(path)
+    if stored is not None:
+        recorded = stored.get("config")
         if recorded != json.loads(json.dumps(plan.config())):
             raise RunError(
                 f"study {plan.study_dir.name!r} exists with other settings; pass another --study-id"

@@ -10,6 +10,7 @@ from typing import Any
 
 from lero.app.study.spec import SELECTION_EVAL_SEED, StudySpec
 from lero.graph.configuration import RunSpec
+from lero.graph.rundir import RunDir
 from lero.graph.safefs import Confined
 
 
@@ -79,5 +80,13 @@ class Plan:
 
     def read_cell(self, algo: str, variant: str, seed: int) -> dict[str, Any] | None:
         """The finished job's record, or None when it has not finished yet."""
-        path = self.cell_path(algo, variant, seed)
-        return json.loads(path.read_text()) if path.is_file() else None
+        return self.read_json(self.cell_path(algo, variant, seed))
+
+    def read_json(self, path: Path) -> dict[str, Any] | None:
+        """A JSON file of the study (None when absent). A run's study is read through its
+        RunDir, as every file of a run is (a regular file, no symlink, a size cap, numbers
+        bounded; UnsafeFile otherwise); a file's study, under the person's runs dir, as it is."""
+        if "run_id" not in self.source:
+            return json.loads(path.read_text()) if path.is_file() else None
+        run = self.study_dir.parents[1]
+        return RunDir(run).read_json("/".join(path.relative_to(run).parts))

@@ -32,8 +32,9 @@ def recheck_path(plan: Plan) -> Path:
 def run_recheck(plan: Plan, sandbox: Any) -> dict[str, Any]:
     """Train (or reuse) the long run; returns its record."""
     path = recheck_path(plan)
-    if path.is_file():
-        return json.loads(path.read_text())
+    recorded = plan.read_json(path)
+    if recorded is not None:
+        return recorded
     algo, seed, eval_seed = plan.algos[0], plan.spec.train_seeds[0], plan.spec.eval_seeds[0]
     result = train_and_evaluate(
         sandbox, plan.code, plan.env, algo, RECHECK_FACTOR * plan.steps, seed, eval_seed=eval_seed,

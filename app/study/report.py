@@ -183,7 +183,7 @@ def build_study(plan: Plan, task_metrics: Sequence[Metric], wall_s: float) -> di
                  "Mann-Whitney U against native; effect size Hedges' g",
         "equal_compute": equal_compute,
         "profiles": profiles,
-        "recheck": judge(json.loads(path.read_text())) if (path := recheck_path(plan)).is_file() else None,
+        "recheck": judge(recorded) if (recorded := plan.read_json(recheck_path(plan))) is not None else None,
         "generations": plan.generations,
         "cells": cells,
         "wall_s": wall_s,

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from lero.agents.llm import reply_limit
 from lero.agents.types import code_digest
 from lero.app.cli import main
 from lero.app.hooks import app_front
@@ -288,3 +289,24 @@ def test_a_failed_revision_keeps_the_reviewed_code_and_review_md_says_why(tmp_pa
     assert "(designer): revision failed\n\nthe reply contains no Python code block" in review_md
     assert "0.3 * near" in (folder / "candidate.py").read_text()
     assert read(folder / "result.json")["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_a_30_mib_reply_is_cut_recorded_as_cut_and_the_run_goes_on(tmp_path):
+    """A model's reply longer than `reply_limit` is cut before anything reads or keeps it: the
+    module at its start trains, llm/ keeps the cut text and says so, as the event does."""
+    padding = "x" * (30 << 20)
+    script = Script()
+    with OpenAIServer() as server:
+        server.script = lambda request: (Reply(fenced(module(0.3)) + padding) if role(request) == "designer"
+                                         else script(request))
+        outcome = start_run(llm_spec(tmp_path, server, confirm_steps=0, critic_rounds=0), RecordingUI())
+    assert outcome.status == "completed"
+    calls = [e for e in events(outcome.run_dir) if e["event"] == "llm_call" and e["role"] == "designer"]
+    limit = reply_limit(calls[0]["max_tokens"])
+    assert calls and calls[0]["replies_cut"] == [{"choice": 0, "bytes": len(fenced(module(0.3))) + len(padding)}]
+    assert calls[0]["reply_limit"] == limit < len(padding)
+    record = read(outcome.run_dir / "llm" / calls[0]["record"])
+    assert record["replies_cut"] == calls[0]["replies_cut"] and len(record["replies"][0].encode()) == limit
+    assert sum(p.stat().st_size for p in (outcome.run_dir / "llm").iterdir()) < 4 * limit
+    assert read(outcome.run_dir / "candidates" / "0-0" / "result.json")["status"] == "ok"

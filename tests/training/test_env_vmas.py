@@ -139,12 +139,25 @@ def test_family_name_wins_over_the_module_factory_syntax() -> None:
 
 
 def test_arguments_are_checked_once_with_one_line_errors() -> None:
+    """`check_kwargs` (every spec read) checks the declared bounds and builds nothing; the
+    scenario's own names and values are checked when it is built (a run's preflight)."""
     check_kwargs("vmas:navigation", {"n_agents": 2, "max_steps": 50})
-    for kwargs, words in (({"n_agentz": 2}, "unknown argument(s) {'n_agentz': 2}"),
-                          ({"max_steps": 0}, "max_steps must be >= 1"),
-                          ({"n_agents": "two"}, "the scenario refused its arguments")):
+    check_kwargs("vmas:navigation", {"n_agentz": 2})  # only VMAS knows its keywords: nothing built here
+    for kwargs, words in (({"max_steps": 0}, "max_steps must be >= 1"),
+                          ({"n_agents": "two"}, "n_agents must be an int"),
+                          ({"n_agents": 2000}, "n_agents must be in [0, 64], got 2000"),
+                          ({"num_good_agents": 10**7}, "num_good_agents must be in [0, 64]"),
+                          ({"lidar_range": 1e300}, "lidar_range must be a number within +-1e+06"),
+                          ({"lidar_range": float("nan")}, "lidar_range must be a number within"),
+                          ({"map_file_path": "x" * 300}, "longer than 256 characters"),
+                          ({"shape": [1, 2]}, "must be a number, a string, a bool or None")):
         with pytest.raises(ValueError, match=r"^vmas:navigation: ") as error:
             check_kwargs("vmas:navigation", kwargs)
+        assert words in str(error.value) and "\n" not in str(error.value)
+    for kwargs, words in (({"n_agentz": 2}, "unknown argument(s) {'n_agentz': 2}"),
+                          ({"n_agents": 0}, "the scenario refused its arguments")):
+        with pytest.raises(ValueError, match=r"^vmas:navigation: ") as error:
+            make_env("vmas:navigation", 1, **kwargs)
         assert words in str(error.value) and "\n" not in str(error.value)
     env = make_env("vmas:navigation", 2, n_agents=2)
     with pytest.raises(ValueError, match="actions must lie in"):

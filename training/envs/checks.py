@@ -22,6 +22,16 @@ def positive_int(owner: str, name: str, value: object, maximum: int | None = Non
     return value
 
 
+def count(owner: str, name: str, value: object, maximum: int) -> int:
+    """``value`` as an int in [0, maximum] (a number of things, none allowed)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{owner}: {name} must be an int, got {type(value).__name__} {str(value)[:40]!r}")
+    if not 0 <= value <= maximum:
+        digits = len(str(abs(value)))
+        raise ValueError(f"{owner}: {name} must be in [0, {maximum}], got {value if digits <= 12 else f'a {digits}-digit number'}")
+    return value
+
+
 def optional_positive_int(owner: str, name: str, value: object, maximum: int | None = None) -> int | None:
     """``None`` or an int in [1, maximum]."""
     return None if value is None else positive_int(owner, name, value, maximum)

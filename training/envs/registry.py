@@ -119,18 +119,28 @@ def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
     if name in _ENVS:
         _native_config(name, 1, kwargs)
         return
-    if is_vmas_name(name):
-        _make_vmas(name, 1, dict(kwargs))  # a scenario's keywords are known only to its make_world
+    if is_vmas_name(name):  # bounds only: a scenario's keyword names are known once its world is built
+        from lero.training.envs.vmas_adapter import VmasConfig
+
+        VmasConfig.of(name, 1, dict(kwargs))
         return
     if "import_root" in kwargs:
         raise ValueError(f"env {name!r}: import_root is not an env argument; lero imports a spec from "
                          "the directory it was confirmed in")
 
 
+def declared_task(name: str) -> TaskSpec | None:
+    """The task env ``name`` declares without being built (a built-in MPE task's); None where
+    the task is known only from a built instance (VMAS: its agents and info keys; PettingZoo).
+    Reports and pages read this: nothing is built to show a run."""
+    return _ENVS[name][0].task if name in _ENVS else None
+
+
 def task_spec(name: str, **kwargs: Any) -> TaskSpec:
-    """The task of env ``name``; a PettingZoo env is built once, in-process, to read it."""
-    if name in _ENVS:
-        return _ENVS[name][0].task
+    """The task of env ``name``; a VMAS or PettingZoo env is built once, in-process, to read it."""
+    declared = declared_task(name)
+    if declared is not None:
+        return declared
     if is_vmas_name(name):
         return make_env(name, 1, **kwargs).task
     env = make_env(name, 1, **{**kwargs, "workers": 0})

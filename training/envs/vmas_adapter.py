@@ -52,6 +52,13 @@ INSTALL_HINT = f"VMAS tasks need the {EXTRA} extra: pip install 'lero[{EXTRA}]'"
 DEFAULT_MAX_STEPS = 100  # VMAS scenarios are open-ended; BenchMARL's VMAS tasks run 100 steps
 EPISODE_LENGTH = "episode_length"
 VMAS_OPTIONS = ("max_steps", "device")  # make_env keywords the adapter takes itself
+# What a scenario's own keywords may be, checked before VMAS builds anything (a stored spec's
+# n_agents=2000 took minutes of CPU, 10**7 std::bad_alloc): a count (a name starting with one
+# of COUNT_PREFIXES) is an int up to checks.MAX_AGENTS; any other value is None, a bool, a
+# number of magnitude up to MAX_SCENARIO_NUMBER or a string up to MAX_SCENARIO_TEXT characters.
+COUNT_PREFIXES = ("n_", "num_")
+MAX_SCENARIO_NUMBER = 1e6
+MAX_SCENARIO_TEXT = 256
 # The physical state every VMAS entity keeps (``EntityState``): world() key suffix -> width
 ENTITY_STATE = {"pos": 2, "vel": 2, "rot": 1, "ang_vel": 1}
 STATE_DOCS = {"pos": "positions", "vel": "velocities", "rot": "rotations (rad)",
@@ -115,6 +122,8 @@ class VmasConfig:
         checks.positive_int(owner, "n_envs", self.n_envs, checks.MAX_BATCH)
         checks.positive_int(owner, "max_steps", self.max_steps, checks.MAX_EPISODE_STEPS)
         object.__setattr__(self, "device", checks.device(owner, self.device))
+        for name, value in self.scenario_kwargs.items():
+            check_scenario_argument(owner, name, value)
 
     @classmethod
     def of(cls, name: str, n_envs: int, kwargs: dict[str, Any]) -> VmasConfig:
@@ -123,6 +132,20 @@ class VmasConfig:
         options = {key: kwargs[key] for key in VMAS_OPTIONS if key in kwargs}
         rest = {key: value for key, value in kwargs.items() if key not in VMAS_OPTIONS}
         return cls(n_envs=n_envs, scenario=scenario, scenario_kwargs=rest, **options)
+
+
+def check_scenario_argument(owner: str, name: str, value: object) -> None:
+    """One-line ValueError for a scenario keyword outside the bounds above; nothing is built."""
+    if name.startswith(COUNT_PREFIXES):
+        checks.count(owner, name, value, checks.MAX_AGENTS)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        if not -MAX_SCENARIO_NUMBER <= value <= MAX_SCENARIO_NUMBER:  # NaN too; no float conversion
+            raise ValueError(f"{owner}: {name} must be a number within +-{MAX_SCENARIO_NUMBER:g}")
+    elif isinstance(value, str):
+        if len(value) > MAX_SCENARIO_TEXT:
+            raise ValueError(f"{owner}: {name} is longer than {MAX_SCENARIO_TEXT} characters")
+    elif value is not None and not isinstance(value, bool):
+        raise ValueError(f"{owner}: {name} must be a number, a string, a bool or None, got {type(value).__name__}")
 
 
 def build_vmas(cfg: VmasConfig) -> Any:
