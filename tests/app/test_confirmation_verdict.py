@@ -9,11 +9,10 @@ from typing import Any
 
 from lero.app.confirmation import compare_arms, confirmation_markdown, headline, short_verdict
 from lero.app.provenance import native_metrics
-from lero.graph.configuration import RunSpec
 
 WINNER = {"return": [-12.2, -12.1, -12.3], "collisions": [3.95, 3.81, 3.85]}
 NATIVE = {"return": [-15.147, -14.991, -15.07], "collisions": [3.02, 3.05, 3.03]}
-BETTER = {m.name: m.better for m in native_metrics("simple_spread", RunSpec().env_kwargs)}
+BETTER = {m.name: m.better for m in native_metrics("simple_spread")}
 
 
 def confirmation(winner: dict[str, list[float]], native: dict[str, list[float]]) -> dict[str, Any]:
