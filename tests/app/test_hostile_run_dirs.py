@@ -67,27 +67,24 @@ def pages(*urls: str) -> list[int]:
 
 
 def test_numbers_no_float_holds_are_shown_as_such(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for run_id, literal, shown in (("huge", HUGE, "inf"), ("minus", "-" + HUGE, "-inf"), ("nan", "NaN", "nan")):
+    for run_id, literal, shown in (("huge", HUGE, "inf"), ("nan", "NaN", "nan")):
         set_fitness(copy_run(workdir, run_id), literal)
         code, _, err = lero(["report", run_id], capsys)
-        assert code == 0 and "Traceback" not in err, err
+        assert code == 0, err
         assert f"| baseline (native reward, raw obs) | {shown} |" in (workdir / "runs" / run_id / "report.md").read_text()
-    code, _, err = lero(["compare", "huge", "nan", "alpha"], capsys)
-    assert code == 0, err
-    rows = list(csv.DictReader(io.StringIO((workdir / "runs/comparisons/huge+nan+alpha/compare.csv").read_text())))
-    assert [r["baseline_fitness"] for r in rows[:2]] == ["inf", "nan"]
-    assert pages("/", "/runs/huge", "/runs/nan", "/runs/huge/report", "/runs/huge/candidates/0-0",
-                 "/compare?run=huge&run=nan&run=minus", "/compare/compare.csv?run=huge&run=nan") == [200] * 7
-    for run_id, literal in (("everywhere", HUGE), ("nowhere", "NaN")):  # counts, seconds, tokens, steps, ...
+    for run_id, literal in (("everywhere", HUGE), ("nowhere", "-Infinity")):  # counts, seconds, tokens, steps, ...
         set_every_number(copy_run(workdir, run_id), literal)
         code, _, err = lero(["report", run_id], capsys)
         assert code == 0, err
-    code, out, err = lero(["compare", "everywhere", "nowhere"], capsys)
+    code, _, err = lero(["compare", "huge", "nan", "everywhere", "nowhere", "--out", "cmp"], capsys)
     assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO((workdir / "cmp" / "compare.csv").read_text())))
+    assert [r["baseline_fitness"] for r in rows] == ["inf", "nan", "inf", "-inf"]
     code, out, err = lero(["runs"], capsys)
     assert code == 0 and "unreadable" not in out, out
-    assert pages("/runs/everywhere", "/runs/nowhere", "/runs/everywhere/candidates/0-0",
-                 "/compare?run=everywhere&run=nowhere") == [200] * 4
+    assert pages("/", "/runs/huge", "/runs/nan", "/runs/everywhere", "/runs/nowhere", "/runs/huge/report",
+                 "/runs/everywhere/candidates/0-0", "/compare?run=huge&run=nan&run=everywhere&run=nowhere",
+                 "/compare/compare.csv?run=huge&run=nowhere") == [200] * 9
 
 
 def test_a_stored_env_is_checked_against_its_limits_and_never_built_to_show_a_run(
