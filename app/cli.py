@@ -154,6 +154,7 @@ def cmd_resume(args: argparse.Namespace, console: Console) -> int:
 def finish_outcome(outcome: RunOutcome, console: Console) -> int:
     """Say how the run ended, on the last line; for a pending question, how to answer it."""
     from lero.app.console import describe_answer, render_summary
+    from lero.app.report import run_headline
     from lero.graph.rundir import RunDir
 
     status, run_id = outcome.status, outcome.run_id
@@ -169,7 +170,7 @@ def finish_outcome(outcome: RunOutcome, console: Console) -> int:
     rundir = RunDir(Path(outcome.run_dir))
     report = rundir.read_summary()
     if report is not None:
-        render_summary(report, console)
+        render_summary(report, console, run_headline(outcome.run_dir))
         console.print(f"report: {rundir.report_md_path}", soft_wrap=True)
     last = f"run {run_id}: {status}"
     if outcome.stop_reason and status != "completed":
@@ -212,13 +213,14 @@ def cmd_runs(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
+    from lero.app.confirmation import headline
     from lero.app.console import render_summary
     from lero.app.report import write_report
     from lero.graph.rundir import RunDir
 
     path = run_dir(args.runs_dir, args.run_id)
     summary = write_report(path)
-    render_summary(summary, console)
+    render_summary(summary, console, headline(summary["confirmation"]))
     console.print(f"report: {RunDir(path).report_md_path}", soft_wrap=True)
     return EXIT_OK
 
@@ -315,8 +317,8 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     written = write_comparison(runs, out)
     rows, metrics = comparison_rows(runs)
     for row in rows:
-        shown = dict(zip(("run", "status", "env", "algo", "steps", "seeds", "generations", "baseline", "best",
-                          "best fitness", "improvement"), cells(row, metrics), strict=False))  # fmt: skip
+        shown = dict(zip(("run", "status", "env", "algo", "steps", "seeds", "generations", "confirmed", "loop baseline",
+                          "loop best", "loop best fitness", "loop improvement"), cells(row, metrics), strict=False))  # fmt: skip
         console.print("; ".join(f"{k} {v}" for k, v in shown.items()), markup=False, highlight=False, soft_wrap=True)
     for kind, path in written.items():
         console.print(f"{kind}: {path}", soft_wrap=True)

@@ -75,9 +75,11 @@ TASK_KINDS = ("train", "evaluate")  # sandbox job kinds the graph reports as tra
 # ---------------------------------------------------------------- tables
 
 
-def render_summary(report: dict, console: Console) -> None:
-    """report.json as two tables: best vs baseline, then generations."""
-    table = Table(title=f"run {report['run_id']} ({report['status']})")
+def render_summary(report: dict, console: Console, headline: str) -> None:
+    """HEADLINE (the confirmed verdict, `app.confirmation.headline`) first, then report.json
+    as two tables: the loop's best vs baseline on the selection episodes, then generations."""
+    console.print(headline, style="bold", markup=False, highlight=False, soft_wrap=True)
+    table = Table(title=f"run {report['run_id']} ({report['status']}): the loop, on the selection episodes")
     table.add_column("")
     table.add_column("candidate")
     table.add_column("fitness", justify="right")
@@ -113,28 +115,65 @@ def render_summary(report: dict, console: Console) -> None:
     )
 
 
+RUNS_COLUMNS = ("id", "status", "gens", "env", "algo", "steps", "confirmed", "loop")
+RUNS_RIGHT = {"gens", "steps", "loop"}
+RUNS_NOTE = ("confirmed: the winner against native on held-out episodes (* fewer than 5 seeds per arm); "
+             "loop: the loop's best fitness, on the selection episodes")  # fmt: skip
+GIVE_WAY = {"status": 0, "env": 6}  # columns that narrow on a small terminal, in this order (0: to its longest word)
+
+
+def count_text(value: object) -> str:
+    """An env-step count in a few characters: 300k, 1.5M."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return "—"
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if value >= size:
+            return f"{value / size:.3g}{unit}"
+    return str(value)
+
+
+def _runs_widths(cells: list[list[str]], width: int) -> list[int]:
+    """Each column's width for `lero runs` on a WIDTH-column terminal: its longest cell, and
+    when the table is too wide status narrows (wrapped between words, never inside one: no
+    "complet/ed"), then env (cut with "…"); the id and the numbers keep theirs."""
+    columns = [[name, *(row[i] for row in cells)] for i, name in enumerate(RUNS_COLUMNS)]
+    widths = [max(map(len, col)) for col in columns]
+    excess = sum(widths) + len(widths) - 1 - width  # one space between columns
+    for name, floor in GIVE_WAY.items():
+        i = RUNS_COLUMNS.index(name)
+        floor = floor or max(len(word) for cell in columns[i] for word in cell.split() or [""])
+        cut = max(min(excess, widths[i] - floor), 0)
+        widths[i] -= cut
+        excess -= cut
+    return widths
+
+
 def render_runs(rows: list[dict], console: Console) -> None:
-    """`lero runs`: one line per run (rows from app.report.run_row). The id never wraps or
-    shortens (it is what people copy; a generated one starts with its UTC start time); the
-    other columns give way on a narrow terminal."""
-    table = Table(title="runs", box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("id", no_wrap=True, min_width=max((len(r["run_id"]) for r in rows), default=2))
-    for column in ("status", "gens", "env", "algo", "steps", "best"):
-        table.add_column(column, justify="right" if column in ("gens", "steps", "best") else "left", overflow="fold")
+    """`lero runs`: one line per run (rows from app.report.run_row), readable at 80 columns:
+    the id never wraps or shortens (it is what people copy; a generated one starts with its
+    UTC start time), the numbers neither; env and status give way (`_runs_widths`). A run
+    that cannot be read is listed below the table with its reason."""
+    cells, styles, unreadable = [], [], []
     for row in rows:
         if row.get("error"):  # a run that cannot be read: its reason, not a traceback
-            table.add_row(row["run_id"], f"{row['status']}: {row['error']}", *("—",) * 5)
+            unreadable.append(row)
+            cells.append([row["run_id"], row["status"], *("—",) * (len(RUNS_COLUMNS) - 2)])
+            styles.append("")
             continue
-        table.add_row(
-            row["run_id"],
-            Text(row["shown_status"], style="bold yellow" if row["needs_answer"] else ""),
-            row["generations"],
-            str(row.get("env") or "—"),
-            str(row.get("algo") or "—"),
-            f"{row['steps']:,}" if isinstance(row.get("steps"), int) else "—",
-            fmt_number(row["best_fitness"]),
-        )
+        cells.append([row["run_id"], row["shown_status"], row["generations"], str(row.get("env") or "—"),
+                      str(row.get("algo") or "—"), count_text(row.get("steps")), row.get("confirmed", "-"),
+                      fmt_number(row["best_fitness"])])  # fmt: skip
+        styles.append("bold yellow" if row["needs_answer"] else "")
+    table = Table(title="runs", box=box.SIMPLE_HEAD, show_edge=False, padding=0)  # the box parts columns by a space
+    for name, width in zip(RUNS_COLUMNS, _runs_widths(cells, console.width), strict=True):
+        table.add_column(name, justify="right" if name in RUNS_RIGHT else "left", width=width,
+                         no_wrap=name != "status", overflow="ellipsis")  # fmt: skip
+    for row, style in zip(cells, styles, strict=True):
+        table.add_row(row[0], Text(row[1], style=style), *row[2:])
     console.print(table)
+    for row in unreadable:
+        console.print(f"{row['run_id']}: {row['status']}: {row['error']}", markup=False, highlight=False)
+    console.print(RUNS_NOTE, markup=False, highlight=False)
 
 
 class EstimatedTimeRemaining(TimeRemainingColumn):
