@@ -42,6 +42,7 @@ from lero.graph.configuration import (
 from lero.graph.context import CancelScope
 
 if TYPE_CHECKING:
+    from lero.app.console import RichUI
     from lero.graph.runner import RunOutcome
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -130,16 +131,31 @@ def read_answer(path: Path | None) -> object | None:
     return load_json(path.read_text(), f"answer file {path}")
 
 
+def resume_ui(path: Path, console: Console) -> RichUI:
+    """`lero resume`'s display: the run bar as `lero run`'s (the stored spec's whole budget,
+    confirmation included), from the env steps the run's state already counts. A stored spec
+    that no longer parses (a run from an older lero) gets no run bar, not an error."""
+    from lero.app.console import RichUI
+    from lero.graph.summary import is_number, load_run
+
+    run = load_run(path)
+    try:
+        planned = RunSpec.parse(run.spec).budget()[1]
+    except (ValueError, TypeError):
+        planned = None
+    done = run.state.get("env_steps")
+    return RichUI(console=console, generations=run.spec.get("generations"), env_steps=planned,
+                  env_steps_done=int(done) if is_number(done) else 0)  # fmt: skip
+
+
 def cmd_resume(args: argparse.Namespace, console: Console) -> int:
     path = run_dir(args.runs_dir, args.run_id)
     answer = read_answer(args.answer)
     overrides = resume_overrides(args)
-    from lero.app.console import RichUI
     from lero.app.hooks import app_front
     from lero.graph.runner import resume_run
-    from lero.graph.summary import load_run
 
-    ui = RichUI(console=console, generations=load_run(path).spec.get("generations"))
+    ui = resume_ui(path, console)
     with first_ctrl_c_cancels() as interrupts:
         try:
             with ui:

@@ -107,6 +107,9 @@ def test_the_confirmed_verdict_heads_the_summary_runs_report_and_ui(tmp_path: Pa
     term = Terminal([*RUN, "--generations", "1", "--population", "1", "--confirm-steps", "800", "--run-id", "c"],
                     tmp_path)  # fmt: skip
     assert term.wait() == 0, term.text[-3000:]
+    bars = [(int(done), int(total)) for done, total in re.findall(r"run \(env steps\)\D*?(\d+)/(\d+)", term.text)]
+    assert bars and all(done <= total for done, total in bars)  # the run bar never passes its total
+    assert bars[-1][1] == 5_600  # 2 loop trainings of 400 steps (seed 0), then 2 arms x 3 seeds x 800 confirming
     summary = term.text[term.text.index("confirmed at 800 steps on held-out episodes: "):]
     headline = summary.splitlines()[0]
     assert re.fullmatch(r"confirmed at 800 steps on held-out episodes: 0-0 (better|worse) \(return (higher|lower)\), "
