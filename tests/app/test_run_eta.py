@@ -125,7 +125,8 @@ def test_lero_runs_estimate_is_the_chats(tmp_path, monkeypatch) -> None:
     desk = ExperimentDesk(Asker(Console(file=out, width=200), io.StringIO()),
                           base={"runs_dir": str(tmp_path), "steps": 3000, "generations": 2, "population": 2})
     assert "training time ≈ " in (chat := desk.estimate_cost())
-    jobs, per_job, env_steps, train_s = training_estimate(desk.spec, 400.0, 1600)
-    assert f"{jobs} training jobs" in chat and per_job == 3200 and f"= {env_steps:,} env steps" in chat and f"≈ {train_s / 60:.1f} min" in chat
+    cost = training_estimate(desk.spec, 400.0, 1600)
+    assert f"{cost.jobs} training jobs" in chat and cost.steps_per_job == 3200
+    assert f"; {cost.env_steps:,} env steps in all" in chat and f"≈ {cost.train_s / 60:.1f} min" in chat
     speed = estimated_steps_per_s(desk.spec)
-    assert abs(desk.spec.budget()[1] / speed - train_s) < 1e-9
+    assert abs(desk.spec.budget()[1] / speed - cost.train_s) < 1e-9
