@@ -17,6 +17,7 @@ from lero.app.named_run import open_named_run
 from lero.app.numbers import fmt_number
 from lero.app.report import curve_series, spread_text
 from lero.app.run_status import run_status
+from lero.app.study.stats import MIN_INTERVAL_SEEDS
 from lero.graph.configuration import RunError
 from lero.graph.rundir import SPEC_FILE, RunDir
 from lero.graph.safefs import write_atomic
@@ -96,7 +97,8 @@ def comparison_markdown(rows: list[dict[str, Any]], metrics: list[str], figure: 
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(row, metrics)) + " |")
     if figure:
         lines += ["", f"![learning curves]({figure})", "", "Each run's best candidate: the training episodes' "
-                  "return (sampled actions; mean over seeds, a 95% band from 3 seeds, else each seed thin) and "
+                  f"return (sampled actions; mean over seeds, a 95% band from {MIN_INTERVAL_SEEDS} seeds, else each "
+                  "seed thin) and "
                   "the greedy evaluation after training (diamond: mean; dots: seeds)."]  # fmt: skip
     return "\n".join(lines) + "\n"
 

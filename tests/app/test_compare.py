@@ -92,6 +92,7 @@ def test_compare_page_picks_runs_and_shows_the_same_table_and_figure(workdir: Pa
         shown = page.request.get(f"{server.base}/compare/compare.csv?run=alpha&run=three").body()
         runs = load_runs(workdir / "runs", ["alpha", "three"])
         assert shown == comparison_csv(*comparison_rows(runs))  # the CLI's table, byte for byte
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # the wide table scrolls in its box
         page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
         page.goto(f"{server.base}/compare?run=alpha&run=nope")
         assert "unknown run id 'nope'" in page.locator("#compare-error").inner_text()

@@ -137,5 +137,11 @@ def test_the_confirmed_verdict_heads_the_summary_runs_report_and_ui(tmp_path: Pa
         top = page.evaluate("id => document.getElementById(id).getBoundingClientRect().top", "confirmation")
         assert top < page.evaluate("document.getElementById('live-jobs').getBoundingClientRect().top")
         assert "Fitness (the loop, on the selection episodes)" in page.content()
+        # where the time went: a loop step's seconds under "seconds", not under "sandboxes"
+        step = page.locator("#time tr.loop-step").first.locator("td").all_inner_texts()
+        assert step[0].startswith("loop: ") and step[2] == "" and re.fullmatch(r"\d+\.\d", step[3]), step
+        page.wait_for_function("document.getElementById('log').textContent.includes('elapsed_s=')")
+        log = page.locator("#log").inner_text()
+        assert re.search(r"elapsed_s=\d+\.\d\b", log) and not re.search(r"=-?\d+\.\d{4,}", log), log[-2000:]
     finally:
         server.close()
