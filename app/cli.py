@@ -42,6 +42,7 @@ from lero.graph.configuration import (
 from lero.graph.context import CancelScope
 
 if TYPE_CHECKING:
+    from lero.app.console import RichUI
     from lero.graph.runner import RunOutcome
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -130,16 +131,31 @@ def read_answer(path: Path | None) -> object | None:
     return load_json(path.read_text(), f"answer file {path}")
 
 
+def resume_ui(path: Path, console: Console) -> RichUI:
+    """`lero resume`'s display: the run bar as `lero run`'s (the stored spec's whole budget,
+    confirmation included), from the env steps the run's state already counts. A stored spec
+    that no longer parses (a run from an older lero) gets no run bar, not an error."""
+    from lero.app.console import RichUI
+    from lero.graph.summary import is_number, load_run
+
+    run = load_run(path)
+    try:
+        planned = RunSpec.parse(run.spec).budget()[1]
+    except (ValueError, TypeError):
+        planned = None
+    done = run.state.get("env_steps")
+    return RichUI(console=console, generations=run.spec.get("generations"), env_steps=planned,
+                  env_steps_done=int(done) if is_number(done) else 0)  # fmt: skip
+
+
 def cmd_resume(args: argparse.Namespace, console: Console) -> int:
     path = run_dir(args.runs_dir, args.run_id)
     answer = read_answer(args.answer)
     overrides = resume_overrides(args)
-    from lero.app.console import RichUI
     from lero.app.hooks import app_front
     from lero.graph.runner import resume_run
-    from lero.graph.summary import load_run
 
-    ui = RichUI(console=console, generations=load_run(path).spec.get("generations"))
+    ui = resume_ui(path, console)
     with first_ctrl_c_cancels() as interrupts:
         try:
             with ui:
@@ -154,6 +170,7 @@ def cmd_resume(args: argparse.Namespace, console: Console) -> int:
 def finish_outcome(outcome: RunOutcome, console: Console) -> int:
     """Say how the run ended, on the last line; for a pending question, how to answer it."""
     from lero.app.console import describe_answer, render_summary
+    from lero.app.report import run_headline
     from lero.graph.rundir import RunDir
 
     status, run_id = outcome.status, outcome.run_id
@@ -169,7 +186,7 @@ def finish_outcome(outcome: RunOutcome, console: Console) -> int:
     rundir = RunDir(Path(outcome.run_dir))
     report = rundir.read_summary()
     if report is not None:
-        render_summary(report, console)
+        render_summary(report, console, run_headline(outcome.run_dir))
         console.print(f"report: {rundir.report_md_path}", soft_wrap=True)
     last = f"run {run_id}: {status}"
     if outcome.stop_reason and status != "completed":
@@ -212,13 +229,14 @@ def cmd_runs(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
+    from lero.app.confirmation import headline
     from lero.app.console import render_summary
     from lero.app.report import write_report
     from lero.graph.rundir import RunDir
 
     path = run_dir(args.runs_dir, args.run_id)
     summary = write_report(path)
-    render_summary(summary, console)
+    render_summary(summary, console, headline(summary["confirmation"]))
     console.print(f"report: {RunDir(path).report_md_path}", soft_wrap=True)
     return EXIT_OK
 
@@ -315,8 +333,8 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     written = write_comparison(runs, out)
     rows, metrics = comparison_rows(runs)
     for row in rows:
-        shown = dict(zip(("run", "status", "env", "algo", "steps", "seeds", "generations", "baseline", "best",
-                          "best fitness", "improvement"), cells(row, metrics), strict=False))  # fmt: skip
+        shown = dict(zip(("run", "status", "env", "algo", "steps", "seeds", "generations", "confirmed", "loop baseline",
+                          "loop best", "loop best fitness", "loop improvement"), cells(row, metrics), strict=False))  # fmt: skip
         console.print("; ".join(f"{k} {v}" for k, v in shown.items()), markup=False, highlight=False, soft_wrap=True)
     for kind, path in written.items():
         console.print(f"{kind}: {path}", soft_wrap=True)

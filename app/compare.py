@@ -17,6 +17,7 @@ from lero.app.named_run import open_named_run
 from lero.app.numbers import fmt_number
 from lero.app.report import curve_series, spread_text
 from lero.app.run_status import run_status
+from lero.app.study.stats import MIN_INTERVAL_SEEDS
 from lero.graph.configuration import RunError
 from lero.graph.rundir import SPEC_FILE, RunDir
 from lero.graph.safefs import write_atomic
@@ -32,7 +33,7 @@ from lero.graph.summary import (
 
 MIN_RUNS, MAX_RUNS = 2, 12
 COMPARISONS_DIR = "comparisons"  # in the runs dir: comparisons/<name>/ (no run holds a spec.json there)
-COLUMNS = ("run", "status", "env", "algo", "steps per candidate", "seeds", "generations", "baseline fitness",
+COLUMNS = ("run", "status", "env", "algo", "steps per candidate", "seeds", "generations", "confirmed", "baseline fitness",
            "best candidate", "best fitness", "improvement", "env steps", "wall s")  # fmt: skip
 _NAME = re.compile(r"[^A-Za-z0-9_.+-]+")
 
@@ -49,6 +50,8 @@ def load_runs(runs_dir: str | Path, run_ids: list[str]) -> list[RunFiles]:
 
 def comparison_row(run: RunFiles) -> dict[str, Any]:
     """One run's line of the comparison (its numbers, unformatted; `cells` formats them)."""
+    from lero.app.confirmation import confirmed_return, short_verdict
+
     summary = summarize(run)
     shown = run_status(run, summary["status"])
     best = best_candidate(run)
@@ -57,6 +60,7 @@ def comparison_row(run: RunFiles) -> dict[str, Any]:
         "run": run.run_id, "status": shown["shown"],
         "env": run.spec.get("env"), "algo": run.spec.get("algo"), "steps per candidate": run.spec.get("steps"),
         "seeds": run.spec.get("seeds"), "generations": shown["progress"],
+        "confirmed": short_verdict(confirmed_return(run, summary), means=True),
         "baseline fitness": base, "baseline spread": spread_text(run.baseline),
         "best candidate": best.candidate_id if best else None, "best fitness": top,
         "best spread": spread_text(best.result) if best else "—",
@@ -83,15 +87,18 @@ def cells(row: dict[str, Any], metrics: list[str]) -> list[str]:
 def comparison_markdown(rows: list[dict[str, Any]], metrics: list[str], figure: str | None) -> str:
     """compare.md: the table, what its columns hold, and the figure."""
     header = [*COLUMNS, *(f"best {m}" for m in metrics)]
-    lines = ["# lero compare", "", "Fitness: the greedy policy's mean return on the loop's evaluation episodes, "
-             "mean ± std over seeds (each seed listed); the metrics are the best candidate's, averaged over "
-             "seeds. `lero eval RUN` measures a policy again on held-out episodes.", "",
+    lines = ["# lero compare", "", "Confirmed: the run's winner against native at the confirmation budget on "
+             "held-out episodes (its verdict on return, and both means; * fewer than 5 seeds per arm, a pilot). "
+             "Fitness: the loop's, the greedy policy's mean return on the selection episodes (the winner was "
+             "picked on them), mean ± std over seeds (each seed listed); the metrics are the best candidate's "
+             "there, averaged over seeds. `lero eval RUN` measures a policy again on held-out episodes.", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]  # fmt: skip
     for row in rows:
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(row, metrics)) + " |")
     if figure:
         lines += ["", f"![learning curves]({figure})", "", "Each run's best candidate: the training episodes' "
-                  "return (sampled actions; mean over seeds, a 95% band from 3 seeds, else each seed thin) and "
+                  f"return (sampled actions; mean over seeds, a 95% band from {MIN_INTERVAL_SEEDS} seeds, else each "
+                  "seed thin) and "
                   "the greedy evaluation after training (diamond: mean; dots: seeds)."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
@@ -100,7 +107,7 @@ def comparison_csv(rows: list[dict[str, Any]], metrics: list[str]) -> bytes:
     """compare.csv: the table's numbers, unformatted (one run per line)."""
     from lero.app.plots import Table
 
-    columns = ("run", "status", "env", "algo", "steps_per_candidate", "seeds", "generations", "baseline_fitness",
+    columns = ("run", "status", "env", "algo", "steps_per_candidate", "seeds", "generations", "confirmed", "baseline_fitness",
                "best_candidate", "best_fitness", "improvement", "env_steps", "wall_s", *(f"best_{m}" for m in metrics))  # fmt: skip
     table = Table(columns)
     table.rows = [(*(row[c] for c in COLUMNS), *(row["metrics"].get(m) for m in metrics)) for row in rows]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 import lero.app.study.stats as stats
@@ -62,10 +63,12 @@ def _steps_to_native(arm: dict[str, Any], native: dict[str, Any]) -> dict[str, A
             "mean_of_reached": statistics.fmean(reached) if reached else None}  # fmt: skip
 
 
-def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None) -> dict[str, Any] | None:
+def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None,
+                         only: Sequence[str] | None = None) -> dict[str, Any] | None:
     """BLOCK (report.json's raw `confirmation`) with `verdict`: per confirmed candidate, the
     comparison with native at the loop's budget and at the confirmation budget on every task
-    metric, and steps to reach native's final return. None when the run confirmed nothing."""
+    metric (ONLY these, when given), and steps to reach native's final return. None when the
+    run confirmed nothing."""
     if block is None:
         return None
     native = next((a for a in block["arms"] if a["candidate_id"] == BASELINE_ID), None)
@@ -78,7 +81,7 @@ def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None) -> dict[st
         if arm["candidate_id"] == BASELINE_ID or native is None:
             continue
         loop_arm = _loop_values(results.get(arm["candidate_id"]))
-        names = metric_names(arm["per_seed"], native["per_seed"], loop_arm)
+        names = [m for m in metric_names(arm["per_seed"], native["per_seed"], loop_arm) if only is None or m in only]
         verdict[arm["candidate_id"]] = {
             "at_loop": {"steps": block["loop_steps"], "episodes": "selection (the loop's seeds; the winner was picked on them)",
                         "metrics": compare_arms(loop_arm, loop_native, names, better)},
@@ -87,6 +90,12 @@ def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None) -> dict[st
             "steps_to_native": _steps_to_native(arm, native),
         }  # fmt: skip
     return {**block, "verdict": verdict, "better": better}
+
+
+def confirmed_return(run: RunFiles, summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The confirmation's verdict on `return` alone (what `headline` and `short_verdict` read):
+    cheap enough for every row of `lero runs`, compare and the runs page. SUMMARY: summarize(RUN)."""
+    return confirmation_verdict(run, summary.get("confirmation"), only=(RETURN,))
 
 
 def _seeds(row: dict[str, Any]) -> int:
@@ -116,12 +125,15 @@ def fewest_seeds(confirmation: dict[str, Any]) -> int:
     return min((len(a["seeds"]) for a in confirmation["arms"]), default=0)
 
 
-def headline(confirmation: dict[str, Any] | None, metric: str = "return") -> str | None:
-    """The confirmed verdict in one line, for the terminal's first line, `lero runs` /
-    `report` / `compare` and the top of the run page: the winner against native on held-out
-    episodes at the confirmation budget, with the small-sample caveat. None: nothing confirmed."""
+UNCONFIRMED = "not confirmed (no confirmation stage ran): the loop's numbers are on the selection episodes"
+
+
+def headline(confirmation: dict[str, Any] | None, metric: str = "return") -> str:
+    """The confirmed verdict in one line, for the terminal's first line, `lero report` and the
+    top of the run page: the winner against native on held-out episodes at the confirmation
+    budget, with the small-sample caveat; UNCONFIRMED when nothing was confirmed."""
     if not confirmation or not confirmation["verdict"]:
-        return None
+        return UNCONFIRMED
     cid, verdict = next(iter(confirmation["verdict"].items()))
     row = verdict["at_confirm"]["metrics"].get(metric)
     if row is None:
@@ -133,16 +145,18 @@ def headline(confirmation: dict[str, Any] | None, metric: str = "return") -> str
             f"native {fmt_number(row['native']['mean'])}{caveat}")  # fmt: skip
 
 
-def short_verdict(confirmation: dict[str, Any] | None, metric: str = "return") -> str:
+def short_verdict(confirmation: dict[str, Any] | None, metric: str = "return", means: bool = False) -> str:
     """A table cell of the confirmed verdict (`lero runs`, compare, the runs list): "better",
-    "worse", "no difference", "too few seeds", or "-" when nothing was confirmed."""
+    "worse", "no difference", "few seeds" (with `*` below WARN_SEEDS seeds per arm), or "-"
+    when nothing was confirmed; MEANS adds both arms' means ("better* (-12.200 vs -15.069)")."""
     if not confirmation or not confirmation["verdict"]:
         return "-"
     row = next(iter(confirmation["verdict"].values()))["at_confirm"]["metrics"].get(metric)
     if row is None:
         return "-"
     word = {"too few seeds": "few seeds"}.get(row["verdict"], row["verdict"])
-    return f"{word}*" if _seeds(row) < stats.WARN_SEEDS else word
+    word += "*" if _seeds(row) < stats.WARN_SEEDS else ""
+    return f"{word} ({fmt_number(row['arm']['mean'])} vs {fmt_number(row['native']['mean'])})" if means else word
 
 
 def verdict_sentences(confirmation: dict[str, Any] | None) -> list[str]:

@@ -39,9 +39,9 @@ from rich.table import Table
 from rich.text import Text
 
 from lero.app.approval_view import candidate_card
-from lero.app.numbers import fmt_number
+from lero.app.numbers import fmt_duration, fmt_number
 from lero.graph.rundir import CANDIDATES_DIR, CODE_FILE, REVIEW_FILE
-from lero.graph.summary import metric_names
+from lero.graph.summary import is_number, metric_names
 
 # ---------------------------------------------------------------- answers without a terminal
 
@@ -75,9 +75,11 @@ TASK_KINDS = ("train", "evaluate")  # sandbox job kinds the graph reports as tra
 # ---------------------------------------------------------------- tables
 
 
-def render_summary(report: dict, console: Console) -> None:
-    """report.json as two tables: best vs baseline, then generations."""
-    table = Table(title=f"run {report['run_id']} ({report['status']})")
+def render_summary(report: dict, console: Console, headline: str) -> None:
+    """HEADLINE (the confirmed verdict, `app.confirmation.headline`) first, then report.json
+    as two tables: the loop's best vs baseline on the selection episodes, then generations."""
+    console.print(headline, style="bold", markup=False, highlight=False, soft_wrap=True)
+    table = Table(title=f"run {report['run_id']} ({report['status']}): the loop, on the selection episodes")
     table.add_column("")
     table.add_column("candidate")
     table.add_column("fitness", justify="right")
@@ -113,43 +115,102 @@ def render_summary(report: dict, console: Console) -> None:
     )
 
 
+RUNS_COLUMNS = ("id", "status", "gens", "env", "algo", "steps", "confirmed", "loop")
+RUNS_RIGHT = {"gens", "steps", "loop"}
+RUNS_NOTE = ("confirmed: the winner against native on held-out episodes (* fewer than 5 seeds per arm); "
+             "loop: the loop's best fitness, on the selection episodes")  # fmt: skip
+GIVE_WAY = {"status": 0, "env": 6}  # columns that narrow on a small terminal, in this order (0: to its longest word)
+
+
+def count_text(value: object) -> str:
+    """An env-step count in a few characters: 300k, 1.5M."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return "—"
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if value >= size:
+            return f"{value / size:.3g}{unit}"
+    return str(value)
+
+
+def _runs_widths(cells: list[list[str]], width: int) -> list[int]:
+    """Each column's width for `lero runs` on a WIDTH-column terminal: its longest cell, and
+    when the table is too wide status narrows (wrapped between words, never inside one: no
+    "complet/ed"), then env (cut with "…"); the id and the numbers keep theirs."""
+    columns = [[name, *(row[i] for row in cells)] for i, name in enumerate(RUNS_COLUMNS)]
+    widths = [max(map(len, col)) for col in columns]
+    excess = sum(widths) + len(widths) - 1 - width  # one space between columns
+    for name, floor in GIVE_WAY.items():
+        i = RUNS_COLUMNS.index(name)
+        floor = floor or max(len(word) for cell in columns[i] for word in cell.split() or [""])
+        cut = max(min(excess, widths[i] - floor), 0)
+        widths[i] -= cut
+        excess -= cut
+    return widths
+
+
 def render_runs(rows: list[dict], console: Console) -> None:
-    """`lero runs`: one line per run (rows from app.report.run_row). The id never wraps or
-    shortens (it is what people copy; a generated one starts with its UTC start time); the
-    other columns give way on a narrow terminal."""
-    table = Table(title="runs", box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("id", no_wrap=True, min_width=max((len(r["run_id"]) for r in rows), default=2))
-    for column in ("status", "gens", "env", "algo", "steps", "best"):
-        table.add_column(column, justify="right" if column in ("gens", "steps", "best") else "left", overflow="fold")
+    """`lero runs`: one line per run (rows from app.report.run_row), readable at 80 columns:
+    the id never wraps or shortens (it is what people copy; a generated one starts with its
+    UTC start time), the numbers neither; env and status give way (`_runs_widths`). A run
+    that cannot be read is listed below the table with its reason."""
+    cells, styles, unreadable = [], [], []
     for row in rows:
         if row.get("error"):  # a run that cannot be read: its reason, not a traceback
-            table.add_row(row["run_id"], f"{row['status']}: {row['error']}", *("—",) * 5)
+            unreadable.append(row)
+            cells.append([row["run_id"], row["status"], *("—",) * (len(RUNS_COLUMNS) - 2)])
+            styles.append("")
             continue
-        table.add_row(
-            row["run_id"],
-            Text(row["shown_status"], style="bold yellow" if row["needs_answer"] else ""),
-            row["generations"],
-            str(row.get("env") or "—"),
-            str(row.get("algo") or "—"),
-            f"{row['steps']:,}" if isinstance(row.get("steps"), int) else "—",
-            fmt_number(row["best_fitness"]),
-        )
+        cells.append([row["run_id"], row["shown_status"], row["generations"], str(row.get("env") or "—"),
+                      str(row.get("algo") or "—"), count_text(row.get("steps")), row.get("confirmed", "-"),
+                      fmt_number(row["best_fitness"])])  # fmt: skip
+        styles.append("bold yellow" if row["needs_answer"] else "")
+    table = Table(title="runs", box=box.SIMPLE_HEAD, show_edge=False, padding=0)  # the box parts columns by a space
+    for name, width in zip(RUNS_COLUMNS, _runs_widths(cells, console.width), strict=True):
+        table.add_column(name, justify="right" if name in RUNS_RIGHT else "left", width=width,
+                         no_wrap=name != "status", overflow="ellipsis")  # fmt: skip
+    for row, style in zip(cells, styles, strict=True):
+        table.add_row(row[0], Text(row[1], style=style), *row[2:])
     console.print(table)
+    for row in unreadable:
+        console.print(f"{row['run_id']}: {row['status']}: {row['error']}", markup=False, highlight=False)
+    console.print(RUNS_NOTE, markup=False, highlight=False)
+
+
+MEASURED_FROM = 0.1  # share of the run's budget after which its own measured speed alone sets the ETA
+
+
+def run_eta(total: float, completed: float, elapsed: float, estimate: float | None, start: float = 0.0) -> float | None:
+    """Seconds left in a run of TOTAL env steps, COMPLETED after ELAPSED seconds of which START
+    were done before (a resume). Before any step is measured: the estimator's speed ESTIMATE
+    (the chat's cost estimate) counting down; then the run's average speed since it started
+    (not a recent window, which swings with bursts of parallel jobs and LLM pauses), blended
+    with the estimate until MEASURED_FROM of the budget is measured. None: nothing to go on."""
+    left = max(total - completed, 0.0)
+    measured = (completed - start) / elapsed if elapsed > 0 and completed > start else None
+    if measured is None:
+        return None if not estimate else max((total - start) / estimate - elapsed, 0.0)
+    weight = min((completed - start) / (MEASURED_FROM * max(total - start, 1.0)), 1.0) if estimate else 1.0
+    speed = weight * measured + (1.0 - weight) * (estimate or 0.0)
+    return left / speed
 
 
 class EstimatedTimeRemaining(TimeRemainingColumn):
-    """Rich's time remaining, from the task's measured speed; before the task has one, a
-    task with an `estimated_speed` field (the run's bar: the chat's cost estimate,
-    app.desk.estimated_steps_per_s) counts down from its estimate instead of `-:--:--`."""
+    """Rich's time remaining; for the run's bar (a task with an `eta` field) `run_eta`: from
+    the estimator at the start (`estimated_speed`, app.desk.estimated_steps_per_s), then the
+    run's own average speed, with "~" while the estimate still weighs in."""
 
     def render(self, task: Any) -> Text:
-        estimate = task.fields.get("estimated_speed")
-        if task.speed is not None or not estimate or task.total is None or task.finished:
+        if "eta" not in task.fields or task.total is None or task.finished:
             return super().render(task)
-        left = max((task.total - task.completed) / estimate - (task.elapsed or 0.0), 0.0)
+        estimate, start = task.fields.get("estimated_speed"), task.fields.get("resumed_from", 0)
+        left = run_eta(task.total, task.completed, task.elapsed or 0.0, estimate, start)
+        if left is None:
+            return Text("-:--:--", style="progress.remaining")
+        measured = task.completed - start >= MEASURED_FROM * max(task.total - start, 1)
         minutes, seconds = divmod(int(left), 60)
         hours, minutes = divmod(minutes, 60)
-        return Text(f"~{hours}:{minutes:02d}:{seconds:02d}", style="progress.remaining")
+        return Text(f"{'' if measured or not estimate else '~'}{hours}:{minutes:02d}:{seconds:02d}",
+                    style="progress.remaining")  # fmt: skip
 
 
 def _progress(console: Console, clock: Callable[[], float] | None = None) -> Progress:
@@ -271,6 +332,7 @@ class RichUI:
         generations: int | None = None,
         env_steps: int | None = None,
         clock: Callable[[], float] | None = None,
+        env_steps_done: int = 0,
     ) -> None:
         self.console = console or Console()
         self.stdin = stdin or sys.stdin
@@ -283,7 +345,9 @@ class RichUI:
         self.bars: dict[str, TaskID] = {}
         self.generations = generations  # total, for the generations bar
         self.env_steps = env_steps  # the run's planned env steps: its bar's ETA runs on measured speed
-        self.trained: dict[str, int] = {}  # steps each training job has reported
+        self.env_steps_done = env_steps_done  # a resumed run's env steps before this process
+        self.trained: dict[str, int] = {}  # steps each training job (a sandbox, its seeds summed) has reported
+        self.bar_of: dict[str, str] = {}  # sandbox job id -> the bar of the sandbox it shares with its group
         self.queued: set[str] = set()  # training jobs started, no progress yet (waiting for a slot)
         self.llm_tokens = 0
 
@@ -343,14 +407,17 @@ class RichUI:
         )
 
     def _on_job(self, event: dict) -> None:
-        """One bar per running job; a training job waiting for a slot is only counted. The
+        """One bar per running sandbox; a training job waiting for a slot is only counted. The
         sandbox's own train / evaluate jobs are the graph's training tasks seen from below:
-        no second bar, no second line."""
+        their end closes the sandbox's bar, and the graph's event says it in one line."""
         key, label = self._job_key(event)
-        if key.startswith("job:") and event.get("kind") in TASK_KINDS:
-            return
         status = event.get("status")
-        if event.get("event", "").endswith("_started") or status in (None, "started", "running"):
+        started = event.get("event", "").endswith("_started") or status in (None, "started", "running")
+        if key.startswith("job:") and event.get("kind") in TASK_KINDS:
+            if not started and (bar := self.bar_of.pop(event["job_id"], None)):
+                self._close_bar(bar)
+            return
+        if started:
             if key.startswith("task:"):
                 self.queued.add(key)
                 self._show_queued()
@@ -360,13 +427,16 @@ class RichUI:
         self._close_bar(key)
         self.queued.discard(key)
         self._show_queued()
+        if event.get("cached") and self.env_steps and isinstance(event.get("env_steps"), int):
+            self._count(event["env_steps"])  # a result from the cache: its steps are done, never reported
         cached = " (cached)" if event.get("cached") else ""
         colour = "green" if status == "ok" else "red"
         fitness = (
             f" fitness {fmt_number(event['fitness'])}" if event.get("fitness") is not None else ""
         )
+        took = f" in {fmt_duration(event['elapsed_s'])}" if is_number(event.get("elapsed_s")) and not cached else ""
         style = "" if key.startswith("task:") else "[dim]sandbox[/] "
-        self._say(f"{style}{label}: [{colour}]{status}[/]{cached}{fitness}")
+        self._say(f"{style}{label}: [{colour}]{status}[/]{cached}{fitness}{took}")
 
     def _show_queued(self) -> None:
         if not self.queued:
@@ -375,25 +445,53 @@ class RichUI:
         bar = self._bar("queued", "", None)
         self.progress.update(bar, description=f"{len(self.queued)} training job(s) queued for a slot")
 
-    def _on_train_progress(self, event: dict) -> None:
-        key, label = self._job_key({**event, "kind": "train"})
-        self.queued.discard(key)
+    def _unqueue(self, candidate_id: object, seeds: int) -> None:
+        """SEEDS of CANDIDATE_ID's queued training tasks got a sandbox (its progress names the
+        job, not the seeds)."""
+        for key in [k for k in sorted(self.queued) if k.startswith(f"task:{candidate_id}:")][:seeds]:
+            self.queued.discard(key)
         self._show_queued()
+
+    def _on_train_progress(self, event: dict) -> None:
+        """A sandbox's training progress. A group's seeds train in one sandbox whose progress
+        (their steps summed) comes once per seed's job: one bar, counted once."""
+        if event.get("job_id"):
+            group_of = event.get("group_of") if isinstance(event.get("group_of"), int) else 1
+            key = f"job:{event.get('group') or event['job_id']}"
+            self.bar_of[event["job_id"]] = key
+            label = f"train {event.get('candidate_id') or ''}".strip() + (f" ({group_of} seeds)" if group_of > 1 else "")
+            if key not in self.trained:
+                self._unqueue(event.get("candidate_id"), group_of)
+        else:  # a progress report of the graph's own task
+            key, label = self._job_key({**event, "kind": "train"})
+            self.queued.discard(key)
+            self._show_queued()
         bar = self._bar(key, label, event.get("total"))
         self.progress.update(
             bar, completed=event.get("done", 0), total=event.get("total"), note=return_note(event)
         )
         done = int(event.get("done") or 0)
         if self.env_steps:
-            self.progress.advance(self._run_bar(), max(done - self.trained.get(key, 0), 0))
+            self._count(done - self.trained.get(key, 0))
         self.trained[key] = max(done, self.trained.get(key, 0))
 
+    def _count(self, steps: int) -> None:
+        """STEPS more env steps on the run's bar, which never passes its total (a rollout can
+        overshoot a job's budget)."""
+        run = self._run_bar()
+        task = next(t for t in self.progress.tasks if t.id == run)
+        self.progress.update(run, completed=min(task.completed + max(steps, 0), task.total or 0))
+
     def _run_bar(self) -> TaskID:
-        return self._bar("run", "run (env steps)", self.env_steps)
+        if "run" not in self.bars:
+            done = min(self.env_steps_done, self.env_steps or 0)
+            self.bars["run"] = self.progress.add_task("run (env steps)", total=self.env_steps, completed=done,
+                                                      note="", eta=True, resumed_from=done)  # fmt: skip
+        return self.bars["run"]
 
     def estimate(self, steps_per_s: float) -> None:
         """The run's speed as the chat's cost estimate has it: the run's bar counts down from
-        it until the jobs' own progress gives a measured speed (thread-safe: Rich locks)."""
+        it, and its measured speed takes over (`run_eta`; thread-safe: Rich locks)."""
         if self.env_steps:
             self.progress.update(self._run_bar(), estimated_speed=steps_per_s)
 

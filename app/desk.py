@@ -17,12 +17,14 @@ import json
 import shlex
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lero.app.console import Asker
 from lero.graph.configuration import CANDIDATE_ID, RunError, RunSpec, check_run_id
 from lero.graph.rundir import CODE_FILE, RESULT_FILE, REVIEW_FILE, RunDir
+from lero.graph.schedule import planned
 from lero.graph.trust import OPERATOR_CAPS, OPERATOR_FIELDS, confirm_env, confirm_hint
 
 if TYPE_CHECKING:
@@ -38,13 +40,50 @@ def chat_run_fields(cfg: LLMConfig, runs_dir: str, settings: dict[str, Any]) -> 
     settings the command line gave (RunSpec-named: `llm_timeout_s`, `context_tokens`)."""
     llm = "offline" if cfg.backend == "offline" else f"openai:{cfg.model}"
     return {"llm": llm, "base_url": cfg.base_url, "runs_dir": runs_dir, **settings}
-def training_estimate(spec: RunSpec, steps_per_s: float, iteration: int) -> tuple[int, int, int, float]:
-    """(jobs, env steps per job, env steps, training seconds) of SPEC at a measured speed: budgets
-    are rounded up to whole ITERATION-step iterations, jobs one after another."""
-    steps_per_job = -(-spec.steps // iteration) * iteration
-    jobs, planned_steps = spec.budget()
-    env_steps = planned_steps * steps_per_job // spec.steps
-    return jobs, steps_per_job, env_steps, env_steps / steps_per_s
+@dataclass(frozen=True)
+class CostEstimate:
+    """What a spec trains at a measured speed, in parts that add up: the loop's jobs and the
+    confirmation's, each job's budget rounded up to whole ITERATION-step iterations, jobs one
+    after another (so `train_s` is an upper bound where jobs share the machine)."""
+
+    loop_jobs: int  # (generations x candidates + baseline) x seeds, at full budget
+    steps_per_job: int  # a full-budget loop job's, rounded up
+    loop_steps: int  # the loop's env steps (jobs x steps_per_job without halving; less with it)
+    confirm_jobs: int  # (confirm_top + native) x confirm_seeds; 0: the run confirms nothing
+    confirm_steps_per_job: int  # rounded up
+    iteration: int
+    steps_per_s: float
+
+    @property
+    def jobs(self) -> int:
+        return self.loop_jobs + self.confirm_jobs
+
+    @property
+    def env_steps(self) -> int:
+        return self.loop_steps + self.confirm_jobs * self.confirm_steps_per_job
+
+    @property
+    def train_s(self) -> float:
+        return self.env_steps / self.steps_per_s
+
+
+def _rounded(steps: int, iteration: int) -> int:
+    return -(-steps // iteration) * iteration
+
+
+def training_estimate(spec: RunSpec, steps_per_s: float, iteration: int) -> CostEstimate:
+    """SPEC's training cost at a measured speed (`RunSpec.budget`'s jobs and steps, split into
+    the loop's and the confirmation's)."""
+    per_generation, generation_steps = planned(spec.steps, spec.schedule, spec.population)
+    steps_per_job = _rounded(spec.steps, iteration)
+    confirm = spec.confirm_budget()
+    return CostEstimate(
+        loop_jobs=(spec.generations * per_generation + 1) * spec.seeds, steps_per_job=steps_per_job,
+        loop_steps=(spec.generations * generation_steps + spec.steps) * spec.seeds * steps_per_job // spec.steps,
+        confirm_jobs=(spec.confirm_top + 1) * spec.confirm_seeds if confirm else 0,
+        confirm_steps_per_job=_rounded(confirm, iteration) if confirm else 0, iteration=iteration,
+        steps_per_s=steps_per_s,
+    )  # fmt: skip
 
 
 def estimated_steps_per_s(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> float | None:
@@ -57,7 +96,7 @@ def estimated_steps_per_s(spec: RunSpec, confirmed: ConfirmedEnv | None = None) 
         steps_per_s, iteration = measure_throughput(spec, confirmed)
     except ValueError:
         return None
-    return spec.budget()[1] / training_estimate(spec, steps_per_s, iteration)[3]
+    return spec.budget()[1] / training_estimate(spec, steps_per_s, iteration).train_s
 
 
 def estimate_in_background(ui: RichUI, spec: RunSpec, typed_env: str | None) -> threading.Thread | None:
@@ -147,10 +186,18 @@ class ExperimentDesk:
                 return f"{answer}\nbut the env cannot be used: {error}"
         return answer
 
-    def show_spec(self) -> str:
-        """Show the experiment spec as it stands (what `start_run` would run)."""
+    def show_spec(self, which: str = "") -> str:
+        """Show the experiment spec as it stands (what `start_run` would run): the fields that
+        differ from `lero run`'s defaults as a short table; `all` shows every field as JSON."""
         shown = self.spec.model_dump(mode="json", exclude={"task"})
-        return json.dumps(shown, indent=2)
+        if which == "all":
+            return json.dumps(shown, indent=2)
+        changed = spec_changes(self.spec)
+        if not changed:
+            return "spec: lero run's defaults (/spec all shows every field)"
+        width = max(len(name) for name, _, _ in changed)
+        rows = [f"  {name:<{width}}  {value}  (default {default})" for name, value, default in changed]
+        return "\n".join(["spec, the fields that differ from lero run's defaults (/spec all shows every field):", *rows])
 
     # -- environments and cost
 
@@ -205,16 +252,9 @@ class ExperimentDesk:
             except ValueError as error:
                 return f"cannot estimate: {error}"
         steps_per_s, iteration = self._measured[key]
-        jobs, steps_per_job, env_steps, train_s = training_estimate(spec, steps_per_s, iteration)
-        train_min = train_s / 60
-        rungs = ", successive halving" if spec.schedule == "halving" else ""
-        lines = [
-            f"{jobs} training jobs ({spec.generations} generations x {spec.population} candidates{rungs} "
-            f"+ baseline, x {spec.seeds} seeds), up to {steps_per_job:,} steps each = {env_steps:,} env steps"
-            f" ({spec.steps:,} requested, rounded up to whole {iteration:,}-step iterations)",
-            f"training time ≈ {train_min:.1f} min at {steps_per_s:,.0f} steps/s measured here "
-            f"({spec.algo}), plus evaluation and sandbox start-up",
-        ]
+        cost = training_estimate(spec, steps_per_s, iteration)
+        lines = [*cost_lines(spec, cost), f"training time ≈ {cost.train_s / 60:.1f} min at {steps_per_s:,.0f} "
+                 f"steps/s measured here ({spec.algo}), plus evaluation and sandbox start-up"]  # fmt: skip
         if spec.llm == "offline":
             lines.append("LLM: offline designer, no model requests")
         else:
@@ -401,7 +441,44 @@ class ExperimentDesk:
             return f"error: {error}"
 
 
+def _shown(value: object) -> str:
+    """A spec value in the table: counts with thousands separators, the rest as JSON."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10_000:
+        return f"{value:,}"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def spec_changes(spec: RunSpec) -> list[tuple[str, str, str]]:
+    """(field, value, default) of every field of SPEC that differs from `lero run`'s defaults;
+    env arguments one by one (`env.N`) against the env's own LERO defaults."""
+    defaults = RunSpec().model_dump(mode="json", exclude={"task"})
+    rows = []
+    for name, value in spec.model_dump(mode="json", exclude={"task"}).items():
+        if name == "env_kwargs":
+            base = RunSpec.default_env_kwargs(spec.env)
+            rows += [(f"env.{key}", _shown(v), _shown(base.get(key)) if key in base else "unset")
+                     for key, v in value.items() if key not in base or base[key] != v]  # fmt: skip
+        elif value != defaults.get(name):
+            rows.append((name, _shown(value), _shown(defaults.get(name))))
+    return rows
+
+
+def cost_lines(spec: RunSpec, cost: CostEstimate) -> list[str]:
+    """The training jobs and env steps of COST in parts that add up (a test recomputes them)."""
+    halving = spec.schedule == "halving"
+    rungs = " over the halving's rungs" if halving else ""
+    loop = (f"{cost.loop_jobs} in the loop ({spec.generations} generations x {spec.population} candidates{rungs} + "
+            f"baseline, x {spec.seeds} seeds) " + (f"of up to {cost.steps_per_job:,} steps = "
+            if halving else f"x {cost.steps_per_job:,} steps = ") + f"{cost.loop_steps:,}")  # fmt: skip
+    confirm = (f" + {cost.confirm_jobs} confirming ({spec.confirm_top} best + native, x {spec.confirm_seeds} seeds) "
+               f"x {cost.confirm_steps_per_job:,} steps = {cost.confirm_jobs * cost.confirm_steps_per_job:,}"
+               if cost.confirm_jobs else "")  # fmt: skip
+    asked = f"{spec.steps:,}" + (f" and {spec.confirm_budget():,}" if cost.confirm_jobs else "")
+    return [f"{cost.jobs} training jobs: {loop}{confirm}; {cost.env_steps:,} env steps in all "
+            f"({asked} requested per job, rounded up to whole {cost.iteration:,}-step iterations)"]
+
+
 COMMAND_HELP = (
-    "commands: /spec, /set KEY=VALUE ... (env.N=4 sets an env argument), /envs, /describe, "
+    "commands: /spec [all], /set KEY=VALUE ... (env.N=4 sets an env argument), /envs, /describe, "
     "/estimate, /run, /status [RUN], /candidate ID [RUN], /report [RUN], /quit"
 )

@@ -54,22 +54,20 @@ def _ask_env(desk: ExperimentDesk) -> tuple[str, dict[str, Any]]:
 
     io, spec = desk.io, desk.spec
     names = list(registered_envs())
-    env = spec.env
-    kwargs = dict(spec.env_kwargs or {})
+    env, kwargs = spec.env, dict(spec.env_kwargs or {})  # the defaults offered: never a refused answer
     while True:
         chosen = io.choice("environment", [*names, OTHER_ENV], env if env in names else OTHER_ENV)
         if chosen == OTHER_ENV:
             chosen = io.text("PettingZoo env as package.module:factory", "" if env in names else env)
-        if chosen != env:
-            env, kwargs = chosen, RunSpec.default_env_kwargs(chosen)
-        asked = {key: _ask_env_arg(io, key, value) for key, value in kwargs.items()}
-        kwargs = {**asked, **_ask_other_env_args(io)}
+        offered = kwargs if chosen == env else RunSpec.default_env_kwargs(chosen)
+        asked = {key: _ask_env_arg(io, key, value) for key, value in offered.items()}
+        answer = {**asked, **_ask_other_env_args(io)}
         try:
-            read_env(RunSpec.parse({**desk.fields, "env": env, "env_kwargs": kwargs}), confirm_env(env, env))
+            read_env(RunSpec.parse({**desk.fields, "env": chosen, "env_kwargs": answer}), confirm_env(chosen, chosen))
         except ValueError as error:
-            io.say(f"[red]{escape(str(error).splitlines()[0])}[/]")
+            io.say(f"[red]{escape(str(error).splitlines()[0])}[/] (asked again; the defaults are as before)")
             continue
-        return env, kwargs
+        return chosen, answer
 
 
 def env_arg_error(key: str, value: object, default: object) -> str | None:

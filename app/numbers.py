@@ -24,3 +24,17 @@ def odd_number(value: object) -> str | None:
     if isinstance(value, int):
         return "out of range"
     return "nan" if math.isnan(value) else "inf" if value > 0 else "-inf"
+
+
+def fmt_duration(seconds: object) -> str:
+    """Seconds as a person reads them: "38.4 s", "3 min 05 s", "1 h 02 min"; an em dash for a
+    missing / non-finite value."""
+    if not is_number(seconds):
+        return "—"
+    value = float(seconds)  # type: ignore[arg-type]
+    if value < 60:
+        return f"{value:.1f} s"
+    minutes, secs = divmod(round(value), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"

@@ -213,11 +213,15 @@ def human_markdown(events: list[dict[str, Any]]) -> list[str]:
 
 def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str:
     """Human-readable report: comparison, generations, candidates, the best code."""
-    from lero.app.confirmation import confirmation_markdown  # app.study's statistics load with it
+    from lero.app.confirmation import (  # app.study's statistics load with it
+        confirmation_markdown,
+        headline,
+    )
     from lero.app.provenance import provenance_markdown
 
     spec, best = run.spec, best_candidate(run)
-    lines = [f"# lero run `{summary['run_id']}`", "", *confirmation_markdown(summary.get("confirmation"))]
+    lines = [f"# lero run `{summary['run_id']}`", "", f"**{headline(summary.get('confirmation'))}**", "",
+             *confirmation_markdown(summary.get("confirmation"))]  # fmt: skip
     shown = run_status(run, summary["status"])
     status = f"- status: **{shown['shown']}**"
     if summary["stop_reason"]:
@@ -240,7 +244,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         f"{summary['llm']['completion_tokens']} completion tokens",
         *schedule_markdown(summary),
         "",
-        "## Best candidate vs baseline",
+        "## Best candidate vs baseline (the loop, on the selection episodes)",
         "",
     ]
     rows = [("baseline (native reward, raw obs)", run.baseline)]
@@ -257,7 +261,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         lines.append(f"| {label} | {spread_text(result)} | {cells} |")
     base_fit, best_fit = summary["baseline"]["fitness"], summary["best"]["fitness"]
     if is_number(base_fit) and is_number(best_fit):
-        lines += ["", f"Improvement over the baseline: {best_fit - base_fit:+.3f} return."]
+        lines += ["", f"Improvement over the baseline on the selection episodes: {best_fit - base_fit:+.3f} return."]
     lines += [
         "",
         "## Generations",
@@ -403,7 +407,10 @@ def _read_row(row: Callable[[RunFiles], dict], path: Path, events_tail: int | No
 
 
 def run_row(run_dir: str | Path | RunFiles) -> dict:
-    """One line of `lero runs`: cheap (no plots, nothing written)."""
+    """One line of `lero runs`: cheap (no plots, nothing written); `confirmed` is the
+    confirmation's verdict on return (`app.confirmation.short_verdict`)."""
+    from lero.app.confirmation import confirmed_return, short_verdict
+
     run = run_dir if isinstance(run_dir, RunFiles) else load_run(run_dir)
     summary = summarize(run)
     shown = run_status(run, summary["status"])
@@ -419,5 +426,14 @@ def run_row(run_dir: str | Path | RunFiles) -> dict:
         "steps": run.spec.get("steps"),
         "best_fitness": summary["best"]["fitness"],
         "baseline_fitness": summary["baseline"]["fitness"],
+        "confirmed": short_verdict(confirmed_return(run, summary)),
         "started_ts": run.state.get("started_ts"),
     }
+
+
+def run_headline(run_dir: str | Path) -> str:
+    """The run's confirmed verdict in one line (`app.confirmation.headline`), from its files."""
+    from lero.app.confirmation import confirmed_return, headline
+
+    run = load_run(run_dir)
+    return headline(confirmed_return(run, summarize(run)))

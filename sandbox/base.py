@@ -362,7 +362,8 @@ class Sandbox(ABC):
         The runner cannot reach the host while it runs, so a polling thread turns its
         progress.json into events (the CLI's progress bars); one last read after the
         job sends the final count before `job_finished`. A group's progress (its seeds'
-        steps summed) goes to every job of it.
+        steps summed) goes to every job of it, with `group` (its first job's id) and
+        `group_of` (how many), so that a display counts it once.
         """
         job = jobs[0]
         if job.kind != "train" or self.events is None:
@@ -370,7 +371,8 @@ class Sandbox(ABC):
 
         def report(**progress: Any) -> None:
             for member in jobs:
-                self._emit("train_progress", **self._event_fields(member), **progress)
+                self._emit("train_progress", **self._event_fields(member), group=job.job_id, group_of=len(jobs),
+                           **progress)  # fmt: skip
 
         relay = ProgressRelay(job_dir, report)
         with Poller(PROGRESS_POLL_S, relay):

@@ -66,14 +66,22 @@ def _cell(plan: Plan, metrics: list[str], algo: str, variant: str) -> dict[str, 
     }
 
 
+def _final_training_return(cell: dict[str, Any]) -> float | None:
+    """A cell's mean over seeds of its training curve's last point (None: no curve yet)."""
+    finals = [v[-1] for s, v in cell["curves"] if s]
+    return sum(finals) / len(finals) if finals else None
+
+
 def _target(plan: Plan, cells: list[dict[str, Any]]) -> tuple[float | None, str]:
+    """The return the training curves are timed to reach, itself a training-curve return so
+    that curves are compared with curves (a held-out greedy return is another measure: native
+    "reached" 0 of 3 of a target two of its held-out seeds were above)."""
     if plan.spec.target_return is not None:
-        return plan.spec.target_return, "stated (--target-return)"
-    natives = [c["summary"]["return"]["mean"] for c in cells
-               if c["variant"] == "native" and "return" in c["summary"]]  # fmt: skip
+        return plan.spec.target_return, "stated (--target-return), read against the training curves"
+    natives = [r for c in cells if c["variant"] == "native" and (r := _final_training_return(c)) is not None]
     if not natives:
-        return None, "none (no native result yet)"
-    return min(natives), "the lowest native mean held-out return over the algorithms"
+        return None, "none (no native training curve yet)"
+    return min(natives), "the lowest native final training return over the algorithms (training curves)"
 
 
 def _finish_cell(cell: dict[str, Any], natives: dict[tuple[str, str], dict[str, Any]], target: float | None,
@@ -195,6 +203,35 @@ def _p(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def _value_text(value: object) -> str:
+    """A setting's value in prose: numbers and words as they are, lists joined, never JSON."""
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_value_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "(" + ", ".join(f"{k} {_value_text(v)}" for k, v in value.items()) + ")"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _seeds_text(seeds: list[int]) -> str:
+    return ", ".join(map(str, seeds))
+
+
+def source_text(source: dict[str, Any]) -> str:
+    """Where the studied candidate came from, in words (study.json's `config.source`)."""
+    if "candidate_file" in source:
+        return f"the file `{source['candidate_file']}`"
+    fitness = f", loop fitness {fmt_number(source['fitness'])} on the selection episodes" if "fitness" in source else ""
+    return f"candidate `{source.get('candidate_id')}` of run `{source.get('run_id')}`{fitness}"
+
+
+def env_text(env: dict[str, Any]) -> str:
+    """An env as a job takes it ({"name", **kwargs}), in words: `simple_spread` (N 3, ...)."""
+    kwargs = ", ".join(f"{k} {_value_text(v)}" for k, v in env.items() if k != "name")
+    return f"`{env.get('name')}`" + (f" ({kwargs})" if kwargs else "")
+
+
 def _label(metric: str, study: dict[str, Any]) -> str:
     """A metric's column header with the way that is better (study.json's `better`)."""
     better = study.get("better", {}).get(metric)
@@ -247,15 +284,19 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
     cfg = study["config"]
     lines = [
         f"# Study {study['study_id']} ({study['status']})", "",
-        f"Candidate: `{json.dumps(cfg['source'])}`  ",
-        f"Environment: `{json.dumps(cfg['env'])}`, {cfg['steps']} steps per training, "
-        f"training seeds {study['train_seeds']}, held-out evaluation seeds {study['eval_seeds']} "
-        f"x {cfg['eval_episodes']} episodes (selection used seed {study['selection_eval_seed']}).  ",
-        f"Cells: mean [95% bootstrap CI] over seeds (below {stats.MIN_INTERVAL_SEEDS} seeds, the seeds' range, "
+        f"Candidate: {source_text(cfg['source'])}.  ",
+        f"Environment: {env_text(cfg['env'])}; {cfg['steps']:,} steps per training, "
+        f"training seeds {_seeds_text(study['train_seeds'])}, held-out evaluation seeds "
+        f"{_seeds_text(study['eval_seeds'])} x {cfg['eval_episodes']} episodes (selection used seed "
+        f"{study['selection_eval_seed']}).  ",
+        "Two kinds of return, never compared with each other: **held-out** (the greedy policy after "
+        "training, on the held-out episodes) in the metric columns, IQM and every test against native; "
+        "**training curves** (the training episodes' return, sampled actions) in `reached target` only.  ",
+        f"Held out: mean [95% bootstrap CI] over seeds (below {stats.MIN_INTERVAL_SEEDS} seeds, the seeds' range, "
         f"labelled so); IQM of `return` [95% CI]; vs native on `return`: probability that the arm is better "
         f"(P(better), in each metric's own direction) [95% CI], Hedges' g, Welch p, Mann-Whitney p (an arm at K x the "
-        f"steps against native@Kx, when the study has it). Steps to reach return {fmt_number(study['target_return'])} "
-        f"({study['target_source']}): seeds that reached it, mean step.", "",
+        f"steps against native@Kx, when the study has it). Training curves: steps to reach return "
+        f"{fmt_number(study['target_return'])} ({study['target_source']}): seeds that reached it, mean step.", "",
     ]  # fmt: skip
     if notes := seed_notes(study):
         lines[2:2] = [f"> **{notes[0]}**" if notes[0].startswith("warning") else f"> {notes[0]}",
@@ -265,7 +306,7 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
     for algo in study["algos"]:
         lines += [f"## {algo}", "",
                   "| arm | steps | " + " | ".join(_label(m, study) for m in metrics) + " | IQM return | P(better than native) | g | Welch p | MWU p "
-                  "| reached target |", "|---" * (len(metrics) + 8) + "|"]  # fmt: skip
+                  "| reached target (training curves) |", "|---" * (len(metrics) + 8) + "|"]  # fmt: skip
         for cell in (c for c in study["cells"] if c["algo"] == algo):
             values = [stats.shown_spread(cell["summary"].get(m)) for m in metrics]
             test = cell["vs_native"].get("return", {})
@@ -314,8 +355,8 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
                   f"Best fitness per generation ({gens['note']}): {per_gen}; baseline "
                   f"{fmt_number(gens['baseline_fitness'])}. Gain over generation 0: "
                   f"{fmt_number(gens['gain_over_generation0'])} (offline prior: {gens['offline_prior']}).", ""]  # fmt: skip
-    lines += ["## Hyper-parameters", "", *(f"- {algo}: `{json.dumps(h, sort_keys=True)}`"
-                                           for algo, h in study["hparams_all"].items()), ""]
+    lines += ["## Hyper-parameters", "", *(f"- {algo}: " + ", ".join(f"{k} {_value_text(v)}" for k, v in sorted(h.items()))
+                                           for algo, h in study["hparams_all"].items()), ""]  # fmt: skip
     lines += [f"![{name}](plots/{name})" for name in plots]
     return "\n".join(lines) + "\n"
 

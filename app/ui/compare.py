@@ -28,7 +28,8 @@ def _chosen(request: Request) -> list[str]:
 
 def compare_view(runs_dir: Path, chosen: list[str]) -> dict[str, Any]:
     """The page's data: every run (to pick from) and, for 2+ picked, the table's rows."""
-    view: dict[str, Any] = {"runs": views.list_runs(runs_dir), "chosen": chosen, "rows": [], "error": None}
+    view: dict[str, Any] = {"runs": views.list_runs(runs_dir), "chosen": chosen, "rows": [], "error": None,
+                            "band_seeds": compare.MIN_INTERVAL_SEEDS}  # fmt: skip
     if len(chosen) < compare.MIN_RUNS:
         return view
     try:

@@ -61,9 +61,12 @@ def highlight_css() -> str:
 
 
 def _row(run: RunFiles) -> dict[str, Any]:
+    from lero.app.confirmation import confirmed_return, short_verdict
+
     summary = summarize(run)
     shown = run_status(run, summary["status"])
     return {
+        "confirmed": short_verdict(confirmed_return(run, summary)),
         "run_id": run.run_dir.name, "status": summary["status"], "shown": shown,
         "env": run.spec.get("env"), "algo": run.spec.get("algo"), "steps": run.spec.get("steps"),
         "best": summary["best"]["fitness"], "baseline": summary["baseline"]["fitness"],
@@ -133,11 +136,16 @@ def confirmation_view(run: RunFiles, summary: dict[str, Any]) -> dict[str, Any]:
     """The confirmation's statistics, verdict lines and table rows (app.confirmation: each
     value with its CI or its seeds' range, P(better) in the metric's own direction and the
     verdict with the raw direction beside it), for the run page."""
-    from lero.app.confirmation import confirmation_rows, confirmation_verdict, verdict_sentences
+    from lero.app.confirmation import (
+        confirmation_rows,
+        confirmation_verdict,
+        headline,
+        verdict_sentences,
+    )
 
     confirmation = confirmation_verdict(run, summary["confirmation"])
     return {"confirmation": confirmation, "confirmation_lines": verdict_sentences(confirmation),
-            "confirmation_rows": confirmation_rows(confirmation)}  # fmt: skip
+            "confirmation_rows": confirmation_rows(confirmation), "headline": headline(confirmation)}  # fmt: skip
 
 
 def find_candidate(run: RunFiles, candidate_id: str) -> tuple[dict[str, Any], CandidateRecord | None]:

@@ -155,7 +155,7 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
         res.rundir.write_seed_result(cid, seed, record)
         res.hooks.job_result(res.rundir, cid, seed, result)
         res.emit("train_finished", kind="train", status=record["status"], cached=result.cached,
-                 fitness=record["fitness"], elapsed_s=result.elapsed_s, **ids(seed))  # fmt: skip
+                 fitness=record["fitness"], elapsed_s=result.elapsed_s, env_steps=record["env_steps"], **ids(seed))  # fmt: skip
         records[seed] = record
     return {"results": [records[seed] for seed in seeds]}
 

@@ -51,7 +51,8 @@ def test_offline_dialogue_builds_the_confirmed_spec(tmp_path: Path, tmp_path_fac
     text = out.getvalue()
     # (2 x 3 + 1 baseline) x 2 seeds = 14 jobs of 50k steps rounded up to 2 x 25,600 (ippo's
     # 1024 envs x 25 steps); the throughput was measured by a real train()
-    assert "14 training jobs" in text and "= 716,800 env steps (50,000 requested" in text
+    assert "14 training jobs: 14 in the loop (2 generations x 3 candidates + baseline, x 2 seeds) x 51,200 steps " \
+           "= 716,800; 716,800 env steps in all (50,000 requested per job" in text
     assert "steps/s measured here (ippo)" in text
     assert "the user did not start the run" in text and "no experiment started" in text
     assert not any(tmp_path.iterdir())  # nothing was started
@@ -68,6 +69,55 @@ def test_offline_dialogue_rejects_bad_numbers_and_full_observability(tmp_path: P
     }
     assert (desk.spec.steps, desk.spec.approve) == (2000, "all")
     assert "must be >= 1" in out.getvalue() and "a positive number of steps" in out.getvalue()
+
+
+def test_a_refused_answer_keeps_the_previous_default(tmp_path: Path) -> None:
+    """num_agent_neighbors 200000 (the steps, typed one prompt early) is refused by the env;
+    asked again, the default offered is the one before, 1, and Enter keeps it."""
+    answers = "\n\n200000\n\n\n" + "\n" * 5 + "\n" * 6  # the refused round, the env again, the rest
+    desk, out = make_desk(answers, tmp_path, steps=1000, generations=1, population=1, seeds=1)
+    assert guided_dialogue(desk)
+    assert desk.spec.env_kwargs["num_agent_neighbors"] == 1
+    text = out.getvalue()
+    refused = text.index("num_agent_neighbors must be <=")
+    assert "env argument num_agent_neighbors (1): " in text[refused:]
+    assert "(200000)" not in text
+
+
+def test_the_estimate_adds_up_to_what_the_spec_plans(tmp_path: Path) -> None:
+    """/estimate's parts, recomputed from the spec: jobs x steps per job per part, their sum the
+    env steps, and both the run's planned jobs (RunSpec.budget), confirmation included."""
+    import re
+
+    from lero.app.desk import cost_lines, training_estimate
+    from lero.graph.configuration import RunSpec
+
+    spec = RunSpec.parse({"steps": 200_000, "env_kwargs": {"N": 4}, "algo": "vdn", "confirm_steps": 600_000})
+    iteration = 3136
+    (line,) = cost_lines(spec, training_estimate(spec, 1000.0, iteration))
+    numbers = [int(n.replace(",", "")) for n in re.findall(r"\d[\d,]*", line)]
+    jobs, loop_jobs, generations, population, seeds, per_job, loop_steps = numbers[:7]
+    confirm_jobs, top, confirm_seeds, confirm_per_job, confirm_steps, env_steps = numbers[7:13]
+    assert (generations, population, seeds, top, confirm_seeds) == (3, 4, 2, 1, 3)
+    assert loop_jobs == (generations * population + 1) * seeds == 26 and confirm_jobs == (top + 1) * confirm_seeds
+    assert jobs == loop_jobs + confirm_jobs == spec.budget()[0] == 32
+    assert per_job == -(-200_000 // iteration) * iteration and confirm_per_job == -(-600_000 // iteration) * iteration
+    assert loop_steps == loop_jobs * per_job and confirm_steps == confirm_jobs * confirm_per_job
+    assert env_steps == loop_steps + confirm_steps == 8_830_976  # the issue's total, now with its parts
+
+
+def test_the_spec_is_shown_as_the_fields_that_differ_from_the_defaults(tmp_path: Path) -> None:
+    desk, _ = make_desk("", tmp_path)
+    desk.set_fields({"env_kwargs": {"N": 4}, "algo": "vdn", "steps": 200_000})
+    shown = desk.show_spec().splitlines()
+    assert shown[0].startswith("spec, the fields that differ from lero run's defaults")
+    assert [line.split() for line in shown[1:]] == [["env.N", "4", "(default", "3)"],
+                                                    ["algo", "vdn", "(default", "mappo)"],
+                                                    ["steps", "200,000", "(default", "300,000)"],
+                                                    ["approve", "spec", "(default", "none)"],
+                                                    ["runs_dir", str(tmp_path), "(default",
+                                                     f"{Path.cwd() / 'runs'})"]]  # fmt: skip
+    assert json.loads(desk.command("/spec all"))["steps"] == 200_000  # every field, on request
 
 
 def test_offline_chat_runs_the_confirmed_experiment(tmp_path: Path) -> None:
@@ -102,13 +152,13 @@ def test_desk_set_fields_validates_and_merges(tmp_path: Path) -> None:
     desk.set_fields({"env_kwargs": {"N": 5}, "approve": "none"})
     assert desk.spec.env_kwargs == {"N": 5, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
     assert desk.spec.approve == "spec"  # chat runs are always confirmed by the human
-    assert json.loads(desk.show_spec())["env_kwargs"]["N"] == 5
+    assert json.loads(desk.show_spec("all"))["env_kwargs"]["N"] == 5
 
 
 def test_desk_commands(tmp_path: Path) -> None:
     make_run_dir(tmp_path, "run-a")
     desk, _ = make_desk("", tmp_path)
-    assert '"N": 6' in desk.command("/set env.N=6 generations=2 llm=offline")
+    assert "  env.N        6  (default 3)" in desk.command("/set env.N=6 generations=2 llm=offline")
     assert desk.spec.generations == 2 and desk.spec.env_kwargs["N"] == 6
     assert "simple_spread" in desk.command("/envs") and "qmix" in desk.command("/envs")
     assert "N=6 agents" in desk.command("/describe")
@@ -184,15 +234,15 @@ def test_assistant_calls_tools_over_http(tmp_path: Path, monkeypatch) -> None:
     assert first["messages"][0]["role"] == "system"
     assert first["messages"][0]["content"].startswith("You are the experiment assistant")
     tool_results = [m for m in requests[4]["messages"] if m["role"] == "tool"]
-    assert '"generations": 2' in tool_results[0]["content"]
+    assert "  generations  2  (default 3)" in tool_results[0]["content"]
     assert tool_results[1]["content"] == ("the user did not start the run; the spec is unchanged and saved in "
                                           f"{tmp_path / 'lero-spec.json'}\n"
                                           f"start it later with: lero run --config {tmp_path / 'lero-spec.json'}")
     assert json.loads((tmp_path / "lero-spec.json").read_text())["env_kwargs"]["N"] == 4
     text = out.getvalue()
     assert "Set 2 generations with 4 agents" in text
-    assert '"N": 4' in text  # the /spec command after the conversation
-    assert '"llm": "openai:test-model"' in text
+    assert ["env.N", "4", "(default", "3)"] in [line.split() for line in text.splitlines()]  # /spec after the conversation
+    assert ["llm", "openai:test-model", "(default", "offline)"] in [line.split() for line in text.splitlines()]
 
 
 def test_assistant_without_tool_calling_falls_back_to_text_and_commands(tmp_path: Path) -> None:
@@ -215,7 +265,7 @@ def test_assistant_without_tool_calling_falls_back_to_text_and_commands(tmp_path
         # two probes and the fill (no tools; their replies are prose: nothing filled), then the chat
         assert [("tools" in r) for r in server.requests] == [False, False, False, True, False]
     assert "Type /set generations=1" in out.getvalue()
-    assert '"generations": 1' in out.getvalue()
+    assert ["generations", "1", "(default", "3)"] in [line.split() for line in out.getvalue().splitlines()]
 
 
 def test_assistant_server_down_is_reported_and_chat_continues(tmp_path: Path) -> None:
@@ -231,7 +281,7 @@ def test_assistant_server_down_is_reported_and_chat_continues(tmp_path: Path) ->
         )
     text = out.getvalue()
     assert "assistant unavailable" in text and "HTTP 401" in text
-    assert '"seeds": 3' in text
+    assert ["seeds", "3", "(default", "2)"] in [line.split() for line in text.splitlines()]
 
 
 def test_lero_chat_subprocess_offline_stops_when_input_ends(tmp_path: Path) -> None:
@@ -297,7 +347,7 @@ def test_words_fill_the_spec_through_its_schema_once_the_person_agrees(tmp_path:
     filled = json.dumps({"algo": "vdn", "env": "simple_spread", "N": 4, "num_agent_neighbors": None,
                          "num_landmark_neighbors": None, "steps": 200000, "generations": 1, "population": None,
                          "seeds": 3, "approve": None})
-    text, requests = _fill_chat(tmp_path, filled, f"{SENTENCE}\ny\n/spec\n/quit\n")
+    text, requests = _fill_chat(tmp_path, filled, f"{SENTENCE}\ny\n/spec all\n/quit\n")
     fill = requests[1]
     schema = fill["response_format"]["json_schema"]["schema"]
     assert schema["properties"]["algo"]["enum"] == ["mappo", "ippo", "vdn", "qmix", None]
@@ -305,7 +355,7 @@ def test_words_fill_the_spec_through_its_schema_once_the_person_agrees(tmp_path:
     assert fill["messages"][-1]["content"] == SENTENCE.replace("200k", "200000")  # written out for the model
     # shown before applied; generations=1 and seeds=3 are not in the words, simple_spread is the spec's already
     assert "from your words: N=4, algo=vdn, steps=200000\n" in text
-    spec = _last_spec(text)  # as /spec shows it
+    spec = _last_spec(text)  # as /spec all shows it
     assert (spec["env_kwargs"]["N"], spec["algo"], spec["steps"], spec["generations"], spec["seeds"]) == (
         4, "vdn", 200000, 3, 2)
     assert len(requests) == 2  # the filled words were the turn: no chat reply on top
@@ -313,7 +363,7 @@ def test_words_fill_the_spec_through_its_schema_once_the_person_agrees(tmp_path:
 
 def test_a_declined_or_empty_fill_changes_nothing(tmp_path: Path) -> None:
     filled = json.dumps({"algo": "vdn", "N": 4})
-    text, _ = _fill_chat(tmp_path, filled, f"{SENTENCE}\nn\n/spec\n/quit\n")
+    text, _ = _fill_chat(tmp_path, filled, f"{SENTENCE}\nn\n/spec all\n/quit\n")
     assert "from your words: N=4, algo=vdn" in text
     assert (_last_spec(text)["algo"], _last_spec(text)["env_kwargs"]["N"]) == ("mappo", 3)
     for reply in ("The spec is fine.", json.dumps({"algo": "sac"}), json.dumps({"steps": "many"})):

@@ -170,7 +170,7 @@ def test_runs_lists_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0
     lines = [line for line in out.splitlines() if "run-" in line]
     assert len(lines) == 2
-    assert lines[0].split()[:7] == ["run-a", "completed", "2/2", "simple_spread", "mappo", "1,000", "-24.000"]
+    assert lines[0].split()[:8] == ["run-a", "completed", "2/2", "simple_spread", "mappo", "1k", "-", "-24.000"]
     assert "-24.000" in lines[0]
     assert "interrupted" in lines[1]
     assert "not-a-run" not in out
@@ -185,10 +185,16 @@ def test_runs_at_80_columns_keeps_the_id_whole_and_flags_a_waiting_run(tmp_path:
     long_id = "20261204-061500-a1b2c3"  # the shape RunSpec.with_run_id gives
     waiting = make_run_dir(tmp_path, long_id, status="interrupted")
     RunDir(waiting).append_event("interrupt", kind="candidates", payload={"kind": "candidates", "generation": 1})
+    make_run_dir(tmp_path, "20261204-061400-d4e5f6")
     out = io.StringIO()
     assert main(["runs", "--runs-dir", str(tmp_path)], console=Console(file=out, width=80)) == 0
     text = out.getvalue()
     assert long_id in text and max(map(len, text.splitlines())) <= 80
+    # no word broken mid-word ("complet/ed"), the numbers whole, the loop's labelled as such
+    done = next(line for line in text.splitlines() if line.startswith("20261204-061400-d4e5f6"))
+    assert done.split() == ["20261204-061400-d4e5f6", "completed", "2/2", "simple_spre…", "mappo", "1k", "-", "-24.000"]
+    assert text.splitlines()[1].split() == ["id", "status", "gens", "env", "algo", "steps", "confirmed", "loop"]
+    assert "loop: the loop's best fitness, on the selection episodes" in text
     assert "waiting" in text and "interrupted" not in text
     row = next(r for r in list_runs(tmp_path) if r["run_id"] == long_id)
     assert row["shown"]["shown"] == "waiting for your answer" and row["shown"]["progress"] == "2/2"

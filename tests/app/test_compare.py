@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,6 @@ from lero.app.compare import comparison_csv, comparison_rows, load_runs
 from tests.app.test_figures import check_figure
 from tests.support.cli import lero
 from tests.support.ui_server import UIServer
-
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.fixture
@@ -69,17 +66,6 @@ def test_compare_refuses_bad_input_in_one_line(here: Path, capsys: pytest.Captur
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (argv, err)
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    if not CHROMIUM.exists():
-        pytest.skip("needs Debian's chromium")
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
-        yield chromium
-        chromium.close()
-
-
 @pytest.mark.slow
 def test_compare_page_picks_runs_and_shows_the_same_table_and_figure(workdir: Path, browser, tmp_path: Path) -> None:
     server = UIServer(workdir)
@@ -98,7 +84,7 @@ def test_compare_page_picks_runs_and_shows_the_same_table_and_figure(workdir: Pa
         assert sorted(row[0] for row in texts) == ["alpha", "three"]  # in the list's order (newest first)
         for row in texts:
             report = _report(workdir, row[0])
-            assert row[8] == report["best"]["candidate_id"] and row[9].startswith(f"{report['best']['fitness']:.3f}")
+            assert row[9] == report["best"]["candidate_id"] and row[10].startswith(f"{report['best']['fitness']:.3f}")
         image = page.locator("#compare-curves")
         image.wait_for()
         page.wait_for_function("document.getElementById('compare-curves').complete")
@@ -106,6 +92,7 @@ def test_compare_page_picks_runs_and_shows_the_same_table_and_figure(workdir: Pa
         shown = page.request.get(f"{server.base}/compare/compare.csv?run=alpha&run=three").body()
         runs = load_runs(workdir / "runs", ["alpha", "three"])
         assert shown == comparison_csv(*comparison_rows(runs))  # the CLI's table, byte for byte
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # the wide table scrolls in its box
         page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
         page.goto(f"{server.base}/compare?run=alpha&run=nope")
         assert "unknown run id 'nope'" in page.locator("#compare-error").inner_text()

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from lero.app.confirmation import compare_arms, confirmation_markdown, headline, short_verdict
+from lero.app.confirmation import (
+    UNCONFIRMED,
+    compare_arms,
+    confirmation_markdown,
+    headline,
+    short_verdict,
+)
 from lero.app.provenance import native_metrics
 
 WINNER = {"return": [-12.2, -12.1, -12.3], "collisions": [3.95, 3.81, 3.85]}
@@ -51,4 +57,4 @@ def test_the_headline_is_the_confirmed_verdict_on_return_with_its_caveat() -> No
     assert short_verdict(confirmed) == "better*"
     worse = confirmation({"return": NATIVE["return"]}, {"return": WINNER["return"]})
     assert short_verdict(worse) == "worse*" and "0-1 worse (return lower)" in headline(worse)
-    assert headline(None) is None and short_verdict(None) == "-"
+    assert headline(None) == UNCONFIRMED and short_verdict(None) == "-"

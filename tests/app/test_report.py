@@ -194,7 +194,7 @@ def test_report_markdown_and_plots(tmp_path: Path) -> None:
     assert "# candidate 1-0\nimport torch" in md  # the best candidate's code is embedded
     assert "| 1 | 2 | 1 | -24.000 | -24.000 |" in md
     assert "-31.000 ± 1.000 (2 seeds: -30.000, -32.000)" in md  # baseline spread over seeds
-    assert "Improvement over the baseline: +7.000" in md
+    assert "Improvement over the baseline on the selection episodes: +7.000" in md
     assert "rejected_by_critic" in md
     for name in ("fitness.png", "learning_curves.png"):
         png = run / "plots" / name

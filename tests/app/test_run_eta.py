@@ -1,14 +1,16 @@
-"""The run bar's ETA (issue 36, item 4): from the chat's cost estimate before the first
-progress report, then from the jobs' measured speed. Time is a forced clock; progress is
-forced events; nothing waits."""
+"""The run bar: its ETA from the chat's cost estimate before the first progress report, then
+the run's own average speed; one row per sandbox, counted once; never past its total; on
+`resume` too. Time is a forced clock; progress is forced events; nothing waits."""
 
 from __future__ import annotations
 
 import io
+import json
 
+import pytest
 from rich.console import Console
 
-from lero.app.console import Asker, EstimatedTimeRemaining, RichUI
+from lero.app.console import Asker, EstimatedTimeRemaining, RichUI, run_eta
 from lero.app.desk import ExperimentDesk, estimated_steps_per_s, training_estimate
 
 
@@ -20,9 +22,12 @@ class Clock:
         return self.now
 
 
+def task(ui: RichUI, key: str):
+    return next(t for t in ui.progress.tasks if t.id == ui.bars[key])
+
+
 def remaining(ui: RichUI) -> str:
-    run = next(t for t in ui.progress.tasks if t.id == ui.bars["run"])
-    return EstimatedTimeRemaining().render(run).plain
+    return EstimatedTimeRemaining().render(task(ui, "run")).plain
 
 
 def test_the_run_bar_counts_down_from_the_estimate_then_follows_measured_speed() -> None:
@@ -35,12 +40,79 @@ def test_the_run_bar_counts_down_from_the_estimate_then_follows_measured_speed()
         assert remaining(ui) == "~0:02:00"
         clock.now = 30.0
         assert remaining(ui) == "~0:01:30"  # counted down while the run designs, before any report
-        clock.now = 200.0
-        assert remaining(ui) == "~0:00:00"  # overdue: never negative
-        for now, done in ((210.0, 1000), (220.0, 3000)):  # the jobs report: 200 steps/s measured
+        clock.now = 60.0
+        ui.on_event({"type": "train_progress", "candidate_id": "0-0", "seed": 0, "done": 300, "total": 6000})
+        # 300 of 6000 measured (5%, half of MEASURED_FROM): speed = half 5 steps/s (300 in 60 s), half 50
+        assert remaining(ui) == f"~0:{int(5700 / 27.5) // 60:02d}:{int(5700 / 27.5) % 60:02d}"
+        clock.now = 120.0
+        ui.on_event({"type": "train_progress", "candidate_id": "0-0", "seed": 0, "done": 3000, "total": 6000})
+        assert remaining(ui) == "0:02:00"  # measured alone: 3000 steps in 120 s, 3000 left
+
+
+def test_a_burst_of_parallel_progress_does_not_swing_the_eta() -> None:
+    """Rich's windowed speed swung 0:00:01 -> 0:04:08 -> 0:01:30 as parallel jobs reported in
+    bursts between LLM pauses; the run's average speed moves only as much as it changes."""
+    clock = Clock()
+    ui = RichUI(console=Console(file=io.StringIO(), width=160), stdin=io.StringIO(), interactive=False,
+                generations=1, env_steps=100_000, clock=clock)
+    seen = []
+    with ui:
+        ui.estimate(100.0)
+        for now, done in ((100.0, 10_000), (101.0, 20_000), (300.0, 20_000), (301.0, 30_000)):
             clock.now = now
-            ui.on_event({"type": "train_progress", "candidate_id": "0-0", "seed": 0, "done": done, "total": 6000})
-        assert remaining(ui) == "0:00:15"  # (6000 - 3000) / 200: the measured speed took over
+            ui.on_event({"type": "train_progress", "candidate_id": "0-0", "seed": 0, "done": done, "total": 100_000})
+            seen.append(run_eta(100_000, task(ui, "run").completed, now, 100.0))
+        assert remaining(ui) == "0:11:42"  # 70,000 left at 30,000 / 301 s
+    # the ETA follows the run's average speed: it grows while nothing trains (the LLM's turn) and
+    # shrinks as steps come; a burst of 10,000 steps in one second (Rich's window: 10,000 steps/s,
+    # an ETA of 8 s) moves it from 900 s to 404 s, not to seconds
+    assert seen == pytest.approx([900.0, 404.0, 1200.0, 702.333], abs=0.01)
+    assert run_eta(100_000, 0, 0.0, None) is None
+
+
+def test_a_groups_sandbox_is_one_row_counted_once_and_the_bar_never_passes_its_total() -> None:
+    """Three seeds of a candidate train in one sandbox; its progress (their steps summed) comes
+    once per seed's job: one row, the run bar counts it once, and stops at its total though
+    the rollouts overshoot; the row goes when the sandbox's job ends, and the line says how
+    long the seed took."""
+    clock = Clock()
+    out = io.StringIO()
+    ui = RichUI(console=Console(file=out, width=160), stdin=io.StringIO(), interactive=False,
+                generations=1, env_steps=3000, clock=clock)
+    with ui:
+        for seed in (0, 1, 2):
+            ui.on_event({"type": "job", "event": "train_started", "kind": "train", "candidate_id": "0-0", "seed": seed})
+        assert task(ui, "queued").description == "3 training job(s) queued for a slot"
+        clock.now = 10.0
+        for done in (900, 3300):  # the group's 3 x 1100 steps: the rollouts overshoot the 3 x 1000 planned
+            for job in ("j0", "j1", "j2"):
+                ui.on_event({"type": "train_progress", "job_id": job, "kind": "train", "candidate_id": "0-0",
+                             "group": "j0", "group_of": 3, "done": done, "total": 3000})  # fmt: skip
+        assert set(ui.bars) == {"run", "job:j0"} and task(ui, "job:j0").description == "train 0-0 (3 seeds)"
+        assert "queued" not in ui.bars  # the 3 seeds got their sandbox
+        run = task(ui, "run")
+        assert (run.completed, run.total) == (3000, 3000)  # counted once, and never past the total
+        for job in ("j0", "j1", "j2"):
+            ui.on_event({"type": "job", "event": "job_finished", "job_id": job, "kind": "train",
+                         "candidate_id": "0-0", "status": "ok", "elapsed_s": 38.390651238666656})  # fmt: skip
+        assert set(ui.bars) == {"run"}  # the sandbox's row went with its job
+        ui.on_event({"type": "job", "event": "train_finished", "kind": "train", "candidate_id": "0-0", "seed": 0,
+                     "status": "ok", "fitness": -20.0, "elapsed_s": 38.390651238666656})  # fmt: skip
+    assert "train 0-0 seed 0: ok fitness -20.000 in 38.4 s" in out.getvalue()
+
+
+def test_resume_has_a_run_bar_from_the_steps_already_done(tmp_path, monkeypatch) -> None:
+    """`lero resume`'s bar: the run's whole budget, from the env steps its state already counts."""
+    from lero.app.cli import resume_ui
+    from lero.graph.configuration import RunSpec
+    from tests.app.test_report import make_run_dir
+
+    path = make_run_dir(tmp_path, "r", status="interrupted")
+    ui = resume_ui(path, Console(file=io.StringIO()))
+    planned = RunSpec.parse(json.loads((path / "spec.json").read_text())).budget()[1]
+    with ui:
+        run = task(ui, "run")
+        assert (run.total, run.completed) == (planned, json.loads((path / "state.json").read_text())["env_steps"])
 
 
 def test_lero_runs_estimate_is_the_chats(tmp_path, monkeypatch) -> None:
@@ -53,7 +125,8 @@ def test_lero_runs_estimate_is_the_chats(tmp_path, monkeypatch) -> None:
     desk = ExperimentDesk(Asker(Console(file=out, width=200), io.StringIO()),
                           base={"runs_dir": str(tmp_path), "steps": 3000, "generations": 2, "population": 2})
     assert "training time ≈ " in (chat := desk.estimate_cost())
-    jobs, per_job, env_steps, train_s = training_estimate(desk.spec, 400.0, 1600)
-    assert f"{jobs} training jobs" in chat and per_job == 3200 and f"= {env_steps:,} env steps" in chat and f"≈ {train_s / 60:.1f} min" in chat
+    cost = training_estimate(desk.spec, 400.0, 1600)
+    assert f"{cost.jobs} training jobs" in chat and cost.steps_per_job == 3200
+    assert f"; {cost.env_steps:,} env steps in all" in chat and f"≈ {cost.train_s / 60:.1f} min" in chat
     speed = estimated_steps_per_s(desk.spec)
-    assert abs(desk.spec.budget()[1] / speed - train_s) < 1e-9
+    assert abs(desk.spec.budget()[1] / speed - cost.train_s) < 1e-9

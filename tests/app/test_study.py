@@ -144,6 +144,12 @@ def test_study_of_a_candidate_file_then_resume(
     assert "close" in records["hrf"]["curves"] and "close" not in records["oef"]["curves"]
     md = (folder / "study.md").read_text()
     assert md.startswith("# Study tiny (completed)")
+    # one kind of return per comparison: the training curves are timed to a training-curve return
+    native_finals = [json.loads(p.read_text())["curves"]["return"][-1] for p in folder.glob("cells/mappo/native/seed-*.json")]
+    assert study["target_return"] == pytest.approx(np.mean(native_finals)) and "(training curves)" in study["target_source"]
+    assert "Two kinds of return, never compared with each other" in md
+    assert '{"' not in md and "`{" not in md  # no raw JSON in the prose
+    assert "Candidate: the file `" in md and "Environment: `simple_spread` (N 3, num_agent_neighbors 1" in md
     # warned once at the top and once in the terminal; per-seed values instead of intervals
     assert md.index("> **warning: 2 seeds per arm") < md.index("## mappo") and md.count("warning:") == 1
     assert out.count("warning: 2 seeds per arm") == 1 and "p=" not in out

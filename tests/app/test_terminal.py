@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.terminal import Terminal
+from tests.support.ui_server import UIServer
 
 FAST = {"eval_episodes": 8, "max_parallel": 1, "hparams": {"n_envs": 8, "rollout_len": 25, "epochs": 1}}
 RUN = ["run", "--config", "fast.json", "--steps", "400", "--seeds", "1", "--llm", "offline", "--sandbox", "process"]
@@ -94,3 +95,53 @@ def test_piped_output_is_one_plain_line_per_finished_job_and_generation(tmp_path
     assert not [line for line in lines if re.search(r"\w+=\S", line)]  # run_finished status=..., reflection chars=...
     finished = [line for line in lines if re.fullmatch(r"train (baseline|0-[01]) seed 0: ok fitness -?\d+\.\d+", line)]
     assert len(finished) == 3 and sum(line.startswith("generation 0 done: ") for line in lines) == 1
+
+
+@pytest.mark.slow
+def test_the_confirmed_verdict_heads_the_summary_runs_report_and_ui(tmp_path: Path, browser) -> None:
+    """A run with a (tiny) confirmation: the terminal's summary opens with the confirmed
+    verdict, `lero runs` at 80 columns has it in a column, `lero report` opens with it too, and
+    in Chromium the runs list has its column and the run page opens with it, the confirmation
+    above the job tables; the loop's numbers stay, labelled as on the selection episodes."""
+    (tmp_path / "fast.json").write_text(json.dumps(FAST))
+    term = Terminal([*RUN, "--generations", "1", "--population", "1", "--confirm-steps", "800", "--run-id", "c"],
+                    tmp_path)  # fmt: skip
+    assert term.wait() == 0, term.text[-3000:]
+    bars = [(int(done), int(total)) for done, total in re.findall(r"run \(env steps\)\D*?(\d+)/(\d+)", term.text)]
+    assert bars and all(done <= total for done, total in bars)  # the run bar never passes its total
+    assert bars[-1][1] == 5_600  # 2 loop trainings of 400 steps (seed 0), then 2 arms x 3 seeds x 800 confirming
+    summary = term.text[term.text.index("confirmed at 800 steps on held-out episodes: "):]
+    headline = summary.splitlines()[0]
+    assert re.fullmatch(r"confirmed at 800 steps on held-out episodes: 0-0 (better|worse) \(return (higher|lower)\), "
+                        r"return -?\d+\.\d{3} vs native -?\d+\.\d{3}, 3 seeds per arm: a pilot|confirmed at 800 steps "
+                        r"on held-out episodes: 0-0 no difference, .*", headline), headline  # fmt: skip
+    assert "run c (completed): the loop, on the selection episodes" in summary
+    word = headline.split("0-0 ")[1].split(" (")[0].split(",")[0]
+    listing = Terminal(["runs"], tmp_path, columns=80)
+    assert listing.wait() == 0
+    row = next(line for line in listing.text.splitlines() if line.startswith("c "))
+    assert row.split()[:6] == ["c", "completed", "1/1", "simple_spread", "mappo", "400"], listing.text
+    assert f" {word}* " in row, listing.text  # the same verdict, flagged as resting on fewer than 5 seeds
+    assert max(map(len, listing.text.splitlines())) <= 80
+    report = Terminal(["report", "c"], tmp_path)
+    assert report.wait() == 0
+    assert next(line for line in report.text.splitlines() if line.strip()) == headline
+    server = UIServer(tmp_path, "--llm", "offline")
+    try:
+        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        page.goto(server.url)
+        assert page.locator("#runs tr", has_text="c").locator("td.confirmed").inner_text() == f"{word}*"
+        page.click("#runs a:text-is('c')")
+        shown = page.locator("#headline")
+        assert shown.inner_text().startswith(headline) and shown.bounding_box()["y"] < 300  # at the top
+        top = page.evaluate("id => document.getElementById(id).getBoundingClientRect().top", "confirmation")
+        assert top < page.evaluate("document.getElementById('live-jobs').getBoundingClientRect().top")
+        assert "Fitness (the loop, on the selection episodes)" in page.content()
+        # where the time went: a loop step's seconds under "seconds", not under "sandboxes"
+        step = page.locator("#time tr.loop-step").first.locator("td").all_inner_texts()
+        assert step[0].startswith("loop: ") and step[2] == "" and re.fullmatch(r"\d+\.\d", step[3]), step
+        page.wait_for_function("document.getElementById('log').textContent.includes('elapsed_s=')")
+        log = page.locator("#log").inner_text()
+        assert re.search(r"elapsed_s=\d+\.\d\b", log) and not re.search(r"=-?\d+\.\d{4,}", log), log[-2000:]
+    finally:
+        server.close()

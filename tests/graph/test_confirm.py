@@ -105,8 +105,9 @@ def test_report_opens_with_the_verdict_at_both_budgets_and_json_has_its_statisti
     assert verdict["at_loop"]["metrics"]["return"]["verdict"] == "too few seeds"  # 1 loop seed
     assert verdict["steps_to_native"]["target"] is not None and len(verdict["steps_to_native"]["per_seed"]) == 3
     lines = (confirmed / "report.md").read_text().splitlines()
-    assert lines[2] == "## Does the winner still win at a longer budget?"
-    opening = "\n".join(lines[:14])
+    assert lines[2].startswith(f"**confirmed at 3,200 steps on held-out episodes: {best} ")  # the headline
+    assert lines[4] == "## Does the winner still win at a longer budget?"
+    opening = "\n".join(lines[:16])
     assert "at 1,600 steps return" in opening and "at 3,200 steps return" in opening
     assert "P(better than native)" in opening and "native's final training return" in opening
     assert "(range of 3 seeds [" in opening and "> **warning: 3 seeds per arm." in opening

@@ -40,6 +40,10 @@
   }
 
   const fmt = (x) => (typeof x === "number" ? x.toFixed(3) : x);
+  const seconds = (x) => (typeof x === "number" ? `${x.toFixed(1)} s` : x);
+  // an event field as a person reads it: seconds (`*_s`) to a tenth, other fractions to 3 digits
+  const field = (k, v) => (typeof v === "object" && v !== null ? JSON.stringify(v)
+    : typeof v === "number" && !Number.isInteger(v) ? (k.endsWith("_s") ? v.toFixed(1) : v.toFixed(3)) : v);
   const candidateLink = (cid) => `/runs/${encodeURIComponent(runId)}/candidates/${encodeURIComponent(cid)}`;
 
   function onEvent(e) {
@@ -53,7 +57,7 @@
       const running = name === "train_started";
       upsert("live-jobs", `${e.candidate_id}/${e.seed}`,
              [e.candidate_id, e.seed, running ? "training" : e.status + (e.cached ? " (cached)" : ""),
-              running ? null : fmt(e.fitness), running ? null : fmt(e.elapsed_s)],
+              running ? null : fmt(e.fitness), running ? null : seconds(e.elapsed_s)],
              candidateLink(e.candidate_id));
       const stage = document.querySelector(`#live-candidates tr[data-key="${CSS.escape(e.candidate_id)}"] td:nth-child(3)`);
       if (stage) stage.textContent = running ? "training" : "trained";
@@ -69,7 +73,7 @@
       const when = new Date(ts * 1000).toISOString().slice(11, 19);
       const fields = Object.entries(rest)
         .filter(([k]) => k !== "payload" && k !== "answer")
-        .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
+        .map(([k, v]) => `${k}=${field(k, v)}`).join(" ");
       log.appendChild(document.createTextNode(`${when} ${event} ${fields}\n`));
       while (log.childNodes.length > 300) log.removeChild(log.firstChild);
       log.scrollTop = log.scrollHeight;
