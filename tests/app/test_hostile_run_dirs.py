@@ -134,9 +134,9 @@ def test_compare_csv_escapes_run_text_that_a_spreadsheet_reads_as_a_formula(
     (run / "spec.json").write_text(json.dumps({**spec, "run_id": "@SUM(1)"}))
     code, _, err = lero(["compare", "formula", "alpha", "--out", "cmp"], capsys)
     assert code == 0, err
-    rows = list(csv.reader(io.StringIO((workdir / "cmp" / "compare.csv").read_text())))
-    assert rows[1][0] == "'@SUM(1)" and rows[1][8] == "'=HYPERLINK(\"http://x\")"
-    assert float(rows[1][7]) < 0 and rows[2][0] == "alpha"  # numbers (negative ones too) stay numbers
+    rows = list(csv.DictReader(io.StringIO((workdir / "cmp" / "compare.csv").read_text())))
+    assert rows[0]["run"] == "'@SUM(1)" and rows[0]["best_candidate"] == "'=HYPERLINK(\"http://x\")"
+    assert float(rows[0]["baseline_fitness"]) < 0 and rows[1]["run"] == "alpha"  # numbers (negative ones too) stay numbers
 
 
 def test_a_study_cell_planted_as_a_symlink_is_refused(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
