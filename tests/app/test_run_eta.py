@@ -1,4 +1,4 @@
-"""The run bar's ETA (issue 36, item 4): from the chat's cost estimate before the first
+"""The run bar's ETA: from the chat's cost estimate before the first
 progress report, then from the jobs' measured speed. Time is a forced clock; progress is
 forced events; nothing waits."""
 
