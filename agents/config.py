@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 DUMMY_API_KEY = "sk-no-key-needed"  # local OpenAI-compatible servers ignore the key
 OPENAI_URL = "https://api.openai.com/v1"
 MODEL_ENV = "LERO_MODEL"  # the model when no --model is given (else the server's first)
-# A CPU-served model answers a designer prompt in 10-120 s on 2 busy cores (issue 18); a
+# A CPU-served model answers a designer prompt in 10-120 s on 2 busy cores (docs/llm.md); a
 # slow request is not retried (the server would still be computing it), so the one wait is long.
 DEFAULT_TIMEOUT_S = 600.0
 REPLY_TOKENS = 1024  # max_tokens asked per reply; a whole module is 200-700 tokens

@@ -4,7 +4,7 @@
     python -m benchmarks.confirm_cost --designer-seeds 3 --json confirm_cost.json
     python -m benchmarks.confirm_cost --compare-fitness 3 --json fitness.json
 
-Cost (issue 34's targets: at most +75% wall time on a spec's first run, at most +40% when
+Cost (the confirmation's cost targets: at most +75% wall time on a spec's first run, at most +40% when
 native's confirmation seeds come from the shared cache), in one sitting, each in a fresh
 runs dir but the last: a default offline run with `--confirm-steps 0` (the reference), the
 same with the default confirmation (3x `--steps`, best candidate and native, 3 seeds: a
@@ -43,7 +43,7 @@ from lero.graph.configuration import RunSpec
 from lero.graph.runner import start_run
 from lero.graph.summary import load_run, summarize
 
-COST_FIRST_RUN = 1.75  # issue 34: a first run with confirmation, over one without
+COST_FIRST_RUN = 1.75  # the cost target: a first run with confirmation, over one without
 COST_NATIVE_CACHED = 1.40  # ... and a later one, native's seeds from the shared cache
 
 

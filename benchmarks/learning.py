@@ -32,7 +32,7 @@ import time
 import torch
 
 from lero.training import ALGOS, ENV_NAMES, TrainConfig, make_env, train
-from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
+from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES, EVAL_SEED
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -89,7 +89,7 @@ def env_only_steps_per_s(env_name: str, n_envs: int, env_kwargs: dict, seconds: 
 def random_policy_return(env_name: str, env_kwargs: dict, episodes: int = EVAL_EPISODES) -> float:
     """Mean per-agent native episode return of uniformly random valid actions (the floor)."""
     env = make_env(env_name, episodes, **env_kwargs)
-    env.reset(seed=12345)
+    env.reset(seed=EVAL_SEED)
     total = torch.zeros(episodes)
     for _ in range(env.max_steps):
         _, reward, _, _ = env.step(env.random_actions())

@@ -8,13 +8,13 @@ And does successive halving find as good a candidate with fewer env steps?
 `--compare-schedules N` runs, for designer seeds 0..N-1, the same offline run with
 `--schedule full` and `--schedule halving`, and compares their best fitness (a candidate
 that trained the whole budget, mean over the run's seeds) and the env steps each spent
-(issue 19: the same best fitness within the seeds' spread with <= 55% of the steps).
+(the target: the same best fitness within the seeds' spread with <= 55% of the steps).
 
 In one sitting: one in-process ``training.train`` of the run's env, algo and budget with the
 threads one sandbox job gets (the reference), then an offline ``lero run`` (default sandbox,
 default concurrency), then the reference again. The loop's rate is the run's training env
-steps over its wall-clock; the target is ``cores x`` the reference's training steps/s (the
-issue asks >= 0.8 of it). Where the rest goes comes from report.json's ``time``: the share of
+steps over its wall-clock; the ideal is ``cores x`` the reference's training steps/s (the
+target is >= 0.8 of it). Where the rest goes comes from report.json's ``time``: the share of
 the slots' seconds (wall x concurrent jobs) spent training, starting sandboxes, evaluating,
 and idle (the designer, gates and reflection run while slots wait). Then one baseline train
 job alone in the run's sandbox (its cost apart from concurrency), and as many bare
@@ -51,8 +51,8 @@ from lero.graph.summary import write_summary
 from lero.graph.trust import job_env
 from lero.sandbox.types import JOB_PROCESS_ENV, Job, Limits
 
-TARGET = 0.8  # issue 19: the loop reaches >= 0.8 x (cores x one in-process job)
-HALVING_TARGET = 0.55  # issue 19: halving's env steps over full's, at the same best fitness
+TARGET = 0.8  # the target: the loop reaches >= 0.8 x (cores x one in-process job)
+HALVING_TARGET = 0.55  # the target: halving's env steps over full's, at the same best fitness
 
 
 class QuietUI:

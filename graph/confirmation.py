@@ -3,7 +3,7 @@
 After the last generation the loop's winner(s) and native train again at a longer budget
 (`RunSpec.confirm_budget()`, default 3x `--steps`) on fresh seeds, and are measured on
 held-out episodes (`graph.nodes.confirm`). The seed ranges are disjoint from the loop's
-(`0..seeds-1`, selected on `sandbox.runner.EVAL_SEED`) and from `lero study`'s (`1000+`,
+(`0..seeds-1`, selected on `training.defaults.EVAL_SEED`) and from `lero study`'s (`1000+`,
 `100000+`, `200000+`), so a study of the run afterwards is an independent replication.
 
 `confirmation_block(rundir)` is report.json's `confirmation` (null when the run has none):

@@ -36,6 +36,7 @@ from lero.sandbox.oef_worker import (
 )
 from lero.sandbox.tracebacks import error_dict, raised_in_candidate, register_source
 from lero.sandbox.types import JOB_KINDS, Job
+from lero.training.defaults import EVAL_SEED
 
 POLICY_SUBDIR = "policy"
 CHECKPOINT_PREFIX = "step-"  # policy/step-<env steps>/: an interval checkpoint
@@ -51,7 +52,6 @@ VALIDATE_STEPS = 4
 # the batch cost 60-120.
 MAX_STEP_RATIO = 30.0
 TOO_SLOW = "TooSlow"  # a timing verdict: retried once here, never cached (sandbox.cache)
-EVAL_SEED = 12345
 # torch reports allocation failures under RLIMIT_AS as RuntimeError, not MemoryError
 OOM_MESSAGES = ("can't allocate memory", "not enough memory", "std::bad_alloc")
 

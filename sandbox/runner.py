@@ -69,7 +69,7 @@ def make_non_dumpable() -> None:
 
 def ignore_signals() -> None:
     """SIG_IGN for RUNNER_IGNORES: Python's SIGINT handler raised KeyboardInterrupt, which
-    ended the runner before it replaced a forged result.json (issue 16)."""
+    ended the runner before it replaced a forged result.json."""
     for number in RUNNER_IGNORES:
         signal.signal(number, signal.SIG_IGN)
 

@@ -129,7 +129,7 @@ class Job:
     eval_episodes: int = EVAL_EPISODES
     policy_dir: str | None = None
     # evaluate: the seed of the episodes measured; None = the selection episodes
-    # (jobs.EVAL_SEED). Studies set their own, disjoint, held-out range.
+    # (training.defaults.EVAL_SEED). Studies set their own, disjoint, held-out range.
     eval_seed: int | None = None
     # train: also save the learning policy every this many env steps, as
     # `policy/step-<n>/` beside the final weights (scored only by evaluate jobs)

@@ -94,7 +94,7 @@ def test_every_job_kind_follows_the_job_kind_recipe() -> None:
 
 
 MODE_OF_ROLE = {"structured": "designer"}  # Team fields that are a mode of another role
-MAX_ROLE_FILES = 5  # what a new LLM role may touch, its test apart (issue 33)
+MAX_ROLE_FILES = 5  # what a new LLM role may touch, its test apart
 
 
 def _graph_node_modules() -> set[str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from lero.training.defaults import EVAL_EPISODES
+from lero.training.defaults import EVAL_EPISODES, EVAL_SEED
 from lero.training.envs import make_env
 from lero.training.envs.task import RETURN
 from lero.training.hooks import ObservationEnhancer
@@ -21,7 +21,7 @@ def evaluate_episodes(
     env_kwargs: dict,
     enhance_observation: Callable[[torch.Tensor], torch.Tensor] | None = None,
     episodes: int = EVAL_EPISODES,
-    seed: int = 12345,
+    seed: int = EVAL_SEED,
     trace: EpisodeTrace | None = None,
 ) -> dict[str, torch.Tensor]:
     """The task's metrics (``env.task.metric_names``) of each of `episodes` episodes: [E] each.
@@ -92,7 +92,7 @@ def evaluate(
     env_kwargs: dict,
     enhance_observation: Callable[[torch.Tensor], torch.Tensor] | None = None,
     episodes: int = EVAL_EPISODES,
-    seed: int = 12345,
+    seed: int = EVAL_SEED,
 ) -> dict[str, float]:
     """The task's metrics averaged over `episodes` episodes (`evaluate_episodes`' means)."""
     values = evaluate_episodes(policy, env, env_kwargs, enhance_observation, episodes, seed)

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lero.app.study.spec import SELECTION_EVAL_SEED, StudySpec
+from lero.app.study.spec import StudySpec
 from lero.graph.configuration import RunSpec
 from lero.graph.rundir import RunDir
 from lero.graph.safefs import Confined
+from lero.training.defaults import EVAL_SEED
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class Plan:
             "steps": self.steps,
             "train_seeds": self.spec.train_seeds,
             "eval_seeds": self.spec.eval_seeds,
-            "selection_eval_seed": SELECTION_EVAL_SEED,
+            "selection_eval_seed": EVAL_SEED,
             "eval_episodes": self.spec.eval_episodes,
             "hparams": self.hparams,
             # keys only when used: a study without them resumes as before

@@ -2,7 +2,7 @@
 
 A study retrains one candidate's four variants (graph/study/variants.py) for a list of
 algorithms x fresh training seeds, and evaluates every policy on held-out episodes:
-evaluation seeds disjoint from the one the loop selected with (`sandbox.jobs.EVAL_SEED`).
+evaluation seeds disjoint from the one the loop selected with (`training.defaults.EVAL_SEED`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lero.app.study.variants import LOOP_ARM, VARIANTS, check_arm
 from lero.graph.configuration import DEFAULT_RUNS_DIR, MAX_EVAL_EPISODES, MAX_STEPS, validated
-from lero.sandbox.jobs import EVAL_SEED
-from lero.training.defaults import EVAL_EPISODES
+from lero.training.defaults import EVAL_EPISODES, EVAL_SEED
 
-SELECTION_EVAL_SEED = EVAL_SEED  # the episodes the loop selects candidates on
 FIRST_TRAIN_SEED = 1000  # the loop trains with seeds 0..seeds-1: studies use fresh ones
 FIRST_EVAL_SEED = 100_000  # held-out episodes: seed FIRST_EVAL_SEED + i for training seed i
 FIRST_VALIDATION_SEED = 200_000  # checkpoint selection episodes: seed FIRST_VALIDATION_SEED + i
@@ -87,12 +85,12 @@ class StudySpec(BaseModel):
     def eval_seeds(self) -> list[int]:
         """Held-out episodes per training seed; never the selection seed."""
         seeds = [FIRST_EVAL_SEED + i for i in range(self.seeds)]
-        assert SELECTION_EVAL_SEED not in seeds
+        assert EVAL_SEED not in seeds
         return seeds
 
     @property
     def validation_seeds(self) -> list[int]:
         """Episodes the best checkpoint is picked on: neither held out nor the selection seed."""
         seeds = [FIRST_VALIDATION_SEED + i for i in range(self.seeds)]
-        assert not set(seeds) & {SELECTION_EVAL_SEED, *self.eval_seeds}
+        assert not set(seeds) & {EVAL_SEED, *self.eval_seeds}
         return seeds

@@ -1,7 +1,8 @@
 """What a page parsed from a run directory, kept while the directory's files are unchanged.
 
 A lab shares one `lero ui` across people and tabs over hundreds of runs; parsing every run's
-events.jsonl and result.json files on each request made pages contend (issue 36, item 7).
+events.jsonl and result.json files on each request made pages contend under a lab's load
+(benchmarks.ui_load).
 A value is reused only while the run's *fingerprint* holds. The engine writes every run file
 but one by a temp file and a rename (graph.safefs.write_atomic), which gives the file a new
 inode and moves its folder's mtime; events.jsonl alone grows in place. So the fingerprint is
@@ -109,7 +110,7 @@ class Batched(Generic[Value]):
     """Concurrent requests for one blocking computation share it, and none is served from
     before it arrived: callers that arrive while a computation runs wait for the next one,
     started once the running one ends, and all of them get that. Under 20 clients the runs
-    list is built once per batch instead of once per request (issue 36, item 7). The batch
+    list is built once per batch instead of once per request. The batch
     runs in its own task, so a caller that leaves (a closed tab) stops no one else's."""
 
     def __init__(self, compute: Callable[[], Value]) -> None:
@@ -132,7 +133,7 @@ class BatchPage:
     """A page rendered once per batch of its data: the requests one `Batched` batch answers
     all get the same bytes. Under 20 clients with 100 runs, rendering the runs list for every
     request cost as much of the GIL as the batch it shared (2 ms each), and p99 stayed above
-    250 ms (issue 36, item 7). The page is rendered again for a new batch (compared by
+    250 ms. The page is rendered again for a new batch (compared by
     identity: a batch is one object, never mutated) or a new KEY (what else the page shows)."""
 
     def __init__(self) -> None:

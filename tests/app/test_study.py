@@ -16,10 +16,11 @@ from scipy import stats
 
 from lero.app.study import VARIANTS, StudySpec, variant_code
 from lero.app.study import stats as study_stats
-from lero.app.study.spec import DEFAULT_SEEDS, SELECTION_EVAL_SEED
+from lero.app.study.spec import DEFAULT_SEEDS
 from lero.graph.protocol import train_and_evaluate, train_and_evaluate_seeds
 from lero.sandbox import get_sandbox
 from lero.training import load_candidate, make_env
+from lero.training.defaults import EVAL_SEED
 from tests.support.cli import lero
 
 CANDIDATE = '''import torch
@@ -114,7 +115,7 @@ def test_study_of_a_candidate_file_then_resume(
     assert study["variants"] == list(VARIANTS) and study["algos"] == ["mappo"]
     assert study["metrics"] == list(make_env("simple_spread", 1).task.metric_names)
     assert len(study["train_seeds"]) == 2 and len(study["eval_seeds"]) == 2
-    assert SELECTION_EVAL_SEED not in study["eval_seeds"]
+    assert EVAL_SEED not in study["eval_seeds"]
     assert not set(study["eval_seeds"]) & set(study["train_seeds"])
     assert len(study["cells"]) == 4
     native = next(c for c in study["cells"] if c["variant"] == "native")
@@ -239,7 +240,7 @@ def test_evaluate_job_measures_the_held_out_episodes_it_is_given(tmp_path: Path)
     trained = sandbox.run_job(Job(kind="train", **common))
     assert trained.status == "ok"
     policy = load_policy(trained.policy_dir)
-    for eval_seed, episodes_seed in ((None, SELECTION_EVAL_SEED), (100_000, 100_000)):
+    for eval_seed, episodes_seed in ((None, EVAL_SEED), (100_000, 100_000)):
         job = Job(kind="evaluate", policy_dir=trained.policy_dir, eval_seed=eval_seed, **common)
         assert ("eval_seed" in job.config()) == (eval_seed is not None)
         result = sandbox.run_job(job)
@@ -559,7 +560,7 @@ def test_checkpoints_are_scored_on_validation_episodes_and_the_best_on_ten_times
     exported = json.loads(Path("ck.json").read_text())
     (task,) = exported["mpe2"].values()
     assert study["config"]["validation_seeds"] == [200_000, 200_001]
-    assert not set(study["config"]["validation_seeds"]) & {*study["eval_seeds"], SELECTION_EVAL_SEED}
+    assert not set(study["config"]["validation_seeds"]) & {*study["eval_seeds"], EVAL_SEED}
     env = study["config"]["env"]
     kwargs = {k: v for k, v in env.items() if k != "name"}
     for index, seed in enumerate(study["train_seeds"]):

@@ -23,7 +23,7 @@ from lero.graph.confirmation import confirm_seeds
 from lero.graph.protocol import train_and_evaluate
 from lero.graph.runner import resume_run, start_run
 from lero.sandbox import get_sandbox
-from lero.sandbox.jobs import EVAL_SEED
+from lero.training.defaults import EVAL_SEED
 from tests.graph.test_resume import QuietUI, kill_when, read_events
 
 HPARAMS = {"n_envs": 32, "rollout_len": 25, "epochs": 1}  # one iteration = 800 env steps

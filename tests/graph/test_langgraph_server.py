@@ -98,7 +98,7 @@ def test_langgraph_dev_runs_the_graph_through_an_interrupt_and_a_resume(server_u
 @pytest.mark.docker
 @pytest.mark.parametrize("server_url", ["docker"], indirect=True)
 def test_langgraph_dev_completes_a_docker_run_without_blocking_its_event_loop(sandbox_image, server_url, tmp_path):
-    """The issue's reproduction: a small offline run on the Docker sandbox, streamed through
+    """The reported failure, reproduced: a small offline run on the Docker sandbox, streamed through
     `runs.stream` to its end. Closing its context removes containers through Docker's socket,
     which the server refuses on its event loop (`BlockingError`) unless done off it."""
     client = get_sync_client(url=server_url)

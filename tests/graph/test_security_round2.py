@@ -1,5 +1,5 @@
 """Attack suite, round 2: a stored run, a server request or an LLM tool cannot reach past
-its boundary (issue 31).
+its boundary.
 
 A copied-in run directory plants a checkpoint blob naming `os.system`, or a spec naming
 a loopback listener as its LLM server or Ray cluster; a LangGraph-server request or the

@@ -97,7 +97,7 @@ def test_module_level_tricks_are_flagged(line: str, rule: str) -> None:
         ("torch.save(obs, 'x.pt')", "denied-attribute"),
         ("np.load('secrets.npy')", "denied-attribute"),
         ("obs.numpy().tofile('x')", "denied-attribute"),
-        ("np.ones(200_000_000, np.uint8).dump('junk.bin')", "denied-attribute"),  # issue 31
+        ("np.ones(200_000_000, np.uint8).dump('junk.bin')", "denied-attribute"),  # a 200 MB file left in the job directory
         ("obs.numpy().dumps()", "denied-attribute"),
         ("torch.profiler.profile()", "denied-attribute"),
         ("torch.onnx.export(obs, obs, 'm.onnx')", "denied-attribute"),

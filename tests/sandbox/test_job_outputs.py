@@ -1,4 +1,4 @@
-"""A kept train job directory holds only what lero reads back (issue 31).
+"""A kept train job directory holds only what lero reads back.
 
 A candidate that passed the static check once left 191 MB in `cache/jobs/<job>/` with status
 `ok`; successful job directories were kept whole and never pruned. Now a train job's

@@ -291,7 +291,7 @@ json.dump(forged, open('forged.json', 'w'))
 def leaky_sandbox(sandbox, monkeypatch):
     """The sandbox with a hole after the runner: the candidate's forged.json becomes result.json.
 
-    How the signal hole of issue 16 delivered a forgery; the host must still refuse it.
+    How a SIGINT that ended the runner early once delivered a forgery; the host must still refuse it.
     """
     launch = sandbox._launch_runner
 

@@ -1,4 +1,4 @@
-"""benchmarks.vs_benchmarl: BenchMARL's side trains at lero's settings (issue 35).
+"""benchmarks.vs_benchmarl: BenchMARL's side trains at lero's settings.
 
 BenchMARL's `on_policy_n_minibatch_iters` counts passes over the batch, each of all its
 minibatches; setting it to epochs x minibatches made BenchMARL take 15x lero's gradient

@@ -39,7 +39,7 @@ def test_same_seed_same_result(algo: str) -> None:
     assert other_seed.curves["return"] != first.curves["return"]
 
 
-# Learner results of commit a0800ac's code, before the throughput changes (issue 19): sum
+# Learner results of commit a0800ac's code, before the throughput changes: sum
 # of |weights| of the trained policy and the greedy evaluation return, one record per CPU
 # they were measured on (another CPU's kernels round otherwise, and training amplifies it).
 # The changes keep the maths: the result here must match one record, within the

@@ -26,7 +26,7 @@ from lero.training.envs.vmas_adapter import INSTALL_HINT, scenario_names
 
 vmas = pytest.importorskip("vmas")  # the reference: installed by the dev and vmas extras
 
-# scenario -> its arguments: the candidates for the LERO table, small
+# scenario -> its arguments: the candidates for the LERO table, small
 SCENARIOS = {
     "navigation": {"n_agents": 3},
     "balance": {"n_agents": 3},

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from lero.training import TrainConfig, make_env, train
+from lero.training.defaults import EVAL_SEED
 
 torch.set_num_threads(1)
 
@@ -23,7 +24,7 @@ BUDGETS = {
 }
 
 
-def random_policy_return(seed: int = 12345) -> float:
+def random_policy_return(seed: int = EVAL_SEED) -> float:
     """Mean per-agent native return of uniformly random actions on the evaluation episodes."""
     env = make_env("simple_spread", EVAL_EPISODES, N=1)
     env.reset(seed=seed)

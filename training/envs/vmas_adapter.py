@@ -63,7 +63,7 @@ MAX_SCENARIO_TEXT = 256
 ENTITY_STATE = {"pos": 2, "vel": 2, "rot": 1, "ang_vel": 1}
 STATE_DOCS = {"pos": "positions", "vel": "velocities", "rot": "rotations (rad)",
               "ang_vel": "angular velocities"}
-# What the LLM is told of the scenarios the issue names (VMAS's classes carry no docstrings)
+# What the LLM is told of these VMAS scenarios (VMAS's classes carry no docstrings)
 TASK_TEXTS = {
     "navigation": "Navigation: each agent must reach its own goal (a landmark) without colliding "
                   "with the others; agents sense each other only through a short-range lidar.",
