@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import tomllib
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from lero.graph.configuration import (
     APPROVE_MODES,
@@ -36,7 +36,7 @@ RUN_FLAGS = (
     "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
     "wall_clock_s", "exploit_fraction", "task", "offline_prior", "executor", "ray_address",
     "llm_timeout_s", "context_tokens", "max_parallel", "job_timeout_s", "schedule", "designer_seed", "design",
-    "confirm_steps", "confirm_top", "fitness", "disk_budget_mb",
+    "confirm_steps", "confirm_top", "fitness", "disk_budget_mb", "name",
 )  # fmt: skip
 
 
@@ -162,6 +162,27 @@ def _add_budget_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wall-clock-s", type=_positive_float, help="wall-clock budget in seconds")
 
 
+def _add_hparams(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hparam", dest="hparams", action="append", type=env_arg, default=[], metavar="KEY=VALUE",
+                   help="algorithm hyper-parameter, repeatable (e.g. lr=0.001 epochs=5); checked against the "
+                        "algorithm's typed hyper-parameters")  # fmt: skip
+
+
+def checked_hparams(algos: tuple[str, ...], base: dict[str, Any], given: list[tuple[str, object]]) -> dict[str, Any]:
+    """BASE (a config file's) with `--hparam` GIVEN over it, checked against every one of ALGOS'
+    typed hyper-parameters (`TrainConfig.algo_hparams`: known names, types, signs); a refused
+    one is a UsageError naming the flag. An unknown algorithm is left to the spec's own check."""
+    from lero.training import ALGOS, TrainConfig
+
+    hparams = {**base, **dict(given)}
+    for algo in (a for a in algos if a in ALGOS):
+        try:
+            TrainConfig(algo=algo, hparams=hparams)
+        except ValueError as error:
+            raise UsageError(f"--hparam: {error}") from None
+    return hparams
+
+
 def _add_env_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--env-arg",
@@ -207,6 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", type=Path, help="TOML or JSON file with RunSpec fields")
     run.add_argument("--env", help=f"environment: a name (lero.envs entry points included) or a PettingZoo package.module:factory (default {DEFAULT_ENV})")
     _add_env_args(run)
+    _add_hparams(run)
+    run.add_argument("--name", help="a label for the run, shown by runs, compare, legends and the web UI")
+    run.add_argument("--tag", dest="tags", action="append", default=[], metavar="TAG",
+                     help="a tag for the run, repeatable (letters, digits, _ . + -)")
     run.add_argument("--task", help="the task for the LLM in words (default: the env's own text)")
     run.add_argument("--algo", help=f"learning algorithm (default {DEFAULT_ALGO}; an unknown name lists the others)")
     run.add_argument("--generations", type=_positive_int, help=f"generations of the evolutionary loop (default {_default('generations')})")
@@ -269,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train one policy on the native reward (no LLM)")
     train.add_argument("--env", required=True, help="environment name or package.module:factory")
     _add_env_args(train)
+    _add_hparams(train)
     train.add_argument("--algo", required=True, help="learning algorithm")
     train.add_argument("--steps", required=True, type=_positive_int, help="joint env steps")
     train.add_argument("--seed", required=True, type=_non_negative_int, nargs="+",
@@ -335,6 +361,11 @@ def spec_fields(args: argparse.Namespace) -> dict:
     if fields.get("runs_dir") is not None:
         fields["runs_dir"] = str(fields["runs_dir"])
     fields.update(executor_fields(args))
+    if args.tags:
+        fields["tags"] = [*(fields.get("tags") or []), *args.tags]
+    if args.hparams:
+        fields["hparams"] = checked_hparams((fields.get("algo") or DEFAULT_ALGO,), fields.get("hparams") or {},
+                                            args.hparams)  # fmt: skip
     if args.env_args:
         base = fields.get("env_kwargs")
         if base is None:
@@ -398,6 +429,7 @@ def _add_study_parser(sub: argparse._SubParsersAction) -> None:
     study.add_argument("--env", help=f"environment (default: the run's, or {DEFAULT_ENV}); names a "
                        "package.module:factory env to confirm importing it")
     _add_env_args(study)
+    _add_hparams(study)
     study.add_argument("--eval-episodes", type=_positive_int, help="held-out episodes per evaluation seed")
     study.add_argument("--target-return", type=float, help="return for steps-to-reach (default: native's)")
     study.add_argument("--study-id", help="directory name (default: from the settings)")
@@ -466,4 +498,6 @@ def study_fields(args: argparse.Namespace) -> dict:
     if args.env_args:
         base = RunSpec.default_env_kwargs(args.env)
         fields["env_kwargs"] = {**(base or {}), **dict(args.env_args)}
+    if args.hparams:  # every studied algorithm's (which they are, the study knows: it checks them)
+        fields["hparams_every"] = dict(args.hparams)
     return {**fields, **executor_fields(args)}

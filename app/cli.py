@@ -24,6 +24,7 @@ from rich.markup import escape
 from lero.app.args import (
     UsageError,
     build_parser,
+    checked_hparams,
     llm_fields,
     llm_setting_fields,
     one_line,
@@ -333,7 +334,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     written = write_comparison(runs, out)
     rows, metrics = comparison_rows(runs)
     for row in rows:
-        shown = dict(zip(("run", "status", "env", "algo", "steps", "seeds", "generations", "confirmed", "loop baseline",
+        shown = dict(zip(("run", "name", "status", "env", "algo", "steps", "seeds", "generations", "confirmed", "loop baseline",
                           "loop best", "loop best fitness", "loop improvement"), cells(row, metrics), strict=False))  # fmt: skip
         console.print("; ".join(f"{k} {v}" for k, v in shown.items()), markup=False, highlight=False, soft_wrap=True)
     for kind, path in written.items():
@@ -360,9 +361,10 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     if len(set(seeds)) != len(seeds):
         raise UsageError(f"--seed values must differ, got {' '.join(map(str, seeds))}")
     env_kwargs = dict(args.env_args)
+    hparams = checked_hparams((args.algo,), {}, args.hparams)  # recorded in result.json's config
     cfgs = [
         TrainConfig(env=args.env, env_kwargs=env_kwargs, algo=args.algo, steps=args.steps, seed=seed,
-                    n_envs=args.n_envs, eval_episodes=args.eval_episodes, threads=args.threads)
+                    n_envs=args.n_envs, eval_episodes=args.eval_episodes, threads=args.threads, hparams=hparams)
         for seed in seeds
     ]  # fmt: skip
     make_env(args.env, 1, **env_kwargs)  # bad env kwargs (N=0, typos) fail before any output

@@ -16,7 +16,7 @@ from typing import Any
 from lero.app.named_run import open_named_run
 from lero.app.numbers import fmt_number
 from lero.app.report import curve_series, spread_text
-from lero.app.run_status import run_status
+from lero.app.run_status import run_label, run_status
 from lero.app.study.stats import MIN_INTERVAL_SEEDS
 from lero.graph.configuration import RunError
 from lero.graph.rundir import SPEC_FILE, RunDir
@@ -33,7 +33,7 @@ from lero.graph.summary import (
 
 MIN_RUNS, MAX_RUNS = 2, 12
 COMPARISONS_DIR = "comparisons"  # in the runs dir: comparisons/<name>/ (no run holds a spec.json there)
-COLUMNS = ("run", "status", "env", "algo", "steps per candidate", "seeds", "generations", "confirmed", "baseline fitness",
+COLUMNS = ("run", "name", "status", "env", "algo", "steps per candidate", "seeds", "generations", "confirmed", "baseline fitness",
            "best candidate", "best fitness", "improvement", "env steps", "wall s")  # fmt: skip
 _NAME = re.compile(r"[^A-Za-z0-9_.+-]+")
 
@@ -57,7 +57,7 @@ def comparison_row(run: RunFiles) -> dict[str, Any]:
     best = best_candidate(run)
     base, top = summary["baseline"]["fitness"], summary["best"]["fitness"]
     return {
-        "run": run.run_id, "status": shown["shown"],
+        "run": run.run_id, "name": run_label(run.spec) or None, "status": shown["shown"],
         "env": run.spec.get("env"), "algo": run.spec.get("algo"), "steps per candidate": run.spec.get("steps"),
         "seeds": run.spec.get("seeds"), "generations": shown["progress"],
         "confirmed": short_verdict(confirmed_return(run, summary), means=True),
@@ -107,7 +107,7 @@ def comparison_csv(rows: list[dict[str, Any]], metrics: list[str]) -> bytes:
     """compare.csv: the table's numbers, unformatted (one run per line)."""
     from lero.app.plots import Table
 
-    columns = ("run", "status", "env", "algo", "steps_per_candidate", "seeds", "generations", "confirmed", "baseline_fitness",
+    columns = ("run", "name", "status", "env", "algo", "steps_per_candidate", "seeds", "generations", "confirmed", "baseline_fitness",
                "best_candidate", "best_fitness", "improvement", "env_steps", "wall_s", *(f"best_{m}" for m in metrics))  # fmt: skip
     table = Table(columns)
     table.rows = [(*(row[c] for c in COLUMNS), *(row["metrics"].get(m) for m in metrics)) for row in rows]
@@ -121,7 +121,8 @@ def comparison_figure(runs: list[RunFiles]) -> dict[str, bytes] | None:
     series = []
     for run in runs:
         best = best_candidate(run)
-        if best is not None and (s := curve_series(f"{run.run_id} ({best.candidate_id})", best.result)) is not None:
+        legend = f"{run_label(run.spec) or run.run_id} ({best.candidate_id})" if best is not None else ""
+        if best is not None and (s := curve_series(legend, best.result)) is not None:
             series.append(s)
     return plot_learning_curves(series, "Best candidate of each run") if series else None
 

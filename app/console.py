@@ -119,7 +119,7 @@ RUNS_COLUMNS = ("id", "status", "gens", "env", "algo", "steps", "confirmed", "lo
 RUNS_RIGHT = {"gens", "steps", "loop"}
 RUNS_NOTE = ("confirmed: the winner against native on held-out episodes (* fewer than 5 seeds per arm); "
              "loop: the loop's best fitness, on the selection episodes")  # fmt: skip
-GIVE_WAY = {"status": 0, "env": 6}  # columns that narrow on a small terminal, in this order (0: to its longest word)
+GIVE_WAY = {"status": 0, "env": 6}  # narrowing on a small terminal, in this order (0: its longest word)
 
 
 def count_text(value: object) -> str:
@@ -132,16 +132,16 @@ def count_text(value: object) -> str:
     return str(value)
 
 
-def _runs_widths(cells: list[list[str]], width: int) -> list[int]:
+def _runs_widths(columns: tuple[str, ...], cells: list[list[str]], width: int) -> list[int]:
     """Each column's width for `lero runs` on a WIDTH-column terminal: its longest cell, and
     when the table is too wide status narrows (wrapped between words, never inside one: no
     "complet/ed"), then env (cut with "…"); the id and the numbers keep theirs."""
-    columns = [[name, *(row[i] for row in cells)] for i, name in enumerate(RUNS_COLUMNS)]
-    widths = [max(map(len, col)) for col in columns]
+    texts = [[name, *(row[i] for row in cells)] for i, name in enumerate(columns)]
+    widths = [max(map(len, col)) for col in texts]
     excess = sum(widths) + len(widths) - 1 - width  # one space between columns
     for name, floor in GIVE_WAY.items():
-        i = RUNS_COLUMNS.index(name)
-        floor = floor or max(len(word) for cell in columns[i] for word in cell.split() or [""])
+        i = columns.index(name)
+        floor = floor or max(len(word) for cell in texts[i] for word in cell.split() or [""])
         cut = max(min(excess, widths[i] - floor), 0)
         widths[i] -= cut
         excess -= cut
@@ -151,10 +151,12 @@ def _runs_widths(cells: list[list[str]], width: int) -> list[int]:
 def render_runs(rows: list[dict], console: Console) -> None:
     """`lero runs`: one line per run (rows from app.report.run_row), readable at 80 columns:
     the id never wraps or shortens (it is what people copy; a generated one starts with its
-    UTC start time), the numbers neither; env and status give way (`_runs_widths`). A run
-    that cannot be read is listed below the table with its reason."""
-    cells, styles, unreadable = [], [], []
+    UTC start time), the numbers neither; status and env give way (`_runs_widths`). A run's
+    --name and --tags go on a line of their own under its id. A run that cannot be read is
+    listed below the table with its reason."""
+    cells, styles, labels, unreadable = [], [], [], []
     for row in rows:
+        labels.append(row.get("label") or "")
         if row.get("error"):  # a run that cannot be read: its reason, not a traceback
             unreadable.append(row)
             cells.append([row["run_id"], row["status"], *("—",) * (len(RUNS_COLUMNS) - 2)])
@@ -165,11 +167,13 @@ def render_runs(rows: list[dict], console: Console) -> None:
                       fmt_number(row["best_fitness"])])  # fmt: skip
         styles.append("bold yellow" if row["needs_answer"] else "")
     table = Table(title="runs", box=box.SIMPLE_HEAD, show_edge=False, padding=0)  # the box parts columns by a space
-    for name, width in zip(RUNS_COLUMNS, _runs_widths(cells, console.width), strict=True):
+    for name, width in zip(RUNS_COLUMNS, _runs_widths(RUNS_COLUMNS, cells, console.width), strict=True):
         table.add_column(name, justify="right" if name in RUNS_RIGHT else "left", width=width,
                          no_wrap=name != "status", overflow="ellipsis")  # fmt: skip
-    for row, style in zip(cells, styles, strict=True):
+    for row, style, label in zip(cells, styles, labels, strict=True):  # Text: never read as markup
         table.add_row(row[0], Text(row[1], style=style), *row[2:])
+        if label:
+            table.add_row(Text(f"  {label}", style="dim", no_wrap=False, overflow="fold"), *("",) * (len(RUNS_COLUMNS) - 1))
     console.print(table)
     for row in unreadable:
         console.print(f"{row['run_id']}: {row['status']}: {row['error']}", markup=False, highlight=False)

@@ -124,9 +124,10 @@ def provenance_markdown(rundir: RunDir, spec: RunSpec) -> list[str]:
              f"- evaluation: {spec.eval_episodes} greedy episodes per seed (fitness); `lero eval` measures "
              "saved policies again on held-out episodes"]  # fmt: skip
     params = hyperparameters(spec)
-    lines += ["", f"Hyper-parameters of `{spec.algo}` (defaults with the run's overrides):", "",
+    lines += ["", f"Hyper-parameters of `{spec.algo}` (defaults with the run's overrides, marked *set*: "
+              "`--hparam KEY=VALUE` or the config file's `hparams`):", "",
               "| hyper-parameter | value |", "|---|---|"]  # fmt: skip
-    lines += [f"| `{name}` | {value} |" for name, value in params.items()]
+    lines += [f"| `{name}` | {value}{' *set*' if name in spec.hparams else ''} |" for name, value in params.items()]
     meanings = metric_meanings(spec)
     lines += ["", "Task metrics (from the env's own description):", ""]
     if meanings is None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lero.app.numbers import fmt_number
-from lero.app.run_status import run_status
+from lero.app.run_status import run_label, run_status
 from lero.graph.configuration import RUN_ID
 from lero.graph.lineage import lineage_markdown
 from lero.graph.rundir import SPEC_FILE, STATE_FILE, RunDir, UnsafeFile
@@ -427,6 +427,7 @@ def run_row(run_dir: str | Path | RunFiles) -> dict:
         "best_fitness": summary["best"]["fitness"],
         "baseline_fitness": summary["baseline"]["fitness"],
         "confirmed": short_verdict(confirmed_return(run, summary)),
+        "label": run_label(run.spec),
         "started_ts": run.state.get("started_ts"),
     }
 

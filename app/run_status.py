@@ -51,3 +51,11 @@ def run_status(run: RunFiles, status: str) -> dict[str, Any]:
         "generations": planned,
         "progress": f"{done}/{planned if planned is not None else '?'}",
     }
+
+
+def run_label(spec: dict[str, Any]) -> str:
+    """A run's name and tags as lists, compare and legends show them ("baseline-lr #ablation"),
+    "" when it has neither; what a stored spec.json holds, taken only when of the right types."""
+    name = spec.get("name") if isinstance(spec.get("name"), str) else ""
+    tags = [t for t in spec.get("tags") or [] if isinstance(t, str)] if isinstance(spec.get("tags"), list) else []
+    return " ".join([name, *(f"#{t}" for t in tags)]).strip()

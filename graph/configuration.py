@@ -42,6 +42,8 @@ LLM_SETTINGS = {"llm_timeout_s": "timeout_s", "context_tokens": "context_tokens"
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a safe path part
 CANDIDATE_ID = re.compile(r"^(\d+-\d+|baseline)$")  # `<generation>-<index>`, a safe path part
 _LLM = re.compile(r"^(offline|openai:\S.*)$")
+MAX_NAME, MAX_TAGS = 80, 8  # a run's --name length and --tag count
+TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,31}")
 
 
 def machine_cores() -> int:
@@ -160,6 +162,24 @@ class RunSpec(BaseModel):
                                       validate_default=True, ge=0, le=MAX_STEPS)
     confirm_top: int = Field(default=1, ge=1, le=16)  # candidates confirmed, best first
     fitness: Fitness = "final"  # auc: held-out return averaged over the curve's checkpoints
+    # a person's label for the run (lists, compare, legends): the id stays what identifies it
+    name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
+    tags: tuple[str, ...] = Field(default=(), max_length=MAX_TAGS)
+
+    @field_validator("name")
+    @classmethod
+    def _name_printable(cls, value: str | None) -> str | None:
+        if value is not None and (not value.isprintable() or value != value.strip()):
+            raise ValueError(f"name {value!r}: printable characters, no leading or trailing space")
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _tags_words(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [tag for tag in value if not TAG.fullmatch(tag)]
+        if bad:
+            raise ValueError(f"tag {bad[0]!r}: letters, digits and _ . + - (up to 32, a letter or digit first)")
+        return tuple(dict.fromkeys(value))
 
     @field_validator("env")
     @classmethod

@@ -139,12 +139,17 @@ def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
         loop_steps = None
     for variant in spec.variants:
         variant_code(code, variant)  # the candidate must split into its variants
-    from lero.training import ALGOS
+    from lero.training import ALGOS, TrainConfig
 
     unknown = [a for a in algos if a not in ALGOS]
     if unknown:
         raise RunError(f"unknown algorithm {unknown[0]!r}; choose from {', '.join(ALGOS)}")
-    hparams = {a: {**hparams.get(a, {}), **spec.hparams.get(a, {})} for a in algos}
+    hparams = {a: {**hparams.get(a, {}), **spec.hparams.get(a, {}), **spec.hparams_every} for a in algos}
+    for algo in algos:  # each against its algorithm's typed hyper-parameters, before any job
+        try:
+            TrainConfig(algo=algo, hparams=hparams[algo])
+        except ValueError as error:
+            raise RunError(f"hyper-parameters of {algo}: {error}") from None
     env_spec = RunSpec(env=env_name, env_kwargs=env_kwargs or {})  # names, bounds: the run's rules
     env = job_env(env_spec, confirm_env(env_name, confirm))
     arms = "" if spec.variants == VARIANTS else "-" + "_".join(spec.variants)

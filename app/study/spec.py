@@ -45,6 +45,7 @@ class StudySpec(BaseModel):
     eval_episodes: int = Field(default=EVAL_EPISODES, ge=1, le=MAX_EVAL_EPISODES)
     target_return: float | None = None  # None = native's mean held-out return
     hparams: dict[str, dict[str, Any]] = Field(default_factory=dict)  # algo -> overrides
+    hparams_every: dict[str, Any] = Field(default_factory=dict)  # --hparam: overrides of every studied algorithm
     sandbox: Literal["auto", "docker", "process"] | None = None  # None = the run's
     executor: Literal["local", "ray"] | None = None  # None = the run's (or local)
     ray_address: str | None = None  # None = the run's (a new local Ray instance without one)

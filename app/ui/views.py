@@ -24,7 +24,7 @@ from pygments.lexers import PythonLexer
 from lero.agents.types import code_digest
 from lero.app.approval_view import candidate_card
 from lero.app.report import llm_request_row, run_rows
-from lero.app.run_status import run_status, unanswered_question
+from lero.app.run_status import run_label, run_status, unanswered_question
 from lero.app.ui.cache import RunCache
 from lero.app.ui.charts import chart
 from lero.graph.configuration import RUN_ID
@@ -66,7 +66,7 @@ def _row(run: RunFiles) -> dict[str, Any]:
     summary = summarize(run)
     shown = run_status(run, summary["status"])
     return {
-        "confirmed": short_verdict(confirmed_return(run, summary)),
+        "confirmed": short_verdict(confirmed_return(run, summary)), "label": run_label(run.spec),
         "run_id": run.run_dir.name, "status": summary["status"], "shown": shown,
         "env": run.spec.get("env"), "algo": run.spec.get("algo"), "steps": run.spec.get("steps"),
         "best": summary["best"]["fitness"], "baseline": summary["baseline"]["fitness"],
@@ -118,7 +118,7 @@ def run_view(run: RunFiles) -> dict[str, Any]:
     summary = summarize(run)
     best = best_candidate(run)
     return {
-        "run_id": run.run_id, "summary": summary, "spec": run.spec, "state": run.state,
+        "run_id": run.run_id, "label": run_label(run.spec), "summary": summary, "spec": run.spec, "state": run.state,
         "status": summary["status"], "shown": run_status(run, summary["status"]), "best": best,
         "candidates": [{"id": c.candidate_id, "generation": c.generation, "status": c.status,
                         "fitness": c.fitness, "stopped_at": c.stopped_at} for c in run.candidates],

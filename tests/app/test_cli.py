@@ -298,3 +298,77 @@ def _actions(parser) -> list:
 def test_every_flag_has_help_text() -> None:
     bare = [f"{prog} {'/'.join(a.option_strings) or a.dest}" for prog, a in _actions(build_parser()) if not a.help]
     assert bare == []
+
+
+def test_hparam_overrides_are_checked_and_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--hparam KEY=VALUE` for run, train and study: checked against the algorithm's typed
+    hyper-parameters (a refused one is one line, exit 2, nothing written), in the run's spec and
+    marked in report.md's provenance; `lero train` records it in result.json's config."""
+    from lero.app.provenance import provenance_markdown
+    from lero.graph.rundir import RunDir
+    from tests.app.test_report import CANDIDATE_CODE
+
+    args = build_parser().parse_args(["run", "--algo", "vdn", "--hparam", "lr=0.001", "--hparam", "epochs=2"])
+    spec = RunSpec.parse(spec_fields(args))
+    assert spec.hparams == {"lr": 0.001, "epochs": 2}
+    (tmp_path / "r").mkdir()
+    rows = [line for line in provenance_markdown(RunDir(tmp_path / "r"), spec) if line.startswith("| `")]
+    assert "| `lr` | 0.001 *set* |" in rows and "| `epochs` | 2 *set* |" in rows and "| `gamma` | 0.9 |" in rows
+    (tmp_path / "cand.py").write_text(CANDIDATE_CODE)
+    runs = str(tmp_path / "runs")
+    for argv, said in ((["run", "--hparam", "lr=abc"], "--hparam: hparam lr must be a number, got 'abc'"),
+                       (["run", "--algo", "vdn", "--hparam", "clip_eps=0.1"], "unknown hparams for vdn: clip_eps"),
+                       (["train", "--env", "simple_spread", "--algo", "qmix", "--steps", "100", "--seed", "0",
+                         "--out", str(tmp_path / "t"), "--hparam", "epochs=-1"], "hparam epochs must be > 0"),
+                       (["study", "--candidate", str(tmp_path / "cand.py"), "--algos", "mappo,vdn", "--hparam",
+                         "clip_eps=0.1"], "hyper-parameters of vdn: unknown hparams for vdn: clip_eps")):  # fmt: skip
+        code, _, err = run_main([*argv, *(["--runs-dir", runs] if argv[0] != "train" else [])], capsys)
+        assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "t").exists() and not (tmp_path / "runs").exists()
+    code, _, err = run_main(["train", "--env", "simple_spread", "--algo", "vdn", "--steps", "200", "--seed", "0",
+                             "--n-envs", "8", "--eval-episodes", "2", "--out", str(tmp_path / "t"),
+                             "--hparam", "lr=0.0005"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert json.loads((tmp_path / "t" / "result.json").read_text())["config"]["hparams"] == {"lr": 0.0005}
+
+
+def test_a_runs_name_and_tags_are_shown_by_runs_compare_legends_and_the_ui(tmp_path: Path, capsys) -> None:
+    from lero.app.compare import comparison_figure, comparison_rows, load_runs
+    from lero.app.ui.views import list_runs, run_view
+    from lero.graph.summary import load_run
+
+    args = build_parser().parse_args(["run", "--name", "lr sweep", "--tag", "ablation", "--tag", "lr"])
+    spec = RunSpec.parse(spec_fields(args))
+    assert (spec.name, spec.tags) == ("lr sweep", ("ablation", "lr"))
+    code, _, err = run_main(["run", "--tag", "two words", "--runs-dir", str(tmp_path / "none")], capsys)
+    assert code == 2 and "tag 'two words'" in err and len(err.strip().splitlines()) == 1
+    named = make_run_dir(tmp_path, "20261204-061400-d4e5f6")
+    stored = json.loads((named / "spec.json").read_text())
+    (named / "spec.json").write_text(json.dumps({**stored, "name": "lr sweep [red]", "tags": ["ablation", "lr"]}))
+    make_run_dir(tmp_path, "plain")
+    out = io.StringIO()
+    assert main(["runs", "--runs-dir", str(tmp_path)], console=Console(file=out, width=80)) == 0
+    lines = out.getvalue().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("20261204-061400-d4e5f6"))
+    # under its id, as typed (never read as markup), wrapped in the id's column
+    assert " ".join(line.strip() for line in lines[at + 1:at + 3]) == "lr sweep [red] #ablation #lr"
+    assert max(map(len, lines)) <= 80
+    rows, _ = comparison_rows(load_runs(tmp_path, ["20261204-061400-d4e5f6", "plain"]))
+    assert [row["name"] for row in rows] == ["lr sweep [red] #ablation #lr", None]
+    legend = comparison_figure([load_run(named)])["csv"].decode()
+    assert "lr sweep [red] #ablation #lr (1-0)" in legend and "20261204-061400-d4e5f6" not in legend
+    listed = {row["run_id"]: row["label"] for row in list_runs(tmp_path)}
+    assert listed == {"20261204-061400-d4e5f6": "lr sweep [red] #ablation #lr", "plain": ""}
+    assert run_view(load_run(named))["label"] == "lr sweep [red] #ablation #lr"
+    from starlette.testclient import TestClient
+
+    from lero.agents import LLMConfig
+    from lero.app.ui.app import create_app
+
+    app = create_app(str(tmp_path), "t", 8765, LLMConfig.from_spec("offline"), cwd=tmp_path)
+    with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+        listing = client.get("/?token=t").text
+        page = client.get("/runs/20261204-061400-d4e5f6").text
+    app.state.workers.close()
+    assert '<td class="label">lr sweep [red] #ablation #lr</td>' in listing
+    assert '<span id="run-label" class="note">lr sweep [red] #ablation #lr</span>' in page

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lero.app.compare import comparison_csv, comparison_rows, load_runs
+from lero.app.compare import COLUMNS, comparison_csv, comparison_rows, load_runs
 from tests.app.test_figures import check_figure
 from tests.support.cli import lero
 from tests.support.ui_server import UIServer
@@ -84,7 +84,9 @@ def test_compare_page_picks_runs_and_shows_the_same_table_and_figure(workdir: Pa
         assert sorted(row[0] for row in texts) == ["alpha", "three"]  # in the list's order (newest first)
         for row in texts:
             report = _report(workdir, row[0])
-            assert row[9] == report["best"]["candidate_id"] and row[10].startswith(f"{report['best']['fitness']:.3f}")
+            shown = dict(zip(COLUMNS, row, strict=False))
+            assert shown["best candidate"] == report["best"]["candidate_id"]
+            assert shown["best fitness"].startswith(f"{report['best']['fitness']:.3f}") and shown["confirmed"] == "-"
         image = page.locator("#compare-curves")
         image.wait_for()
         page.wait_for_function("document.getElementById('compare-curves').complete")

@@ -64,9 +64,12 @@ def test_the_learning_curve_is_the_mean_over_seeds_with_a_band_and_the_greedy_ev
     band = curve_band([(r["curves"]["steps"], r["curves"]["return"]) for r in seeds])
     drawn = {(r["statistic"], float(r["steps"])): float(r["return"]) for r in rows
              if r["series"] == "baseline" and r["kind"] == TRAINING}  # fmt: skip
-    assert len(band["steps"]) > 1 and band["low"]
-    for key, name in (("mean", "mean"), ("ci_low", "low"), ("ci_high", "high")):
-        assert [drawn[(key, x)] for x in band["steps"]] == pytest.approx(band[name])
+    # 3 seeds, below MIN_INTERVAL_SEEDS: their mean and each seed's curve, no band (it would be a "CI" of 3 seeds)
+    assert len(band["steps"]) > 1 and band["low"] == [] and len(band["per_seed"]) == 3
+    assert [drawn[("mean", x)] for x in band["steps"]] == pytest.approx(band["mean"])
+    for s, curve in enumerate(band["per_seed"]):
+        assert [drawn[(f"seed {s}", x)] for x in band["steps"]] == pytest.approx(curve)
+    assert not {statistic for statistic, _ in drawn} & {"ci_low", "ci_high"}
     greedy = {r["statistic"]: float(r["return"]) for r in rows if r["series"] == "baseline" and r["kind"] == GREEDY}
     assert greedy == pytest.approx({f"seed {s}": seeds[s]["fitness"] for s in range(3)}
                                    | {"mean": sum(r["fitness"] for r in seeds) / 3})  # fmt: skip
@@ -94,7 +97,7 @@ def test_report_md_says_what_the_run_was_made_with(run: Path, capsys: pytest.Cap
     assert "sandbox: process" in section
     hparams = PPOHparams(n_envs=8, rollout_len=25)  # the algorithm's defaults with the run's overrides
     for name, value in vars(hparams).items():
-        assert f"| `{name}` | {value} |" in section
+        assert f"| `{name}` | {value}{' *set*' if name in ('n_envs', 'rollout_len') else ''} |" in section
     for metric in task_spec("simple_spread").metrics:
         assert f"- `{metric.name}`: {metric.doc} (" in section
     recorded = json.loads((run / "provenance.json").read_text())

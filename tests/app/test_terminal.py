@@ -93,7 +93,8 @@ def test_piped_output_is_one_plain_line_per_finished_job_and_generation(tmp_path
     lines = done.stdout.splitlines()
     assert "\x1b[" not in done.stdout and not re.search(r"━ +\d+/", done.stdout)  # no escapes, no bars
     assert not [line for line in lines if re.search(r"\w+=\S", line)]  # run_finished status=..., reflection chars=...
-    finished = [line for line in lines if re.fullmatch(r"train (baseline|0-[01]) seed 0: ok fitness -?\d+\.\d+", line)]
+    finished = [line for line in lines
+                if re.fullmatch(r"train (baseline|0-[01]) seed 0: ok fitness -?\d+\.\d+ in \d+\.\d s", line)]
     assert len(finished) == 3 and sum(line.startswith("generation 0 done: ") for line in lines) == 1
 
 
