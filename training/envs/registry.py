@@ -129,8 +129,8 @@ def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
 
 def task_spec(name: str, **kwargs: Any) -> TaskSpec:
     """The task of env ``name``; a PettingZoo env is built once, in-process, to read it."""
-    if name in _ENVS:
-        return _ENVS[name][0].task
+    if name in _ENVS:  # one slot, built: a task's kwargs may change it (simple_spread's reward)
+        return _ENVS[name][0](_native_config(name, 1, kwargs)).task
     if is_vmas_name(name):
         return make_env(name, 1, **kwargs).task
     env = make_env(name, 1, **{**kwargs, "workers": 0})
