@@ -18,7 +18,8 @@ Rules (each `Violation.rule`):
 - `top-level`: a module-level statement other than a docstring, imports, function
   definitions and constant assignments.
 - `missing-function` / `signature`: `hybrid_reward` and `enhance_observation` must be
-  module-level functions with exactly one positional parameter.
+  module-level functions with exactly one positional parameter; the optional `potential`,
+  when defined, with exactly two (`FUNCTION_ARITY`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from dataclasses import dataclass
 MAX_SOURCE_CHARS = 32_000
 ALLOWED_IMPORTS = frozenset({"math", "numpy", "torch"})
 REQUIRED_FUNCTIONS = ("hybrid_reward", "enhance_observation")
+OPTIONAL_FUNCTIONS = ("potential",)  # the shaping potential Phi (training.shaping)
+FUNCTION_ARITY = {"hybrid_reward": 1, "enhance_observation": 1, "potential": 2}  # positional parameters
 
 FORBIDDEN_NAMES = frozenset(
     {
@@ -64,7 +67,8 @@ DENIED_ATTRIBUTES = frozenset(
 CANDIDATE_FILE = "candidate.py"  # the filename candidate code is compiled under: tracebacks name it
 
 CONTRACT_TEXT = """\
-Write ONE Python module that defines both functions below. Only `math`, `numpy` and
+Write ONE Python module that defines both functions below (and, optionally, a third:
+`potential`). Only `math`, `numpy` and
 `torch` may be imported. Module level may hold only a docstring, imports, function
 definitions and constant assignments. No file, network or OS access, no
 eval/exec/getattr/open, no dunder (`__x__`) or private (`_x`) attributes, no assigning
@@ -79,7 +83,19 @@ def hybrid_reward(ctx) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
 def enhance_observation(obs: torch.Tensor) -> torch.Tensor:
     \"\"\"obs: [M, D] local observations, one row per agent.
     Returns [M, D + k]; the first D columns must equal obs (augment, not replace).\"\"\"
+
+def potential(state: dict[str, torch.Tensor], obs: torch.Tensor) -> torch.Tensor:
+    \"\"\"Optional. Phi of ONE state: `state` the named world tensors (as ctx.state) and
+    `obs` [B, N, D] the local observations of that state. Returns Phi [B, N] float.\"\"\"
 ```
+
+Potential-based shaping (optional): when `potential` is defined, lero itself adds
+F = gamma * Phi(s') - Phi(s) to every agent's reward (after `hybrid_reward`), with
+Phi(s') = 0 when the episode reached a terminal state (truncation uses the true last
+state). Shaping of this form provably leaves the task's optimal policies unchanged
+(Ng, Harada & Russell 1999): a candidate whose `hybrid_reward` returns `ctx.env_reward`
+unchanged and shapes only through `potential` is policy-invariant. A good potential is
+higher closer to success (e.g. minus the distance to one's own goal).
 
 `ctx` (read-only, all tensors batched over B parallel envs and N agents):
 `ctx.obs` [B,N,D] local obs before the step, `ctx.next_obs` [B,N,D],
@@ -251,22 +267,17 @@ def _check_top_level(tree: ast.Module) -> list[Violation]:
 
 def _check_required_functions(tree: ast.Module) -> list[Violation]:
     functions = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, ast.FunctionDef)}
-    violations = []
-    for name in REQUIRED_FUNCTIONS:
-        fn = functions.get(name)
+    violations = [Violation("missing-function", 0, f"no module-level function '{name}'")
+                  for name in REQUIRED_FUNCTIONS if name not in functions]
+    for name in (*REQUIRED_FUNCTIONS, *OPTIONAL_FUNCTIONS):
+        fn, arity = functions.get(name), FUNCTION_ARITY[name]
         if fn is None:
-            violations.append(
-                Violation("missing-function", 0, f"no module-level function '{name}'")
-            )
             continue
         args = fn.args
         positional = len(args.posonlyargs) + len(args.args)
-        if positional != 1 or args.vararg or args.kwarg or args.kwonlyargs:
-            violations.append(
-                Violation(
-                    "signature", fn.lineno, f"'{name}' must take exactly one positional parameter"
-                )
-            )
+        if positional != arity or args.vararg or args.kwarg or args.kwonlyargs:
+            count = "one positional parameter" if arity == 1 else f"{arity} positional parameters"
+            violations.append(Violation("signature", fn.lineno, f"'{name}' must take exactly {count}"))
     return violations
 
 
