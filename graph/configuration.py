@@ -35,7 +35,9 @@ MIN_CONTEXT_TOKENS = 256  # a context window smaller than this cannot hold a rol
 CONFIRM_FACTOR = 3  # the confirmation trains at this many times --steps unless --confirm-steps says
 MIN_CONFIRM_SEEDS = 3  # fewer seeds give no verdict (app.study.stats.MIN_VERDICT_SEEDS)
 CONFIRM_STEPS_ENV = "LERO_CONFIRM_STEPS"  # the --confirm-steps default where the flag is not given
-Fitness = Literal["final", "auc"]  # graph.nodes.curve_fitness
+# final: held-out return; auc: graph.nodes.curve_fitness; success: the task's success metric on
+# the held-out episodes, return breaking ties (the default where the task's reward is sparse)
+Fitness = Literal["final", "auc", "success"]
 FITNESS_KINDS: tuple[str, ...] = get_args(Fitness)
 # RunSpec fields that are LLMConfig settings (`--llm-timeout`, `--context-tokens`, `--design`)
 LLM_SETTINGS = {"llm_timeout_s": "timeout_s", "context_tokens": "context_tokens", "design": "design"}
@@ -159,7 +161,7 @@ class RunSpec(BaseModel):
     confirm_steps: int | None = Field(default_factory=lambda: os.environ.get(CONFIRM_STEPS_ENV) or None,
                                       validate_default=True, ge=0, le=MAX_STEPS)
     confirm_top: int = Field(default=1, ge=1, le=16)  # candidates confirmed, best first
-    fitness: Fitness = "final"  # auc: held-out return averaged over the curve's checkpoints
+    fitness: Fitness | None = None  # None: `success` where the task marks its reward sparse, else `final`
 
     @field_validator("env")
     @classmethod
@@ -201,6 +203,16 @@ class RunSpec(BaseModel):
         if self.env_kwargs is None:
             self.env_kwargs = self.default_env_kwargs(self.env)
         _registry().check_kwargs(self.env, self.env_kwargs)  # names, types, bounds; nothing built
+        return self
+
+    @model_validator(mode="after")
+    def _default_fitness(self) -> RunSpec:
+        """Select on the task, never on the shaping: a sparse task's default is `success`.
+        Only a native env is read (a custom env's module is not imported to parse a spec)."""
+        if self.fitness is None:
+            registry = _registry()
+            sparse = registry.is_native(self.env) and registry.task_spec(self.env, **self.env_kwargs).sparse
+            self.fitness = "success" if sparse else "final"
         return self
 
     @staticmethod

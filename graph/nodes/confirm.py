@@ -41,7 +41,7 @@ def confirmed_arms(state: RunState, runtime: Runtime[RunContext]) -> list[dict[s
     evaluated = state.get("evaluated", [])
     scored = [r for r in evaluated if r["candidate_id"] != BASELINE_ID and r["fitness"] is not None
               and r.get("stopped_at") is None]  # fmt: skip
-    best = sorted(scored, key=rank_key(runtime.context.task.task_spec), reverse=True)[: spec.confirm_top]
+    best = sorted(scored, key=rank_key(runtime.context.task.task_spec, spec.fitness), reverse=True)[: spec.confirm_top]
     if not best:
         return []
     native = {"candidate_id": BASELINE_ID, "code": None,
