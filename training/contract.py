@@ -67,8 +67,7 @@ DENIED_ATTRIBUTES = frozenset(
 CANDIDATE_FILE = "candidate.py"  # the filename candidate code is compiled under: tracebacks name it
 
 CONTRACT_TEXT = """\
-Write ONE Python module that defines both functions below (and, optionally, a third:
-`potential`). Only `math`, `numpy` and
+Write ONE Python module that defines both functions below. Only `math`, `numpy` and
 `torch` may be imported. Module level may hold only a docstring, imports, function
 definitions and constant assignments. No file, network or OS access, no
 eval/exec/getattr/open, no dunder (`__x__`) or private (`_x`) attributes, no assigning
@@ -83,19 +82,7 @@ def hybrid_reward(ctx) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
 def enhance_observation(obs: torch.Tensor) -> torch.Tensor:
     \"\"\"obs: [M, D] local observations, one row per agent.
     Returns [M, D + k]; the first D columns must equal obs (augment, not replace).\"\"\"
-
-def potential(state: dict[str, torch.Tensor], obs: torch.Tensor) -> torch.Tensor:
-    \"\"\"Optional. Phi of ONE state: `state` the named world tensors (as ctx.state) and
-    `obs` [B, N, D] the local observations of that state. Returns Phi [B, N] float.\"\"\"
 ```
-
-Potential-based shaping (optional): when `potential` is defined, lero itself adds
-F = gamma * Phi(s') - Phi(s) to every agent's reward (after `hybrid_reward`), with
-Phi(s') = 0 when the episode reached a terminal state (truncation uses the true last
-state). Shaping of this form provably leaves the task's optimal policies unchanged
-(Ng, Harada & Russell 1999): a candidate whose `hybrid_reward` returns `ctx.env_reward`
-unchanged and shapes only through `potential` is policy-invariant. A good potential is
-higher closer to success (e.g. minus the distance to one's own goal).
 
 `ctx` (read-only, all tensors batched over B parallel envs and N agents):
 `ctx.obs` [B,N,D] local obs before the step, `ctx.next_obs` [B,N,D],
@@ -114,6 +101,28 @@ Both must return finite float32 tensors of the stated shapes and be fast (vector
 torch, no Python loops over the batch). HRF components are logged and summarised for
 reflection.
 """
+
+# The optional third function, offered where reward design needs it most (a sparse task's
+# prompt adds it: `contract_text`); the static check and the engine accept it everywhere.
+POTENTIAL_TEXT = """\
+Optionally a third function, a shaping potential (Ng, Harada & Russell 1999):
+
+```python
+def potential(state, obs) -> torch.Tensor:
+    \"\"\"Phi [B, N] (one value per agent) of ONE state: `state` its named world tensors
+    (as ctx.state), `obs` [B, N, D] its local observations.\"\"\"
+```
+
+lero adds F = gamma * Phi(s') - Phi(s) to every agent's reward (Phi = 0 after a terminal
+step), which leaves the task's optimal policies unchanged: a module whose hybrid_reward
+returns ctx.env_reward and that shapes only through `potential` is policy-invariant.
+Make Phi higher closer to success (e.g. minus the distance to the agent's own goal).
+"""
+
+
+def contract_text(potential: bool) -> str:
+    """The contract for a prompt; POTENTIAL: with the optional `potential` (a sparse task)."""
+    return CONTRACT_TEXT + ("\n" + POTENTIAL_TEXT if potential else "")
 
 
 @dataclass(frozen=True)

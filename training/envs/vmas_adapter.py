@@ -324,7 +324,7 @@ class VmasEnv(BatchedEnv):
                   for prefix, (count, whose) in who.items() for key, width in ENTITY_STATE.items()]
         pairings = ()
         if self._goals:
-            fields.append(StateField(GOAL_POS, f"[B, {N}, 2]", "each agent's own goal position, row i = agent i's"))
+            fields.append(StateField(GOAL_POS, "[B, N, 2]", "each agent's own goal position, row i = agent i's"))
             pairings = (Pairing(GOAL_POS, "agent i's own goal, the landmark it must reach"),)
         fields.append(StateField("step", "[B]", "step index within the episode (int64)"))
         info_metrics = tuple(
