@@ -20,8 +20,8 @@ from typing import Any
 
 import lero.app.study.stats as stats
 from lero.app.numbers import fmt_number
-from lero.app.provenance import native_metrics
-from lero.graph.confirmation import CURVE, seed_metrics
+from lero.app.provenance import native_task
+from lero.graph.confirmation import CURVE, LOOP_ARM, LOOP_ID, seed_metrics
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.summary import RunFiles, metric_names
 
@@ -69,11 +69,12 @@ def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None) -> dict[st
     if block is None:
         return None
     native = next((a for a in block["arms"] if a["candidate_id"] == BASELINE_ID), None)
+    loop = next((a for a in block["arms"] if a["candidate_id"] == LOOP_ID), None)  # native@loop
     loop_native = _loop_values(run.baseline)
     results = {c.candidate_id: c.result for c in run.candidates}
     verdict = {}
     for arm in block["arms"]:
-        if arm["candidate_id"] == BASELINE_ID or native is None:
+        if arm["candidate_id"] in (BASELINE_ID, LOOP_ID) or native is None:
             continue
         loop_arm = _loop_values(results.get(arm["candidate_id"]))
         names = metric_names(arm["per_seed"], native["per_seed"], loop_arm)
@@ -84,8 +85,13 @@ def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None) -> dict[st
                            "metrics": _compare(arm["per_seed"], native["per_seed"], names)},
             "steps_to_native": _steps_to_native(arm, native),
         }  # fmt: skip
-    metrics = native_metrics(run.spec.get("env"), run.spec.get("env_kwargs", {}))
-    return {**block, "verdict": verdict, "better": {m.name: m.better for m in metrics or ()}}
+        if loop is not None:
+            verdict[arm["candidate_id"]]["vs_loop"] = {
+                "steps": loop["steps"], "episodes": "held out (fresh seeds)",
+                "metrics": _compare(arm["per_seed"], loop["per_seed"], names)}  # fmt: skip
+    task = native_task(run.spec.get("env"), run.spec.get("env_kwargs", {}))
+    return {**block, "verdict": verdict, "better": {m.name: m.better for m in task.metrics} if task else {},
+            "success_metric": task.success_metric if task and run.spec.get("fitness") == "success" else "return"}
 
 
 def _value(row: dict[str, Any], side: str) -> str:
@@ -107,9 +113,11 @@ def _budget_sentence(budget: dict[str, Any], metric: str = "return") -> str:
 
 
 def verdict_sentences(confirmation: dict[str, Any] | None) -> list[str]:
-    """One line per confirmed candidate: return at both budgets, then sample efficiency."""
+    """One line per confirmed candidate: the fitness's metric (return, or the success
+    metric under `--fitness success`) at both budgets, then sample efficiency."""
     if not confirmation:
         return []
+    key = confirmation.get("success_metric", "return")
     lines = []
     for cid, v in confirmation["verdict"].items():
         reach = v["steps_to_native"]
@@ -120,8 +128,29 @@ def verdict_sentences(confirmation: dict[str, Any] | None) -> list[str]:
                      f"return {fmt_number(reach['target'])} within {confirmation['steps']:,} steps")  # fmt: skip
             if reach["mean_of_reached"] is not None:
                 speed += f", after {reach['mean_of_reached']:,.0f} on average"
-        lines.append(f"{cid}: {_budget_sentence(v['at_loop'])}; {_budget_sentence(v['at_confirm'])}. {speed}.")
+        lines.append(f"{cid}: {_budget_sentence(v['at_loop'], key)}; {_budget_sentence(v['at_confirm'], key)}. {speed}.")
     return lines
+
+
+def loop_sentence(cid: str, verdict: dict[str, Any], confirmation: dict[str, Any]) -> str | None:
+    """Does the loop pay for itself? One sentence: CID at the confirmation budget against
+    native@loop, trained with every env step the run spent (None: no native@loop arm)."""
+    versus = verdict.get("vs_loop")
+    if versus is None:
+        return None
+    key = confirmation.get("success_metric", "return")
+    row = versus["metrics"].get(key)
+    if row is None:
+        return f"Against {LOOP_ARM} ({versus['steps']:,} env steps: everything the run spent) {cid} has no {key} yet."
+    better = confirmation.get("better", {}).get(key, "higher")
+    worse = "lower" if better == "higher" else "higher"
+    outcome = {better: "beats native given all that compute: the loop pays for itself",
+               worse: "loses to native given all that compute: the loop does not pay for itself",
+               "no difference": "does not beat native given all that compute: the loop does not pay for itself",
+               "too few seeds": "has too few seeds for a verdict against native given all that compute"}[row["verdict"]]
+    return (f"Does the loop pay for itself? {cid} at {confirmation['steps']:,} env steps has {key} {_value(row, 'arm')} "
+            f"against {LOOP_ARM}'s {_value(row, 'native')} at {versus['steps']:,} (every env step the run spent), "
+            f"P(> {LOOP_ARM}) {_poi(row)}: it {outcome}.")  # fmt: skip
 
 
 def _table(cid: str, verdict: dict[str, Any], better: dict[str, str]) -> list[str]:
@@ -158,6 +187,8 @@ def confirmation_markdown(confirmation: dict[str, Any] | None) -> list[str]:
              "winner was picked on. Mean [95% bootstrap CI] over seeds; P(> native): probability of improvement "
              "[95% CI]; a verdict needs the CI to exclude 1/2 and 3 seeds per arm.", ""]  # fmt: skip
     lines += [f"- {line}" for line in verdict_sentences(confirmation)]
+    lines += [f"- {line}" for line in filter(None, (loop_sentence(cid, v, confirmation)
+                                                    for cid, v in confirmation["verdict"].items()))]
     for cid, verdict in confirmation["verdict"].items():
         lines += _table(cid, verdict, confirmation.get("better", {}))
     failed = {a["arm"]: a["failed"] for a in confirmation["arms"] if a["failed"]}

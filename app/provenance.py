@@ -24,7 +24,7 @@ from lero.graph.configuration import RunSpec
 from lero.graph.rundir import PROVENANCE_FILE, RunDir
 
 if TYPE_CHECKING:
-    from lero.training.envs.task import Metric
+    from lero.training.envs.task import Metric, TaskSpec
 
 SOURCE_DIR = Path(__file__).resolve().parents[1]  # the checkout lero runs from (a git work tree or not)
 UNKNOWN = "unknown"
@@ -91,19 +91,25 @@ def hyperparameters(spec: RunSpec) -> dict[str, Any]:
     return dataclasses.asdict(config.algo_hparams())
 
 
-def native_metrics(env: object, env_kwargs: object) -> tuple[Metric, ...] | None:
-    """ENV's own task metrics (its TaskSpec, the owner of what each means and which way is
-    better); None for an env that is not lero's own code (an installed plugin or a
-    `package.module:factory`: the host never runs a person's env code outside a sandbox job,
-    so no report builds it) or whose stored arguments it refuses."""
+def native_task(env: object, env_kwargs: object) -> TaskSpec | None:
+    """ENV's own TaskSpec (the owner of what each metric means, which way is better, which
+    says success and whether the reward is sparse); None for an env that is not lero's own
+    code (an installed plugin or a `package.module:factory`: the host never runs a person's
+    env code outside a sandbox job, so no report builds it) or whose stored arguments it refuses."""
     from lero.training.envs.registry import is_native, task_spec
 
     if not isinstance(env, str) or not isinstance(env_kwargs, dict) or not is_native(env):
         return None
     try:
-        return tuple(task_spec(env, **env_kwargs).metrics)
+        return task_spec(env, **env_kwargs)
     except (TypeError, ValueError):
         return None
+
+
+def native_metrics(env: object, env_kwargs: object) -> tuple[Metric, ...] | None:
+    """ENV's own task metrics (`native_task`); None where lero does not build ENV."""
+    task = native_task(env, env_kwargs)
+    return None if task is None else tuple(task.metrics)
 
 
 def metric_meanings(spec: RunSpec) -> dict[str, str] | None:

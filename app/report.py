@@ -214,9 +214,12 @@ def human_markdown(events: list[dict[str, Any]]) -> list[str]:
 def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str:
     """Human-readable report: comparison, generations, candidates, the best code."""
     from lero.app.confirmation import confirmation_markdown  # app.study's statistics load with it
-    from lero.app.provenance import provenance_markdown
+    from lero.app.provenance import native_task, provenance_markdown
+    from lero.app.shaping import shaping_markdown
 
     spec, best = run.spec, best_candidate(run)
+    task = native_task(spec.get("env"), spec.get("env_kwargs", {}))
+    success = task.success_metric if task else None  # the task's own success metric (lero's envs)
     lines = [f"# lero run `{summary['run_id']}`", "", *confirmation_markdown(summary.get("confirmation"))]
     shown = run_status(run, summary["status"])
     status = f"- status: **{shown['shown']}**"
@@ -231,7 +234,9 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         f"- algo: `{spec.get('algo', '?')}`, steps per candidate: {spec.get('steps', '?')}, "
         f"seeds: {spec.get('seeds', '?')}"
         + (", fitness: auc (held-out return averaged over the learning curve's checkpoints)"
-           if spec.get("fitness") == "auc" else ""),
+           if spec.get("fitness") == "auc" else "")
+        + (f", fitness: success (the task's {success} on the held-out episodes, return breaking ties)"
+           if spec.get("fitness") == "success" else ""),
         f"- generations: {spec.get('generations', '?')} x population {spec.get('population', '?')}"
         f", llm: `{spec.get('llm', '?')}`",
         f"- env steps: {summary['env_steps'] if summary['env_steps'] is not None else '—'}, "
@@ -257,7 +262,8 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         lines.append(f"| {label} | {spread_text(result)} | {cells} |")
     base_fit, best_fit = summary["baseline"]["fitness"], summary["best"]["fitness"]
     if is_number(base_fit) and is_number(best_fit):
-        lines += ["", f"Improvement over the baseline: {best_fit - base_fit:+.3f} return."]
+        lines += ["", f"Improvement over the baseline: {best_fit - base_fit:+.3f} "
+                      f"{success if spec.get('fitness') == 'success' else 'return'}."]
     lines += [
         "",
         "## Generations",
@@ -277,6 +283,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         trained = (c.result.get("trained_steps") or spec.get("steps")) if c.result.get("per_seed") else None
         shown = "—" if trained is None else f"{trained:,}" + (" (stopped by halving)" if c.stopped_at else "")
         lines.append(f"| `{c.candidate_id}` | {modes.get(c.candidate_id, '—')} | {c.status} | {spread_text(c.result)} | {shown} |")
+    lines += shaping_markdown(run, success)
     lines += human_markdown(run.events)
     lines += time_markdown(summary)
     lines += lineage_markdown(summary.get("lineage") or [])

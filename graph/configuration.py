@@ -42,7 +42,9 @@ FITNESS_KINDS: tuple[str, ...] = get_args(Fitness)
 # RunSpec fields that are LLMConfig settings (`--llm-timeout`, `--context-tokens`, `--design`)
 LLM_SETTINGS = {"llm_timeout_s": "timeout_s", "context_tokens": "context_tokens", "design": "design"}
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a safe path part
-CANDIDATE_ID = re.compile(r"^(\d+-\d+|baseline)$")  # `<generation>-<index>`, a safe path part
+# `<generation>-<index>`, or native (`baseline`, and `baseline-loop`: the confirmation's
+# native@loop arm); a safe path part
+CANDIDATE_ID = re.compile(r"^(\d+-\d+|baseline|baseline-loop)$")
 _LLM = re.compile(r"^(offline|openai:\S.*)$")
 
 
