@@ -53,3 +53,30 @@ def test_a_study_names_the_success_metric_where_it_is_not_the_return() -> None:
     assert _success_metric(env, ["return"]) is None  # not measured
     assert _success_metric({"name": "simple_spread", "reward": "sparse"}, ["return", "coverage"]) == "coverage"
     assert _success_metric({"name": "mypkg.envs:make"}, ["return"]) is None  # not lero's env: not built
+
+
+def study(env: dict, success: str | None, values: dict[str, tuple[list[float], list[float]]]) -> dict:
+    """A finished study's cells: arm -> (returns, success rates) over seeds."""
+    return {"study_id": env["name"], "config": {"env": env}, "success_metric": success,
+            "cells": [{"algo": "mappo", "variant": arm, "absolute": None,
+                       "per_seed": {"return": ret, **({success: rate} if success else {})}}
+                      for arm, (ret, rate) in values.items()]}
+
+
+def test_the_lero_table_gives_the_success_rate_of_sparse_tasks_beside_the_return() -> None:
+    from lero.app.study.combine import combine_studies, render_combined
+
+    navigation = study({"name": "vmas:navigation", "pos_shaping_factor": 0}, "success",
+                       {"native": ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]), "hrf+oef": ([-0.1, -0.2, 0.0], [0.5, 1.0, 0.75]),
+                        "native@loop": ([0.0, 0.0, 0.0], [0.0, 0.25, 0.0])})
+    spread = study({"name": "simple_spread", "reward": "sparse"}, "coverage",
+                   {"native": ([1.0, 2.0, 1.5], [0.0, 0.05, 0.0]), "hrf+oef": ([3.0, 2.5, 2.0], [0.2, 0.3, 0.1])})
+    dense = study({"name": "simple_spread"}, None, {"native": ([-20.0, -21.0], []), "hrf+oef": ([-19.0, -18.0], [])})
+    combined = combine_studies([navigation, spread, dense])
+    success = combined["success"]
+    assert len(combined["tasks"]) == 3 and len(success["tasks"]) == 2  # the dense task has no success rate
+    assert success["arms"]["mappo:hrf+oef"]["mean"] == pytest.approx((0.5 + 1.0 + 0.75 + 0.2 + 0.3 + 0.1) / 6)
+    assert success["improvement"]["mappo:hrf+oef"]["value"] == 1.0  # every seed beats native on both tasks
+    assert success["improvement"]["mappo:native@loop"]["versus"] == "mappo:native"
+    assert "Success rate (each task's own success metric" in render_combined(combined, [])
+    assert combine_studies([dense])["success"] is None
