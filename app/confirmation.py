@@ -186,6 +186,10 @@ def confirmation_markdown(confirmation: dict[str, Any] | None) -> list[str]:
              f"loop's {confirmation['loop_steps']:,} steps, the loop's own seeds on the selection episodes the "
              "winner was picked on. Mean [95% bootstrap CI] over seeds; P(> native): probability of improvement "
              "[95% CI]; a verdict needs the CI to exclude 1/2 and 3 seeds per arm.", ""]  # fmt: skip
+    loop = next((a for a in confirmation["arms"] if a["candidate_id"] == LOOP_ID), None)
+    if loop is not None:
+        lines[2] += (f" {LOOP_ARM} trained native at {loop['steps']:,} env steps, every step the run spent "
+                     "(the loop and the confirmation's other arms), on the same seeds and held-out episodes.")
     lines += [f"- {line}" for line in verdict_sentences(confirmation)]
     lines += [f"- {line}" for line in filter(None, (loop_sentence(cid, v, confirmation)
                                                     for cid, v in confirmation["verdict"].items()))]

@@ -59,4 +59,5 @@ def test_a_sparse_run_selects_on_success_and_confirms_against_native_at_the_loop
     markdown = (run_dir / "report.md").read_text()
     assert "fitness: success (the task's success on the held-out episodes" in markdown
     assert "Does the loop pay for itself?" in markdown and "against native@loop's" in markdown
+    assert f"native@loop trained native at {spent:,} env steps, every step the run spent" in markdown
     assert "`0-0`: policy-invariant (shapes only through its potential)" in markdown
