@@ -38,3 +38,16 @@ def test_success_fitness_reads_the_success_metric_and_return_breaks_ties() -> No
                {"candidate_id": "c", "fitness": 0.0, "eval": {"return": 0.0, "success": 0.0}}]
     ranked = sorted(records, key=rank_key(task, "success"), reverse=True)
     assert [r["candidate_id"] for r in ranked] == ["b", "a", "c"]  # native return only breaks ties
+
+
+def test_the_command_line_picks_the_default_and_takes_the_flag() -> None:
+    from lero.app.args import build_parser, spec_fields
+
+    def spec(*argv: str) -> RunSpec:
+        return RunSpec.parse(spec_fields(build_parser().parse_args(["run", *argv])))
+
+    sparse = ("--env", "vmas:navigation", "--env-arg", "n_agents=3", "--env-arg", "pos_shaping_factor=0")
+    assert spec(*sparse).fitness == "success"
+    assert spec(*sparse, "--fitness", "final").fitness == "final"
+    assert spec("--env-arg", "reward=sparse").fitness == "success"  # simple_spread, the default env
+    assert spec().fitness == "final"

@@ -98,6 +98,12 @@ def test_vmas_task_is_sparse_without_shaping_and_pairs_each_agent_with_its_goal(
     assert torch.equal(env.world()["goal_pos"], goals)
 
 
+def test_a_scenario_is_sparse_only_with_every_shaping_argument_off() -> None:
+    assert make_env("vmas:joint_passage", 1, pos_shaping_factor=0, rot_shaping_factor=0).task.sparse
+    assert not make_env("vmas:joint_passage", 1, pos_shaping_factor=0).task.sparse  # rotation still shaped
+    assert not make_env("vmas:balance", 1).task.sparse  # no shaping arguments declared: not marked
+
+
 def test_vmas_success_is_the_scenario_ending_the_episode_before_its_limit() -> None:
     env = make_env("vmas:navigation", 2, n_agents=2, pos_shaping_factor=0, max_steps=5)
     env.reset(seed=1)
