@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from lero.graph.schedule import Schedule, planned
+from lero.graph.schedule import Schedule, loop_env_steps, planned
 from lero.sandbox.types import JOB_WALL_S
 from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES, MAX_EVAL_EPISODES
 
@@ -212,10 +212,15 @@ class RunSpec(BaseModel):
         """Select on the task, never on the shaping: a sparse task's default is `success`.
         Only a native env is read (a custom env's module is not imported to parse a spec)."""
         if self.fitness is None:
-            registry = _registry()
-            sparse = registry.is_native(self.env) and registry.task_spec(self.env, **self.env_kwargs).sparse
-            self.fitness = "success" if sparse else "final"
+            self.fitness = "success" if self.sparse_task() else "final"
         return self
+
+    def sparse_task(self) -> bool:
+        """Whether the task marks its native reward sparse (its TaskSpec; only a native env is
+        read: a custom env's module is not imported to plan a run): its confirmation adds
+        native@loop."""
+        registry = _registry()
+        return registry.is_native(self.env) and registry.task_spec(self.env, **(self.env_kwargs or {})).sparse
 
     @staticmethod
     def default_env_kwargs(env: str | None = None) -> dict[str, Any]:
@@ -226,11 +231,17 @@ class RunSpec(BaseModel):
 
     def budget(self) -> tuple[int, int]:
         """(train jobs, env steps) the whole run plans: every generation's candidates at
-        this schedule, and the baseline once, for every seed; then the confirmation."""
+        this schedule, and the baseline once, for every seed; then the confirmation, and on a
+        sparse task its native@loop (every step before it, on each confirmation seed)."""
         jobs, steps = planned(self.steps, self.schedule, self.population)
         arms = (self.confirm_top + 1) * self.confirm_seeds if self.confirm_budget() else 0
-        return ((self.generations * jobs + 1) * self.seeds + arms,
-                (self.generations * steps + self.steps) * self.seeds + arms * self.confirm_budget())
+        selection = (self.generations * steps + self.steps) * self.seeds
+        spent = selection + arms * self.confirm_budget()
+        if arms and self.sparse_task():
+            loop = min(loop_env_steps(selection, self.confirm_budget(), self.confirm_seeds, self.confirm_top + 1),
+                       MAX_STEPS)
+            return (self.generations * jobs + 1) * self.seeds + arms + self.confirm_seeds, spent + self.confirm_seeds * loop
+        return (self.generations * jobs + 1) * self.seeds + arms, spent
 
     def confirm_budget(self) -> int:
         """Env steps of one confirmation training (0: the run confirms nothing)."""

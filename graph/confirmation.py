@@ -8,7 +8,7 @@ held-out episodes (`graph.nodes.confirm`). The seed ranges are disjoint from the
 
 A run whose task marks its reward sparse also trains `native@loop` (`LOOP_ARM`, saved
 under `LOOP_ID`): native with every env step the whole run spent (`loop_env_steps`: the
-selection loop's and the confirmation's other arms'), the arm `lero study` names the same
+selection loop's and the confirmation's other arms, `graph.schedule.loop_env_steps`), the arm `lero study` names the same
 way. Does the winner at its budget still beat native given all that compute?
 
 `confirmation_block(rundir)` is report.json's `confirmation` (null when the run has none):
@@ -27,13 +27,6 @@ FIRST_CONFIRM_EVAL_SEED = 300_000  # held-out episodes of training seed i: FIRST
 CURVE = "return"  # the training curve read for steps-to-reach (native per-agent return)
 LOOP_ARM = "native@loop"  # native trained with every env step the run spent (`lero study`'s arm too)
 LOOP_ID = "baseline-loop"  # the confirmation's native@loop arm: its files' id (configuration.CANDIDATE_ID)
-
-
-def loop_env_steps(selection_steps: int, confirm_steps: int = 0, confirm_seeds: int = 0, confirm_arms: int = 0) -> int:
-    """native@loop's budget: the env steps the selection loop trained (report.json's
-    `env_steps`, the baseline included) plus the confirmation's: CONFIRM_ARMS arms (not
-    native@loop itself) of CONFIRM_SEEDS seeds at CONFIRM_STEPS each."""
-    return selection_steps + confirm_steps * confirm_seeds * confirm_arms
 
 
 def arm_name(candidate_id: str) -> str:

@@ -26,11 +26,11 @@ from lero.app.study.report import write_study
 from lero.app.study.spec import StudySpec
 from lero.app.study.variants import LOOP_ARM, VARIANTS, step_multiple, variant_code
 from lero.graph.configuration import MAX_STEPS, RunError, RunSpec
-from lero.graph.confirmation import LOOP_ID, loop_env_steps
+from lero.graph.confirmation import LOOP_ID
 from lero.graph.protocol import cached_seeds, train_and_evaluate_seeds
 from lero.graph.rundir import CODE_FILE, STUDIES_DIR
 from lero.graph.safefs import write_atomic
-from lero.graph.schedule import jobs_beside_cache, sandbox_groups
+from lero.graph.schedule import jobs_beside_cache, loop_env_steps, sandbox_groups
 from lero.graph.summary import best_candidate, load_run, summarize
 from lero.training.defaults import DEFAULT_ALGO
 

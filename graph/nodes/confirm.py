@@ -24,12 +24,12 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from lero.graph.configuration import MAX_STEPS
-from lero.graph.confirmation import LOOP_ID, arm_name, confirm_seeds, loop_env_steps
+from lero.graph.confirmation import LOOP_ID, arm_name, confirm_seeds
 from lero.graph.context import RunContext
 from lero.graph.nodes.train import rank_key, seed_plan
 from lero.graph.protocol import cached_seeds, train_and_evaluate_seeds
 from lero.graph.rundir import BASELINE_ID
-from lero.graph.schedule import jobs_beside_cache
+from lero.graph.schedule import jobs_beside_cache, loop_env_steps
 from lero.graph.state import RunState
 from lero.sandbox.cache import ResultCache
 

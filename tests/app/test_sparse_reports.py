@@ -8,7 +8,8 @@ import pytest
 from lero.app.shaping import INVARIANT, shaped_without_success, shaping_kind
 from lero.app.study.execute import spent_env_steps
 from lero.app.study.report import _success_metric
-from lero.graph.confirmation import LOOP_ID, loop_env_steps
+from lero.graph.confirmation import LOOP_ID
+from lero.graph.schedule import loop_env_steps
 
 pytest.importorskip("vmas")
 

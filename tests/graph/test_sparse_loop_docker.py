@@ -15,8 +15,9 @@ import pytest
 
 from lero.app.hooks import app_front
 from lero.graph.configuration import RunSpec
-from lero.graph.confirmation import LOOP_ID, loop_env_steps
+from lero.graph.confirmation import LOOP_ID
 from lero.graph.runner import start_run
+from lero.graph.schedule import loop_env_steps
 from tests.graph.test_resume import QuietUI, read_events
 
 pytest.importorskip("vmas")

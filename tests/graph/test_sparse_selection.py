@@ -51,3 +51,12 @@ def test_the_command_line_picks_the_default_and_takes_the_flag() -> None:
     assert spec(*sparse, "--fitness", "final").fitness == "final"
     assert spec("--env-arg", "reward=sparse").fitness == "success"  # simple_spread, the default env
     assert spec().fitness == "final"
+
+
+def test_a_sparse_runs_budget_counts_native_at_loop() -> None:
+    fields = {"generations": 1, "population": 2, "steps": 1000, "seeds": 1, "confirm_steps": 3000}
+    dense = RunSpec.parse({**fields, "env": "vmas:navigation", "env_kwargs": {"n_agents": 2}})
+    sparse = RunSpec.parse({**fields, "env": "vmas:navigation", "env_kwargs": {"n_agents": 2, "pos_shaping_factor": 0}})
+    selection, confirmation = (2 + 1) * 1000, 2 * 3 * 3000  # candidates and baseline; 2 arms x 3 seeds
+    assert dense.budget() == (3 + 6, selection + confirmation)
+    assert sparse.budget() == (3 + 6 + 3, selection + confirmation + 3 * (selection + confirmation))
