@@ -1,7 +1,8 @@
 """The offline loop on a sparse VMAS task in Docker, cut down: navigation without its distance
 shaping selects on success, the prior shapes through each agent's own goal potential, and
 the confirmation trains native@loop with every env step the run spent; report.md says
-whether the winner pays for the loop and which candidates are policy-invariant.
+whether the winner pays for the loop and which candidates are policy-invariant, as does the
+run page.
 
 A loop of 1 generation x 2 candidates x 1 seed at 1600 env steps (20-step episodes), a
 confirmation at 1600 steps x 3 seeds (about 2 minutes on 2 cores)."""
@@ -12,8 +13,11 @@ import json
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
 
+from lero.agents import LLMConfig
 from lero.app.hooks import app_front
+from lero.app.ui.app import create_app
 from lero.graph.configuration import RunSpec
 from lero.graph.confirmation import LOOP_ID
 from lero.graph.runner import start_run
@@ -62,3 +66,9 @@ def test_a_sparse_run_selects_on_success_and_confirms_against_native_at_the_loop
     assert "Does the loop pay for itself?" in markdown and "against native@loop's" in markdown
     assert f"native@loop trained native at {spent:,} env steps, every step the run spent" in markdown
     assert "`0-0`: policy-invariant (shapes only through its potential)" in markdown
+
+    app = create_app(str(run_dir.parent), "t0ken", 8765, LLMConfig.from_spec("offline"))
+    with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+        page = client.get("/runs/sparse?token=t0ken").text
+    app.state.workers.close()
+    assert '<span class="shaping">policy-invariant</span>' in page  # the run page says it too
