@@ -7,9 +7,9 @@ held-out episodes (`graph.nodes.confirm`). The seed ranges are disjoint from the
 `100000+`, `200000+`), so a study of the run afterwards is an independent replication.
 
 A run whose task marks its reward sparse also trains `native@loop` (`LOOP_ARM`, saved
-under `LOOP_ID`): native with every env step the whole run spent (`loop_env_steps`: the
-selection loop's and the confirmation's other arms, `graph.schedule.loop_env_steps`), the arm `lero study` names the same
-way. Does the winner at its budget still beat native given all that compute?
+under `LOOP_ID`): native with every env step the whole run spent, the selection loop's and
+the confirmation's other arms' (`graph.schedule.loop_env_steps`), the arm `lero study`
+names the same way. Does the winner still beat native given all that compute?
 
 `confirmation_block(rundir)` is report.json's `confirmation` (null when the run has none):
 the raw per-seed values; the app adds the statistics (`app/confirmation.py`).

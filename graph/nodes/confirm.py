@@ -5,9 +5,9 @@ there and lose its edge later. After the last generation the `confirm_top` best 
 and native train again at `RunSpec.confirm_budget()` env steps (default 3x `--steps`) on
 fresh seeds (`graph.confirmation.confirm_seeds`: the run's seed count, at least 3), in the
 sandbox, through the same train-and-evaluate jobs and result cache as the loop, and are
-measured on held-out episodes. A sparse task's run adds native@loop (`graph.confirmation.LOOP_ARM`:
-native trained with every env step the run spent). Native's jobs run no candidate code, so their results are
-also kept in the runs dir's shared cache (`RunDir.shared_cache_dir`): a later run of the
+measured on held-out episodes; a sparse task's run adds native@loop
+(`graph.confirmation.LOOP_ARM`: native trained with every env step the run spent). Native's
+jobs run no candidate code, so their results are also kept in the runs dir's shared cache (`RunDir.shared_cache_dir`): a later run of the
 same task and budget reuses them.
 
 Each seed's result is written when its job ends (`confirm/<candidate_id>/seed-<n>.json`); a
@@ -102,7 +102,8 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     jobs = [(by_id[cid], indexes) for cid, indexes in jobs_beside_cache(
         {cid: missing[cid] for cid in by_id},
         {cid: cached_seeds(res.sandbox, **fields(a, missing[cid])) for cid, a in by_id.items()},
-        {cid: a.get("steps", steps) / steps for cid, a in by_id.items()}, list(range(len(seeds))), lambda lengths, indexes: seed_plan(spec, lengths, indexes),
+        {cid: a.get("steps", steps) / steps for cid, a in by_id.items()},  # native@loop's jobs are longer
+        list(range(len(seeds))), lambda lengths, indexes: seed_plan(spec, lengths, indexes),
     )]  # fmt: skip
 
     def run(arm: dict[str, Any], indexes: list[int]) -> None:

@@ -93,6 +93,7 @@ def test_vmas_task_is_sparse_without_shaping_and_pairs_each_agent_with_its_goal(
     assert not make_env(f"vmas:{scenario}", 1, **{k: v for k, v in kwargs.items() if k != "pos_shaping_factor"}
                         ).task.sparse
     assert [p.field for p in task.pairings] == ["goal_pos"]
+    assert "- `goal_pos`[:, i] belongs to agent i: agent i's own goal" in env.describe()  # a designer can say "my goal"
     env.reset(seed=0)
     goals = torch.stack([agent.goal.state.pos for agent in env.env.agents], dim=1)  # [B, N, 2]
     assert torch.equal(env.world()["goal_pos"], goals)

@@ -98,6 +98,8 @@ class TaskSpec:
 
     def world_lines(self, reward: str, max_steps: int, ends_when: str) -> list[str]:
         """The closing lines of a generic adapter's `describe()` (PettingZoo, VMAS), whose
-        world state is exactly `state_fields`: its reward, `ctx.state`, the episode's length."""
+        world state is exactly `state_fields`: its reward, `ctx.state` (and which entities are
+        each agent's own, where the task pairs them), the episode's length."""
+        own = ["Each agent's own entities:", self.pairing_text()] if self.pairings else []
         return [f"Reward: {reward}", "", "World state (ctx.state, training only, B parallel envs):",
-                self.state_text(), "", f"Episode: at most {max_steps} steps; it ends early when {ends_when}."]
+                self.state_text(), *own, "", f"Episode: at most {max_steps} steps; it ends early when {ends_when}."]
