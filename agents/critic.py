@@ -21,7 +21,7 @@ from lero.agents.offline.schema import design_schema, schema_errors
 from lero.agents.structured import OUTSIDE_SCHEMA, parse_object
 from lero.agents.templates import render
 from lero.agents.types import VERDICTS, Problem, Review, Verdict, code_digest
-from lero.training.contract import CONTRACT_TEXT, Violation
+from lero.training.contract import Violation, contract_text
 
 REJECT_RULES = frozenset({"dunder", "private-attribute", "denied-attribute", "reward-hacking"})
 HOSTILE_NAMES = (
@@ -89,12 +89,12 @@ class Critic:
         values = {"task": task.task, "env_description": task.env_description}
         fenced = f"```python\n{code.strip()}\n```"
         if not self.structured:
-            system = render("critic_system", contract=CONTRACT_TEXT, answer=render("critic_answer_text").strip())
+            system = render("critic_system", contract=contract_text(task.task_spec.sparse), answer=render("critic_answer_text").strip())
             return self.model.fit("critic", system, "critic_user", {**values, "code": code.strip()})
         answer = render("critic_answer_json").strip()
         design = design_object(task, code)
         if design is None:
-            system = render("critic_system", contract=CONTRACT_TEXT, answer=answer)
+            system = render("critic_system", contract=contract_text(task.task_spec.sparse), answer=answer)
             return self.model.fit("critic", system, "critic_structured_user", {**values, "candidate": fenced})
         system = render("critic_design_system", answer=answer)
         shown = f"Design (JSON), rendered by lero into the module:\n\n{json.dumps(design)}"

@@ -19,7 +19,7 @@ from lero.agents.offline.designer import sampled_module, without_genome
 from lero.agents.similarity import is_duplicate
 from lero.agents.templates import format_evolution, format_feedback, render
 from lero.agents.types import Draft, Elite, Problem, Review, request_slots
-from lero.training.contract import CONTRACT_TEXT
+from lero.training.contract import contract_text
 
 MAX_ELITES_IN_PROMPT = 2  # Markovian context: the best few, not the whole history
 EXTRA_ROUNDS = 1  # how often to ask again for candidates lost as duplicates
@@ -127,7 +127,7 @@ class Designer:
         try:
             prompt = self.model.fit(
                 "designer",
-                render("designer_system", contract=CONTRACT_TEXT),
+                render("designer_system", contract=contract_text(task.task_spec.sparse)),
                 "designer_revise",
                 {
                     "task": task.task,
@@ -175,7 +175,7 @@ class Designer:
             "feedback": format_feedback(feedback),
             "instruction": instruction,
         }
-        system = render("designer_system", contract=CONTRACT_TEXT)
+        system = render("designer_system", contract=contract_text(task.task_spec.sparse))
         if self.model is None:
             return fit("designer", system, "designer_user", values, None)
         return self.model.fit("designer", system, "designer_user", values)

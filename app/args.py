@@ -210,8 +210,10 @@ def _add_confirm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confirm-top", type=_positive_int, metavar="K",
                    help="confirm the K best candidates (default 1)")
     p.add_argument("--fitness", choices=FITNESS_KINDS,
-                   help="final: held-out return of the trained policy (default); auc: held-out return "
-                        "averaged over the learning curve's checkpoints (learning speed)")
+                   help="final: held-out return of the trained policy (default for a dense reward); auc: "
+                        "held-out return averaged over the learning curve's checkpoints (learning speed); "
+                        "success: the task's success metric on the held-out episodes, return breaking ties "
+                        "(default where the task's native reward is sparse)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,8 +22,8 @@ from typing import Any
 
 import lero.app.study.stats as stats
 from lero.app.numbers import fmt_number
-from lero.app.provenance import native_metrics
-from lero.graph.confirmation import CURVE, seed_metrics
+from lero.app.provenance import native_task
+from lero.graph.confirmation import CURVE, LOOP_ARM, LOOP_ID, seed_metrics
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.summary import RunFiles, metric_names
 from lero.training.envs.task import RETURN
@@ -72,16 +72,19 @@ def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None,
     if block is None:
         return None
     native = next((a for a in block["arms"] if a["candidate_id"] == BASELINE_ID), None)
+    loop = next((a for a in block["arms"] if a["candidate_id"] == LOOP_ID), None)  # native@loop
     loop_native = _loop_values(run.baseline)
     results = {c.candidate_id: c.result for c in run.candidates}
-    metrics = native_metrics(run.spec.get("env"))
-    better = {RETURN: "higher", **{m.name: m.better for m in metrics or ()}}  # every task's return: higher
+    task = native_task(run.spec.get("env"), run.spec.get("env_kwargs", {}))
+    better = {RETURN: "higher", **{m.name: m.better for m in task.metrics}} if task else {RETURN: "higher"}
+    success = task.success_metric if task and run.spec.get("fitness") == "success" else RETURN  # what selected
     verdict = {}
     for arm in block["arms"]:
-        if arm["candidate_id"] == BASELINE_ID or native is None:
+        if arm["candidate_id"] in (BASELINE_ID, LOOP_ID) or native is None:
             continue
         loop_arm = _loop_values(results.get(arm["candidate_id"]))
-        names = [m for m in metric_names(arm["per_seed"], native["per_seed"], loop_arm) if only is None or m in only]
+        names = [m for m in metric_names(arm["per_seed"], native["per_seed"], loop_arm)
+                 if only is None or m in only or m == success]
         verdict[arm["candidate_id"]] = {
             "at_loop": {"steps": block["loop_steps"], "episodes": "selection (the loop's seeds; the winner was picked on them)",
                         "metrics": compare_arms(loop_arm, loop_native, names, better)},
@@ -89,11 +92,16 @@ def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None,
                            "metrics": compare_arms(arm["per_seed"], native["per_seed"], names, better)},
             "steps_to_native": _steps_to_native(arm, native),
         }  # fmt: skip
-    return {**block, "verdict": verdict, "better": better}
+        if loop is not None:
+            verdict[arm["candidate_id"]]["vs_loop"] = {
+                "steps": loop["steps"], "episodes": "held out (fresh seeds)",
+                "metrics": compare_arms(arm["per_seed"], loop["per_seed"], names, better)}  # fmt: skip
+    return {**block, "verdict": verdict, "better": better, "success_metric": success}
 
 
 def confirmed_return(run: RunFiles, summary: dict[str, Any]) -> dict[str, Any] | None:
-    """The confirmation's verdict on `return` alone (what `headline` and `short_verdict` read):
+    """The confirmation's verdict on `return` (and the success metric a run selected on) alone
+    (what `headline` and `short_verdict` read):
     cheap enough for every row of `lero runs`, compare and the runs page. SUMMARY: summarize(RUN)."""
     return confirmation_verdict(run, summary.get("confirmation"), only=(RETURN,))
 
@@ -128,12 +136,13 @@ def fewest_seeds(confirmation: dict[str, Any]) -> int:
 UNCONFIRMED = "not confirmed (no confirmation stage ran): the loop's numbers are on the selection episodes"
 
 
-def headline(confirmation: dict[str, Any] | None, metric: str = "return") -> str:
+def headline(confirmation: dict[str, Any] | None, metric: str | None = None) -> str:
     """The confirmed verdict in one line, for the terminal's first line, `lero report` and the
     top of the run page: the winner against native on held-out episodes at the confirmation
     budget, with the small-sample caveat; UNCONFIRMED when nothing was confirmed."""
     if not confirmation or not confirmation["verdict"]:
         return UNCONFIRMED
+    metric = metric or confirmation.get("success_metric", RETURN)  # what the run selected on
     cid, verdict = next(iter(confirmation["verdict"].items()))
     row = verdict["at_confirm"]["metrics"].get(metric)
     if row is None:
@@ -145,12 +154,13 @@ def headline(confirmation: dict[str, Any] | None, metric: str = "return") -> str
             f"native {fmt_number(row['native']['mean'])}{caveat}")  # fmt: skip
 
 
-def short_verdict(confirmation: dict[str, Any] | None, metric: str = "return", means: bool = False) -> str:
+def short_verdict(confirmation: dict[str, Any] | None, metric: str | None = None, means: bool = False) -> str:
     """A table cell of the confirmed verdict (`lero runs`, compare, the runs list): "better",
     "worse", "no difference", "few seeds" (with `*` below WARN_SEEDS seeds per arm), or "-"
     when nothing was confirmed; MEANS adds both arms' means ("better* (-12.200 vs -15.069)")."""
     if not confirmation or not confirmation["verdict"]:
         return "-"
+    metric = metric or confirmation.get("success_metric", RETURN)
     row = next(iter(confirmation["verdict"].values()))["at_confirm"]["metrics"].get(metric)
     if row is None:
         return "-"
@@ -160,9 +170,11 @@ def short_verdict(confirmation: dict[str, Any] | None, metric: str = "return", m
 
 
 def verdict_sentences(confirmation: dict[str, Any] | None) -> list[str]:
-    """One line per confirmed candidate: return at both budgets, then sample efficiency."""
+    """One line per confirmed candidate: the fitness's metric (return, or the success
+    metric under `--fitness success`) at both budgets, then sample efficiency."""
     if not confirmation:
         return []
+    key = confirmation.get("success_metric", RETURN)
     lines = []
     for cid, v in confirmation["verdict"].items():
         reach = v["steps_to_native"]
@@ -174,9 +186,29 @@ def verdict_sentences(confirmation: dict[str, Any] | None) -> list[str]:
             if reach["mean_of_reached"] is not None:
                 speed += f", after {reach['mean_of_reached']:,.0f} on average"
         better = confirmation.get("better", {})
-        lines.append(f"{cid}: {_budget_sentence(v['at_loop'], better)} (selection episodes); "
-                     f"{_budget_sentence(v['at_confirm'], better)} (held-out episodes). {speed}.")
+        lines.append(f"{cid}: {_budget_sentence(v['at_loop'], better, key)} (selection episodes); "
+                     f"{_budget_sentence(v['at_confirm'], better, key)} (held-out episodes). {speed}.")
     return lines
+
+
+def loop_sentence(cid: str, verdict: dict[str, Any], confirmation: dict[str, Any]) -> str | None:
+    """Does the loop pay for itself? One sentence: CID at the confirmation budget against
+    native@loop, trained with every env step the run spent (None: no native@loop arm)."""
+    versus = verdict.get("vs_loop")
+    if versus is None:
+        return None
+    key = confirmation.get("success_metric", RETURN)
+    row = versus["metrics"].get(key)
+    if row is None:
+        return f"Against {LOOP_ARM} ({versus['steps']:,} env steps: everything the run spent) {cid} has no {key} yet."
+    outcome = {"better": "beats native given all that compute: the loop pays for itself",
+               "worse": "loses to native given all that compute: the loop does not pay for itself",
+               "no difference": "does not beat native given all that compute: the loop does not pay for itself",
+               "too few seeds": "has too few seeds for a verdict against native given all that compute"}[row["verdict"]]
+    return (f"Does the loop pay for itself? {cid} at {confirmation['steps']:,} env steps has {key} "
+            f"{stats.shown_spread(row['arm'])} against {LOOP_ARM}'s {stats.shown_spread(row['native'])} at "
+            f"{versus['steps']:,} (every env step the run spent), P(better than {LOOP_ARM}) "
+            f"{stats.shown_poi(row['poi'], _seeds(row))}: it {outcome}.")  # fmt: skip
 
 
 def _cells(verdict: dict[str, Any], better: dict[str, str]) -> dict[str, list[str]]:
@@ -232,9 +264,15 @@ def confirmation_markdown(confirmation: dict[str, Any] | None) -> list[str]:
              "the seeds' range, labelled so); P(better): the probability that a seed of the candidate beats "
              "one of native in the metric's own direction (fewer collisions are better), with its 95% CI; a "
              f"verdict needs that CI to exclude 1/2 and {stats.MIN_VERDICT_SEEDS} seeds per arm.", ""]  # fmt: skip
+    loop = next((a for a in confirmation["arms"] if a["candidate_id"] == LOOP_ID), None)
+    if loop is not None:
+        lines[2] += (f" {LOOP_ARM} trained native at {loop['steps']:,} env steps, every step the run spent "
+                     "(the loop and the confirmation's other arms), on the same seeds and held-out episodes.")
     if warning := stats.few_seeds_warning(fewest_seeds(confirmation)):
         lines += [f"> **{warning}**", ""]
     lines += [f"- {line}" for line in verdict_sentences(confirmation)]
+    lines += [f"- {line}" for line in filter(None, (loop_sentence(cid, v, confirmation)
+                                                    for cid, v in confirmation["verdict"].items()))]
     for cid, verdict in confirmation["verdict"].items():
         lines += _table(cid, verdict, confirmation.get("better", {}))
     failed = {a["arm"]: a["failed"] for a in confirmation["arms"] if a["failed"]}

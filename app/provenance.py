@@ -24,7 +24,7 @@ from lero.graph.configuration import RunSpec
 from lero.graph.rundir import PROVENANCE_FILE, RunDir
 
 if TYPE_CHECKING:
-    from lero.training.envs.task import Metric
+    from lero.training.envs.task import Metric, TaskSpec
 
 SOURCE_DIR = Path(__file__).resolve().parents[1]  # the checkout lero runs from (a git work tree or not)
 UNKNOWN = "unknown"
@@ -91,20 +91,31 @@ def hyperparameters(spec: RunSpec) -> dict[str, Any]:
     return dataclasses.asdict(config.algo_hparams())
 
 
-def native_metrics(env: object) -> tuple[Metric, ...] | None:
-    """ENV's own task metrics (its declared TaskSpec, the owner of what each means and which
-    way is better); None for an env whose task is known only once built (VMAS, a plugin, a
-    `package.module:factory`): no report or page builds an env, whatever its stored
-    arguments say (a copied spec's 2000 agents)."""
+def native_task(env: object, env_kwargs: object) -> TaskSpec | None:
+    """ENV's own TaskSpec (the owner of what each metric means, which way is better, which
+    says success and whether the reward is sparse) as the env declares it without being
+    built (`registry.declared_task`); None for an env whose task is known only once built
+    (VMAS, a plugin, a `package.module:factory`) or whose stored arguments it refuses: no
+    report or page builds an env, whatever its stored arguments say (a copied spec's 2000 agents)."""
     from lero.training.envs.registry import declared_task
 
-    task = declared_task(env) if isinstance(env, str) else None
-    return None if task is None else task.metrics
+    if not isinstance(env, str) or not isinstance(env_kwargs, dict):
+        return None
+    try:
+        return declared_task(env, env_kwargs)
+    except (TypeError, ValueError):
+        return None
+
+
+def native_metrics(env: object, env_kwargs: object = None) -> tuple[Metric, ...] | None:
+    """ENV's own task metrics (`native_task`; its default arguments where none are given)."""
+    task = native_task(env, {} if env_kwargs is None else env_kwargs)
+    return None if task is None else tuple(task.metrics)
 
 
 def metric_meanings(spec: RunSpec) -> dict[str, str] | None:
     """Each task metric's meaning and direction (`native_metrics`); None where not shown."""
-    metrics = native_metrics(spec.env)
+    metrics = native_metrics(spec.env, spec.env_kwargs)
     if metrics is None:
         return None
     return {m.name: f"{m.doc} ({m.better} is better)" for m in metrics}

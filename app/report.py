@@ -217,9 +217,12 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         confirmation_markdown,
         headline,
     )
-    from lero.app.provenance import provenance_markdown
+    from lero.app.provenance import native_task, provenance_markdown
+    from lero.app.shaping import shaping_markdown
 
     spec, best = run.spec, best_candidate(run)
+    task = native_task(spec.get("env"), spec.get("env_kwargs", {}))
+    success = task.success_metric if task else "success metric"  # the task's own (lero's envs)
     lines = [f"# lero run `{summary['run_id']}`", "", f"**{headline(summary.get('confirmation'))}**", "",
              *confirmation_markdown(summary.get("confirmation"))]  # fmt: skip
     shown = run_status(run, summary["status"])
@@ -235,7 +238,9 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         f"- algo: `{spec.get('algo', '?')}`, steps per candidate: {spec.get('steps', '?')}, "
         f"seeds: {spec.get('seeds', '?')}"
         + (", fitness: auc (held-out return averaged over the learning curve's checkpoints)"
-           if spec.get("fitness") == "auc" else ""),
+           if spec.get("fitness") == "auc" else "")
+        + (f", fitness: success (the task's {success} on the held-out episodes, return breaking ties)"
+           if spec.get("fitness") == "success" else ""),
         f"- generations: {spec.get('generations', '?')} x population {spec.get('population', '?')}"
         f", llm: `{spec.get('llm', '?')}`",
         f"- env steps: {summary['env_steps'] if summary['env_steps'] is not None else '—'}, "
@@ -261,7 +266,8 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         lines.append(f"| {label} | {spread_text(result)} | {cells} |")
     base_fit, best_fit = summary["baseline"]["fitness"], summary["best"]["fitness"]
     if is_number(base_fit) and is_number(best_fit):
-        lines += ["", f"Improvement over the baseline on the selection episodes: {best_fit - base_fit:+.3f} return."]
+        lines += ["", f"Improvement over the baseline on the selection episodes: {best_fit - base_fit:+.3f} "
+                      f"{success if spec.get('fitness') == 'success' else 'return'}."]
     lines += [
         "",
         "## Generations",
@@ -281,6 +287,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         trained = (c.result.get("trained_steps") or spec.get("steps")) if c.result.get("per_seed") else None
         shown = "—" if trained is None else f"{trained:,}" + (" (stopped by halving)" if c.stopped_at else "")
         lines.append(f"| `{c.candidate_id}` | {modes.get(c.candidate_id, '—')} | {c.status} | {spread_text(c.result)} | {shown} |")
+    lines += shaping_markdown(run, success)
     lines += human_markdown(run.events)
     lines += time_markdown(summary)
     lines += lineage_markdown(summary.get("lineage") or [])

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from lero.graph.schedule import Schedule, planned
+from lero.graph.schedule import Schedule, loop_env_steps, planned
 from lero.sandbox.types import JOB_WALL_S
 from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES, MAX_EVAL_EPISODES
 
@@ -35,12 +35,16 @@ MIN_CONTEXT_TOKENS = 256  # a context window smaller than this cannot hold a rol
 CONFIRM_FACTOR = 3  # the confirmation trains at this many times --steps unless --confirm-steps says
 MIN_CONFIRM_SEEDS = 3  # fewer seeds give no verdict (app.study.stats.MIN_VERDICT_SEEDS)
 CONFIRM_STEPS_ENV = "LERO_CONFIRM_STEPS"  # the --confirm-steps default where the flag is not given
-Fitness = Literal["final", "auc"]  # graph.nodes.curve_fitness
+# final: held-out return; auc: graph.nodes.curve_fitness; success: the task's success metric on
+# the held-out episodes, return breaking ties (the default where the task's reward is sparse)
+Fitness = Literal["final", "auc", "success"]
 FITNESS_KINDS: tuple[str, ...] = get_args(Fitness)
 # RunSpec fields that are LLMConfig settings (`--llm-timeout`, `--context-tokens`, `--design`)
 LLM_SETTINGS = {"llm_timeout_s": "timeout_s", "context_tokens": "context_tokens", "design": "design"}
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a safe path part
-CANDIDATE_ID = re.compile(r"^(\d+-\d+|baseline)$")  # `<generation>-<index>`, a safe path part
+# `<generation>-<index>`, or native (`baseline`, and `baseline-loop`: the confirmation's
+# native@loop arm); a safe path part
+CANDIDATE_ID = re.compile(r"^(\d+-\d+|baseline|baseline-loop)$")
 _LLM = re.compile(r"^(offline|openai:\S.*)$")
 MAX_NAME, MAX_TAGS = 80, 8  # a run's --name length and --tag count
 TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,31}")
@@ -161,7 +165,7 @@ class RunSpec(BaseModel):
     confirm_steps: int | None = Field(default_factory=lambda: os.environ.get(CONFIRM_STEPS_ENV) or None,
                                       validate_default=True, ge=0, le=MAX_STEPS)
     confirm_top: int = Field(default=1, ge=1, le=16)  # candidates confirmed, best first
-    fitness: Fitness = "final"  # auc: held-out return averaged over the curve's checkpoints
+    fitness: Fitness | None = None  # None: `success` where the task marks its reward sparse, else `final`
     # a person's label for the run (lists, compare, legends): the id stays what identifies it
     name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
     tags: tuple[str, ...] = Field(default=(), max_length=MAX_TAGS)
@@ -223,6 +227,20 @@ class RunSpec(BaseModel):
         _registry().check_kwargs(self.env, self.env_kwargs)  # names, types, bounds; nothing built
         return self
 
+    @model_validator(mode="after")
+    def _default_fitness(self) -> RunSpec:
+        """Select on the task, never on the shaping: a sparse task's default is `success`.
+        Only a native env is read (a custom env's module is not imported to parse a spec)."""
+        if self.fitness is None:
+            self.fitness = "success" if self.sparse_task() else "final"
+        return self
+
+    def sparse_task(self) -> bool:
+        """Whether the task marks its native reward sparse (its TaskSpec; only a native env is
+        read: a custom env's module is not imported to plan a run): its confirmation adds
+        native@loop."""
+        return _registry().declares_sparse(self.env, self.env_kwargs or {})
+
     @staticmethod
     def default_env_kwargs(env: str | None = None) -> dict[str, Any]:
         """The setting LERO runs `env` (default: the default env) with: its TaskSpec's
@@ -232,11 +250,17 @@ class RunSpec(BaseModel):
 
     def budget(self) -> tuple[int, int]:
         """(train jobs, env steps) the whole run plans: every generation's candidates at
-        this schedule, and the baseline once, for every seed; then the confirmation."""
+        this schedule, and the baseline once, for every seed; then the confirmation, and on a
+        sparse task its native@loop (every step before it, on each confirmation seed)."""
         jobs, steps = planned(self.steps, self.schedule, self.population)
         arms = (self.confirm_top + 1) * self.confirm_seeds if self.confirm_budget() else 0
-        return ((self.generations * jobs + 1) * self.seeds + arms,
-                (self.generations * steps + self.steps) * self.seeds + arms * self.confirm_budget())
+        selection = (self.generations * steps + self.steps) * self.seeds
+        spent = selection + arms * self.confirm_budget()
+        if arms and self.sparse_task():
+            loop = min(loop_env_steps(selection, self.confirm_budget(), self.confirm_seeds, self.confirm_top + 1),
+                       MAX_STEPS)
+            return (self.generations * jobs + 1) * self.seeds + arms + self.confirm_seeds, spent + self.confirm_seeds * loop
+        return (self.generations * jobs + 1) * self.seeds + arms, spent
 
     def confirm_budget(self) -> int:
         """Env steps of one confirmation training (0: the run confirms nothing)."""

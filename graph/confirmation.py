@@ -6,6 +6,11 @@ held-out episodes (`graph.nodes.confirm`). The seed ranges are disjoint from the
 (`0..seeds-1`, selected on `training.defaults.EVAL_SEED`) and from `lero study`'s (`1000+`,
 `100000+`, `200000+`), so a study of the run afterwards is an independent replication.
 
+A run whose task marks its reward sparse also trains `native@loop` (`LOOP_ARM`, saved
+under `LOOP_ID`): native with every env step the whole run spent, the selection loop's and
+the confirmation's other arms' (`graph.schedule.loop_env_steps`), the arm `lero study`
+names the same way. Does the winner still beat native given all that compute?
+
 `confirmation_block(rundir)` is report.json's `confirmation` (null when the run has none):
 the raw per-seed values; the app adds the statistics (`app/confirmation.py`).
 """
@@ -20,6 +25,13 @@ from lero.graph.rundir import BASELINE_ID, RunDir, UnsafeFile
 FIRST_CONFIRM_SEED = 3000  # training seeds FIRST_CONFIRM_SEED + i
 FIRST_CONFIRM_EVAL_SEED = 300_000  # held-out episodes of training seed i: FIRST_CONFIRM_EVAL_SEED + i
 CURVE = "return"  # the training curve read for steps-to-reach (native per-agent return)
+LOOP_ARM = "native@loop"  # native trained with every env step the run spent (`lero study`'s arm too)
+LOOP_ID = "baseline-loop"  # the confirmation's native@loop arm: its files' id (configuration.CANDIDATE_ID)
+
+
+def arm_name(candidate_id: str) -> str:
+    """How reports name a confirmation arm: native, native@loop, or the candidate's id."""
+    return {BASELINE_ID: "native", LOOP_ID: LOOP_ARM}.get(candidate_id, candidate_id)
 
 
 def confirm_seeds(count: int) -> tuple[list[int], list[int]]:
@@ -37,8 +49,9 @@ def _arm(rundir: RunDir, arm: dict[str, Any], seeds: list[int]) -> dict[str, Any
     records = {seed: rundir.read_confirm_seed(cid, seed) for seed in seeds}
     ok = [r for r in records.values() if r is not None and r.get("status") == "ok"]
     return {
-        "arm": "native" if cid == BASELINE_ID else cid,
+        "arm": arm_name(cid),
         "candidate_id": cid,
+        "steps": arm["steps"] if _number(arm.get("steps")) else None,  # None: the plan's `steps`
         "loop_fitness": arm.get("loop_fitness"),
         "seeds": [int(r["seed"]) for r in ok],
         "failed": {str(seed): r.get("status") for seed, r in records.items() if r is not None and r.get("status") != "ok"},
@@ -68,6 +81,7 @@ def confirmation_block(rundir: RunDir) -> dict[str, Any] | None:
     seeds = [int(s) for s in plan.get("seeds", []) if _number(s)]
     arms = [_arm(rundir, arm, seeds) for arm in plan.get("arms", []) if isinstance(arm, dict)]
     complete = bool(arms) and all(len(a["seeds"]) == len(seeds) for a in arms)
+    steps = plan.get("steps") if _number(plan.get("steps")) else None
     return {
         "status": "completed" if complete else "incomplete",
         "steps": plan.get("steps"),
@@ -75,6 +89,6 @@ def confirmation_block(rundir: RunDir) -> dict[str, Any] | None:
         "seeds": seeds,
         "eval_seeds": plan.get("eval_seeds"),
         "eval_episodes": plan.get("eval_episodes"),
-        "env_steps": plan.get("steps", 0) * sum(len(a["seeds"]) for a in arms) if _number(plan.get("steps")) else None,
+        "env_steps": sum((a["steps"] or steps) * len(a["seeds"]) for a in arms) if steps is not None else None,
         "arms": arms,
     }

@@ -40,6 +40,13 @@ def rung_steps(steps: int, schedule: str, rung: int) -> int:
     return rung_end(steps, schedule, rung) - (rung_end(steps, schedule, rung - 1) if rung else 0)
 
 
+def loop_env_steps(selection_steps: int, confirm_steps: int = 0, confirm_seeds: int = 0, confirm_arms: int = 0) -> int:
+    """native@loop's budget (`graph.confirmation.LOOP_ARM`): the env steps the selection loop
+    trained (report.json's `env_steps`, the baseline included) plus the confirmation's:
+    CONFIRM_ARMS arms (not native@loop itself) of CONFIRM_SEEDS seeds at CONFIRM_STEPS each."""
+    return selection_steps + confirm_steps * confirm_seeds * confirm_arms
+
+
 def planned(steps: int, schedule: str, candidates: int) -> tuple[int, int]:
     """(train jobs, env steps) per seed of a generation of CANDIDATES, all valid and
     promoted as planned."""

@@ -141,9 +141,16 @@ def metric_names(*evaluations: dict) -> list[str]:
 
 
 def best_candidate(run: RunFiles) -> CandidateRecord | None:
-    """Highest fitness among candidates that were trained (the whole budget) and evaluated."""
+    """Highest fitness among candidates that were trained (the whole budget) and evaluated;
+    under `--fitness success` the held-out return breaks ties, as in selection."""
     scored = [c for c in run.candidates if c.fitness is not None and c.stopped_at is None]
-    return max(scored, key=lambda c: c.fitness) if scored else None
+    ties = run.spec.get("fitness") == "success"
+    return max(scored, key=lambda c: (c.fitness, _tie(c) if ties else 0.0)) if scored else None
+
+
+def _tie(candidate: CandidateRecord) -> float:
+    value = (candidate.result.get("eval") or {}).get("return")
+    return float(value) if is_number(value) else -math.inf
 
 
 def _generation_rows(run: RunFiles) -> list[dict]:

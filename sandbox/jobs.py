@@ -182,9 +182,10 @@ def describe(job: Job, inside: Inside) -> dict[str, Any]:
 
 
 def validate(job: Job, inside: Inside) -> dict[str, Any]:
-    """Both hooks on real env batches: shapes, dtype, finiteness, OEF prefix, time per call."""
+    """The hooks on real env batches (the potential too, when defined): shapes, dtype,
+    finiteness, OEF prefix, time per call."""
     from lero.training import load_candidate, make_env
-    from lero.training.hooks import ObservationEnhancer, RewardShaper
+    from lero.training.hooks import ObservationEnhancer, PotentialCheck, RewardShaper
 
     hooks = load_candidate(job.code)
     missing = [
@@ -197,9 +198,10 @@ def validate(job: Job, inside: Inside) -> dict[str, Any]:
     env = make_env(job.env["name"], VALIDATE_ENVS, **job_env_kwargs(job))
     enhancer = ObservationEnhancer(hooks.enhance_observation, env.obs_dim)
     shaper = RewardShaper(hooks.hybrid_reward, env.task.metric_names)
-    seconds, enhanced, components = time_hooks(env, enhancer, shaper, job.seed)
+    potential = None if hooks.potential is None else PotentialCheck(hooks.potential)
+    seconds, enhanced, components = time_hooks(env, enhancer, shaper, job.seed, potential)
     if slowest_ratio(seconds)[1] > MAX_STEP_RATIO:  # machine noise: measure once more
-        again, enhanced, components = time_hooks(env, enhancer, shaper, job.seed)
+        again, enhanced, components = time_hooks(env, enhancer, shaper, job.seed, potential)
         seconds = {name: min(first, again[name]) for name, first in seconds.items()}
     hook, ratio = slowest_ratio(seconds)
     if ratio > MAX_STEP_RATIO:
@@ -224,14 +226,17 @@ def validate(job: Job, inside: Inside) -> dict[str, Any]:
     }
 
 
-def time_hooks(env: Any, enhancer: Any, shaper: Any, seed: int) -> tuple[dict[str, float], Any, dict]:
-    """Fastest of VALIDATE_STEPS calls of each hook and of the env's own step, in seconds."""
+def time_hooks(env: Any, enhancer: Any, shaper: Any, seed: int,
+               potential: Any = None) -> tuple[dict[str, float], Any, dict]:
+    """Fastest of VALIDATE_STEPS calls of each hook (POTENTIAL: on the state each step
+    reached, when the candidate defines one) and of the env's own step, in seconds."""
     import torch
 
     generator = torch.Generator().manual_seed(seed)
     obs = env.reset(seed=seed)  # [B, N, D]
     step = torch.zeros(env.n_envs, dtype=torch.long)  # [B]
-    seconds: dict[str, list[float]] = {"enhance_observation": [], "hybrid_reward": [], "env_step": []}
+    seconds: dict[str, list[float]] = {"enhance_observation": [], "hybrid_reward": [], "env_step": [],
+                                       **({"potential": []} if potential is not None else {})}
     for index in range(VALIDATE_STEPS):
         started = time.perf_counter()
         enhanced = enhancer(obs)  # [B, N, D + k]
@@ -243,6 +248,10 @@ def time_hooks(env: Any, enhancer: Any, shaper: Any, seed: int) -> tuple[dict[st
         started = time.perf_counter()
         _, components = shaper(obs, next_obs, actions, reward, env.world(), step, index / VALIDATE_STEPS)
         seconds["hybrid_reward"].append(time.perf_counter() - started)
+        if potential is not None:
+            started = time.perf_counter()
+            potential(env.world(), next_obs)  # Phi [B, N] of the state the slots are in now
+            seconds["potential"].append(time.perf_counter() - started)
         step = torch.where(done, 0, step + 1)
         obs = next_obs
     return {name: min(times) for name, times in seconds.items()}, enhanced, components
@@ -251,7 +260,7 @@ def time_hooks(env: Any, enhancer: Any, shaper: Any, seed: int) -> tuple[dict[st
 def slowest_ratio(seconds: dict[str, float]) -> tuple[str, float]:
     """The hook with the largest cost in env steps, and that cost."""
     step = max(seconds["env_step"], 1e-9)
-    hook = max(("enhance_observation", "hybrid_reward"), key=seconds.__getitem__)
+    hook = max((name for name in seconds if name != "env_step"), key=seconds.__getitem__)
     return hook, seconds[hook] / step
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 
-from lero.training.contract import CANDIDATE_FILE
+from lero.training.contract import CANDIDATE_FILE, OPTIONAL_FUNCTIONS, REQUIRED_FUNCTIONS
 from lero.training.hooks import Hooks
 
 
@@ -19,7 +19,7 @@ def load_candidate(source: str) -> Hooks:
     module = types.ModuleType("candidate")
     exec(compile(source, CANDIDATE_FILE, "exec"), module.__dict__)
     found = {}
-    for name in ("hybrid_reward", "enhance_observation"):
+    for name in (*REQUIRED_FUNCTIONS, *OPTIONAL_FUNCTIONS):
         fn = module.__dict__.get(name)
         if fn is not None and not callable(fn):
             raise ValueError(f"candidate defines {name} but it is not callable")

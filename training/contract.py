@@ -18,7 +18,8 @@ Rules (each `Violation.rule`):
 - `top-level`: a module-level statement other than a docstring, imports, function
   definitions and constant assignments.
 - `missing-function` / `signature`: `hybrid_reward` and `enhance_observation` must be
-  module-level functions with exactly one positional parameter.
+  module-level functions with exactly one positional parameter; the optional `potential`,
+  when defined, with exactly two (`FUNCTION_ARITY`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from dataclasses import dataclass
 MAX_SOURCE_CHARS = 32_000
 ALLOWED_IMPORTS = frozenset({"math", "numpy", "torch"})
 REQUIRED_FUNCTIONS = ("hybrid_reward", "enhance_observation")
+OPTIONAL_FUNCTIONS = ("potential",)  # the shaping potential Phi (training.shaping)
+FUNCTION_ARITY = {"hybrid_reward": 1, "enhance_observation": 1, "potential": 2}  # positional parameters
 
 FORBIDDEN_NAMES = frozenset(
     {
@@ -98,6 +101,28 @@ Both must return finite float32 tensors of the stated shapes and be fast (vector
 torch, no Python loops over the batch). HRF components are logged and summarised for
 reflection.
 """
+
+# The optional third function, offered where reward design needs it most (a sparse task's
+# prompt adds it: `contract_text`); the static check and the engine accept it everywhere.
+POTENTIAL_TEXT = """\
+Optionally a third function, a shaping potential (Ng, Harada & Russell 1999):
+
+```python
+def potential(state, obs) -> torch.Tensor:
+    \"\"\"Phi [B, N] (one value per agent) of ONE state: `state` its named world tensors
+    (as ctx.state), `obs` [B, N, D] its local observations.\"\"\"
+```
+
+lero adds F = gamma * Phi(s') - Phi(s) to every agent's reward (Phi = 0 after a terminal
+step), which leaves the task's optimal policies unchanged: a module whose hybrid_reward
+returns ctx.env_reward and that shapes only through `potential` is policy-invariant.
+Make Phi higher closer to success (e.g. minus the distance to the agent's own goal).
+"""
+
+
+def contract_text(potential: bool) -> str:
+    """The contract for a prompt; POTENTIAL: with the optional `potential` (a sparse task)."""
+    return CONTRACT_TEXT + ("\n" + POTENTIAL_TEXT if potential else "")
 
 
 @dataclass(frozen=True)
@@ -251,22 +276,17 @@ def _check_top_level(tree: ast.Module) -> list[Violation]:
 
 def _check_required_functions(tree: ast.Module) -> list[Violation]:
     functions = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, ast.FunctionDef)}
-    violations = []
-    for name in REQUIRED_FUNCTIONS:
-        fn = functions.get(name)
+    violations = [Violation("missing-function", 0, f"no module-level function '{name}'")
+                  for name in REQUIRED_FUNCTIONS if name not in functions]
+    for name in (*REQUIRED_FUNCTIONS, *OPTIONAL_FUNCTIONS):
+        fn, arity = functions.get(name), FUNCTION_ARITY[name]
         if fn is None:
-            violations.append(
-                Violation("missing-function", 0, f"no module-level function '{name}'")
-            )
             continue
         args = fn.args
         positional = len(args.posonlyargs) + len(args.args)
-        if positional != 1 or args.vararg or args.kwarg or args.kwonlyargs:
-            violations.append(
-                Violation(
-                    "signature", fn.lineno, f"'{name}' must take exactly one positional parameter"
-                )
-            )
+        if positional != arity or args.vararg or args.kwarg or args.kwonlyargs:
+            count = "one positional parameter" if arity == 1 else f"{arity} positional parameters"
+            violations.append(Violation("signature", fn.lineno, f"'{name}' must take exactly {count}"))
     return violations
 
 

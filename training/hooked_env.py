@@ -1,7 +1,11 @@
 """The environment as a learner sees it: enhanced obs in, training reward out, stats logged.
 
-Every algorithm steps this wrapper, so the OEF, the HRF and the training
-statistics are applied identically whatever the learner.
+Every algorithm steps this wrapper, so the OEF, the HRF, the potential-based shaping
+(`training.shaping`, at the learner's own gamma) and the training statistics are applied
+identically whatever the learner. The training reward is hybrid_reward(ctx) (or the
+native reward) + F; with a potential, the log keeps F's episode sum (`potential_shaping`)
+and how far the HRF moved from the native reward (`hrf_change`: 0 throughout = the
+shaping is policy-invariant).
 """
 
 from __future__ import annotations
@@ -13,8 +17,16 @@ from collections.abc import Callable
 import torch
 
 from lero.training.envs.base import BatchedEnv
-from lero.training.hooks import Hooks, ObservationEnhancer, RewardShaper
+from lero.training.hooks import (
+    HRF_CHANGE_CURVE,
+    SHAPING_CURVE,
+    Hooks,
+    ObservationEnhancer,
+    PotentialCheck,
+    RewardShaper,
+)
 from lero.training.policy import Policy
+from lero.training.shaping import PotentialShaping
 from lero.training.stats import TrainingLog
 
 
@@ -33,9 +45,11 @@ class HookedEnv:
         checkpoint_every: int | None = None,
         start_steps: int = 0,
         stop_steps: int | None = None,
+        gamma: float = 0.99,
     ) -> None:
         """`total_steps` is the plan the schedules follow; this piece of it trains from
-        `start_steps` (a continuation) until `stop_steps` (None: the whole plan)."""
+        `start_steps` (a continuation) until `stop_steps` (None: the whole plan). `gamma`:
+        the learner's discount, which the potential-based shaping must use."""
         self.env = env
         self.checkpoint = checkpoint
         self.checkpoint_every = checkpoint_every
@@ -56,6 +70,8 @@ class HookedEnv:
             else RewardShaper(hooks.hybrid_reward, metric_names)
         )
         self.raw_obs = env.reset(seed=seed + start_steps)  # [B, N, D] a continuation's fresh episodes
+        self.shaping = (None if hooks.potential is None
+                        else PotentialShaping(PotentialCheck(hooks.potential), gamma, env.world(), self.raw_obs))
         self.obs_dim = self.enhance.probe(self.raw_obs)
         self.log = TrainingLog(self.n_envs, metric_names, total_steps)
         self.done_steps = start_steps
@@ -98,6 +114,12 @@ class HookedEnv:
                 info["step"],
                 self.progress,
             )
+        if self.shaping is not None:
+            components = {**components, HRF_CHANGE_CURVE: (reward - env_reward).abs()}
+            world = self.env.world() if bool(done.any()) else info["world"]  # the states after the step
+            shaping = self.shaping(info, done, world, next_obs)  # [B, N]
+            reward = reward + shaping
+            components = {**components, SHAPING_CURVE: shaping}
         self.log.on_step(env_reward, reward, components, done, info["episode_metrics"])
         self.raw_obs = next_obs
         self.done_steps += self.n_envs

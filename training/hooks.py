@@ -1,4 +1,4 @@
-"""The candidate's two hooks, called by the engine with every output checked.
+"""The candidate's hooks, called by the engine with every output checked.
 
 LLM-written hooks fail in creative ways (wrong shape, ints, NaN, dropping the
 raw observation); each is caught at the call site and reported as a
@@ -15,7 +15,11 @@ from typing import Any
 import torch
 
 # Curve names the engine owns whatever the task; the task's metric names are reserved too.
-ENGINE_CURVE_NAMES = ("steps", "return", "train_reward")
+# With a potential: `potential_shaping`, the episode sum of F = gamma Phi(s') - Phi(s)
+# (training.shaping), and `hrf_change`, of |hybrid reward - native reward| (0 throughout:
+# the HRF kept the native reward, so the candidate is policy-invariant)
+SHAPING_CURVE, HRF_CHANGE_CURVE = "potential_shaping", "hrf_change"
+ENGINE_CURVE_NAMES = ("steps", "return", "train_reward", SHAPING_CURVE, HRF_CHANGE_CURVE)
 
 
 class HookError(ValueError):
@@ -33,6 +37,7 @@ class Hooks:
 
     hybrid_reward: Callable[[Any], Any] | None = None
     enhance_observation: Callable[[torch.Tensor], Any] | None = None
+    potential: Callable[[Any, torch.Tensor], Any] | None = None  # Phi(state, obs) -> [B, N]
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,25 @@ def _check_float_tensor(hook: str, what: str, value: Any) -> torch.Tensor:
     if not bool(torch.isfinite(value).all()):
         raise HookError(hook, f"{what} contains NaN or inf")
     return value.detach().float()
+
+
+class PotentialCheck:
+    """Calls `potential(state, obs)` on one state and checks Phi: [B, N] float, finite."""
+
+    hook = "potential"
+
+    def __init__(self, fn: Callable[[Any, torch.Tensor], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, world: Mapping[str, torch.Tensor], obs: torch.Tensor) -> torch.Tensor:
+        """world: the state's named tensors; obs [B, N, D] raw -> Phi [B, N]."""
+        state = MappingProxyType({name: value.clone() for name, value in world.items()})
+        phi = _check_float_tensor(self.hook, "Phi", self.fn(state, obs.clone()))
+        batch, n_agents = obs.shape[:2]
+        if phi.shape != (batch, n_agents):
+            raise HookError(self.hook, f"Phi must have shape [B, N] = [{batch}, {n_agents}] (one value per "
+                                       f"agent), got {list(phi.shape)}")
+        return phi
 
 
 class ObservationEnhancer:

@@ -135,6 +135,7 @@ def train_seeds(
                     checkpoint_every=c.checkpoint_every,
                     start_steps=start,
                     stop_steps=c.stop_at,
+                    gamma=hparams.gamma,
                 )
             runs.append(SeedRun(env, loaded[k][1], rng))
         if len({run.env.obs_dim for run in runs}) != 1:

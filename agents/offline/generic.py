@@ -10,6 +10,13 @@ exist (`Vocabulary`):
 - distance terms only when the state has position-like fields (name containing ``pos``,
   shape ``[B, N, k]`` for agents, ``[B, X, k]`` for targets): ``target_nearest``,
   ``target_cover`` (team), ``agent_spread``; and ``speed`` with a ``vel`` field;
+- ``paired_goal`` where the task pairs each agent with an entity of its own (``TaskSpec.pairings``,
+  a ``[B, N, k]`` position field: VMAS navigation's ``goal_pos``): minus the distance to it;
+- potential forms of the distance terms (``POTENTIALS``: ``paired_goal_potential``,
+  ``target_nearest_potential``, ``target_cover_potential``): rendered into the module's
+  ``potential(state, obs)``, so lero adds F = gamma Phi(s') - Phi(s) (training.shaping) and
+  the optimal policies stay the task's; their schedule is always ``constant`` (Phi may not
+  change over training). A sparse task's prior is its own reward plus ``paired_goal_potential``;
 - observation features computed from the agent's own obs only: ``norm``, ``abs_max``,
   ``nonzero`` (share of non-zero entries: tells padding, hence roles, apart), ``pair_norms``
   (lengths of consecutive coordinate pairs), ``clipped`` (a copy clipped to [-1, 1]).
@@ -81,7 +88,16 @@ TERMS: dict[str, tuple[str, str, str, str]] = {
         "distance to the closest other agent, capped at 0.5",
     ),
     "speed": ("vel", "[B, N]", "-torch.linalg.norm(agent_vel, dim=-1)", "minus the agent's speed"),
+    "paired_goal": ("pair", "[B, N]", "-own_dist", "minus the distance to the agent's own goal"),
+    "paired_goal_potential": ("pair", "[B, N]", "-own_dist", "potential Phi: minus the distance to the agent's "
+                           "own goal (lero adds gamma Phi(s') - Phi(s): policy-invariant shaping)"),
+    "target_nearest_potential": ("target", "[B, N]", "-dist.min(dim=-1).values", "potential Phi: minus the "
+                                 "distance to the nearest target (policy-invariant shaping)"),
+    "target_cover_potential": ("target", "[B]", "-dist.min(dim=1).values.sum(dim=-1)", "potential Phi, team: "
+                               "minus the summed distance from each target to its closest agent"),
 }
+# terms rendered into `potential(state, obs)` rather than `hybrid_reward(ctx)`
+POTENTIALS = ("paired_goal_potential", "target_nearest_potential", "target_cover_potential")
 FEATURES: dict[str, tuple[str, str]] = {  # name -> (expression on obs [M, D], meaning)
     "norm": ("torch.linalg.norm(obs, dim=-1, keepdim=True)", "length of the observation vector"),
     "abs_max": ("obs.abs().max(dim=-1, keepdim=True).values", "largest absolute entry"),
@@ -110,6 +126,8 @@ class Vocabulary:
     agent_pos: str | None = None
     agent_vel: str | None = None
     target_pos: str | None = None
+    own_goal: str | None = None  # the paired [B, N, k] field: row i is agent i's own goal
+    sparse: bool = False  # the task's native reward is sparse: the prior shapes through a potential
     grammar: str | None = None
     goals: tuple[str, ...] = TASK_TERMS
     task_terms: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # kind -> (shape, raw, meaning)
@@ -128,13 +146,16 @@ class Vocabulary:
         agent_pos = _pick(vectors, "pos", per_agent, agent=True)
         target_pos = _pick([v for v in vectors if v != agent_pos], "pos", None, agent=False)
         agent_vel = _pick(vectors, "vel", per_agent, agent=True)
+        own_goal = next((p.field for p in task.task_spec.pairings if agent_pos and p.field in per_agent
+                         and fields[p.field][2:] == fields[agent_pos][2:]), None)
         have = {""} | ({"pos"} if agent_pos else set())
         have |= {"target"} if agent_pos and target_pos else set()
         have |= {"vel"} if agent_vel else set()
+        have |= {"pair"} if own_goal else set()
         reserved = set(task.task_spec.metric_names) | {"steps", "return", "train_reward"}
         terms = tuple(k for k, spec in TERMS.items() if spec[0] in have and k not in reserved)
         features = tuple(f for f in FEATURES if f != "pair_norms" or task.obs_dim >= 2)
-        return cls(terms, features, agent_pos, agent_vel, target_pos)
+        return cls(terms, features, agent_pos, agent_vel, target_pos, own_goal, task.task_spec.sparse)
 
     @classmethod
     def _of_grammar(cls, task: Problem) -> Vocabulary:
@@ -195,7 +216,8 @@ class GenericGenome:
     ) -> GenericGenome:
         if not any(kind in terms for kind in GOALS):
             raise ValueError(f"a generic genome needs a task term ({', '.join(sorted(GOALS))})")
-        ordered = tuple((k, round(min(terms[k][0], WEIGHT_MAX), 4), terms[k][1]) for k in TERM_ORDER if k in terms)
+        ordered = tuple((k, round(min(terms[k][0], WEIGHT_MAX), 4), "constant" if k in POTENTIALS else terms[k][1])
+                        for k in TERM_ORDER if k in terms)
         return cls(ordered, tuple(f for f in FEATURE_ORDER if f in set(features)))
 
     def term_map(self) -> dict[str, tuple[float, str]]:
@@ -227,10 +249,12 @@ def prior(vocab: Vocabulary) -> GenericGenome:
     if vocab.grammar is not None:
         grammar = TASK_GRAMMARS[vocab.grammar]
         return GenericGenome.build(grammar.prior_terms, grammar.prior_features)
+    features = {"norm", "pair_norms"} & set(vocab.features) or {vocab.features[0]}
+    if vocab.sparse and "paired_goal_potential" in vocab.terms:  # the native reward, shaped toward one's own goal
+        return GenericGenome.build({"env": (1.0, "constant"), "paired_goal_potential": (1.0, "constant")}, features)
     terms = {"env": (0.5, "constant"), "team_mean": (0.5, "constant")}
     if "target_nearest" in vocab.terms:
         terms["target_nearest"] = (0.3, "ramp_down")
-    features = {"norm", "pair_norms"} & set(vocab.features) or {vocab.features[0]}
     return GenericGenome.build(terms, features)
 
 
@@ -316,9 +340,26 @@ def guided(genome: GenericGenome, stats: dict[str, dict]) -> tuple[GenericGenome
     return _with(genome, terms), notes
 
 
+def _state_setup(kinds: set[str], vocab: Vocabulary, state: str) -> list[str]:
+    """The lines that read the distance terms' tensors off STATE (`ctx.state` or `state`)."""
+    lines = []
+    if kinds & {"target_nearest", "target_cover", "agent_spread", "paired_goal", *POTENTIALS}:
+        lines.append(f'agent_pos = {state}["{vocab.agent_pos}"]  # [B, N, k]')
+    if kinds & {"target_nearest", "target_cover", "target_nearest_potential", "target_cover_potential"}:
+        lines += [
+            f'target_pos = {state}["{vocab.target_pos}"]  # [B, X, k]',
+            "dist = torch.linalg.norm(agent_pos[:, :, None, :] - target_pos[:, None, :, :], dim=-1)  # [B, N, X]",
+        ]
+    if kinds & {"paired_goal", "paired_goal_potential"}:
+        lines.append(f'own_dist = torch.linalg.norm(agent_pos - {state}["{vocab.own_goal}"], dim=-1)  # [B, N]')
+    return lines
+
+
 def render(genome: GenericGenome, vocab: Vocabulary) -> str:
-    """The candidate module: a docstring listing the genes, the genome tag, both functions."""
-    kinds = {kind for kind, _, _ in genome.terms}
+    """The candidate module: a docstring listing the genes, the genome tag, both functions
+    (and `potential` when the genome has potential terms)."""
+    kinds = {kind for kind, _, _ in genome.terms if kind not in POTENTIALS}
+    potentials = [(kind, weight) for kind, weight, _ in genome.terms if kind in POTENTIALS]
     header = [
         f'"""Hybrid reward and observation enhancement written by lero\'s offline designer ({vocab.grammar or "generic"} grammar).',
         "",
@@ -335,14 +376,8 @@ def render(genome: GenericGenome, vocab: Vocabulary) -> str:
         '    """Per-agent rewards [B, N] as the weighted sum of the terms listed above."""',
         "    progress = float(ctx.progress)",
         "    n_agents = ctx.env_reward.shape[1]",
+        *(f"    {line}" for line in _state_setup(kinds, vocab, "ctx.state")),
     ]
-    if kinds & {"target_nearest", "target_cover", "agent_spread"}:
-        reward.append(f'    agent_pos = ctx.state["{vocab.agent_pos}"]  # [B, N, k]')
-    if kinds & {"target_nearest", "target_cover"}:
-        reward += [
-            f'    target_pos = ctx.state["{vocab.target_pos}"]  # [B, X, k]',
-            "    dist = torch.linalg.norm(agent_pos[:, :, None, :] - target_pos[:, None, :, :], dim=-1)  # [B, N, X]",
-        ]
     if "agent_spread" in kinds:
         reward += [
             "    gaps = torch.linalg.norm(agent_pos[:, :, None, :] - agent_pos[:, None, :, :], dim=-1)  # [B, N, N]",
@@ -354,6 +389,8 @@ def render(genome: GenericGenome, vocab: Vocabulary) -> str:
         reward += [f"    {line}" for line in TASK_GRAMMARS[vocab.grammar].reward_setup]
     reward.append("    components = {}")
     for kind, weight, schedule in genome.terms:
+        if kind in POTENTIALS:
+            continue
         shape, raw, _ = vocab.term(kind)
         reward += [
             f"    # term: {kind}",
@@ -376,7 +413,22 @@ def render(genome: GenericGenome, vocab: Vocabulary) -> str:
     for feature in genome.features:
         oef += [f"    # feature: {feature}", f"    features.append({vocab.feature(feature)[0]})"]
     oef.append("    return torch.cat([obs, *features], dim=-1)")
-    return "\n\n\n".join(["\n".join(header), "\n".join(reward), "\n".join(oef)]) + "\n"
+    parts = [header, reward, oef]
+    if potentials:
+        phi = [
+            "def potential(state, obs):",
+            '    """Phi [B, N] of one state: the potential terms listed above (lero adds gamma Phi(s\') - Phi(s))."""',
+            "    n_agents = obs.shape[1]",
+            *(f"    {line}" for line in _state_setup({kind for kind, _ in potentials}, vocab, "state")),
+            "    phi = torch.zeros(obs.shape[0], n_agents, dtype=torch.float32, device=obs.device)  # [B, N]",
+        ]
+        for kind, weight in potentials:
+            shape, raw, _ = vocab.term(kind)
+            broadcast = "[:, None]" if shape == "[B]" else ""  # a team potential: every agent's
+            phi += [f"    # term: {kind}", f"    phi = phi + ({weight!r} * ({raw})).float(){broadcast}  # {shape}"]
+        phi.append("    return phi")
+        parts.append(phi)
+    return "\n\n\n".join("\n".join(part) for part in parts) + "\n"
 
 
 def without_culprit(

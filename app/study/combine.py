@@ -3,7 +3,10 @@ CIs, probability of improvement over native, and performance profiles.
 
 One study covers one run's task, so comparing arms across tasks needs a common scale:
 each task's held-out returns are min-max normalised over every run of every arm on that
-task (marl-eval's normalisation), then every task is one stratum of the bootstrap.
+task (marl-eval's normalisation), then every task is one stratum of the bootstrap. Where
+the studies' tasks name a success metric other than the return (sparse tasks:
+study.json's `success_metric`), the success rate gets the same table, unnormalised (a
+rate in [0, 1] on every task).
 """
 
 from __future__ import annotations
@@ -48,14 +51,18 @@ def score_kind(studies: list[dict[str, Any]]) -> str:
     return "absolute" if cells and all(c.get("absolute") for c in cells) else "final"
 
 
-def _runs_by_task(studies: list[dict[str, Any]], kind: str) -> dict[str, dict[str, list[float]]]:
-    """task -> arm (`algo:variant`) -> held-out returns over seeds."""
+def _runs_by_task(studies: list[dict[str, Any]], kind: str, success: bool = False) -> dict[str, dict[str, list[float]]]:
+    """task -> arm (`algo:variant`) -> held-out returns over seeds (SUCCESS: each study's
+    success metric instead; studies without one are left out)."""
     tasks: dict[str, dict[str, list[float]]] = {}
     for study in studies:
+        metric = study.get("success_metric") if success else METRIC
+        if not metric:
+            continue
         task = "/".join(env_and_task(study["config"]["env"]))
         arms = tasks.setdefault(task, {})
         for cell in study["cells"]:
-            values = (cell["absolute"] if kind == "absolute" else cell)["per_seed"].get(METRIC)
+            values = (cell["absolute"] if kind == "absolute" else cell)["per_seed"].get(metric)
             if not values:
                 continue
             arm = f"{cell['algo']}:{cell['variant']}"
@@ -77,17 +84,13 @@ def combine_studies(studies: list[dict[str, Any]]) -> dict[str, Any]:
     tasks = {task: _normalised(arms) for task, arms in _runs_by_task(studies, kind).items() if arms}
     if not tasks:
         raise RunError(f"the studies have no {METRIC} values yet")
-    names = sorted({arm for arms in tasks.values() for arm in arms})
-    strata = {arm: [arms[arm] for arms in tasks.values() if arm in arms] for arm in names}
-    aggregates = {arm: _aggregate(s) for arm, s in strata.items()}
-    improvement = {}
-    for arm in names:
-        algo, variant = arm.split(":", 1)
-        native = f"{algo}:{same_budget_native(variant) or 'native'}"  # an arm at K x the steps: native@Kx
-        shared = [t for t, arms in tasks.items() if arm in arms and native in arms]
-        if arm != native and shared:
-            improvement[arm] = {"versus": native, "tasks": len(shared), **stats.probability_of_improvement(
-                [tasks[t][arm] for t in shared], [tasks[t][native] for t in shared])}  # fmt: skip
+    strata, aggregates, improvement = _arm_table(tasks)
+    successes = {task: {arm: np.asarray(v) for arm, v in arms.items()}
+                 for task, arms in _runs_by_task(studies, kind, success=True).items() if arms}  # fmt: skip
+    success = None
+    if successes:
+        _, success_arms, success_gains = _arm_table(successes)
+        success = {"tasks": list(successes), "arms": success_arms, "improvement": success_gains}
     grid = stats.profile_thresholds(*strata.values())
     profiles = {arm: stats.performance_profile(s, grid) for arm, s in strata.items()}
     return {
@@ -101,7 +104,26 @@ def combine_studies(studies: list[dict[str, Any]]) -> dict[str, Any]:
         "arms": aggregates,
         "improvement": improvement,
         "profiles": profiles,
+        "success": success,
     }
+
+
+def _arm_table(tasks: dict[str, dict[str, np.ndarray]]) -> tuple[dict, dict, dict]:
+    """(strata, aggregates, improvement) of per-task arm values: each arm's values per task,
+    IQM and mean over tasks x seeds (`_aggregate`), and P(better than the same algorithm's
+    native at its budget)."""
+    names = sorted({arm for arms in tasks.values() for arm in arms})
+    strata = {arm: [arms[arm] for arms in tasks.values() if arm in arms] for arm in names}
+    aggregates = {arm: _aggregate(s) for arm, s in strata.items()}
+    improvement = {}
+    for arm in names:
+        algo, variant = arm.split(":", 1)
+        native = f"{algo}:{same_budget_native(variant) or 'native'}"  # an arm at K x the steps: native@Kx
+        shared = [t for t, arms in tasks.items() if arm in arms and native in arms]
+        if arm != native and shared:
+            improvement[arm] = {"versus": native, "tasks": len(shared), **stats.probability_of_improvement(
+                [tasks[t][arm] for t in shared], [tasks[t][native] for t in shared])}  # fmt: skip
+    return strata, aggregates, improvement
 
 
 def _aggregate(strata: list[np.ndarray]) -> dict[str, Any]:
@@ -120,12 +142,13 @@ def shown_row(row: dict[str, Any], key: str) -> str:
     return stats.shown_spread(row, key, key + "_ci")
 
 
-def shown_improvement(combined: dict[str, Any], arm: str) -> str:
-    """ARM's P(better than native), with a CI only when both arms have enough runs."""
-    poi = combined["improvement"].get(arm)
+def shown_improvement(table: dict[str, Any], arm: str) -> str:
+    """ARM's P(better than native) in TABLE (combined.json, or its `success` part), with a CI
+    only when both arms have enough runs."""
+    poi = table["improvement"].get(arm)
     if not poi:
         return "-"
-    return stats.shown_poi(poi, min(combined["arms"][arm]["runs"], combined["arms"][poi["versus"]]["runs"]))
+    return stats.shown_poi(poi, min(table["arms"][arm]["runs"], table["arms"][poi["versus"]]["runs"]))
 
 
 def render_combined(combined: dict[str, Any], plots: list[str]) -> str:
@@ -134,16 +157,24 @@ def render_combined(combined: dict[str, Any], plots: list[str]) -> str:
              f"Tasks: {', '.join(combined['tasks'])}. Held-out `{combined['metric']}` ({combined['score']}: "
              f"{SCORE_TEXT[combined['score']]}) normalised "
              f"{combined['normalisation']}; IQM and mean over tasks x seeds with 95% stratified "
-             "bootstrap CIs (below {stats.MIN_INTERVAL_SEEDS} runs the runs' range, labelled so); "
+             f"bootstrap CIs (below {stats.MIN_INTERVAL_SEEDS} runs the runs' range, labelled so); "
              "P(better than native): probability that a run of the arm beats one of the same algorithm's native "
              "(at the arm's budget: native@Kx for an arm at K x the steps).", "",
              "| arm | tasks | runs | IQM [95% CI] | mean [95% CI] | P(better than native) [95% CI] |",
              "|---|---|---|---|---|---|"]  # fmt: skip
-    for arm, row in combined["arms"].items():
-        lines.append(f"| {arm} | {row['tasks']} | {row['runs']} | {shown_row(row, 'iqm')} | {shown_row(row, 'mean')} "
-                     f"| {shown_improvement(combined, arm)} |")
+    lines += _rows(combined)
+    if combined.get("success"):
+        lines += ["", f"Success rate (each task's own success metric, unnormalised) on {', '.join(combined['success']['tasks'])}:",
+                  "", "| arm | tasks | runs | IQM [95% CI] | mean [95% CI] | P(better than native) [95% CI] |",
+                  "|---|---|---|---|---|---|", *_rows(combined["success"])]  # fmt: skip
     lines += ["", *(f"![{name}](plots/{name})" for name in plots)]
     return "\n".join(lines) + "\n"
+
+
+def _rows(table: dict[str, Any]) -> list[str]:
+    """One line per arm of TABLE (combined.json, or its `success` part)."""
+    return [f"| {arm} | {row['tasks']} | {row['runs']} | {shown_row(row, 'iqm')} | {shown_row(row, 'mean')} "
+            f"| {shown_improvement(table, arm)} |" for arm, row in table["arms"].items()]
 
 
 def write_combined(studies: list[dict[str, Any]], out: Path) -> dict[str, Any]:

@@ -26,10 +26,11 @@ from lero.app.study.report import write_study
 from lero.app.study.spec import StudySpec
 from lero.app.study.variants import LOOP_ARM, VARIANTS, step_multiple, variant_code
 from lero.graph.configuration import MAX_STEPS, RunError, RunSpec
+from lero.graph.confirmation import LOOP_ID
 from lero.graph.protocol import cached_seeds, train_and_evaluate_seeds
 from lero.graph.rundir import CODE_FILE, STUDIES_DIR
 from lero.graph.safefs import write_atomic
-from lero.graph.schedule import jobs_beside_cache, sandbox_groups
+from lero.graph.schedule import jobs_beside_cache, loop_env_steps, sandbox_groups
 from lero.graph.summary import best_candidate, load_run, summarize
 from lero.training.defaults import DEFAULT_ALGO
 
@@ -58,6 +59,16 @@ def generation_gains(run_dir: Path) -> dict[str, Any] | None:
         "gain_over_generation0": best - first,
         "note": "selection fitness on the run's own seeds and selection episodes (not held out)",
     }
+
+
+def spent_env_steps(summary: dict[str, Any]) -> int | None:
+    """Every env step the run spent, native@loop's budget (`graph.confirmation.loop_env_steps`):
+    the selection loop's and its confirmation's arms but native@loop (None: none recorded)."""
+    if summary["env_steps"] is None:
+        return None
+    block = summary.get("confirmation") or {}
+    arms = [a for a in block.get("arms", []) if a["candidate_id"] != LOOP_ID]
+    return loop_env_steps(summary["env_steps"], block.get("steps") or 0, len(block.get("seeds") or []), len(arms))
 
 
 def equal_compute_steps(arms: tuple[str, ...], steps: int, loop_steps: int | None) -> dict[str, int]:
@@ -119,7 +130,7 @@ def plan_study(spec: StudySpec, confirm: str | None = None) -> Plan:
         hparams = {run_spec.algo: dict(run_spec.hparams)} if run_spec.hparams else {}
         parent, cache_dir = rundir.studies_dir, rundir.cache_dir
         generations = generation_gains(rundir.path)
-        loop_steps = summarize(run)["env_steps"]
+        loop_steps = spent_env_steps(summarize(run))
     else:
         path = Path(str(spec.candidate))
         if not path.is_file():

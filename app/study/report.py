@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lero.app.numbers import fmt_number
+from lero.app.provenance import native_task
 from lero.app.study import stats
 from lero.app.study.plan import Plan
 from lero.app.study.plots import plot_curves, plot_metric, plot_profiles, plot_recheck
@@ -175,6 +176,7 @@ def build_study(plan: Plan, task_metrics: Sequence[Metric], wall_s: float) -> di
         "config": plan.config(),
         "metrics": metrics,
         "better": better,
+        "success_metric": _success_metric(plan.env, metrics),
         "variants": list(plan.spec.variants),
         "algos": list(plan.algos),
         "train_seeds": plan.spec.train_seeds,
@@ -197,6 +199,13 @@ def build_study(plan: Plan, task_metrics: Sequence[Metric], wall_s: float) -> di
         "wall_s": wall_s,
         "written_ts": time.time(),
     }
+
+
+def _success_metric(env: dict[str, Any], metrics: list[str]) -> str | None:
+    """The task's success metric where it is not the return and the study measured it
+    (a sparse task's: its cells test it against native too); None otherwise."""
+    task = native_task(env.get("name"), {k: v for k, v in env.items() if k != "name"})
+    return task.success_metric if task and task.success_metric != "return" and task.success_metric in metrics else None
 
 
 def _p(value: float | None) -> str:
@@ -301,12 +310,13 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
     if notes := seed_notes(study):
         lines[2:2] = [f"> **{notes[0]}**" if notes[0].startswith("warning") else f"> {notes[0]}",
                       *(f"> {n}" for n in notes[1:]), ""]  # fmt: skip
-    metrics = study["metrics"]
+    metrics, success = study["metrics"], study.get("success_metric")
     seeds = fewest_seeds(study)
     for algo in study["algos"]:
         lines += [f"## {algo}", "",
                   "| arm | steps | " + " | ".join(_label(m, study) for m in metrics) + " | IQM return | P(better than native) | g | Welch p | MWU p "
-                  "| reached target (training curves) |", "|---" * (len(metrics) + 8) + "|"]  # fmt: skip
+                  "| reached target (training curves) |" + (f" P(better than native) on {success} |" if success else ""),
+                  "|---" * (len(metrics) + 8 + bool(success)) + "|"]  # fmt: skip
         for cell in (c for c in study["cells"] if c["algo"] == algo):
             values = [stats.shown_spread(cell["summary"].get(m)) for m in metrics]
             test = cell["vs_native"].get("return", {})
@@ -317,7 +327,9 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
             lines.append(f"| {cell['variant']} | {cell['steps']} | " + " | ".join(values) + " | "
                          f"{stats.shown_spread(cell['summary'].get('return'), 'iqm', 'iqm_ci')} | "
                          f"{stats.shown_poi(test.get('poi'), seeds)} | {_p(test.get('hedges_g'))} | "
-                         f"{_p(test.get('welch_p'))} | {_p(test.get('mannwhitney_p'))} | {reached} |")  # fmt: skip
+                         f"{_p(test.get('welch_p'))} | {_p(test.get('mannwhitney_p'))} | {reached} |"
+                         + (f" {stats.shown_poi(cell['vs_native'].get(success, {}).get('poi'), seeds)} |"
+                            if success else ""))  # fmt: skip
         lines.append("")
     absolute = [c for c in study["cells"] if c["absolute"]]
     if absolute:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import re
 
+from lero.graph.confirmation import LOOP_ARM  # the arm's definition lives with the confirmation
 from lero.training.contract import parse_python
 
 VARIANTS = ("native", "hrf", "oef", "hrf+oef")
@@ -29,7 +30,6 @@ RAW_OBSERVATION = '''def enhance_observation(obs):
 '''
 _NATIVE = {"hybrid_reward": NATIVE_REWARD, "enhance_observation": RAW_OBSERVATION}
 _KEEPS = {"hrf": "hybrid_reward", "oef": "enhance_observation"}
-LOOP_ARM = "native@loop"
 _TIMES_ARM = re.compile(r"^(native|hrf|oef|hrf\+oef)@([1-9][0-9]{0,3})x$")
 
 

@@ -5,8 +5,9 @@ there and lose its edge later. After the last generation the `confirm_top` best 
 and native train again at `RunSpec.confirm_budget()` env steps (default 3x `--steps`) on
 fresh seeds (`graph.confirmation.confirm_seeds`: the run's seed count, at least 3), in the
 sandbox, through the same train-and-evaluate jobs and result cache as the loop, and are
-measured on held-out episodes. Native's jobs run no candidate code, so their results are
-also kept in the runs dir's shared cache (`RunDir.shared_cache_dir`): a later run of the
+measured on held-out episodes; a sparse task's run adds native@loop
+(`graph.confirmation.LOOP_ARM`: native trained with every env step the run spent). Native's
+jobs run no candidate code, so their results are also kept in the runs dir's shared cache (`RunDir.shared_cache_dir`): a later run of the
 same task and budget reuses them.
 
 Each seed's result is written when its job ends (`confirm/<candidate_id>/seed-<n>.json`); a
@@ -22,12 +23,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from lero.graph.confirmation import confirm_seeds
+from lero.graph.configuration import MAX_STEPS
+from lero.graph.confirmation import LOOP_ID, arm_name, confirm_seeds
 from lero.graph.context import RunContext
 from lero.graph.nodes.train import rank_key, seed_plan
 from lero.graph.protocol import cached_seeds, train_and_evaluate_seeds
 from lero.graph.rundir import BASELINE_ID
-from lero.graph.schedule import jobs_beside_cache
+from lero.graph.schedule import jobs_beside_cache, loop_env_steps
 from lero.graph.state import RunState
 
 
@@ -40,17 +42,22 @@ def confirmed_arms(state: RunState, runtime: Runtime[RunContext]) -> list[dict[s
     evaluated = state.get("evaluated", [])
     scored = [r for r in evaluated if r["candidate_id"] != BASELINE_ID and r["fitness"] is not None
               and r.get("stopped_at") is None]  # fmt: skip
-    best = sorted(scored, key=rank_key(runtime.context.task.task_spec), reverse=True)[: spec.confirm_top]
+    best = sorted(scored, key=rank_key(runtime.context.task.task_spec, spec.fitness), reverse=True)[: spec.confirm_top]
     if not best:
         return []
     native = {"candidate_id": BASELINE_ID, "code": None,
               "loop_fitness": next((r["fitness"] for r in evaluated if r["candidate_id"] == BASELINE_ID), None)}
-    return [native, *({"candidate_id": r["candidate_id"], "code": r["code"], "loop_fitness": r["fitness"]}
+    arms = [native, *({"candidate_id": r["candidate_id"], "code": r["code"], "loop_fitness": r["fitness"]}
                       for r in best)]  # fmt: skip
+    if runtime.context.task.task_spec.sparse:  # does the loop pay for itself? native with all its compute
+        selection = int(runtime.context.rundir.read_state().get("env_steps") or 0)
+        budget = loop_env_steps(selection, spec.confirm_budget(), spec.confirm_seeds, len(arms))
+        arms.append({"candidate_id": LOOP_ID, "code": None, "loop_fitness": None, "steps": min(budget, MAX_STEPS)})
+    return arms
 
 
 def _name(arm: dict[str, Any]) -> str:
-    return "native" if arm["code"] is None else arm["candidate_id"]
+    return arm_name(arm["candidate_id"])
 
 
 def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -66,13 +73,14 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     res.rundir.write_confirm_plan({
         "steps": steps, "loop_steps": spec.steps, "seeds": seeds, "eval_seeds": eval_seeds,
         "eval_episodes": spec.eval_episodes,
-        "arms": [{"candidate_id": a["candidate_id"], "loop_fitness": a["loop_fitness"]} for a in arms],
+        "arms": [{"candidate_id": a["candidate_id"], "loop_fitness": a["loop_fitness"],
+                  **({"steps": a["steps"]} if "steps" in a else {})} for a in arms],
     })  # fmt: skip
     missing = {a["candidate_id"]: [i for i, seed in enumerate(seeds)
                                    if (res.rundir.read_confirm_seed(a["candidate_id"], seed) or {}).get("status") != "ok"]
                for a in arms}  # fmt: skip
     todo = [a for a in arms if missing[a["candidate_id"]]]
-    names = ", ".join(map(_name, arms))
+    names = ", ".join(_name(a) + (f" ({a['steps']:,} steps)" if "steps" in a else "") for a in arms)
     res.emit("confirm_started", steps=steps, seeds=seeds, arms=[a["candidate_id"] for a in arms],
              todo={a["candidate_id"]: len(missing[a["candidate_id"]]) for a in todo},
              message=f"confirmation: {names} at {steps:,} env steps on {len(seeds)} fresh seeds, "
@@ -81,7 +89,7 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
     def fields(arm: dict[str, Any], indexes: list[int]) -> dict[str, Any]:
         """`train_and_evaluate_seeds`'s arguments for ARM's seeds at INDEXES."""
-        return {"code": arm["code"], "env": res.job_env, "algo": spec.algo, "steps": steps,
+        return {"code": arm["code"], "env": res.job_env, "algo": spec.algo, "steps": arm.get("steps", steps),
                 "seeds": [seeds[i] for i in indexes], "eval_seeds": [eval_seeds[i] for i in indexes],
                 "candidate_id": f"confirm:{arm['candidate_id']}", "eval_episodes": spec.eval_episodes,
                 "hparams": spec.hparams, "limits": res.job_limits,
@@ -93,14 +101,15 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     jobs = [(by_id[cid], indexes) for cid, indexes in jobs_beside_cache(
         {cid: missing[cid] for cid in by_id},
         {cid: cached_seeds(res.sandbox, **fields(a, missing[cid])) for cid, a in by_id.items()},
-        dict.fromkeys(by_id, 1.0), list(range(len(seeds))), lambda lengths, indexes: seed_plan(spec, lengths, indexes),
+        {cid: a.get("steps", steps) / steps for cid, a in by_id.items()},  # native@loop's jobs are longer
+        list(range(len(seeds))), lambda lengths, indexes: seed_plan(spec, lengths, indexes),
     )]  # fmt: skip
 
     def run(arm: dict[str, Any], indexes: list[int]) -> None:
         cid = arm["candidate_id"]
         results = train_and_evaluate_seeds(res.sandbox, **fields(arm, indexes))
         for i, result in zip(indexes, results, strict=True):
-            record = {"candidate_id": cid, "seed": seeds[i], "eval_seed": eval_seeds[i], "steps": steps,
+            record = {"candidate_id": cid, "seed": seeds[i], "eval_seed": eval_seeds[i], "steps": arm.get("steps", steps),
                       **result.to_dict()}  # fmt: skip
             record.pop("policy_dir", None)
             res.rundir.write_confirm_seed(cid, seeds[i], record)

@@ -36,7 +36,7 @@ from lero.graph.schedule import (
 )
 from lero.graph.state import Candidate, RunState, TrainTask
 from lero.sandbox.types import Limits
-from lero.training.envs.task import TaskSpec
+from lero.training.envs.task import RETURN, TaskSpec
 
 
 def training_sends(state: RunState, spec: RunSpec) -> list[Send]:
@@ -146,6 +146,8 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
                          candidate_id=cid, limits=res.job_limits) if spec.fitness == "auc" else {}  # fmt: skip
     for (seed, resume_dir), result in zip(todo, results, strict=True):
         record = {**ids(seed), **result.to_dict(), **curve.get(seed, {})}  # auc: the curve's fitness
+        if spec.fitness == "success":
+            record["fitness"] = success_fitness(res.task.task_spec, result.metrics, result.fitness)
         resumed = saved[seed] if resume_dir is not None and saved[seed] is not None else None  # the previous rung
         start = _trained(resumed) if resumed is not None else 0
         end = max(_trained(record), start) or rung_end(spec.steps, spec.schedule, rung)
@@ -204,12 +206,23 @@ def dropped_record(candidate: Candidate) -> dict[str, Any]:
             "eval": {}, "per_seed": [], "curves": {}, "reflection_stats": {}, "error": candidate.get("error")}
 
 
-def rank_key(task: TaskSpec) -> Callable[[dict[str, Any]], tuple[float, float]]:
-    """Elites are ordered by fitness, ties broken by the task's success metric."""
+def success_fitness(task: TaskSpec, metrics: dict[str, float], fitness: float | None) -> float | None:
+    """`--fitness success`: the task's success metric from the trusted evaluation (negated
+    where lower is better); None where the seed has no score."""
+    if fitness is None or task.success_metric not in metrics:
+        return None
     sign = 1.0 if task.metric(task.success_metric).higher_is_better else -1.0
+    return sign * float(metrics[task.success_metric])
+
+
+def rank_key(task: TaskSpec, fitness: str = "final") -> Callable[[dict[str, Any]], tuple[float, float]]:
+    """Elites are ordered by fitness, ties broken by the task's success metric (by the
+    native return where the fitness already is the success metric)."""
+    tie = RETURN if fitness == "success" else task.success_metric
+    sign = 1.0 if task.metric(tie).higher_is_better else -1.0
 
     def key(record: dict[str, Any]) -> tuple[float, float]:
-        return (record["fitness"], sign * record["eval"].get(task.success_metric, 0.0))
+        return (record["fitness"], sign * record["eval"].get(tie, 0.0))
 
     return key
 
@@ -233,7 +246,7 @@ def select(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     evaluated = [*state.get("evaluated", []), *records]
     scored = [r for r in evaluated if r["candidate_id"] != BASELINE_ID and r["fitness"] is not None
               and r.get("stopped_at") is None]  # elites only from candidates that trained the whole budget
-    best = sorted(scored, key=rank_key(res.task.task_spec), reverse=True)[: res.spec.n_elites]
+    best = sorted(scored, key=rank_key(res.task.task_spec, res.spec.fitness), reverse=True)[: res.spec.n_elites]
     elites = [{**r, "reflection": candidate_feedback(r, res.task.task_spec)} for r in best]
     trained = [{**c, "stage": "trained"} for c in at_stage(state["candidates"], "approved")]
     jobs = {(r["generation"], r["candidate_id"], r["seed"], r.get("rung", 0)): r for r in state.get("results", [])}

@@ -84,6 +84,8 @@ def test_vocabulary_follows_the_state_fields() -> None:
         "target_cover",
         "agent_spread",
         "speed",
+        "target_nearest_potential",
+        "target_cover_potential",
     )
     assert (spatial.agent_pos, spatial.agent_vel, spatial.target_pos) == (
         "agent_pos",
@@ -126,7 +128,7 @@ def test_every_gene_together_runs() -> None:
         vocab.features,
     )
     components = assert_runs(generic.render(genome, vocab), SPATIAL)
-    assert set(components) == set(vocab.terms)
+    assert set(components) == set(vocab.terms) - set(generic.POTENTIALS)  # potentials go to potential()
     assert components["team_mean"].shape == (B,) and components["env"].shape == (B, N)
 
 

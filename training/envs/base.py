@@ -18,6 +18,9 @@ done [B] bool, info)``.
   (what a hybrid-reward context sees as the state after the step).
   ``env.world()`` called before ``step`` gives the state before the step, and
   after ``step`` the current state (new episodes where reset).
+- ``info["terminated"]`` [B] bool: the episode ended in a terminal state of the task
+  (the scenario's own ``done()``), not at the time limit; ``done & ~terminated`` is a
+  truncation. Potential-based shaping takes Phi = 0 after a terminal step only.
 - ``info["step"]`` [B] int64: index of the step just taken within its episode
   (0 for the first step).
 - ``info["episode_metrics"]``: ``{name: [B] float}``, one entry per metric of

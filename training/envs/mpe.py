@@ -325,6 +325,7 @@ class MPEEnv(BatchedEnv):
         info = {
             "final_obs": final_obs,
             "world": self.world(),
+            "terminated": torch.zeros_like(done),  # MPE episodes only ever end at the time limit
             "step": step_index,
             "episode_metrics": episode,
             **metrics,

@@ -13,7 +13,8 @@ bring their own cooperative task: ``lero run --env package.module:factory``.
   which exist (an action outside it is a ``ValueError``, as for native envs). An agent
   that left ``env.agents`` gets zero obs and reward and its actions are ignored.
 - **Episodes.** A copy is done when ``env.agents`` is empty or after ``max_steps`` steps
-  (the env's ``max_cycles`` unless given); it is then reset inside ``step``
+  (the env's ``max_cycles`` unless given), terminated (``info["terminated"]``) when it
+  ended with every agent that acted terminated and none truncated; it is then reset inside ``step``
   (``training.envs.base`` contract) without a seed, so each copy's own RNG continues.
   ``reset(seed)`` seeds copy ``i`` with ``seed + i``.
 - **Reward context.** ``world()`` is ``state`` (``env.state()``, when the env has one),
@@ -155,19 +156,23 @@ class Copies:
                 for i, agent in enumerate(lay.agents)
                 if agent in live
             }
-            observations, rewards, _, _, _ = env.step(joint)
+            observations, rewards, terminations, truncations, _ = env.step(joint)
             self.steps[slot] += 1
             final_obs, final_active = self._encode(env, observations)
             reward = np.array(
                 [float(rewards.get(agent, 0.0)) for agent in lay.agents], dtype=np.float32
             )
             done = not env.agents or self.steps[slot] >= self.max_steps
+            # terminal: the episode ended with every agent that acted terminated (none truncated)
+            terminated = not env.agents and bool(live) and all(terminations.get(a, False) and not truncations.get(a, False)
+                                            for a in live)
             row = {
                 "final_obs": final_obs,
                 "final_active": final_active,
                 "final_state": self._state(env),
                 "reward": reward,
                 "done": np.array(done),
+                "terminated": np.array(terminated),
                 "step": np.array(self.steps[slot] - 1),
                 "length": np.array(self.steps[slot]),
             }
@@ -286,6 +291,7 @@ class PettingZooEnv(BatchedEnv):
             "world": self._make_world(
                 out["final_obs"], out["final_active"], out["final_state"], out["step"] + 1
             ),
+            "terminated": self._tensor(out["terminated"], torch.bool),
             "step": self._tensor(out["step"], torch.long),
             "episode_metrics": {EPISODE_LENGTH: self._tensor(out["length"])},
         }

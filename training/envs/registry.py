@@ -129,16 +129,32 @@ def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
                          "the directory it was confirmed in")
 
 
-def declared_task(name: str) -> TaskSpec | None:
-    """The task env ``name`` declares without being built (a built-in MPE task's); None where
-    the task is known only from a built instance (VMAS: its agents and info keys; PettingZoo).
-    Reports and pages read this: nothing is built to show a run."""
-    return _ENVS[name][0].task if name in _ENVS else None
+def declared_task(name: str, kwargs: dict[str, Any] | None = None) -> TaskSpec | None:
+    """The task env ``name`` declares with ``kwargs`` (its arguments may change it:
+    simple_spread's reward): a built-in MPE task's, from one slot after its config checked
+    the arguments' bounds (ValueError otherwise); None where the task is known only from a
+    built instance (VMAS: its agents and info keys; PettingZoo). Reports and pages read this:
+    no scenario is built to show a run."""
+    if name not in _ENVS:
+        return None
+    return _ENVS[name][0](_native_config(name, 1, dict(kwargs or {}))).task
+
+
+def declares_sparse(name: str, kwargs: dict[str, Any]) -> bool:
+    """Whether env ``name`` with ``kwargs`` marks its native reward sparse, read without
+    building a scenario (a spec is parsed and a run planned on the host): a built-in task's
+    TaskSpec, a VMAS scenario's shaping arguments; False for an env lero does not own."""
+    if is_vmas_name(name):
+        from lero.training.envs.vmas_adapter import shaping_off
+
+        return shaping_off(name.split(":", 1)[1], kwargs)
+    task = declared_task(name, kwargs)
+    return task is not None and task.sparse
 
 
 def task_spec(name: str, **kwargs: Any) -> TaskSpec:
     """The task of env ``name``; a VMAS or PettingZoo env is built once, in-process, to read it."""
-    declared = declared_task(name)
+    declared = declared_task(name, kwargs)
     if declared is not None:
         return declared
     if is_vmas_name(name):

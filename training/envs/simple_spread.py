@@ -23,12 +23,20 @@ Reward of agent i after the step (local_ratio = r)::
     local_i  = - #{j != i : |p_i - p_j| < 0.3}
     reward_i = (1 - r) * global + r * local_i
 
+With ``reward="sparse"`` (``--env-arg reward=sparse``, lero's own variant: mpe2 has none)
+the distance term goes and the team is paid only for what the task's metrics count::
+
+    global   = #{l : min_i |p_i - q_l| < 0.1}               # landmarks occupied after the step
+
+local_i, the mix and the dynamics stay mpe2's (``TaskSpec.sparse``; success = ``coverage``).
+
 Episodes last ``max_cycles`` steps (truncation, ``done`` on the last one); resets
 draw agent and landmark positions uniformly in [-1, 1]^2 with zero velocity.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -41,6 +49,7 @@ AGENT_SIZE = 0.15
 COLLISION_DIST = 2 * AGENT_SIZE
 OCCUPY_DIST = 0.1
 COMM_DIM = 2  # mpe2's dim_c: silent agents still fill these obs columns with zeros
+REWARDS = ("dense", "sparse")  # `reward`: mpe2's distance reward, or occupied landmarks only
 
 
 @dataclass(frozen=True)
@@ -53,10 +62,13 @@ class SimpleSpreadConfig:
     max_cycles: int = 25
     num_agent_neighbors: int | None = None
     num_landmark_neighbors: int | None = None
+    reward: str = "dense"
     device: str | torch.device = "cpu"
 
     def __post_init__(self) -> None:
         owner = "simple_spread"
+        if self.reward not in REWARDS:
+            raise ValueError(f"{owner}: reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
         checks.positive_int(owner, "n_envs", self.n_envs, checks.MAX_BATCH)
         checks.positive_int(owner, "N", self.N, checks.MAX_AGENTS)
         object.__setattr__(
@@ -93,6 +105,13 @@ TASK = TaskSpec(
     grammar="simple_spread",
     notes={"occupy_dist": OCCUPY_DIST, "collision_dist": COLLISION_DIST},
 )
+SPARSE_TASK = dataclasses.replace(
+    TASK,
+    text=TASK.text + (" The native reward is sparse: the team earns one point per step for each landmark "
+                      f"with an agent within {OCCUPY_DIST} of it, and nothing for getting closer; "
+                      "collisions cost as in mpe2."),
+    sparse=True,
+)
 
 
 class SimpleSpread(MPEEnv):
@@ -104,6 +123,7 @@ class SimpleSpread(MPEEnv):
 
     def __init__(self, cfg: SimpleSpreadConfig) -> None:
         self.cfg = cfg
+        self.task = SPARSE_TASK if cfg.reward == "sparse" else TASK
         N = cfg.N
         self.local_ratio = cfg.local_ratio
         # observation slots: all entities, or the nearest few (zero-padded) under partial obs
@@ -143,12 +163,12 @@ class SimpleSpread(MPEEnv):
 
     def _outcome(self) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         nearest = self._landmark_dist.amin(dim=0)  # [L, B] closest agent to each landmark
-        global_reward = -nearest.sum(dim=0)  # [B]
+        occupied = (nearest < OCCUPY_DIST).sum(dim=0, dtype=torch.float32)  # [B]
+        global_reward = occupied if self.task.sparse else -nearest.sum(dim=0)  # [B]
         touching = (self._pair_dist < COLLISION_DIST).to(torch.float32)  # [P, B]
         hits = self._membership @ touching  # [N, B] agents touching agent i
         r = self.local_ratio
         reward = (1 - r) * global_reward - r * hits  # [N, B]
-        occupied = (nearest < OCCUPY_DIST).sum(dim=0, dtype=torch.float32)  # [B]
         metrics = {
             "collisions": touching.sum(dim=0),
             "occupied": occupied,
@@ -229,6 +249,8 @@ class SimpleSpread(MPEEnv):
             "soft contact forces push overlapping agents apart; positions are unbounded.",
             "",
             f"Reward of agent i after each step (local_ratio r = {r}):",
+            f"  global = number of landmarks with an agent within {OCCUPY_DIST} (sparse: nothing for "
+            "getting closer)" if self.task.sparse else
             "  global = -(sum over landmarks of the distance to the closest agent)",
             "  local_i = -(number of other agents within 0.3 of agent i, i.e. colliding)",
             f"  reward_i = (1 - r) * global + r * local_i = {1 - r:g} * global + {r:g} * local_i",

@@ -39,6 +39,14 @@ class StateField:
 
 
 @dataclass(frozen=True)
+class Pairing:
+    """A state field whose entity dim follows the agents: entity i belongs to agent i (e.g. agent i's own goal)."""
+
+    field: str  # a name in state_fields, shape [B, N, ...]
+    doc: str  # what entity i is to agent i, for prompts
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """The task an environment poses, as the rest of lero needs to know it."""
 
@@ -48,15 +56,20 @@ class TaskSpec:
     state_fields: tuple[StateField, ...]
     metrics: tuple[Metric, ...]  # RETURN first
     success_metric: str  # the metric that says the task was solved (ties in selection)
+    # the native reward pays only for reaching the goal (its shaping is off): `--fitness` then
+    # defaults to `success`, and the confirmation adds native@loop
+    sparse: bool = False
     grammar: str | None = None  # offline-designer grammar name; None = generic from state_fields
     notes: dict[str, Any] = field(default_factory=dict)  # task constants others may read
     reference: str | None = None  # module with the reference ``parallel_env(**kwargs)`` (mpe2)
+    pairings: tuple[Pairing, ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskSpec:
         """The inverse of `dataclasses.asdict` after a JSON round trip (a `describe` job's result)."""
         return cls(**{**data, "state_fields": tuple(StateField(**f) for f in data["state_fields"]),
-                      "metrics": tuple(Metric(**m) for m in data["metrics"])})
+                      "metrics": tuple(Metric(**m) for m in data["metrics"]),
+                      "pairings": tuple(Pairing(**p) for p in data.get("pairings", ()))})
 
     def __post_init__(self) -> None:
         names = [m.name for m in self.metrics]
@@ -64,6 +77,9 @@ class TaskSpec:
             raise ValueError(f"{self.name}: the first metric must be {RETURN!r}")
         if len(set(names)) != len(names) or self.success_metric not in names:
             raise ValueError(f"{self.name}: metric names must be unique and include the success metric")
+        fields = {f.name for f in self.state_fields}
+        if any(p.field not in fields for p in self.pairings):
+            raise ValueError(f"{self.name}: a pairing names a field that is not in state_fields")
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -76,8 +92,14 @@ class TaskSpec:
         """The ``ctx.state`` fields as prompt lines."""
         return "\n".join(f"- `{f.name}` {f.shape}: {f.doc}" for f in self.state_fields)
 
+    def pairing_text(self) -> str:
+        """The paired fields as prompt lines (empty when the task pairs no entity with an agent)."""
+        return "\n".join(f"- `{p.field}`[:, i] belongs to agent i: {p.doc}" for p in self.pairings)
+
     def world_lines(self, reward: str, max_steps: int, ends_when: str) -> list[str]:
         """The closing lines of a generic adapter's `describe()` (PettingZoo, VMAS), whose
-        world state is exactly `state_fields`: its reward, `ctx.state`, the episode's length."""
+        world state is exactly `state_fields`: its reward, `ctx.state` (and which entities are
+        each agent's own, where the task pairs them), the episode's length."""
+        own = ["Each agent's own entities:", self.pairing_text()] if self.pairings else []
         return [f"Reward: {reward}", "", "World state (ctx.state, training only, B parallel envs):",
-                self.state_text(), "", f"Episode: at most {max_steps} steps; it ends early when {ends_when}."]
+                self.state_text(), *own, "", f"Episode: at most {max_steps} steps; it ends early when {ends_when}."]

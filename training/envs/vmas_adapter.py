@@ -25,9 +25,16 @@ PettingZoo adapter there is no worker pool: one ``vmas.make_env(num_envs=B)`` is
   scenario's landmarks (goals, packages, obstacles: ``task.notes["landmarks"]`` names them
   in order): ``agent_pos`` / ``agent_vel`` [B, N, 2], ``agent_rot`` / ``agent_ang_vel``
   [B, N, 1], the same four for landmarks [B, L, .], and ``step`` [B].
-- **Task.** ``return`` (the success measure), ``episode_length`` and, for every entry of
+  Where every agent has its own goal (``agent.goal``, a landmark: navigation, give_way),
+  ``goal_pos`` [B, N, 2] holds agent i's goal in row i (the task's ``pairings``).
+- **Task.** ``return``, ``episode_length``, ``success`` (1 for an episode the scenario's own
+  ``done()`` ended before the time limit: ``info["terminated"]``) and, for every entry of
   the scenario's ``info()``, its sum over the episode averaged over agents (navigation:
-  ``pos_rew``, ``final_rew``, ``agent_collisions``).
+  ``pos_rew``, ``final_rew``, ``agent_collisions``). A scenario that defines ``done()`` is
+  solved by reaching it (success metric ``success``); the others by ``return``. The
+  scenarios in ``SHAPING_ARGS`` mark their reward sparse (``task.sparse``) when every one of
+  their shaping arguments is 0 (``--env-arg pos_shaping_factor=0``); ``SPARSE_REWARDS`` says
+  what is left of the reward then.
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ import torch
 
 from lero.training.envs import checks
 from lero.training.envs.base import BatchedEnv
-from lero.training.envs.task import RETURN, Metric, StateField, TaskSpec
+from lero.training.envs.task import RETURN, Metric, Pairing, StateField, TaskSpec
 
 FAMILY = "vmas"
 PREFIX = f"{FAMILY}:"
@@ -51,6 +58,21 @@ EXTRA = "vmas"  # pyproject's optional extra that installs VMAS
 INSTALL_HINT = f"VMAS tasks need the {EXTRA} extra: pip install 'lero[{EXTRA}]'"
 DEFAULT_MAX_STEPS = 100  # VMAS scenarios are open-ended; BenchMARL's VMAS tasks run 100 steps
 EPISODE_LENGTH = "episode_length"
+SUCCESS = "success"
+GOAL_POS = "goal_pos"  # world() key of each agent's own goal, where the scenario pairs them
+# The scenario arguments that shape its reward toward the goal: all 0 leaves a sparse reward
+SHAPING_ARGS = {"navigation": ("pos_shaping_factor",), "give_way": ("pos_shaping_factor",),
+                "joint_passage": ("pos_shaping_factor", "rot_shaping_factor")}
+# What the native reward still pays once the shaping is off (read off each scenario's reward())
+SPARSE_REWARDS = {
+    "navigation": "final_reward (0.01) to every agent at a step where every agent is within the goal's "
+                  "radius, plus agent_collision_penalty (-1) per collision; no distance shaping",
+    "give_way": "final_reward (0.01) at a step where both agents are on their goals, plus the "
+                "collision and energy penalties (0 by default); no distance shaping (success needs "
+                "done_on_completion=True, else the episode never ends early)",
+    "joint_passage": "the final reward once the package is at the goal, plus collision and energy "
+                     "penalties; no position or rotation shaping",
+}
 VMAS_OPTIONS = ("max_steps", "device")  # make_env keywords the adapter takes itself
 # What a scenario's own keywords may be, checked before VMAS builds anything (a stored spec's
 # n_agents=2000 took minutes of CPU, 10**7 std::bad_alloc): a count (a name starting with one
@@ -157,6 +179,7 @@ def build_vmas(cfg: VmasConfig) -> Any:
         try:
             env = _vmas().make_env(cfg.scenario, num_envs=cfg.n_envs, device=cfg.device,
                                    continuous_actions=False, max_steps=cfg.max_steps,
+                                   terminated_truncated=True,
                                    **cfg.scenario_kwargs)
         except Exception as error:  # VMAS checks arguments with asserts, TypeErrors, ...: one line each
             message = " ".join(str(error).split()) or type(error).__name__
@@ -183,6 +206,9 @@ class VmasEnv(BatchedEnv):
         self._agents = list(env.agents)  # the policy agents, VMAS's order
         self._landmarks = list(env.world.landmarks)
         self.n_agents = len(self._agents)
+        goals = [getattr(agent, "goal", None) for agent in self._agents]
+        self._goals = goals if all(any(g is lm for lm in self._landmarks) for g in goals) else []
+        self._has_done = type(env.scenario).done is not _vmas().simulator.scenario.BaseScenario.done
         with self._own_random_state():
             first_obs = env.get_from_scenario(get_observations=True, get_rewards=False, get_infos=True,
                                               get_dones=False, dict_agent_names=False)
@@ -247,18 +273,20 @@ class VmasEnv(BatchedEnv):
         if not bool((actions < self._action_counts.to(actions.device)).all()):
             raise ValueError(f"{self.name}.step: an agent took an action outside its action_mask()")
         with self._own_random_state():
-            obs_rows, rewards, done, infos = self.env.step(list(actions.unbind(dim=1)))
+            obs_rows, rewards, terminated, truncated, infos = self.env.step(list(actions.unbind(dim=1)))
         final_obs = self._pad(obs_rows)  # [B, N, D]
         reward = torch.stack(rewards, dim=1).to(torch.float32)  # [B, N]
-        done = done.to(self.device, torch.bool)  # [B]
+        terminated = terminated.to(self.device, torch.bool)  # [B] the scenario's own done()
+        done = terminated | truncated.to(self.device, torch.bool)  # [B]
         step = self._steps.clone()  # [B] index of the step just taken
         self._steps = self._steps + 1
         for key, total in self._sums.items():
             per_agent = [info[key].reshape(self.n_envs, -1).sum(dim=1) for info in infos]  # N x [B]
             total += torch.stack(per_agent).to(torch.float32).mean(dim=0)
-        metrics = {EPISODE_LENGTH: self._steps.to(torch.float32),
+        metrics = {EPISODE_LENGTH: self._steps.to(torch.float32), SUCCESS: terminated.to(torch.float32),
                    **{key: total.clone() for key, total in self._sums.items()}}
-        info = {"final_obs": final_obs, "world": self.world(), "step": step, "episode_metrics": metrics}
+        info = {"final_obs": final_obs, "world": self.world(), "terminated": terminated, "step": step,
+                "episode_metrics": metrics}
         self._obs = final_obs
         if bool(done.any()):
             with self._own_random_state():
@@ -288,6 +316,8 @@ class VmasEnv(BatchedEnv):
         for prefix, entities in (("agent", self._agents), ("landmark", self._landmarks)):
             for key in ENTITY_STATE:
                 state[f"{prefix}_{key}"] = self._entity_state(entities, key)
+        if self._goals:
+            state[GOAL_POS] = self._entity_state(self._goals, "pos")
         return {**state, "step": self._steps.clone()}
 
     def set_world(self, world: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -315,24 +345,50 @@ class VmasEnv(BatchedEnv):
                "landmark": ("L", f"landmarks' (L = {L}: {', '.join(landmarks) or 'none'}, in this order)")}
         fields = [StateField(f"{prefix}_{key}", f"[B, {count}, {width}]", f"{whose} {STATE_DOCS[key]}")
                   for prefix, (count, whose) in who.items() for key, width in ENTITY_STATE.items()]
+        pairings = ()
+        if self._goals:
+            fields.append(StateField(GOAL_POS, "[B, N, 2]", "each agent's own goal position, row i = agent i's"))
+            pairings = (Pairing(GOAL_POS, "agent i's own goal, the landmark it must reach"),)
         fields.append(StateField("step", "[B]", "step index within the episode (int64)"))
         info_metrics = tuple(
             Metric(key, True, f"the scenario's info()[{key!r}] summed over the episode, mean over agents")
-            for key in self._info_keys if key not in (RETURN, EPISODE_LENGTH))
+            for key in self._info_keys if key not in (RETURN, EPISODE_LENGTH, SUCCESS))
+        sparse = self.sparse
+        text = TASK_TEXTS.get(self.cfg.scenario, f"VMAS scenario {self.cfg.scenario}: the {N} agents "
+                                                 "cooperate to maximise the team's return.")
+        if sparse:
+            text += f" The native reward is sparse: {SPARSE_REWARDS[self.cfg.scenario]}."
         return TaskSpec(
             name=self.name,
-            text=TASK_TEXTS.get(self.cfg.scenario, f"VMAS scenario {self.cfg.scenario}: the {N} agents "
-                                                   "cooperate to maximise the team's return."),
+            text=text,
             lero_kwargs={},
             state_fields=tuple(fields),
-            metrics=(Metric(RETURN, True, "mean per-agent native episode return (the success measure)"),
+            metrics=(Metric(RETURN, True, "mean per-agent native episode return"),
                      Metric(EPISODE_LENGTH, False, "mean steps per episode (the scenario's done() ends "
                                                    f"one before the {self.max_steps}-step limit)"),
+                     Metric(SUCCESS, True, "fraction of episodes the scenario's done() ended before the "
+                                           f"{self.max_steps}-step limit (the task reached)"),
                      *info_metrics),
-            success_metric=RETURN,
+            success_metric=SUCCESS if self._has_done else RETURN,
+            sparse=sparse,
             grammar=None,
             notes={"agents": self.agent_names, "landmarks": landmarks, "obs_dims": self._obs_dims},
+            pairings=pairings,
         )
+
+    @property
+    def sparse(self) -> bool:
+        """Whether the scenario's reward shaping is off: every one of its SHAPING_ARGS is 0."""
+        names = SHAPING_ARGS.get(self.cfg.scenario, ())
+        return bool(names) and all(getattr(self.env.scenario, name) == 0 for name in names)
+
+
+def shaping_off(scenario: str, kwargs: dict[str, Any]) -> bool:
+    """`VmasEnv.sparse` read from the arguments alone, nothing built (a spec is parsed, a run
+    planned): every SHAPING_ARGS default is nonzero, so only arguments that set each to 0 turn
+    the shaping off."""
+    names = SHAPING_ARGS.get(scenario, ())
+    return bool(names) and all(kwargs.get(name) == 0 for name in names)
 
     def describe(self) -> str:
         nvec = [list(agent.discrete_action_nvec) for agent in self._agents]

@@ -1,0 +1,58 @@
+"""Which candidates shape only through a potential, and which look good only to their shaping.
+
+Potential-based shaping (training.shaping) provably keeps the task's optimal policies; a
+hybrid reward that changes the native reward does not. The engine's curves say which a
+candidate did (`potential_shaping`: it has a potential; `hrf_change`, 0 throughout: its HRF
+kept the native reward). On a sparse task the opposite failure is the one to name: the
+shaped training return rises while the task is never solved.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from lero.graph.summary import RunFiles, is_number
+from lero.training.hooks import HRF_CHANGE_CURVE, SHAPING_CURVE
+
+INVARIANT, CHANGES_REWARD = "policy-invariant", "not policy-invariant"
+SHAPED_CURVE = "train_reward"  # the per-agent training (shaped) return during training
+
+
+def shaping_kind(result: dict[str, Any]) -> str | None:
+    """`policy-invariant` (shapes only through its potential), `not policy-invariant` (its
+    HRF changes the native reward), None for a candidate with no potential or no training."""
+    stats = result.get("reflection_stats") or {}
+    change = (stats.get(HRF_CHANGE_CURVE) or {}).get("max")
+    if SHAPING_CURVE not in stats or not is_number(change):
+        return None
+    return INVARIANT if change == 0 else CHANGES_REWARD
+
+
+def shaped_without_success(result: dict[str, Any], success: str) -> bool:
+    """Whether the shaped training return rose (its last third above its first) while the
+    task's SUCCESS metric stayed 0 on the held-out episodes and throughout training."""
+    curves, evaluation = result.get("curves") or {}, result.get("eval") or {}
+    shaped = [v for v in curves.get(SHAPED_CURVE) or [] if is_number(v)]
+    if len(shaped) < 3 or not is_number(evaluation.get(success)) or evaluation[success] != 0:
+        return False
+    third = len(shaped) // 3
+    rose = statistics.fmean(shaped[-third:]) > statistics.fmean(shaped[:third])
+    return rose and not any(v for v in curves.get(success) or [] if is_number(v))
+
+
+def shaping_markdown(run: RunFiles, success: str | None) -> list[str]:
+    """report.md's section: each candidate with a potential, invariant or not, and each whose
+    shaped return rose while SUCCESS (the task's success metric; None: not shown) stayed 0."""
+    kinds = {c.candidate_id: shaping_kind(c.result) for c in run.candidates}
+    hollow = [c.candidate_id for c in run.candidates if success and shaped_without_success(c.result, success)]
+    if not any(kinds.values()) and not hollow:
+        return []
+    lines = ["", "## Shaping", "", "Potential-based shaping (lero adds gamma Phi(s') - Phi(s)) keeps the task's "
+             "optimal policies; a hybrid reward that changes the native reward does not.", ""]  # fmt: skip
+    lines += [f"- `{cid}`: {kind}" + (" (shapes only through its potential)" if kind == INVARIANT
+                                      else " (its potential is beside an HRF that changes the native reward)")
+              for cid, kind in kinds.items() if kind]  # fmt: skip
+    lines += [f"- `{cid}`: its shaped training return rose while {success} stayed 0: it learned the shaping, "
+              "not the task" for cid in hollow]
+    return lines

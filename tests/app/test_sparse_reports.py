@@ -1,0 +1,83 @@
+"""What the reports say of sparse tasks and shaping: which candidates are policy-invariant,
+which learned only their shaping, native@loop's budget for the study, the success column."""
+
+from __future__ import annotations
+
+import pytest
+
+from lero.app.shaping import INVARIANT, shaped_without_success, shaping_kind
+from lero.app.study.execute import spent_env_steps
+from lero.app.study.report import _success_metric
+from lero.graph.confirmation import LOOP_ID
+from lero.graph.schedule import loop_env_steps
+
+pytest.importorskip("vmas")
+
+
+def stats(shaping: float | None, change: float | None) -> dict:
+    found = {}
+    if shaping is not None:
+        found["potential_shaping"] = {"max": shaping, "min": 0.0, "mean": 0.0, "snapshots": []}
+    if change is not None:
+        found["hrf_change"] = {"max": change, "min": 0.0, "mean": 0.0, "snapshots": []}
+    return {"reflection_stats": found}
+
+
+def test_policy_invariance_is_read_off_the_engines_curves() -> None:
+    assert shaping_kind(stats(0.4, 0.0)) == INVARIANT
+    assert shaping_kind(stats(0.4, 0.2)) == "not policy-invariant"
+    assert shaping_kind(stats(None, None)) is None  # no potential: nothing to say
+    assert shaping_kind({}) is None
+
+
+def test_a_shaped_return_that_rises_while_success_stays_zero_is_named() -> None:
+    rising = {"train_reward": [0.1, 0.2, 0.5, 0.9, 1.4, 2.0], "success": [0.0] * 6}
+    assert shaped_without_success({"curves": rising, "eval": {"success": 0.0}}, "success")
+    assert not shaped_without_success({"curves": rising, "eval": {"success": 0.25}}, "success")  # it solved it
+    flat = {**rising, "train_reward": [1.0] * 6}
+    assert not shaped_without_success({"curves": flat, "eval": {"success": 0.0}}, "success")
+    once = {**rising, "success": [0.0, 0.0, 0.1, 0.0, 0.0, 0.0]}
+    assert not shaped_without_success({"curves": once, "eval": {"success": 0.0}}, "success")
+
+
+def test_native_at_loop_counts_the_confirmation_but_not_itself() -> None:
+    assert spent_env_steps({"env_steps": 4800, "confirmation": None}) == 4800
+    block = {"steps": 1600, "seeds": [3000, 3001, 3002],
+             "arms": [{"candidate_id": "baseline"}, {"candidate_id": "0-0"}, {"candidate_id": LOOP_ID}]}
+    assert spent_env_steps({"env_steps": 4800, "confirmation": block}) == loop_env_steps(4800, 1600, 3, 2) == 14400
+    assert spent_env_steps({"env_steps": None, "confirmation": block}) is None
+
+
+def test_a_study_names_the_success_metric_where_it_is_not_the_return() -> None:
+    env = {"name": "vmas:navigation", "n_agents": 2, "pos_shaping_factor": 0}
+    assert _success_metric(env, ["return", "success"]) == "success"
+    assert _success_metric(env, ["return"]) is None  # not measured
+    assert _success_metric({"name": "simple_spread", "reward": "sparse"}, ["return", "coverage"]) == "coverage"
+    assert _success_metric({"name": "mypkg.envs:make"}, ["return"]) is None  # not lero's env: not built
+
+
+def study(env: dict, success: str | None, values: dict[str, tuple[list[float], list[float]]]) -> dict:
+    """A finished study's cells: arm -> (returns, success rates) over seeds."""
+    return {"study_id": env["name"], "config": {"env": env}, "success_metric": success,
+            "cells": [{"algo": "mappo", "variant": arm, "absolute": None,
+                       "per_seed": {"return": ret, **({success: rate} if success else {})}}
+                      for arm, (ret, rate) in values.items()]}
+
+
+def test_the_lero_table_gives_the_success_rate_of_sparse_tasks_beside_the_return() -> None:
+    from lero.app.study.combine import combine_studies, render_combined
+
+    navigation = study({"name": "vmas:navigation", "pos_shaping_factor": 0}, "success",
+                       {"native": ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]), "hrf+oef": ([-0.1, -0.2, 0.0], [0.5, 1.0, 0.75]),
+                        "native@loop": ([0.0, 0.0, 0.0], [0.0, 0.25, 0.0])})
+    spread = study({"name": "simple_spread", "reward": "sparse"}, "coverage",
+                   {"native": ([1.0, 2.0, 1.5], [0.0, 0.05, 0.0]), "hrf+oef": ([3.0, 2.5, 2.0], [0.2, 0.3, 0.1])})
+    dense = study({"name": "simple_spread"}, None, {"native": ([-20.0, -21.0], []), "hrf+oef": ([-19.0, -18.0], [])})
+    combined = combine_studies([navigation, spread, dense])
+    success = combined["success"]
+    assert len(combined["tasks"]) == 3 and len(success["tasks"]) == 2  # the dense task has no success rate
+    assert success["arms"]["mappo:hrf+oef"]["mean"] == pytest.approx((0.5 + 1.0 + 0.75 + 0.2 + 0.3 + 0.1) / 6)
+    assert success["improvement"]["mappo:hrf+oef"]["value"] == 1.0  # every seed beats native on both tasks
+    assert success["improvement"]["mappo:native@loop"]["versus"] == "mappo:native"
+    assert "Success rate (each task's own success metric" in render_combined(combined, [])
+    assert combine_studies([dense])["success"] is None
