@@ -8,6 +8,7 @@ run, finished or not, without the checkpoint database or a live graph.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -131,10 +131,14 @@ def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
 
 def declared_task(name: str, kwargs: dict[str, Any] | None = None) -> TaskSpec | None:
     """The task env ``name`` declares with ``kwargs`` (its arguments may change it:
-    simple_spread's reward): a built-in MPE task's, from one slot after its config checked
-    the arguments' bounds (ValueError otherwise); None where the task is known only from a
-    built instance (VMAS: its agents and info keys; PettingZoo). Reports and pages read this:
-    no scenario is built to show a run."""
+    simple_spread's reward), its bounds checked first (ValueError otherwise): a built-in MPE
+    task's, from one slot; a VMAS scenario's outcome metrics (`vmas_adapter.declared_task`,
+    no world built); None for a PettingZoo env (known only from a built instance). Reports
+    and pages read this: nothing costly is built to show a run."""
+    if is_vmas_name(name):
+        from lero.training.envs import vmas_adapter
+
+        return vmas_adapter.declared_task(name, dict(kwargs or {}))
     if name not in _ENVS:
         return None
     return _ENVS[name][0](_native_config(name, 1, dict(kwargs or {}))).task
@@ -144,19 +148,14 @@ def declares_sparse(name: str, kwargs: dict[str, Any]) -> bool:
     """Whether env ``name`` with ``kwargs`` marks its native reward sparse, read without
     building a scenario (a spec is parsed and a run planned on the host): a built-in task's
     TaskSpec, a VMAS scenario's shaping arguments; False for an env lero does not own."""
-    if is_vmas_name(name):
-        from lero.training.envs.vmas_adapter import shaping_off
-
-        return shaping_off(name.split(":", 1)[1], kwargs)
     task = declared_task(name, kwargs)
     return task is not None and task.sparse
 
 
 def task_spec(name: str, **kwargs: Any) -> TaskSpec:
     """The task of env ``name``; a VMAS or PettingZoo env is built once, in-process, to read it."""
-    declared = declared_task(name, kwargs)
-    if declared is not None:
-        return declared
+    if name in _ENVS:
+        return declared_task(name, kwargs)
     if is_vmas_name(name):
         return make_env(name, 1, **kwargs).task
     env = make_env(name, 1, **{**kwargs, "workers": 0})

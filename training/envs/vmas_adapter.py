@@ -363,12 +363,7 @@ class VmasEnv(BatchedEnv):
             text=text,
             lero_kwargs={},
             state_fields=tuple(fields),
-            metrics=(Metric(RETURN, True, "mean per-agent native episode return"),
-                     Metric(EPISODE_LENGTH, False, "mean steps per episode (the scenario's done() ends "
-                                                   f"one before the {self.max_steps}-step limit)"),
-                     Metric(SUCCESS, True, "fraction of episodes the scenario's done() ended before the "
-                                           f"{self.max_steps}-step limit (the task reached)"),
-                     *info_metrics),
+            metrics=(*outcome_metrics(self.max_steps), *info_metrics),
             success_metric=SUCCESS if self._has_done else RETURN,
             sparse=sparse,
             grammar=None,
@@ -382,13 +377,6 @@ class VmasEnv(BatchedEnv):
         names = SHAPING_ARGS.get(self.cfg.scenario, ())
         return bool(names) and all(getattr(self.env.scenario, name) == 0 for name in names)
 
-
-def shaping_off(scenario: str, kwargs: dict[str, Any]) -> bool:
-    """`VmasEnv.sparse` read from the arguments alone, nothing built (a spec is parsed, a run
-    planned): every SHAPING_ARGS default is nonzero, so only arguments that set each to 0 turn
-    the shaping off."""
-    names = SHAPING_ARGS.get(scenario, ())
-    return bool(names) and all(kwargs.get(name) == 0 for name in names)
 
     def describe(self) -> str:
         nvec = [list(agent.discrete_action_nvec) for agent in self._agents]
@@ -410,3 +398,34 @@ def shaping_off(scenario: str, kwargs: dict[str, Any]) -> bool:
                                    "the scenario's done() says so"),
         ]
         return "\n".join(lines)
+
+
+def outcome_metrics(max_steps: int) -> tuple[Metric, ...]:
+    """The metrics every VMAS task reports, whatever its scenario's info() holds."""
+    return (Metric(RETURN, True, "mean per-agent native episode return"),
+            Metric(EPISODE_LENGTH, False, "mean steps per episode (the scenario's done() ends "
+                                          f"one before the {max_steps}-step limit)"),
+            Metric(SUCCESS, True, "fraction of episodes the scenario's done() ended before the "
+                                  f"{max_steps}-step limit (the task reached)"))  # fmt: skip
+
+
+def declared_task(name: str, kwargs: dict[str, Any]) -> TaskSpec:
+    """What a VMAS task says before its world is built, for reports and pages (a copied spec's
+    arguments build nothing on the host): the outcome metrics, the success metric (the
+    scenario class's own done(), read off the class), sparse from the arguments; no state
+    fields (known once built). ValueError for arguments outside their bounds."""
+    cfg = VmasConfig.of(name, 1, dict(kwargs))
+    scenario = importlib.import_module("vmas.scenarios").load(f"{cfg.scenario}.py").Scenario
+    has_done = scenario.done is not _vmas().simulator.scenario.BaseScenario.done
+    return TaskSpec(name=name, text=TASK_TEXTS.get(cfg.scenario, f"VMAS scenario {cfg.scenario}"),
+                    lero_kwargs={}, state_fields=(), metrics=outcome_metrics(cfg.max_steps),
+                    success_metric=SUCCESS if has_done else RETURN,
+                    sparse=shaping_off(cfg.scenario, cfg.scenario_kwargs))  # fmt: skip
+
+
+def shaping_off(scenario: str, kwargs: dict[str, Any]) -> bool:
+    """`VmasEnv.sparse` read from the arguments alone, nothing built (a spec is parsed, a run
+    planned): every SHAPING_ARGS default is nonzero, so only arguments that set each to 0 turn
+    the shaping off."""
+    names = SHAPING_ARGS.get(scenario, ())
+    return bool(names) and all(kwargs.get(name) == 0 for name in names)
