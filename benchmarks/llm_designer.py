@@ -7,7 +7,8 @@ each measured on its own:
 - extracted: the reply holds a Python module (`agents.extract`), or for structured design
   an object inside the schema (failures: `not JSON`, `outside the schema`, cut off);
 - static: the gate's checks pass (`agents.check_candidate`, with the env's state fields);
-- critic: the LLM critic answers `VERDICT: accept`;
+- critic: the LLM critic answers `VERDICT: accept` (and, beside it, how often a structured
+  critic's revise or reject named no evidence: `no judgement`, after which a run goes on);
 - valid first: the sandbox's validation job is `ok` on the designer's code;
 - valid after debugger: `ok` after at most `--debug-attempts` LLM debugger repairs (each fed
   the gate's points or the sandbox's error, as a run does).
@@ -39,6 +40,7 @@ from pathlib import Path
 from benchmarks import designer_ablation
 from lero.agents import Draft, LLMConfig, LLMError, check_candidate, make_team
 from lero.agents.checks import state_names
+from lero.agents.evidence import NO_JUDGEMENT
 from lero.agents.extract import CUT_OFF
 from lero.agents.structured import failure_kind as structured_failure
 from lero.graph.configuration import RunSpec
@@ -56,6 +58,7 @@ STAGES = ("extracted", "static", "critic", "valid_first", "valid_after_debugger"
 class TaskTally:
     rounds: int = 0
     passed: Counter = field(default_factory=Counter)  # stage -> rounds that passed it
+    no_judgement: int = 0  # critic verdicts that named no evidence (agents.evidence)
     failures: Counter = field(default_factory=Counter)  # failure kind -> count
     requests: int = 0
     tokens: int = 0
@@ -116,6 +119,7 @@ def run_task(name: str, args: argparse.Namespace, cfg: LLMConfig, sandbox, recor
         tally.passed["static"] += static_ok
         review = team.critic.review(task, draft.code)
         tally.passed["critic"] += review.verdict == "accept"
+        tally.no_judgement += review.verdict == NO_JUDGEMENT
         ok, error = validate(draft.code)
         tally.passed["valid_first"] += ok
         code, history = draft.code, []
@@ -142,15 +146,15 @@ def table(tallies: dict[str, TaskTally], model: str, design: str) -> str:
         f"Model: `{model}`, design `{design}`. Rates are of {next(iter(tallies.values())).rounds} rounds per task.",
         "",
         "| task | extracted | static check | critic accepted | valid first try | valid after debugger "
-        "| requests | s / request | tokens / valid | s / valid |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| critic no judgement | requests | s / request | tokens / valid | s / valid |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, t in tallies.items():
         rates = " | ".join(f"{t.passed[s] / t.rounds:.0%}" for s in STAGES)
         valid = t.passed["valid_after_debugger"]
         per_valid = (f"{t.tokens / valid:,.0f} | {t.seconds / valid:,.0f}") if valid else "n/a (none valid) | n/a"
         per_request = t.seconds / t.requests if t.requests else 0.0
-        lines.append(f"| {name} | {rates} | {t.requests} | {per_request:.1f} | {per_valid} |")
+        lines.append(f"| {name} | {rates} | {t.no_judgement / t.rounds:.0%} | {t.requests} | {per_request:.1f} | {per_valid} |")
     return "\n".join(lines)
 
 
@@ -193,6 +197,7 @@ def main() -> None:
     print(f"\nwall {time.monotonic() - started:.0f} s")
     if args.out is not None:
         payload = {name: {"rounds": t.rounds, "passed": dict(t.passed), "failures": dict(t.failures),
+                          "no_judgement": t.no_judgement,
                           "requests": t.requests, "tokens": t.tokens, "seconds": round(t.seconds, 1)}
                    for name, t in tallies.items()}
         args.out.write_text(json.dumps({"model": args.model, "design": args.design, "tasks": payload}, indent=2) + "\n")

@@ -128,6 +128,9 @@ def critique(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     def review_one(res: RunContext, candidate: Candidate) -> Candidate:
         use_llm = candidate.get("human") != "edit" and candidate.get("llm_reviews", 0) <= res.spec.critic_rounds
         review = res.team.critic.review(res.task, candidate["code"], use_llm=use_llm)
+        if review.by == "critic":  # the design funnel counts each model's verdicts (report.json `verdicts`)
+            res.emit("review", candidate_id=candidate["candidate_id"], verdict=review.verdict, model=res.spec.llm,
+                     evidence=len(review.evidence))
         return instead_if_rejected(res, _after_review(candidate, review, res.spec.critic_rounds))
 
     def gate_only(res: RunContext, candidate: Candidate) -> Candidate:
@@ -143,9 +146,10 @@ def _after_review(candidate: Candidate, review: Review, critic_rounds: int) -> C
                            "llm_reviews": candidate.get("llm_reviews", 0) + (review.by == "critic")}
     if candidate.get("human") == "edit" and review.verdict != "accept":
         return _edit_stopped(reviewed)
-    if review.verdict == "reject":
+    rounds_left = candidate["review_rounds"] < critic_rounds
+    if review.verdict == "reject" and not (review.evidence and rounds_left):  # evidence earns a revision
         return drop(reviewed, "rejected_by_critic", review.text)
-    if review.verdict == "revise" and candidate["review_rounds"] < critic_rounds:
+    if review.verdict in ("revise", "reject") and rounds_left:
         return {**reviewed, "stage": "revise"}
     if review.rules:  # the static rules still fail and no revision is left
         return drop(reviewed, "rejected", review.text)
