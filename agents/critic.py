@@ -15,6 +15,8 @@ from dataclasses import replace
 
 from lero.agents.checks import check_candidate, state_names
 from lero.agents.evidence import NO_JUDGEMENT, rubric_text, valid_points, verdict_schema
+from lero.agents.expression.design import design_of
+from lero.agents.expression.roles import design_lines
 from lero.agents.extract import without_thinking
 from lero.agents.fit import Fitted, PromptTooLarge
 from lero.agents.llm import ChatModel, Reply, made_for_the_window
@@ -86,12 +88,11 @@ class Critic:
             system = render("critic_system", contract=CONTRACT_TEXT, answer=render("critic_answer_text").strip())
             return self.model.fit("critic", system, "critic_user", {**values, "code": code.strip()})
         answer = render("critic_answer_json", rubric=rubric_text()).strip()
-        design = design_object(task, code)
-        if design is None:
+        shown = shown_design(task, code)
+        if shown is None:
             system = render("critic_system", contract=CONTRACT_TEXT, answer=answer)
             return self.model.fit("critic", system, "critic_structured_user", {**values, "candidate": fenced})
         system = render("critic_design_system", answer=answer)
-        shown = f"Design (JSON), rendered by lero into the module:\n\n{json.dumps(design)}"
         try:
             return self.model.fit("critic", system, "critic_structured_user", {**values, "candidate": f"{shown}\n\n{fenced}"})
         except PromptTooLarge:
@@ -130,9 +131,22 @@ def design_object(task: Problem, code: str) -> dict | None:
         return None
 
 
+def shown_design(task: Problem, code: str) -> str | None:
+    """A rendered design as the critic reads it (its JSON, or its expression lines); None for
+    other code."""
+    if (lines := design_lines(code)) is not None:
+        return f"Design (expressions), rendered by lero into the module:\n\n{lines}"
+    design = design_object(task, code)
+    return None if design is None else f"Design (JSON), rendered by lero into the module:\n\n{json.dumps(design)}"
+
+
 def review_targets(task: Problem, code: str) -> tuple[str, ...] | None:
-    """What a point may name in a rendered design: its goal, shaping terms and features on
-    (None for other code, whose points name text of the code)."""
+    """What a point may name in a rendered design: its goal, shaping terms and features on,
+    or its expressions' slots (`term near`, `potential`, `feature gap`); None for other code,
+    whose points name text of the code."""
+    expressions = design_of(code)
+    if expressions is not None:
+        return tuple(slot.label for slot in expressions.slots)
     design = design_object(task, code)
     if design is None:
         return None
@@ -152,9 +166,10 @@ def parse_structured_review(reply: str, targets: tuple[str, ...] | None, code: s
         return _without_evidence(review.verdict, [f"the critic's reply was {OUTSIDE_SCHEMA}: {why}", *review.points])
     evidence = tuple(valid_points(body.get("points"), targets, code))
     if body["verdict"] == "accept" or not evidence:
-        none = body["verdict"] != "accept"
-        return _without_evidence(body["verdict"], ["it named no point with a target in the candidate and a rubric "
-                                                   "item"] if none else [p.line() for p in evidence])
+        if body["verdict"] == "accept":  # an accept needs no evidence: its points are kept as said
+            said = [str(p).strip() for p in body.get("points") or [] if isinstance(p, str | int | float) and str(p).strip()]
+            return _without_evidence("accept", [*(p.line() for p in evidence), *said])
+        return _without_evidence(body["verdict"], ["it named no point with a target in the candidate and a rubric item"])
     points = [p.line() for p in evidence]
     return Review(verdict=body["verdict"], points=points, text=_text(body["verdict"], points), evidence=evidence)
 

@@ -103,8 +103,9 @@ class Review:
 
 def design_mode(origin: str) -> str:
     """How a candidate's code was designed, from its Draft origin: `structured` (a schema'd
-    JSON design, rendered), `edit` (a changed complete module), `offline`, `human`, else `code`."""
-    for mode in ("structured", "edit", "offline", "human"):
+    JSON design, rendered), `expression` (expressions under the task's grammar, rendered),
+    `edit` (a changed complete module), `offline`, `human`, else `code`."""
+    for mode in ("structured", "expression", "edit", "offline", "human"):
         if mode in origin:
             return mode
     return "code"

@@ -6,8 +6,7 @@ Gemma 3 270M (base); each folder's `expected.json` says what lero makes of each 
 off the reply by a person: a structured design renders and passes the gate, or fails with
 its named kind; an edited module passes the gate or breaks its named rules; a critic's
 verdict object is read as its verdict, which is `no judgement` for a revise or reject that
-names no evidence (the recorded verdicts are all accepts, and their free-sentence points
-are no evidence, so none is kept). The structured replies on simple_reference and
+names no evidence (the recorded verdicts are all accepts, which need none). The structured replies on simple_reference and
 simple_speaker_listener marked `"grammar": "generic"` were answered under the generic
 grammar's schema, before those tasks had grammars of their own, and are read under it; the
 `grammar-*` ones were answered under the task grammars.

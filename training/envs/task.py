@@ -39,6 +39,14 @@ class StateField:
 
 
 @dataclass(frozen=True)
+class Pairing:
+    """A state field whose entity dim follows the agents: entity i belongs to agent i (e.g. agent i's own goal)."""
+
+    field: str  # a name in state_fields, shape [B, N, ...]
+    doc: str  # what entity i is to agent i, for prompts
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """The task an environment poses, as the rest of lero needs to know it."""
 
@@ -51,12 +59,14 @@ class TaskSpec:
     grammar: str | None = None  # offline-designer grammar name; None = generic from state_fields
     notes: dict[str, Any] = field(default_factory=dict)  # task constants others may read
     reference: str | None = None  # module with the reference ``parallel_env(**kwargs)`` (mpe2)
+    pairings: tuple[Pairing, ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskSpec:
         """The inverse of `dataclasses.asdict` after a JSON round trip (a `describe` job's result)."""
         return cls(**{**data, "state_fields": tuple(StateField(**f) for f in data["state_fields"]),
-                      "metrics": tuple(Metric(**m) for m in data["metrics"])})
+                      "metrics": tuple(Metric(**m) for m in data["metrics"]),
+                      "pairings": tuple(Pairing(**p) for p in data.get("pairings", ()))})
 
     def __post_init__(self) -> None:
         names = [m.name for m in self.metrics]
