@@ -83,9 +83,11 @@ def example_design(task: Problem) -> str:
 
 
 def expression_draft(reply: str, cut_off: bool, task: Problem, origin: str) -> Draft:
-    """The module a reply's design renders, or a Draft whose error names what failed."""
+    """The module a reply's design renders, or a Draft whose error names what failed. A reply
+    cut off at max_tokens keeps its whole lines (each is a slot under the grammar)."""
+    text = reply[: reply.rfind("\n") + 1] if cut_off else reply
     try:
-        design = parse_design(reply, task.task_spec.metric_names)
+        design = parse_design(text, task.task_spec.metric_names)
         return Draft(code=render_module(design, task), reply=reply, error=None, origin=origin)
     except ExpressionError as error:
         return Draft(code=None, reply=reply, error=CUT_OFF if cut_off else f"{INVALID}: {error}", origin=origin)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from lero.agents import check_candidate, make_team
+from lero.agents import Elite, Review, check_candidate, make_team
 from lero.agents.checks import state_names
+from lero.agents.critic import review_targets
 from lero.agents.expression.design import design_of, parse_design
 from lero.agents.expression.grammar import design_grammar, repair_grammar
 from lero.agents.expression.parse import ExpressionError
@@ -144,3 +145,20 @@ def test_a_server_that_ignores_the_grammar_gets_plain_requests_and_replies_are_s
     assert [("grammar" in r, "structured_outputs" in r, "guided_grammar" in r) for r in openai_server.requests] == [
         (True, False, False), (False, True, False), (False, False, True), (False, False, False)]
     assert draft.code is not None
+
+
+def test_exploit_prompts_show_the_elites_expressions_with_their_statistics(openai_server) -> None:
+    refined = GOOD.replace("term team: 0.5 ramp_down", "term team: 0.2 ramp_down")
+    openai_server.script = llama_cpp_python([GOOD, refined])
+    elite = Elite("0-1", render_text(GOOD, SPREAD), -20.5, {"coverage": 0.4}, {}, "near: mean -3.1 (dominant)")
+    designer = make_team(llm_config(openai_server, design="expression")).designer
+    assert designer.design(SPREAD, 1, [elite], "", exploit=1) == []  # the elite's own design again: dropped
+    prompt = openai_server.requests[-1]["messages"][-1]["content"]
+    assert "Refine design 0-1" in prompt and "near: mean -3.1 (dominant)" in prompt
+    assert "## 0-1 (fitness -20.5, coverage 0.4)" in prompt
+    assert "term near: 1 constant = -min(norm(landmark_pos - own(agent_pos), xy), L)" in prompt
+    review = Review("revise", ["term team [drowning-weight]: too strong"], "VERDICT: revise\n- term team: too strong")
+    revised = designer.revise(SPREAD, elite.code, review)
+    assert "term team: too strong" in openai_server.requests[-1]["messages"][-1]["content"]
+    assert revised.origin == "designer:expression-revise" and design_of(revised.code).slot("term team").weight == 0.2
+    assert review_targets(SPREAD, elite.code) == ("term near", "term team", "potential", "feature speed")

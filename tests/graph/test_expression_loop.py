@@ -10,8 +10,10 @@ import pytest
 
 from lero.agents.expression.design import design_of
 from lero.agents.grammar_form import PROBE_GRAMMAR
+from lero.agents.llm import PROBE_SCHEMA
 from lero.graph.runner import start_run
-from tests.agents.test_auto_design import is_verdict
+from tests.agents.test_auto_design import is_verdict, weak_model
+from tests.agents.test_structured import GOOD
 from tests.graph.test_graph_e2e import RecordingUI, events, read, spec
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -58,3 +60,28 @@ def test_the_debuggers_replacement_expression_is_checked_and_validated(tmp_path)
     assert design_of(code).slot("feature speed").expr == "norm(obs_self_vel, xy)"  # the rest kept
     assert read(run / "candidates" / "0-0" / "result.json")["status"] == "ok"
     assert read(run / "report.json")["design"] == {"0-0": "expression"}
+
+
+@pytest.mark.slow
+def test_auto_design_tries_an_expression_draft_first_where_the_server_takes_a_grammar(tmp_path) -> None:
+    """The model's code stays invalid (as in tests/agents/test_auto_design.py); this server
+    follows a grammar, so the slot's rendered draft is an expression design, which trains."""
+    weak = weak_model([GOOD])
+
+    def reply(request: dict) -> Reply:
+        if request.get("grammar") == PROBE_GRAMMAR:
+            return Reply(content="lero-07")
+        if "grammar" in request:
+            return Reply(content=REPAIR + "\n")
+        return weak(request)
+
+    with OpenAIServer() as server:
+        server.script = reply
+        outcome = start_run(spec(tmp_path, llm="openai:test-model", base_url=server.base_url, population=1),
+                            RecordingUI())
+        schema_requests = [r for r in server.requests if (r.get("response_format") or {}).get("schema") not in
+                           (None, PROBE_SCHEMA) and not is_verdict(r["response_format"]["schema"])]
+    run = outcome.run_dir
+    assert outcome.status == "completed" and schema_requests == []  # no structured draft was asked for
+    assert read(run / "report.json")["design"] == {"0-0": "expression"}
+    assert read(run / "candidates" / "0-0" / "result.json")["status"] == "ok"
