@@ -28,6 +28,7 @@ from lero.agents.expression.types import task_inputs
 from lero.agents.extract import CUT_OFF, without_thinking
 from lero.agents.fit import PromptTooLarge
 from lero.agents.llm import ChatModel, LLMError
+from lero.agents.similarity import is_duplicate
 from lero.agents.structured import drafts_per_request, fresh_drafts
 from lero.agents.templates import format_history, render, trim_error
 from lero.agents.types import Draft, Elite, Problem, Review, request_slots
@@ -36,7 +37,7 @@ ORIGIN = "designer:expression"
 REPAIR_ORIGIN = "debugger:expression"
 INVALID = "invalid expression"  # a reply whose design does not parse or check (the start of Draft.error)
 MAX_ELITES_IN_PROMPT = 2
-CHECK_RETRIES = 1  # a replacement that does not check is asked for once more, its error shown
+CHECK_RETRIES = 1  # a replacement that does not check, or the failing one again, is asked for once more
 SCOPE_WORDS = {"reward": "terms", "potential": "the potential", "feature": "features"}
 
 
@@ -195,8 +196,8 @@ class ExpressionDebugger:
                                            shortened=prompt.shortened, grammar=repair_grammar(task, failing))[0]
             except PromptTooLarge as too_large:
                 return Draft(code=None, reply="", error=str(too_large), origin=REPAIR_ORIGIN)
-            draft = repaired(design, reply.text, task, {s.label for s in failing})
-            if draft.code is not None or not (draft.error or "").startswith(INVALID):
+            draft = repaired(design, reply.text, task, {s.label for s in failing}, code)
+            if draft.code is not None or not (draft.error or "").startswith((INVALID, UNCHANGED)):
                 return draft
             tried.append((reply.text.strip(), draft.error or ""))  # its check failed: shown on the next ask
         return draft
@@ -217,19 +218,21 @@ def failing_slots(design: ExpressionDesign, code: str, error: str) -> list[Slot]
     return list(design.slots)
 
 
-def repaired(design: ExpressionDesign, reply: str, task: Problem, labels: set[str]) -> Draft:
+def repaired(design: ExpressionDesign, reply: str, task: Problem, labels: set[str], failed: str) -> Draft:
     """The design with the reply's replacement line in, checked and rendered; a Draft naming
-    what failed otherwise (a line for another slot, an expression that does not check)."""
+    what failed otherwise (a line for another slot, an expression that does not check, the
+    `failed` module again). The same expression is a repair when its module differs from
+    `failed` (code that no longer matches its design, rendered anew)."""
     line = next((ln for ln in without_thinking(reply).splitlines() if ln.strip()), "")
     try:
         slot = parse_slot(line)
         old = design.slot(slot.label)
         if slot.label not in labels or old is None:
             raise ExpressionError(f"the reply replaces {slot.label}, not {' or '.join(sorted(labels))}")
-        if slot.expr == old.expr:
+        code = render_module(design.with_slot(replace(slot, weight=old.weight, schedule=old.schedule)), task)
+        if is_duplicate(code, [failed]):  # small models echo the failing expression
             return Draft(code=None, reply=reply, error=UNCHANGED, origin=REPAIR_ORIGIN)
-        fixed = design.with_slot(replace(slot, weight=old.weight, schedule=old.schedule))
-        return Draft(code=render_module(fixed, task), reply=reply, error=None, origin=REPAIR_ORIGIN)
+        return Draft(code=code, reply=reply, error=None, origin=REPAIR_ORIGIN)
     except ExpressionError as error:
         return Draft(code=None, reply=reply, error=f"{INVALID}: {error}", origin=REPAIR_ORIGIN)
 

@@ -12,6 +12,7 @@ import pytest
 from lero.agents import Elite, Review, check_candidate, make_team
 from lero.agents.checks import state_names
 from lero.agents.critic import review_targets
+from lero.agents.debugger import UNCHANGED
 from lero.agents.expression.design import design_of, parse_design
 from lero.agents.expression.grammar import design_grammar, repair_grammar
 from lero.agents.expression.parse import ExpressionError
@@ -96,12 +97,16 @@ def test_a_rendered_module_names_each_expressions_line_for_the_debugger() -> Non
         "feature speed"]
     assert len(failing_slots(design, code, "no hint at all")) == 4
     fixed = repaired(design, "term near: 1 constant = -mean(norm(landmark_pos - own(agent_pos), xy), L)", SPREAD,
-                     {"term near"})
+                     {"term near"}, code)
     assert fixed.code is not None and "-mean(norm(" in design_of(fixed.code).slot("term near").expr
-    wrong = repaired(design, "term near: 1 constant = norm(agent_pos, xy)", SPREAD, {"term near"})
+    wrong = repaired(design, "term near: 1 constant = norm(agent_pos, xy)", SPREAD, {"term near"}, code)
     assert wrong.code is None and "term near = norm(agent_pos, xy): its value has dims (N)" in wrong.error
-    elsewhere = repaired(design, "feature speed = obs[0]", SPREAD, {"term near"})
+    elsewhere = repaired(design, "feature speed = obs[0]", SPREAD, {"term near"}, code)
     assert elsewhere.code is None and "replaces feature speed, not term near" in elsewhere.error
+    same = design.slot("term near").line()
+    assert repaired(design, same, SPREAD, {"term near"}, code).error == UNCHANGED  # the failing expression echoed
+    edited = code.replace("dim=-1).min(dim=-1)", "dim=-1).min(dim=-3)", 1)  # code that left its design
+    assert repaired(design, same, SPREAD, {"term near"}, edited).code == code  # rendered anew: a repair
     grammar = repair_grammar(SPREAD, [design.slot("term near")])
     assert grammar.startswith('root ::= ("term near: 1 constant = " reward-scalar)')
 
