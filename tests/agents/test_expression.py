@@ -7,6 +7,9 @@ is named with why; a server that takes a grammar gets it in the field it reads.
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict, replace
+
 import pytest
 
 from lero.agents import Elite, Review, check_candidate, make_team
@@ -17,9 +20,19 @@ from lero.agents.expression.design import design_of, parse_design
 from lero.agents.expression.grammar import design_grammar, repair_grammar
 from lero.agents.expression.parse import ExpressionError
 from lero.agents.expression.render import render_module, slot_at
-from lero.agents.expression.roles import ExpressionDesigner, example_design, failing_slots, repaired
+from lero.agents.expression.roles import (
+    ExpressionDesigner,
+    example_design,
+    failing_slots,
+    language_text,
+    repaired,
+)
+from lero.agents.expression.types import task_inputs
 from lero.agents.grammar_form import PROBE_GRAMMAR
 from lero.agents.types import Problem
+from lero.graph.configuration import RunSpec
+from lero.graph.context import problem
+from lero.training.envs.task import Pairing, TaskSpec
 from tests.agents.conftest import SPREAD, llm_config
 from tests.agents.test_structured import MPE, PETTINGZOO, task_of
 from tests.support.gbnf import Sentences
@@ -167,3 +180,22 @@ def test_exploit_prompts_show_the_elites_expressions_with_their_statistics(opena
     assert "term team: too strong" in openai_server.requests[-1]["messages"][-1]["content"]
     assert revised.origin == "designer:expression-revise" and design_of(revised.code).slot("term team").weight == 0.2
     assert review_targets(SPREAD, elite.code) == ("term near", "term team", "potential", "feature speed")
+
+
+def test_a_declared_pairing_gives_agent_i_its_own_entity() -> None:
+    paired = replace(SPREAD, task_spec=replace(SPREAD.task_spec, pairings=(Pairing("landmark_pos", "agent i's own goal"),)))
+    assert "own(landmark_pos)" not in task_inputs(SPREAD)  # L landmarks do not follow the agents by themselves
+    assert task_inputs(paired)["own(landmark_pos)"].dims == ("xy",)
+    assert '"own(landmark_pos)"' in design_grammar(paired)
+    assert "- own(landmark_pos): agent i's own goal" in language_text(paired)
+    code = render_text("term goal: 1 constant = -norm(own(landmark_pos) - own(agent_pos), xy)", paired)
+    assert check_candidate(code, state_names(paired)) == []
+    assert TaskSpec.from_dict(json.loads(json.dumps(asdict(paired.task_spec)))) == paired.task_spec
+
+
+@pytest.mark.slow
+def test_random_sentences_of_a_vmas_scenarios_grammar_check_and_render() -> None:
+    task = problem(RunSpec(env="vmas:navigation"))
+    sentences = Sentences(design_grammar(task), seed=3, depth=5)
+    for _ in range(40):
+        assert check_candidate(render_text(sentences.draw(), task), state_names(task)) == []
