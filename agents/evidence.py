@@ -53,8 +53,9 @@ def verdict_schema(targets: tuple[str, ...] | None) -> dict[str, Any]:
 
 
 def valid_points(raw: object, targets: tuple[str, ...] | None, code: str) -> list[Point]:
-    """The points of a reply that are evidence: a known rubric item, a reason, and a target
-    that is in the candidate (one of `targets`, or text of `code` when lero knows none)."""
+    """The points of a reply that are evidence: a known rubric item, a reason (not the prompt's
+    placeholder), and a target that is in the candidate (one of `targets`, or text of `code`
+    when lero knows none)."""
     if not isinstance(raw, list):
         return []
     points = []
@@ -63,6 +64,7 @@ def valid_points(raw: object, targets: tuple[str, ...] | None, code: str) -> lis
             continue
         target, rubric, why = (str(item.get(k) or "").strip() for k in ("target", "rubric_item", "why"))
         known = target in targets if targets else bool(target) and target in code
-        if known and rubric in rubric_items() and why:
+        echoed = why.startswith("<") and why.endswith(">")  # the prompt's `<one sentence>` copied (SmolLM2 does)
+        if known and rubric in rubric_items() and why and not echoed:
             points.append(Point(target, rubric, why[:MAX_WHY]))
     return points

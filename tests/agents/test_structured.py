@@ -257,6 +257,7 @@ def test_the_critics_schema_names_the_designs_targets_and_the_rubric_items() -> 
     {"verdict": "revise", "points": [{"target": "speed", "rubric_item": "constant-feature", "why": "not in it"}]},
     {"verdict": "reject", "points": [{"target": "collision", "rubric_item": "too-slow", "why": "no such item"}]},
     {"verdict": "reject", "points": [{"target": "collision", "rubric_item": "team-sign", "why": " "}]},
+    {"verdict": "reject", "points": [{"target": "collision", "rubric_item": "team-sign", "why": "<one sentence>"}]},
 ])
 def test_a_rejection_without_a_valid_point_is_no_judgement(reply: dict) -> None:
     code = design_schema(SPREAD).render(GOOD)
