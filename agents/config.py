@@ -6,7 +6,7 @@ import functools
 import logging
 import os
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
@@ -113,6 +113,15 @@ def choose_llm(
     return ModelChoice(f"openai:{listed[0]}", base_url, f"{why}, the server's first model")
 
 
+# How an LLM designs (`--design`): `code` writes modules free-form; `structured` fills in the
+# task's design schema (agents/structured.py); `expression` writes each term, the potential and
+# each feature as an expression under the task's grammar (agents/expression/); `auto` edits
+# complete modules and gives a slot whose code stays invalid an expression draft where the
+# server takes a grammar, else a structured one.
+Design = Literal["code", "structured", "expression", "auto"]
+DESIGNS: tuple[str, ...] = get_args(Design)
+
+
 class LLMConfig(BaseModel):
     """Which model answers the agents, how patiently, and how much it may spend."""
 
@@ -137,10 +146,8 @@ class LLMConfig(BaseModel):
     # offline designer: start generation 0 from its hand-written prior design (False = the
     # first generation is sampled from the grammar only, so evolution gets no head start)
     offline_prior: bool = True
-    # how an LLM designs (`--design`): `code` writes modules free-form; `structured` fills in
-    # the task's design schema (agents/structured.py); `auto` edits complete modules and
-    # gives a slot whose code stays invalid a structured draft
-    design: Literal["code", "structured", "auto"] = "auto"
+    # how an LLM designs (`--design`, `Design`)
+    design: Design = "auto"
 
     @model_validator(mode="after")
     def _openai_needs_a_model(self) -> LLMConfig:

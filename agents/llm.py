@@ -62,6 +62,13 @@ from lero.agents.fit import (
     messages_tokens,
     reply_room,
 )
+from lero.agents.grammar_form import (
+    GRAMMAR_FORMS,
+    PROBE_GRAMMAR,
+    PROBE_PROMPT,
+    follows_probe_grammar,
+    grammar_body,
+)
 from lero.agents.probe import (
     REFUSAL_SOURCE,
     Window,
@@ -299,6 +306,7 @@ class ChatModel:
         self._sends_lock = threading.Lock()
         self._window: Window | None = None
         self._structured_form: str | None = None  # probed on the first request with a schema
+        self._grammar_form: str | None = None  # probed on the first request with a grammar
         self.chars_per_token = CHARS_PER_TOKEN  # measured from the server's usage once it counts
         self._measured: float | None = None
         self._tokenizer_asked = False  # the server's tokenizer is asked once, before the first fit
@@ -394,6 +402,7 @@ class ChatModel:
         temperature: float | None = None,
         shortened: Sequence[str] = (),
         schema: dict[str, Any] | None = None,
+        grammar: str | None = None,
     ) -> list[Reply]:
         """`n` replies; asks for `n` choices at once, else one request per reply. A reply cut
         off at `max_tokens` is asked once to continue; still cut off, it stays `cut_off`.
@@ -403,12 +412,15 @@ class ChatModel:
         With a JSON `schema`, it goes to the server in the form the server takes
         (`structured_form`, probed once); the reply is text either way, and the caller
         checks it against the schema (a server may ignore it). A cut-off JSON reply is not
-        continued: a continuation would start a new object."""
+        continued: a continuation would start a new object. A GBNF `grammar` goes the same
+        way (`grammar_form`), and its cut-off replies are not continued either."""
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         params: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
         if schema is not None and (form := response_format(self.structured_form(), schema)) is not None:
             params["response_format"] = form
+        if grammar is not None and (body := grammar_body(self.grammar_form(), grammar)):
+            params["grammar_body"] = body
         replies: list[Reply] = []
         resent = False
         while len(replies) < n:
@@ -429,7 +441,7 @@ class ChatModel:
             if want > 1 and len(generated) < want:
                 self.supports_n = False
             replies.extend(generated[: n - len(replies)])
-        if schema is not None:
+        if schema is not None or grammar is not None:
             return replies
         return [self._continued(role, messages, reply, params) if reply.cut_off else reply for reply in replies]
 
@@ -439,20 +451,35 @@ class ChatModel:
         (plain requests; replies are still parsed and checked). A form the server refuses
         (llama-cpp-python 0.3.36 answers `json_schema` with HTTP 500) is not retried."""
         if self._structured_form is None:
-            self._structured_form = "none"
-            for form in STRUCTURED_FORMS[:-1]:
-                try:
-                    [reply] = self._request("probe", PROBE_MESSAGES, n=1, retries=0, temperature=0.0,
-                                            max_tokens=PROBE_TOKENS,
-                                            response_format=response_format(form, PROBE_SCHEMA))
-                except LLMError as error:
-                    log.info("the server refused structured output as %s: %s", form, error)
-                    continue
-                if keeps_probe_schema(reply.text):
-                    self._structured_form = form
-                    break
-            log.info("structured output: %s", self._structured_form)
+            self._structured_form = self._probe("structured output", STRUCTURED_FORMS, PROBE_MESSAGES, keeps_probe_schema,
+                                                lambda form: {"response_format": response_format(form, PROBE_SCHEMA)})
         return self._structured_form
+
+    def grammar_form(self) -> str:
+        """How this server takes a GBNF grammar (`agents.grammar_form.GRAMMAR_FORMS`), asked
+        once per model: the first form whose reply follows a probe grammar, else `none`."""
+        if self._grammar_form is None:
+            self._grammar_form = self._probe("a grammar", GRAMMAR_FORMS, [HumanMessage(PROBE_PROMPT)],
+                                             follows_probe_grammar,
+                                             lambda form: {"grammar_body": grammar_body(form, PROBE_GRAMMAR)})
+        return self._grammar_form
+
+    def _probe(self, what: str, forms: Sequence[str], messages: Sequence[BaseMessage], kept: Callable[[str], bool],
+               fields: Callable[[str], dict[str, Any]]) -> str:
+        """The first of `forms` (but the last, which is `none`) whose probe reply is `kept`;
+        a form the server refuses is not retried."""
+        for form in forms[:-1]:
+            try:
+                [reply] = self._request("probe", messages, n=1, retries=0, temperature=0.0,
+                                        max_tokens=PROBE_TOKENS, **fields(form))
+            except LLMError as error:
+                log.info("the server refused %s as %s: %s", what, form, error)
+                continue
+            if kept(reply.text):
+                log.info("%s: %s", what, form)
+                return form
+        log.info("%s: %s", what, forms[-1])
+        return forms[-1]
 
     def _continued(self, role: str, messages: Sequence[BaseMessage], cut: Reply, params: dict) -> Reply:
         """`cut` and one continuation of it, when the window has room for more reply."""
@@ -577,6 +604,7 @@ class ChatModel:
             "window_source": self.window().source,
             "shortened": list(shortened),
             "response_format": (params.get("response_format") or {}).get("type"),
+            "grammar": next(iter(params.get("grammar_body") or {}), None),
             "seed": params.get("seed"),
         }
         try:
@@ -638,9 +666,11 @@ class ChatModel:
         """`max_tokens` as the server reads it: OpenAI's own API takes it as
         `max_completion_tokens` (langchain's spelling); OpenAI-compatible servers (llama.cpp,
         llama-cpp-python, Ollama, LM Studio) read only `max_tokens`, so it goes in the body.
-        A `response_format` goes in the body as it is (langchain would parse the reply)."""
+        A `response_format` goes in the body as it is (langchain would parse the reply), and so do a
+        grammar's fields."""
         body = {"response_format": params["response_format"]} if "response_format" in params else {}
-        rest = {key: value for key, value in params.items() if key != "response_format"}
+        body.update(params.get("grammar_body") or {})  # a grammar's fields (agents.grammar_form)
+        rest = {key: value for key, value in params.items() if key not in ("response_format", "grammar_body")}
         if self.cfg.base_url:
             body["max_tokens"] = rest.pop("max_tokens")
         return {**rest, "extra_body": body} if body else rest

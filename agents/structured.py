@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from lero.agents import bounded_json
@@ -86,6 +88,35 @@ def grammar_text(schema: DesignSchema) -> str:
     return "\n".join(lines)
 
 
+def drafts_per_request(slots: list[tuple[Elite | None, int]],
+                       sample: Callable[[Elite | None, int], list[Draft]]) -> list[Draft]:
+    """The drafts of each request (`request_slots`); when the budget runs out midway, the
+    drafts already made (none made: the run stops)."""
+    drafts: list[Draft] = []
+    for refine, wanted in slots:
+        try:
+            drafts += sample(refine, wanted)
+        except BudgetExceeded:
+            if drafts:
+                break
+            raise
+    return drafts
+
+
+def fresh_drafts(drafts: list[Draft], design: Callable[[str], str], known: set[str], refine: Elite | None) -> list[Draft]:
+    """`drafts` as children of `refine` (explore ones without it), less those whose `design`
+    (of the code) is in `known`, which the kept ones join."""
+    kind, parents = ("exploit", (refine.candidate_id,)) if refine else ("explore", ())
+    kept = []
+    for draft in drafts:
+        if draft.code is not None:
+            if design(draft.code) in known:
+                continue
+            known.add(design(draft.code))
+        kept.append(replace(draft, kind=kind, parents=parents))
+    return kept
+
+
 class StructuredDesigner:
     """Designs by filling in the task's design schema; same interface as `Designer`."""
 
@@ -101,21 +132,13 @@ class StructuredDesigner:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         schema = design_schema(task)
-        slots = request_slots(elites, k, exploit, MAX_ELITES_IN_PROMPT)
-        known = {e.code for e in elites}
-        drafts: list[Draft] = []
-        for refine, wanted in slots:
-            try:
-                drafts += self.sample(task, schema, elites, reflection, feedback, refine, wanted, known)
-            except BudgetExceeded:
-                if drafts:
-                    break
-                raise
-        return drafts
+        known = {_design_line(e.code) for e in elites}
+        return drafts_per_request(request_slots(elites, k, exploit, MAX_ELITES_IN_PROMPT), lambda refine, wanted:
+                                  self.sample(task, schema, elites, reflection, feedback, refine, wanted, known))
 
     def sample(self, task: Problem, schema: DesignSchema, elites: list[Elite], reflection: str,
                feedback: str | None, refine: Elite | None, wanted: int, known: set[str]) -> list[Draft]:
-        """`wanted` structured drafts from one prompt (duplicates of `known` dropped)."""
+        """`wanted` structured drafts from one prompt (designs in `known` dropped)."""
         try:
             prompt = self.model.fit("designer", render("designer_structured_system"), "designer_structured_user",
                                     self.values(task, schema, elites, reflection, feedback, refine))
@@ -123,16 +146,8 @@ class StructuredDesigner:
                                          shortened=prompt.shortened, schema=schema.schema)
         except PromptTooLarge as error:  # nothing of the design request can be left out
             raise LLMError(str(error)) from None
-        kind, parents = ("exploit", (refine.candidate_id,)) if refine else ("explore", ())
-        drafts = []
-        for reply in replies:
-            draft = design_draft(reply.text, reply.cut_off, schema, ORIGIN)
-            if draft.code is not None:
-                if _design_line(draft.code) in {_design_line(c) for c in known}:
-                    continue
-                known.add(draft.code)
-            drafts.append(Draft(draft.code, draft.reply, draft.error, draft.origin, kind, parents))  # type: ignore[arg-type]
-        return drafts
+        return fresh_drafts([design_draft(r.text, r.cut_off, schema, ORIGIN) for r in replies], _design_line, known,
+                            refine)
 
     def values(self, task: Problem, schema: DesignSchema, elites: list[Elite], reflection: str,
                feedback: str | None, refine: Elite | None) -> dict[str, object]:

@@ -17,6 +17,7 @@ from lero.agents.config import LLMConfig
 from lero.agents.critic import Critic
 from lero.agents.debugger import Debugger
 from lero.agents.designer import Designer
+from lero.agents.expression.roles import ExpressionDebugger, ExpressionDesigner
 from lero.agents.llm import ChatModel, OnCall, UsageLedger
 from lero.agents.offline.designer import OfflineDebugger, OfflineDesigner
 from lero.agents.structured import StructuredDesigner
@@ -26,13 +27,15 @@ from lero.agents.structured import StructuredDesigner
 class Team:
     """The roles the graph calls. `assistant` is None offline: chat needs a real model."""
 
-    designer: Designer | StructuredDesigner | OfflineDesigner
+    designer: Designer | StructuredDesigner | ExpressionDesigner | OfflineDesigner
     critic: Critic
-    debugger: Debugger | OfflineDebugger
+    debugger: Debugger | ExpressionDebugger | OfflineDebugger
     assistant: Assistant | None
     ledger: UsageLedger
-    # `--design auto`: drafts a slot whose code stayed invalid (None in the other modes)
+    # `--design auto`: drafts a slot whose code stayed invalid (None in the other modes), an
+    # expression draft first where the server takes a grammar
     structured: StructuredDesigner | None = None
+    expression: ExpressionDesigner | None = None
 
     def usage(self) -> dict:
         """`requests`, `prompt_tokens`, `completion_tokens` and the same `by_role`."""
@@ -48,20 +51,29 @@ class Role:
     offline: Callable[[LLMConfig, dict[str, Any]], Any] | None = None
 
 
-def _designer(model: ChatModel, cfg: LLMConfig) -> Designer | StructuredDesigner:
+def _designer(model: ChatModel, cfg: LLMConfig) -> Designer | StructuredDesigner | ExpressionDesigner:
     if cfg.design == "structured":
         return StructuredDesigner(model, cfg.temperature, cfg.seed)
+    if cfg.design == "expression":
+        return ExpressionDesigner(model, cfg.temperature)
     return Designer(model, cfg.temperature, edit=cfg.design == "auto", seed=cfg.seed)
+
+
+def _debugger(model: ChatModel, cfg: LLMConfig) -> Debugger | ExpressionDebugger:
+    """Where designs may be expressions, the debugger replaces a failing expression."""
+    if cfg.design in ("expression", "auto"):
+        return ExpressionDebugger(model, cfg.temperature)
+    return Debugger(model, cfg.temperature)
 
 
 ROLES: dict[str, Role] = {  # Team's fields but the ledger, in the order they are built
     "designer": Role(_designer, lambda cfg, built: OfflineDesigner(seed=cfg.seed, prior=cfg.offline_prior)),
     "critic": Role(lambda model, cfg: Critic(model, structured=cfg.design != "code"), lambda cfg, built: Critic(None)),
-    "debugger": Role(lambda model, cfg: Debugger(model, cfg.temperature),
-                     lambda cfg, built: OfflineDebugger(built["designer"])),
+    "debugger": Role(_debugger, lambda cfg, built: OfflineDebugger(built["designer"])),
     "assistant": Role(lambda model, cfg: Assistant(model)),
     "structured": Role(lambda model, cfg: StructuredDesigner(model, cfg.temperature, cfg.seed)
                        if cfg.design == "auto" else None),
+    "expression": Role(lambda model, cfg: ExpressionDesigner(model, cfg.temperature) if cfg.design == "auto" else None),
 }
 if set(ROLES) != {f.name for f in fields(Team)} - {"ledger"}:  # a field without a row, or a row without one
     raise ImportError(f"agents.team.ROLES names {sorted(ROLES)}, Team's roles differ")

@@ -8,8 +8,8 @@ from typing import Literal
 
 from lero.training.envs.task import TaskSpec
 
-Verdict = Literal["accept", "revise", "reject"]
-VERDICTS: tuple[str, ...] = ("accept", "revise", "reject")
+Verdict = Literal["accept", "revise", "reject", "no judgement"]  # the last: a rejection without evidence
+VERDICTS: tuple[str, ...] = ("accept", "revise", "reject")  # what a critic may answer
 DraftKind = Literal["exploit", "explore"]  # refine an elite / a new idea
 
 
@@ -70,12 +70,26 @@ class Draft:
 
 
 @dataclass(frozen=True)
+class Point:
+    """One piece of a structured critic's evidence: what in the candidate (a term, feature or
+    expression), which item of the rubric (`agents.evidence.rubric_items`) it breaks, and why."""
+
+    target: str
+    rubric_item: str
+    why: str
+
+    def line(self) -> str:
+        return f"{self.target} [{self.rubric_item}]: {self.why}"
+
+
+@dataclass(frozen=True)
 class Review:
     """The critic's verdict on a candidate before any compute is spent on it.
 
     `code_sha` ties the verdict to the exact code reviewed (`code_digest`); `rules` names
     the static rules the code broke (empty when it passed them); `by` is `critic` for an
-    LLM review and `gate` for the static checks alone.
+    LLM review and `gate` for the static checks alone; `evidence`: a structured critic's
+    valid points (`agents.evidence`), which send a `reject` to a bounded revision.
     """
 
     verdict: Verdict
@@ -84,12 +98,14 @@ class Review:
     code_sha: str = ""
     rules: tuple[str, ...] = ()
     by: str = "critic"
+    evidence: tuple[Point, ...] = ()
 
 
 def design_mode(origin: str) -> str:
     """How a candidate's code was designed, from its Draft origin: `structured` (a schema'd
-    JSON design, rendered), `edit` (a changed complete module), `offline`, `human`, else `code`."""
-    for mode in ("structured", "edit", "offline", "human"):
+    JSON design, rendered), `expression` (expressions under the task's grammar, rendered),
+    `edit` (a changed complete module), `offline`, `human`, else `code`."""
+    for mode in ("structured", "expression", "edit", "offline", "human"):
         if mode in origin:
             return mode
     return "code"

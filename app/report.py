@@ -211,6 +211,18 @@ def human_markdown(events: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def verdicts_markdown(verdicts: dict[str, dict[str, int]]) -> list[str]:
+    """The "Critic verdicts" section: each model's LLM verdicts (nothing when no LLM reviewed)."""
+    if not verdicts:
+        return []
+    names = list(next(iter(verdicts.values())))
+    lines = ["", "## Critic verdicts", "", "A `no judgement` is a revise or reject that named no evidence (a target "
+             "in the candidate and an item of the critic's rubric): the candidate went on.", "",
+             f"| model | {' | '.join(names)} |", "|---" * (len(names) + 1) + "|"]
+    lines += [f"| `{model}` | {' | '.join(str(row.get(n, 0)) for n in names)} |" for model, row in verdicts.items()]
+    return lines
+
+
 def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str:
     """Human-readable report: comparison, generations, candidates, the best code."""
     from lero.app.confirmation import (  # app.study's statistics load with it
@@ -288,6 +300,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         shown = "—" if trained is None else f"{trained:,}" + (" (stopped by halving)" if c.stopped_at else "")
         lines.append(f"| `{c.candidate_id}` | {modes.get(c.candidate_id, '—')} | {c.status} | {spread_text(c.result)} | {shown} |")
     lines += shaping_markdown(run, success)
+    lines += verdicts_markdown(summary.get("verdicts") or {})
     lines += human_markdown(run.events)
     lines += time_markdown(summary)
     lines += lineage_markdown(summary.get("lineage") or [])

@@ -2,12 +2,15 @@
 
 Per task and round: the designer writes one candidate from lero's real first-generation
 prompt (`--design code`: free-form; `edit`: changing a complete module rendered from a
-grammar draw; `structured`: one JSON object of the task's design schema, rendered); then,
+grammar draw; `structured`: one JSON object of the task's design schema, rendered;
+`expression`: the design's lines under the task's expression grammar, checked and
+rendered); then,
 each measured on its own:
 - extracted: the reply holds a Python module (`agents.extract`), or for structured design
   an object inside the schema (failures: `not JSON`, `outside the schema`, cut off);
 - static: the gate's checks pass (`agents.check_candidate`, with the env's state fields);
-- critic: the LLM critic answers `VERDICT: accept`;
+- critic: the LLM critic answers `VERDICT: accept` (and, beside it, how often a structured
+  critic's revise or reject named no evidence: `no judgement`, after which a run goes on);
 - valid first: the sandbox's validation job is `ok` on the designer's code;
 - valid after debugger: `ok` after at most `--debug-attempts` LLM debugger repairs (each fed
   the gate's points or the sandbox's error, as a run does).
@@ -16,7 +19,7 @@ task, critic and debugger included) and the failure kinds seen.
 
     python -m benchmarks.llm_designer --base-url http://127.0.0.1:8091/v1 --model smollm2-135m \
         [--tasks simple_spread,simple_reference,simple_speaker_listener] [--rounds 4] \
-        [--design code|edit|structured] [--context-tokens 2048] [--record tests/agents/fixtures/smollm2]
+        [--design code|edit|structured|expression] [--context-tokens 2048] [--record tests/agents/fixtures/smollm2]
 
 `--ablation` instead measures what the model adds over the grammar's random draws
 (benchmarks/designer_ablation.py, which lists its own flags).
@@ -39,6 +42,9 @@ from pathlib import Path
 from benchmarks import designer_ablation
 from lero.agents import Draft, LLMConfig, LLMError, check_candidate, make_team
 from lero.agents.checks import state_names
+from lero.agents.evidence import NO_JUDGEMENT
+from lero.agents.expression.design import design_of, parse_design
+from lero.agents.expression.roles import INVALID, example_design
 from lero.agents.extract import CUT_OFF
 from lero.agents.structured import failure_kind as structured_failure
 from lero.graph.configuration import RunSpec
@@ -48,7 +54,7 @@ from lero.graph.trust import confirm_env, job_env
 from lero.sandbox import Job, get_sandbox
 
 TASKS = ("simple_spread", "simple_reference", "simple_speaker_listener")
-DESIGNS = {"code": "code", "edit": "auto", "structured": "structured"}  # --design -> LLMConfig.design
+DESIGNS = {"code": "code", "edit": "auto", "structured": "structured", "expression": "expression"}  # -> LLMConfig.design
 STAGES = ("extracted", "static", "critic", "valid_first", "valid_after_debugger")
 
 
@@ -56,6 +62,8 @@ STAGES = ("extracted", "static", "critic", "valid_first", "valid_after_debugger"
 class TaskTally:
     rounds: int = 0
     passed: Counter = field(default_factory=Counter)  # stage -> rounds that passed it
+    no_judgement: int = 0  # critic verdicts that named no evidence (agents.evidence)
+    novel: int = 0  # expression designs with an expression the prompt's example does not hold
     failures: Counter = field(default_factory=Counter)  # failure kind -> count
     requests: int = 0
     tokens: int = 0
@@ -67,6 +75,13 @@ def failure_kind(status: str, error: str) -> str:
     head = error.split("\n", 1)[0]
     parts = [p.strip() for p in head.split(":")]
     return f"{status}: {parts[1]}" if len(parts) > 2 and parts[1] else status
+
+
+def novel(code: str, task) -> bool:
+    """An expression design holding an expression that is not one of the prompt's example's."""
+    design = design_of(code)
+    shown = {slot.expr for slot in parse_design(example_design(task)).slots}
+    return design is not None and any(slot.expr not in shown for slot in design.slots)
 
 
 def run_task(name: str, args: argparse.Namespace, cfg: LLMConfig, sandbox, record_dir: Path | None) -> TaskTally:
@@ -108,14 +123,17 @@ def run_task(name: str, args: argparse.Namespace, cfg: LLMConfig, sandbox, recor
             tally.failures[f"designer request: {str(error)[:60]}"] += 1
             continue
         if draft.code is None:
-            kind = structured_failure(draft.error) or ("duplicate" if draft.error is None else "no code in the reply")
+            kind = structured_failure(draft.error) or ("duplicate" if draft.error is None else
+                                                       INVALID if draft.error.startswith(INVALID) else "no code in the reply")
             tally.failures["cut off at max_tokens" if kind == CUT_OFF else kind] += 1
             continue
         tally.passed["extracted"] += 1
+        tally.novel += novel(draft.code, task)
         static_ok = not check_candidate(draft.code, fields)
         tally.passed["static"] += static_ok
         review = team.critic.review(task, draft.code)
         tally.passed["critic"] += review.verdict == "accept"
+        tally.no_judgement += review.verdict == NO_JUDGEMENT
         ok, error = validate(draft.code)
         tally.passed["valid_first"] += ok
         code, history = draft.code, []
@@ -142,15 +160,15 @@ def table(tallies: dict[str, TaskTally], model: str, design: str) -> str:
         f"Model: `{model}`, design `{design}`. Rates are of {next(iter(tallies.values())).rounds} rounds per task.",
         "",
         "| task | extracted | static check | critic accepted | valid first try | valid after debugger "
-        "| requests | s / request | tokens / valid | s / valid |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| critic no judgement | model-written expression | requests | s / request | tokens / valid | s / valid |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, t in tallies.items():
         rates = " | ".join(f"{t.passed[s] / t.rounds:.0%}" for s in STAGES)
         valid = t.passed["valid_after_debugger"]
         per_valid = (f"{t.tokens / valid:,.0f} | {t.seconds / valid:,.0f}") if valid else "n/a (none valid) | n/a"
         per_request = t.seconds / t.requests if t.requests else 0.0
-        lines.append(f"| {name} | {rates} | {t.requests} | {per_request:.1f} | {per_valid} |")
+        lines.append(f"| {name} | {rates} | {t.no_judgement / t.rounds:.0%} | {t.novel / t.rounds:.0%} | {t.requests} | {per_request:.1f} | {per_valid} |")
     return "\n".join(lines)
 
 
@@ -164,7 +182,8 @@ def main() -> None:
     parser.add_argument("--tasks", default=",".join(TASKS),
                         help="env names; a PettingZoo package.module:factory is confirmed as --env confirms it")
     parser.add_argument("--design", default="code", choices=tuple(DESIGNS),
-                        help="code: free-form modules; edit: change a complete module; structured: the design schema")
+                        help="code: free-form modules; edit: change a complete module; structured: the design schema; "
+                             "expression: expressions under the task's grammar")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--debug-attempts", type=int, default=1)
     parser.add_argument("--context-tokens", type=int, default=None)
@@ -193,6 +212,7 @@ def main() -> None:
     print(f"\nwall {time.monotonic() - started:.0f} s")
     if args.out is not None:
         payload = {name: {"rounds": t.rounds, "passed": dict(t.passed), "failures": dict(t.failures),
+                          "no_judgement": t.no_judgement, "novel": t.novel,
                           "requests": t.requests, "tokens": t.tokens, "seconds": round(t.seconds, 1)}
                    for name, t in tallies.items()}
         args.out.write_text(json.dumps({"model": args.model, "design": args.design, "tasks": payload}, indent=2) + "\n")

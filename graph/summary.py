@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lero.agents.bounded_json import in_float_range
-from lero.agents.types import design_mode
+from lero.agents.evidence import NO_JUDGEMENT
+from lero.agents.types import VERDICTS, design_mode
 from lero.graph.confirmation import confirmation_block
 from lero.graph.lineage import lineage
 from lero.graph.rundir import BASELINE_ID, SPEC_FILE, STATE_FILE, RunDir
@@ -293,6 +294,7 @@ def summarize(run: RunFiles) -> dict:
         },
         "generations": _generation_rows(run),
         "design": design_modes(run.events),
+        "verdicts": critic_verdicts(run.events),
         "lineage": _elite_lineage(run),
         "llm": _llm_usage(run),
         "env_steps": int(env_steps) if is_number(env_steps) else None,
@@ -307,6 +309,17 @@ def design_modes(events: list[dict]) -> dict[str, str]:
     """Candidate id -> how its last code was designed (`agents.types.design_mode`)."""
     return {e["candidate_id"]: design_mode(e["origin"]) for e in events
             if e.get("event") == "candidate" and isinstance(e.get("origin"), str) and e.get("candidate_id")}
+
+
+def critic_verdicts(events: list[dict]) -> dict[str, dict[str, int]]:
+    """Model -> how many of its LLM critic verdicts were each verdict (`no judgement` included:
+    a rejection that named no evidence, after which the candidate went on)."""
+    counts: dict[str, dict[str, int]] = {}
+    for event in events:
+        if event.get("event") == "review" and isinstance(event.get("verdict"), str) and isinstance(event.get("model"), str):
+            row = counts.setdefault(event["model"], dict.fromkeys((*VERDICTS, NO_JUDGEMENT), 0))
+            row[event["verdict"]] = row.get(event["verdict"], 0) + 1
+    return counts
 
 
 def _schedule(run: RunFiles) -> dict:

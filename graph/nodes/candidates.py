@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from lero.agents import Draft, Elite, Review
@@ -60,7 +61,8 @@ def replace(candidates: list[Candidate], updated: list[Candidate]) -> list[Candi
 
 def review_dict(review: Review) -> dict[str, Any]:
     return {"verdict": review.verdict, "points": list(review.points), "text": review.text,
-            "code_sha": review.code_sha, "rules": list(review.rules), "by": review.by}
+            "code_sha": review.code_sha, "rules": list(review.rules), "by": review.by,
+            "evidence": [asdict(point) for point in review.evidence]}
 
 
 def review_markdown(candidate: Candidate) -> str:

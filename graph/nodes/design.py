@@ -73,21 +73,26 @@ def design(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
 
 def structured_instead(res: RunContext, candidate: Candidate) -> Candidate | None:
-    """`--design auto`: a slot whose code stayed invalid gets a structured draft, which goes
-    through the gate and validation like any code (None: no structured designer in this
-    run, or the slot already had its structured draft)."""
+    """`--design auto`: a slot whose code stayed invalid gets an expression draft where the
+    server takes a grammar, else (or when that one fails) a structured draft; it goes through
+    the gate and validation like any code (None: no such designer in this run, or the slot
+    already had its rendered draft)."""
     structured = res.team.structured
-    if structured is None or "structured" in (candidate.get("origin") or ""):
+    if structured is None or any(mode in (candidate.get("origin") or "") for mode in ("structured", "expression")):
         return None
-    note = f"{candidate.get('origin')} code stayed invalid ({candidate.get('status')}): a structured draft instead"
+    note = f"{candidate.get('origin')} code stayed invalid ({candidate.get('status')}): a rendered draft instead"
     res.emit("log", message=f"candidate {candidate['candidate_id']}: {note}")
-    drafts = structured.design(res.task, 1, [], "")
+    expression = res.team.expression
+    designers = [expression] if expression is not None and expression.model.grammar_form() != "none" else []
     fresh = {**candidate, "kind": "explore", "parents": [], "debug_attempts": 0, "debug_history": [],
              "review_rounds": 0, "status": None, "error": None}
-    if not drafts or drafts[0].code is None:
-        error = drafts[0].error if drafts else "the structured designer returned nothing"
-        return drop({**fresh, "origin": "designer:structured"}, "invalid", error)
-    return with_code(fresh, drafts[0].code, drafts[0].origin)
+    error = "the designer returned nothing"
+    for designer in [*designers, structured]:
+        drafts = designer.design(res.task, 1, [], "")
+        if drafts and drafts[0].code is not None:
+            return with_code(fresh, drafts[0].code, drafts[0].origin)
+        error = drafts[0].error if drafts else error
+    return drop({**fresh, "origin": "designer:structured"}, "invalid", error)
 
 
 def llm_pass(
@@ -128,6 +133,9 @@ def critique(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     def review_one(res: RunContext, candidate: Candidate) -> Candidate:
         use_llm = candidate.get("human") != "edit" and candidate.get("llm_reviews", 0) <= res.spec.critic_rounds
         review = res.team.critic.review(res.task, candidate["code"], use_llm=use_llm)
+        if review.by == "critic":  # the design funnel counts each model's verdicts (report.json `verdicts`)
+            res.emit("review", candidate_id=candidate["candidate_id"], verdict=review.verdict, model=res.spec.llm,
+                     evidence=len(review.evidence))
         return instead_if_rejected(res, _after_review(candidate, review, res.spec.critic_rounds))
 
     def gate_only(res: RunContext, candidate: Candidate) -> Candidate:
@@ -143,9 +151,10 @@ def _after_review(candidate: Candidate, review: Review, critic_rounds: int) -> C
                            "llm_reviews": candidate.get("llm_reviews", 0) + (review.by == "critic")}
     if candidate.get("human") == "edit" and review.verdict != "accept":
         return _edit_stopped(reviewed)
-    if review.verdict == "reject":
+    rounds_left = candidate["review_rounds"] < critic_rounds
+    if review.verdict == "reject" and not (review.evidence and rounds_left):  # evidence earns a revision
         return drop(reviewed, "rejected_by_critic", review.text)
-    if review.verdict == "revise" and candidate["review_rounds"] < critic_rounds:
+    if review.verdict in ("revise", "reject") and rounds_left:
         return {**reviewed, "stage": "revise"}
     if review.rules:  # the static rules still fail and no revision is left
         return drop(reviewed, "rejected", review.text)

@@ -9,7 +9,6 @@ import json
 
 import pytest
 
-from lero.agents.critic import VERDICT_SCHEMA
 from lero.agents.llm import PROBE_SCHEMA
 from lero.app.report import write_report
 from lero.graph.runner import start_run
@@ -17,6 +16,12 @@ from tests.agents.samples import GOOD_MODULE
 from tests.agents.test_structured import GOOD
 from tests.graph.test_graph_e2e import RecordingUI, events, read, spec
 from tests.support.openai_server import OpenAIServer, Reply
+
+
+def is_verdict(schema: dict | None) -> bool:
+    """The critic's request: its schema asks for a verdict."""
+    return "verdict" in (schema or {}).get("properties", {})
+
 
 BROKEN = '''import torch
 
@@ -35,11 +40,12 @@ STATIC = BROKEN.replace("ctx.state[LANDMARKS]", 'ctx.state["landmark_positions"]
 OTHER = {**GOOD, "shaping": {"spread": {"weight": 0.3, "schedule": "ramp_up"}}}
 
 
-def weak_model(designs: list[dict]):
+def weak_model(designs: list[dict], verdicts: tuple[dict, ...] = ()):
     """A server with llama-cpp-python's forms and a weak model: code requests get code that
     fails validation (the designer one module and prose, the debugger the same module back);
-    schema'd requests are honoured, the design schema with `designs` in turn."""
-    queue = iter(designs)
+    schema'd requests are honoured, the design schema with `designs` in turn, the critic's
+    with `verdicts` (an accept once they run out)."""
+    queue, verdict_queue = iter(designs), iter(verdicts)
 
     def reply(request: dict) -> Reply:
         form = request.get("response_format") or {}
@@ -48,8 +54,8 @@ def weak_model(designs: list[dict]):
         schema = form.get("schema")
         if schema == PROBE_SCHEMA:
             return Reply(content='{"answer": "yes"}')
-        if schema == VERDICT_SCHEMA:
-            return Reply(content='{"verdict": "accept", "points": []}')
+        if is_verdict(schema):
+            return Reply(content=json.dumps(next(verdict_queue, {"verdict": "accept", "points": []})))
         if schema is not None:
             return Reply(content=json.dumps(next(queue)))
         if int(request.get("n") or 1) > 1:  # the designer's explore request for both slots
@@ -110,14 +116,16 @@ def test_the_design_flag_reaches_the_spec_and_the_agents_and_a_bad_mode_is_a_usa
 
 @pytest.mark.slow
 def test_code_the_llm_critic_rejects_gets_its_structured_draft(tmp_path) -> None:
-    """The critic rejects the model's module (as SmolLM2's did, 2 of 12 slots of a default
-    run) and accepts the structured draft, which trains: the slot is not lost."""
+    """The critic rejects the model's module with evidence (as SmolLM2's did, 2 of 12 slots of
+    a default run), again after its one revision, and accepts the structured draft, which
+    trains: the slot is not lost."""
 
     def reply(request: dict) -> Reply:
-        if (request.get("response_format") or {}).get("schema") == VERDICT_SCHEMA:
+        if is_verdict((request.get("response_format") or {}).get("schema")):
             judged = request["messages"][-1]["content"]
             verdict = "accept" if "Design (JSON)" in judged else "reject"
-            return Reply(content=json.dumps({"verdict": verdict, "points": ["imports it should not need"]}))
+            point = {"target": "hybrid_reward", "rubric_item": "rewards-penalised", "why": "it pays for collisions"}
+            return Reply(content=json.dumps({"verdict": verdict, "points": [point]}))
         if not request.get("response_format"):
             return Reply(content=f"```python\n{GOOD_MODULE}```")
         return weak_model([GOOD])(request)
@@ -131,4 +139,5 @@ def test_code_the_llm_critic_rejects_gets_its_structured_draft(tmp_path) -> None
     assert read(run / "report.json")["design"] == {"0-0": "structured"}
     assert read(run / "candidates" / "0-0" / "result.json")["status"] == "ok"
     stages = [(e["stage"], e["origin"]) for e in events(run) if e["event"] == "candidate" and e["candidate_id"] == "0-0"]
-    assert stages[:2] == [("review", "designer:edit"), ("review", "designer:structured")]  # the module, then the draft
+    assert stages[:4] == [("review", "designer:edit"), ("revise", "designer:edit"),  # the module, its revision,
+                          ("review", "designer:revise"), ("review", "designer:structured")]  # then the draft

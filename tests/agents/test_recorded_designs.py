@@ -5,7 +5,8 @@ against llama-cpp-python 0.3.36's server (n_ctx 2048) serving SmolLM2-135M-Instr
 Gemma 3 270M (base); each folder's `expected.json` says what lero makes of each reply, read
 off the reply by a person: a structured design renders and passes the gate, or fails with
 its named kind; an edited module passes the gate or breaks its named rules; a critic's
-verdict object is read as its verdict. The structured replies on simple_reference and
+verdict object is read as its verdict, which is `no judgement` for a revise or reject that
+names no evidence (the recorded verdicts are all accepts, which need none). The structured replies on simple_reference and
 simple_speaker_listener marked `"grammar": "generic"` were answered under the generic
 grammar's schema, before those tasks had grammars of their own, and are read under it; the
 `grammar-*` ones were answered under the task grammars.
@@ -15,13 +16,14 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from lero.agents.checks import check_candidate, state_names
-from lero.agents.critic import parse_structured_review
+from lero.agents.critic import parse_structured_review, review_targets
 from lero.agents.extract import draft_from_reply
 from lero.agents.offline.schema import design_schema
 from lero.agents.structured import design_draft
@@ -49,7 +51,8 @@ def handling(folder: str, record: dict) -> str:
     if record["role"] == "probe":
         return "probe: " + reply.strip()
     if record["role"] == "critic":
-        review = parse_structured_review(reply)
+        code = reviewed_code(record)
+        review = parse_structured_review(reply, review_targets(task, code), code)
         return f"critic: {review.verdict}" + (f"; {review.points[0]}" if review.points else "")
     if folder.endswith("structured") and record["role"] == "designer":
         draft = design_draft(reply, cut_off, design_schema(task), "designer:structured")
@@ -59,6 +62,14 @@ def handling(folder: str, record: dict) -> str:
         return (draft.error or "").split(":")[0]
     rules = sorted({v.rule for v in check_candidate(draft.code, state_names(task))})
     return "passes the gate" if not rules else "gate: " + ", ".join(rules)
+
+
+def reviewed_code(record: dict) -> str:
+    """The module a critic's prompt showed (its fenced python block; the design JSON alone when
+    none fitted)."""
+    prompt = record["prompt"][-1]["content"]
+    fenced = re.search(r"```python\n(.*?)```", prompt, re.DOTALL)
+    return fenced[1] if fenced else prompt
 
 
 def records() -> list[tuple[str, str]]:

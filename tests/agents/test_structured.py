@@ -18,8 +18,9 @@ import pytest
 
 from lero.agents import Elite, Review, check_candidate, make_team
 from lero.agents.checks import state_names
-from lero.agents.critic import VERDICT_SCHEMA, Critic
+from lero.agents.critic import Critic, parse_structured_review, review_targets
 from lero.agents.designer import Designer
+from lero.agents.evidence import NO_JUDGEMENT, verdict_schema
 from lero.agents.llm import PROBE_SCHEMA, ChatModel, UsageLedger
 from lero.agents.offline.designer import OfflineDesigner, sampled_module
 from lero.agents.offline.genome import genome_of
@@ -155,8 +156,8 @@ def llama_cpp_python(request: dict) -> Reply:
     schema = (request.get("response_format") or {}).get("schema")
     if schema == PROBE_SCHEMA:
         return Reply(content='{"answer": "yes"}')
-    if schema == VERDICT_SCHEMA:
-        return Reply(content='{"verdict": "accept", "points": ["covers every landmark"]}')
+    if "verdict" in (schema or {}).get("properties", {}):
+        return Reply(content='{"verdict": "accept", "points": []}')
     return Reply(content=json.dumps(GOOD))
 
 
@@ -174,7 +175,7 @@ def test_the_probe_finds_the_form_the_server_takes_once_and_sends_the_schema_in_
     assert [d.origin for d in drafts] == ["designer:structured"] and drafts[0].code  # the duplicate was dropped
     assert genome_of(drafts[0].code).to_json() == genome_of(design_schema(SPREAD).render(GOOD)).to_json()
     assert check_candidate(drafts[0].code, state_names(SPREAD)) == []
-    assert review.verdict == "accept" and review.points == ["covers every landmark"]
+    assert review.verdict == "accept" and review.points == []
     assert [c["role"] for c in calls] == ["probe", "probe", "designer", "critic"]
     assert calls[2]["response_format"] == "json_object"
 
@@ -227,17 +228,51 @@ def test_exploit_prompts_show_the_elite_as_its_design_and_a_revision_is_a_struct
 
 
 def test_the_structured_critic_reads_a_verdict_object_and_falls_back_to_a_verdict_line(openai_server) -> None:
-    openai_server.push("yes", "yes", '{"verdict": "reject", "points": ["pays for standing still"]}',
-                       "VERDICT: accept\n- fine")
+    point = {"target": "collision", "rubric_item": "drowning-weight", "why": "it swamps the coverage goal"}
+    openai_server.push("yes", "yes", json.dumps({"verdict": "reject", "points": [point]}), "VERDICT: accept\n- fine")
     model = ChatModel(llm_config(openai_server), UsageLedger())
     critic = Critic(model, structured=True)
     code = design_schema(SPREAD).render(GOOD)
     rejected = critic.review(SPREAD, code)
-    assert (rejected.verdict, rejected.points) == ("reject", ["pays for standing still"])
+    assert (rejected.verdict, rejected.points) == ("reject", ["collision [drowning-weight]: it swamps the coverage goal"])
+    assert [(p.target, p.rubric_item) for p in rejected.evidence] == [("collision", "drowning-weight")]
     shown = openai_server.requests[2]["messages"]
     assert json.dumps(GOOD) in shown[-1]["content"] and "lero writes its code" in shown[0]["content"]
+    assert "`drowning-weight`: a weight that drowns the task's reward" in shown[0]["content"]  # the rubric
     prose = critic.review(SPREAD, code)
     assert prose.verdict == "accept" and prose.points[0].startswith(f"the critic's reply was {OUTSIDE_SCHEMA}")
+
+
+def test_the_critics_schema_names_the_designs_targets_and_the_rubric_items() -> None:
+    schema = verdict_schema(review_targets(SPREAD, design_schema(SPREAD).render(GOOD)))
+    point = schema["properties"]["points"]["items"]["properties"]
+    assert point["target"]["enum"] == ["team_coverage", "collision", "nearest_landmark"]
+    assert point["rubric_item"]["enum"] == ["rewards-penalised", "team-sign", "constant-feature", "drowning-weight",
+                                            "unobservable-feature"]
+
+
+@pytest.mark.parametrize("reply", [
+    {"verdict": "reject", "points": []},  # SmolLM2-135M's answer to 3 of 4 valid designs
+    {"verdict": "reject", "points": ["pays for standing still"]},  # a reason, but no target nor rubric item
+    {"verdict": "revise", "points": [{"target": "speed", "rubric_item": "constant-feature", "why": "not in it"}]},
+    {"verdict": "reject", "points": [{"target": "collision", "rubric_item": "too-slow", "why": "no such item"}]},
+    {"verdict": "reject", "points": [{"target": "collision", "rubric_item": "team-sign", "why": " "}]},
+    {"verdict": "reject", "points": [{"target": "collision", "rubric_item": "team-sign", "why": "<one sentence>"}]},
+])
+def test_a_rejection_without_a_valid_point_is_no_judgement(reply: dict) -> None:
+    code = design_schema(SPREAD).render(GOOD)
+    review = parse_structured_review(json.dumps(reply), review_targets(SPREAD, code), code)
+    assert review.verdict == NO_JUDGEMENT and review.evidence == ()
+    assert review.points[0] == f"the critic said {reply['verdict']} without evidence"
+    assert parse_structured_review("VERDICT: reject\n- bad", None, code).verdict == NO_JUDGEMENT  # free text: none
+
+
+def test_a_point_on_free_code_must_name_text_of_the_code() -> None:
+    code = "def hybrid_reward(ctx):\n    bonus = 50.0 * ctx.env_reward\n"
+    point = {"target": "bonus", "rubric_item": "drowning-weight", "why": "50x the task reward"}
+    assert parse_structured_review(json.dumps({"verdict": "reject", "points": [point]}), None, code).evidence
+    elsewhere = {**point, "target": "penalty"}
+    assert parse_structured_review(json.dumps({"verdict": "reject", "points": [elsewhere]}), None, code).verdict == NO_JUDGEMENT
 
 
 # ---------------------------------------------------------------- edit design

@@ -15,7 +15,7 @@ from lero.graph.summary import load_run
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 REPORT_KEYS = {
     "run_id", "status", "stop_reason", "baseline", "best", "generations", "lineage", "llm", "env_steps", "wall_s",
-    "time", "schedule", "confirmation", "design",
+    "time", "schedule", "confirmation", "design", "verdicts",
 }  # fmt: skip
 
 CANDIDATE_CODE = """import torch
