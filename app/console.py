@@ -119,6 +119,7 @@ RUNS_COLUMNS = ("id", "status", "gens", "env", "algo", "steps", "confirmed", "lo
 RUNS_RIGHT = {"gens", "steps", "loop"}
 RUNS_NOTE = ("confirmed: the winner against native on held-out episodes (* fewer than 5 seeds per arm); "
              "loop: the loop's best fitness, on the selection episodes")  # fmt: skip
+LABEL_WIDTH = 24  # the id column widens to this for a run's --name / --tag line (longer ones wrap)
 GIVE_WAY = {"status": 0, "env": 6}  # narrowing on a small terminal, in this order (0: its longest word)
 
 
@@ -132,12 +133,14 @@ def count_text(value: object) -> str:
     return str(value)
 
 
-def _runs_widths(columns: tuple[str, ...], cells: list[list[str]], width: int) -> list[int]:
-    """Each column's width for `lero runs` on a WIDTH-column terminal: its longest cell, and
-    when the table is too wide status narrows (wrapped between words, never inside one: no
-    "complet/ed"), then env (cut with "…"); the id and the numbers keep theirs."""
+def _runs_widths(columns: tuple[str, ...], cells: list[list[str]], width: int, labels: list[str]) -> list[int]:
+    """Each column's width for `lero runs` on a WIDTH-column terminal: its longest cell (the id's
+    also fits a run's LABELS line, up to LABEL_WIDTH), and when the table is too wide status
+    narrows (wrapped between words, never inside one: no "complet/ed"), then env (cut with
+    "…"); the id and the numbers keep theirs."""
     texts = [[name, *(row[i] for row in cells)] for i, name in enumerate(columns)]
     widths = [max(map(len, col)) for col in texts]
+    widths[0] = max(widths[0], min(max((len(label) + 2 for label in labels if label), default=0), LABEL_WIDTH))
     excess = sum(widths) + len(widths) - 1 - width  # one space between columns
     for name, floor in GIVE_WAY.items():
         i = columns.index(name)
@@ -167,7 +170,7 @@ def render_runs(rows: list[dict], console: Console) -> None:
                       fmt_number(row["best_fitness"])])  # fmt: skip
         styles.append("bold yellow" if row["needs_answer"] else "")
     table = Table(title="runs", box=box.SIMPLE_HEAD, show_edge=False, padding=0)  # the box parts columns by a space
-    for name, width in zip(RUNS_COLUMNS, _runs_widths(RUNS_COLUMNS, cells, console.width), strict=True):
+    for name, width in zip(RUNS_COLUMNS, _runs_widths(RUNS_COLUMNS, cells, console.width, labels), strict=True):
         table.add_column(name, justify="right" if name in RUNS_RIGHT else "left", width=width,
                          no_wrap=name != "status", overflow="ellipsis")  # fmt: skip
     for row, style, label in zip(cells, styles, labels, strict=True):  # Text: never read as markup

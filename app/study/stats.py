@@ -233,7 +233,7 @@ def shown_poi(poi: dict[str, Any] | None, seeds: int) -> str:
     value = fmt_number(poi["value"], 2)
     if seeds >= MIN_INTERVAL_SEEDS and poi.get("ci_low") is not None:
         return f"{value} [{fmt_number(poi['ci_low'], 2)}, {fmt_number(poi['ci_high'], 2)}]"
-    return f"{value} ({seeds} seeds per arm, no CI)"
+    return f"{value} ({seeds} seed{'s' * (seeds != 1)} per arm, no CI)"
 
 
 def poi_verdict(poi: dict[str, float], seeds: int) -> str:

@@ -346,19 +346,21 @@ def test_a_runs_name_and_tags_are_shown_by_runs_compare_legends_and_the_ui(tmp_p
     stored = json.loads((named / "spec.json").read_text())
     (named / "spec.json").write_text(json.dumps({**stored, "name": "lr sweep [red]", "tags": ["ablation", "lr"]}))
     make_run_dir(tmp_path, "plain")
+    short = make_run_dir(tmp_path, "vis")  # a short id: its label line is not cut to the id's width
+    (short / "spec.json").write_text(json.dumps({**stored, "run_id": "vis", "name": "quick start", "tags": ["demo"]}))
     out = io.StringIO()
     assert main(["runs", "--runs-dir", str(tmp_path)], console=Console(file=out, width=80)) == 0
     lines = out.getvalue().splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("20261204-061400-d4e5f6"))
     # under its id, as typed (never read as markup), wrapped in the id's column
     assert " ".join(line.strip() for line in lines[at + 1:at + 3]) == "lr sweep [red] #ablation #lr"
-    assert max(map(len, lines)) <= 80
+    assert max(map(len, lines)) <= 80 and "  quick start #demo" in [line.rstrip() for line in lines]
     rows, _ = comparison_rows(load_runs(tmp_path, ["20261204-061400-d4e5f6", "plain"]))
     assert [row["name"] for row in rows] == ["lr sweep [red] #ablation #lr", None]
     legend = comparison_figure([load_run(named)])["csv"].decode()
     assert "lr sweep [red] #ablation #lr (1-0)" in legend and "20261204-061400-d4e5f6" not in legend
     listed = {row["run_id"]: row["label"] for row in list_runs(tmp_path)}
-    assert listed == {"20261204-061400-d4e5f6": "lr sweep [red] #ablation #lr", "plain": ""}
+    assert listed == {"20261204-061400-d4e5f6": "lr sweep [red] #ablation #lr", "plain": "", "vis": "quick start #demo"}
     assert run_view(load_run(named))["label"] == "lr sweep [red] #ablation #lr"
     from starlette.testclient import TestClient
 
