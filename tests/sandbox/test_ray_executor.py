@@ -8,12 +8,14 @@ import os
 # Before Ray is imported: every node, the GCS and ray.init bind to 127.0.0.1.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
+import contextlib
 import json
 import math
 import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +54,9 @@ def earlier_containers(docker_sandbox) -> set[str]:
     return {c.id for c in sandbox_containers()}
 
 
-@pytest.fixture
-def cluster(earlier_containers):
-    """A head and one worker node (1 CPU each) on this machine; torn down after the test."""
+@contextlib.contextmanager
+def two_nodes() -> Iterator[tuple[Cluster, Any]]:
+    """A head and one worker node (1 CPU each) on this machine; torn down on leaving."""
     cluster = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
     worker = cluster.add_node(**NODE)
     cluster.wait_for_nodes()
@@ -63,6 +65,21 @@ def cluster(earlier_containers):
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+@pytest.fixture
+def cluster(earlier_containers):
+    """Two nodes of this test's own: for a test that kills one."""
+    with two_nodes() as nodes:
+        yield nodes
+
+
+@pytest.fixture(scope="module")
+def shared_cluster():
+    """Two nodes the tests that leave the cluster as they found it share (a start costs
+    seconds); the connection stays between them, as it does between runs of one process."""
+    with two_nodes() as nodes:
+        yield nodes
 
 
 class KillingUI:
@@ -147,28 +164,6 @@ def test_local_ray_instance_listens_and_advertises_loopback_only() -> None:
 
 
 @pytest.mark.slow
-def test_offline_run_spreads_jobs_over_the_cluster_nodes(cluster, earlier_containers, tmp_path) -> None:
-    cluster_, _ = cluster
-    spec = RunSpec.parse({**TINY, "ray_address": cluster_.address, "run_id": "spread",
-                          "runs_dir": str(tmp_path / "runs")})
-    outcome = start_run(spec, KillingUI())
-    run_dir = Path(outcome.run_dir)
-    assert_every_candidate_evaluated(run_dir)
-    assert_loopback_only()
-    log = run_events(run_dir)
-    remote = [e for e in log if e["event"] == "job_finished" and e["kind"] in ("train", "evaluate")]
-    assert len(remote) == 2 * (TINY["population"] + 1)  # baseline + candidates, train + evaluate
-    assert all(e["status"] == "ok" and not e["cached"] for e in remote)
-    cluster_nodes = {node["NodeID"] for node in ray.nodes()}
-    assert {e["node"] for e in remote} == cluster_nodes  # both nodes ran jobs
-    assert {e["node_ip"] for e in remote} == {"127.0.0.1"}
-    validations = [e for e in log if e["event"] == "job_finished" and e["kind"] == "validate"]
-    assert validations and all("node" not in e for e in validations)  # validated locally
-    workers = {e["worker"] for e in log if e["event"] == "job_placed"}
-    assert leftover_containers(workers, earlier_containers) == []
-
-
-@pytest.mark.slow
 def test_worker_node_killed_mid_job_the_run_still_completes(cluster, earlier_containers, tmp_path) -> None:
     cluster_, worker = cluster
     killed: list[dict[str, Any]] = []
@@ -210,9 +205,46 @@ def test_worker_node_killed_mid_job_the_run_still_completes(cluster, earlier_con
     assert leftover_containers(workers, earlier_containers) == []
 
 
+def test_a_job_no_node_can_hold_is_crashed_not_queued_forever(tmp_path) -> None:
+    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "memory": 2**30,
+                                                           "include_dashboard": False})
+    try:
+        sandbox = get_sandbox("process", work_dir=tmp_path, executor="ray",
+                              ray_address=cluster.address)
+        result = sandbox.run_job(Job(kind="train", code=None, steps=1600, eval_episodes=8))
+        sandbox.close()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert result.status == "crashed" and result.error["type"] == "NoRayNode"
+    assert "4096 MB" in result.error["message"]
+
+
 @pytest.mark.slow
-def test_cancel_stops_the_ray_task_and_removes_its_container(cluster, earlier_containers, tmp_path) -> None:
-    cluster_, _ = cluster
+def test_offline_run_spreads_jobs_over_the_cluster_nodes(shared_cluster, earlier_containers, tmp_path) -> None:
+    cluster_, _ = shared_cluster
+    spec = RunSpec.parse({**TINY, "ray_address": cluster_.address, "run_id": "spread",
+                          "runs_dir": str(tmp_path / "runs")})
+    outcome = start_run(spec, KillingUI())
+    run_dir = Path(outcome.run_dir)
+    assert_every_candidate_evaluated(run_dir)
+    assert_loopback_only()
+    log = run_events(run_dir)
+    remote = [e for e in log if e["event"] == "job_finished" and e["kind"] in ("train", "evaluate")]
+    assert len(remote) == 2 * (TINY["population"] + 1)  # baseline + candidates, train + evaluate
+    assert all(e["status"] == "ok" and not e["cached"] for e in remote)
+    cluster_nodes = {node["NodeID"] for node in ray.nodes()}
+    assert {e["node"] for e in remote} == cluster_nodes  # both nodes ran jobs
+    assert {e["node_ip"] for e in remote} == {"127.0.0.1"}
+    validations = [e for e in log if e["event"] == "job_finished" and e["kind"] == "validate"]
+    assert validations and all("node" not in e for e in validations)  # validated locally
+    workers = {e["worker"] for e in log if e["event"] == "job_placed"}
+    assert leftover_containers(workers, earlier_containers) == []
+
+
+@pytest.mark.slow
+def test_cancel_stops_the_ray_task_and_removes_its_container(shared_cluster, earlier_containers, tmp_path) -> None:
+    cluster_, _ = shared_cluster
     progress = threading.Event()
     placed: list[dict[str, Any]] = []
 
@@ -247,22 +279,7 @@ def test_cancel_stops_the_ray_task_and_removes_its_container(cluster, earlier_co
     assert leftover_containers({p["worker"] for p in placed}, earlier_containers) == []
 
 
-def test_a_job_no_node_can_hold_is_crashed_not_queued_forever(tmp_path) -> None:
-    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "memory": 2**30,
-                                                           "include_dashboard": False})
-    try:
-        sandbox = get_sandbox("process", work_dir=tmp_path, executor="ray",
-                              ray_address=cluster.address)
-        result = sandbox.run_job(Job(kind="train", code=None, steps=1600, eval_episodes=8))
-        sandbox.close()
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-    assert result.status == "crashed" and result.error["type"] == "NoRayNode"
-    assert "4096 MB" in result.error["message"]
-
-
-def test_interval_checkpoints_travel_back_from_the_node(tmp_path, monkeypatch, capsys) -> None:
+def test_interval_checkpoints_travel_back_from_the_node(shared_cluster, tmp_path, monkeypatch, capsys) -> None:
     """A train job's policy/step-<n>/ folders come back from the node like its final weights
     (the same weights as the same job run here), so `lero study --checkpoints` runs on Ray."""
     import torch
@@ -273,21 +290,17 @@ def test_interval_checkpoints_travel_back_from_the_node(tmp_path, monkeypatch, c
     job = Job(kind="train", code=None, steps=800, eval_episodes=8, checkpoint_every=200,
               hparams={"n_envs": 8, "rollout_len": 25})  # fmt: skip
     here = get_sandbox("process", work_dir=tmp_path / "here").run_job(job)
-    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
-    try:
-        sandbox = get_sandbox("process", work_dir=tmp_path / "ray", executor="ray", ray_address=cluster.address)
-        remote = sandbox.run_job(job)
-        sandbox.close()
-        assert_loopback_only()
-        monkeypatch.chdir(tmp_path)
-        Path("tiny.json").write_text(json.dumps({"hparams": {"mappo": job.hparams}}))
-        Path("cand.py").write_text(VALID)
-        code, out, err = lero(["study", "--candidate", "cand.py", "--steps", "400", "--seeds", "1", "--eval-episodes", "8", "--variants", "native",
-                     "--sandbox", "process", "--config", "tiny.json", "--checkpoints", "2",
-                     "--executor", "ray", "--ray-address", cluster.address, "--study-id", "ck"], capsys)  # fmt: skip
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+    cluster, _ = shared_cluster
+    sandbox = get_sandbox("process", work_dir=tmp_path / "ray", executor="ray", ray_address=cluster.address)
+    remote = sandbox.run_job(job)
+    sandbox.close()
+    assert_loopback_only()
+    monkeypatch.chdir(tmp_path)
+    Path("tiny.json").write_text(json.dumps({"hparams": {"mappo": job.hparams}}))
+    Path("cand.py").write_text(VALID)
+    code, out, err = lero(["study", "--candidate", "cand.py", "--steps", "400", "--seeds", "1", "--eval-episodes", "8", "--variants", "native",
+                 "--sandbox", "process", "--config", "tiny.json", "--checkpoints", "2",
+                 "--executor", "ray", "--ray-address", cluster.address, "--study-id", "ck"], capsys)  # fmt: skip
     assert here.status == remote.status == "ok"
     local, shipped = checkpoint_dirs(here.policy_dir), checkpoint_dirs(remote.policy_dir)
     assert list(shipped) == list(local) and set(local) >= {200, 400, 600}
@@ -302,40 +315,32 @@ def test_interval_checkpoints_travel_back_from_the_node(tmp_path, monkeypatch, c
     assert set(record["checkpoints"]["validation"]) == {"200", "400"}  # a checkpoint and the final policy
 
 
-def test_a_rungs_learner_state_travels_to_and_from_the_node(tmp_path) -> None:
+def test_a_rungs_learner_state_travels_to_and_from_the_node(shared_cluster, tmp_path) -> None:
     """Successive halving on Ray: the first rung's learner.pt comes back from the node with
     its weights, the next rung ships it out again and continues it there."""
     from lero.training.resume import LEARNER_FILE
 
     fields = {"code": None, "steps": 1600, "eval_episodes": 8, "hparams": {"n_envs": 8, "rollout_len": 25}}
-    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
-    try:
-        sandbox = get_sandbox("process", work_dir=tmp_path, executor="ray", ray_address=cluster.address)
-        first = sandbox.run_job(Job(kind="train", stop_at=800, **fields))
-        rest = sandbox.run_job(Job(kind="train", resume_dir=first.policy_dir, **fields))
-        sandbox.close()
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+    cluster, _ = shared_cluster
+    sandbox = get_sandbox("process", work_dir=tmp_path, executor="ray", ray_address=cluster.address)
+    first = sandbox.run_job(Job(kind="train", stop_at=800, **fields))
+    rest = sandbox.run_job(Job(kind="train", resume_dir=first.policy_dir, **fields))
+    sandbox.close()
     assert first.status == rest.status == "ok", (first.error, rest.error)
     assert (Path(first.policy_dir) / LEARNER_FILE).is_file()
     assert first.curves["steps"][-1] == 800 and rest.curves["steps"][0] > 800 and rest.curves["steps"][-1] == 1600
 
 
-def test_a_group_runs_as_its_jobs_on_the_cluster(tmp_path) -> None:
+def test_a_group_runs_as_its_jobs_on_the_cluster(shared_cluster, tmp_path) -> None:
     """A train (and evaluate) group on Ray runs as its separate jobs, side by side: each
     seed's result comes back with its own weights, as from a local group."""
-    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    cluster, _ = shared_cluster
     fields = {"eval_episodes": 8, "hparams": {"n_envs": 8, "rollout_len": 25}}
-    try:
-        sandbox = get_sandbox("process", work_dir=tmp_path, executor="ray", ray_address=cluster.address)
-        results = train_and_evaluate_seeds(sandbox, None, {"name": "simple_spread"}, "mappo", 800, [0, 1], **fields)
-        local = train_and_evaluate_seeds(
-            get_sandbox("process", work_dir=tmp_path / "local"), None, {"name": "simple_spread"}, "mappo", 800, [0, 1], **fields)
-        sandbox.close()
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+    sandbox = get_sandbox("process", work_dir=tmp_path, executor="ray", ray_address=cluster.address)
+    results = train_and_evaluate_seeds(sandbox, None, {"name": "simple_spread"}, "mappo", 800, [0, 1], **fields)
+    local = train_and_evaluate_seeds(
+        get_sandbox("process", work_dir=tmp_path / "local"), None, {"name": "simple_spread"}, "mappo", 800, [0, 1], **fields)
+    sandbox.close()
     assert [r.status for r in results] == ["ok", "ok"], [r.error for r in results]
     assert len({Path(r.policy_dir).parent for r in results}) == 2  # two jobs, not one group
     for remote, here in zip(results, local, strict=True):
