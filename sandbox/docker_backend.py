@@ -3,8 +3,9 @@
 Every container: no network, read-only root, size-capped /tmp tmpfs, non-root user, all
 capabilities dropped, no-new-privileges, pids / memory (= memory + swap) / CPU limits,
 RLIMIT_FSIZE = the job-dir cap, an environment made of the image's fixed ENV only (no
-host variable is ever passed), mounts: the job directory (rw) and the lero packages (ro),
-nothing else (never the Docker socket). A host-side deadline kills it; output
+host variable is ever passed), mounts: the job directory (rw), the lero packages (ro) and
+the modules of job kinds declared outside lero (ro, `Sandbox.ship_kind`), nothing else
+(never the Docker socket). A host-side deadline kills it; output
 is streamed and capped (head + tail); a watchdog kills it when the job directory grows
 past `Limits.disk_mb`; it is removed in a `finally`. Containers carry the owner's
 host/pid label, and containers of dead owners are reaped when a backend starts.
@@ -47,11 +48,13 @@ from lero.sandbox.image import (
     require_image,
 )
 from lero.sandbox.output import CappedBuffer
+from lero.sandbox.runner import KINDS_FLAG
 from lero.sandbox.types import Job, Limits, SandboxUnavailable, ScriptResult
 
 LABEL = "lero.sandbox"
 OWNER_LABEL = "lero.sandbox.owner"  # "<hostname>:<pid>" of the process that made it
-RUNNER_COMMAND = ["python", "-m", "lero.sandbox.runner", "/job"]
+KINDS_MOUNT = "/opt/lero-kinds"  # the backend's kinds_dir (Sandbox.ship_kind), read-only
+RUNNER_COMMAND = ["python", "-m", "lero.sandbox.runner", "/job", KINDS_FLAG, KINDS_MOUNT]
 DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
@@ -300,7 +303,8 @@ class DockerSandbox(Sandbox):
     def _start(self, command: list[str], job_dir: Path, limits: Limits) -> _Started:
         """Create, attach to (output streaming from the first byte) and start a container."""
         self._prepare_dir(job_dir)
-        mounts = [Mount("/job", str(job_dir), type="bind", read_only=False)]
+        mounts = [Mount("/job", str(job_dir), type="bind", read_only=False),
+                  Mount(KINDS_MOUNT, str(self.kinds_dir), type="bind", read_only=True)]
         mounts += [
             Mount(f"{CODE_MOUNT}/lero/{package}", str(REPO_ROOT / package), type="bind", read_only=True)
             for package in CODE_PACKAGES

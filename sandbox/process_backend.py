@@ -30,6 +30,7 @@ from pathlib import Path
 from lero.sandbox.base import SCRIPT_FILE, Sandbox
 from lero.sandbox.diskwatch import DiskWatch, exceeded_note
 from lero.sandbox.output import CappedBuffer, drain_in_thread
+from lero.sandbox.runner import KINDS_FLAG
 from lero.sandbox.types import JOB_PROCESS_ENV, Limits, SandboxUnavailable, ScriptResult
 
 # Runs inside the new namespaces as their root: make every mount read-only except the
@@ -164,7 +165,7 @@ class ProcessSandbox(Sandbox):
         return self._run([sys.executable, SCRIPT_FILE], job_dir, limits)
 
     def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:
-        argv = [sys.executable, "-m", "lero.sandbox.runner", str(job_dir)]
+        argv = [sys.executable, "-m", "lero.sandbox.runner", str(job_dir), KINDS_FLAG, str(self.kinds_dir)]
         return self._run(argv, job_dir, limits, key)
 
 
