@@ -3,7 +3,7 @@
 The sandbox runs jobs; it does not know LERO (the train-then-evaluate protocol is
 `graph.protocol`) nor any job kind by name: what a job needs copied in, keeps, seals and
 reports is its kind's declaration (`sandbox.types.JobKind`, from the kinds table). A
-backend only knows how to run a command contained (`_launch_script`, `_launch_runner`);
+backend only knows how to run a command contained (`_launch`, `_launch_runner`);
 this class writes a `Job` as `job.json` in a job directory of its own, runs
 `python -m lero.sandbox.runner` through the backend, and reads back a `result.json` it
 never trusts (`sandbox.results`): only after the runner exited 0 on its own; anything
@@ -55,6 +55,7 @@ from lero.training.contract import static_check
 
 PROGRESS_POLL_S = 0.5
 SCRIPT_FILE = "script.py"  # what `run_script` runs, in a fresh job directory
+PYTHON = "python"  # a command's first word for the sandbox's own interpreter (`Sandbox.run`)
 KINDS_SUBDIR = ".kinds"  # in the work dir: the modules of kinds outside lero (JobKind.source)
 Events = Callable[..., None]
 Payload = dict[str, bytes]  # a job's input files (JobKind.inputs), by the Job field naming each
@@ -118,19 +119,29 @@ class Sandbox(ABC):
         self.kinds_dir.mkdir(mode=0o755, exist_ok=True)
         self.cancelled = threading.Event()
 
-    def run_script(self, source: str, limits: Limits | None = None) -> ScriptResult:
-        """Run one Python script contained; the raw primitive the jobs are built on."""
+    def run(self, command: list[str], files: dict[str, bytes], limits: Limits | None = None) -> ScriptResult:
+        """Run COMMAND contained under LIMITS, in a fresh job directory (its working
+        directory) holding FILES (names relative to it); the raw primitive. A first word
+        `PYTHON` is the sandbox's own interpreter. The directory is removed afterwards."""
+        if not command or any(Path(name).is_absolute() or ".." in Path(name).parts for name in files):
+            raise ValueError("Sandbox.run needs a command and files named inside the job directory")
         limits = limits or Limits()
-        job_dir = self._new_job_dir("script")
+        job_dir = self._new_job_dir("run")
         try:
-            (job_dir / SCRIPT_FILE).write_text(source)
-            return self._launch_script(job_dir, limits)
+            for name, data in files.items():
+                (job_dir / name).parent.mkdir(parents=True, exist_ok=True)
+                (job_dir / name).write_bytes(data)
+            return self._launch(command, job_dir, limits)
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
 
+    def run_script(self, source: str, limits: Limits | None = None) -> ScriptResult:
+        """Run one Python script contained (`run` of SCRIPT_FILE)."""
+        return self.run([PYTHON, SCRIPT_FILE], {SCRIPT_FILE: source.encode()}, limits)
+
     @abstractmethod
-    def _launch_script(self, job_dir: Path, limits: Limits) -> ScriptResult:
-        """Run JOB_DIR/SCRIPT_FILE with Python, contained."""
+    def _launch(self, command: list[str], job_dir: Path, limits: Limits) -> ScriptResult:
+        """Run COMMAND contained, in JOB_DIR."""
 
     @abstractmethod
     def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:

@@ -36,7 +36,7 @@ import docker
 import requests
 from docker.types import LogConfig, Mount, Ulimit
 
-from lero.sandbox.base import SCRIPT_FILE, Sandbox
+from lero.sandbox.base import Sandbox
 from lero.sandbox.diskwatch import DiskWatch, exceeded_note
 from lero.sandbox.image import (
     CODE_MOUNT,
@@ -144,8 +144,8 @@ class DockerSandbox(Sandbox):
         inside = {key: value for key, value in env.items() if key != "import_root"}
         return inside if self.import_root is None else {**inside, "import_root": self.import_root}
 
-    def _launch_script(self, job_dir: Path, limits: Limits) -> ScriptResult:
-        return self._run_container(["python", self._job_path_inside(job_dir, SCRIPT_FILE)], job_dir, limits)
+    def _launch(self, command: list[str], job_dir: Path, limits: Limits) -> ScriptResult:
+        return self._run_container(command, job_dir, limits)  # the image's `python` is PYTHON
 
     def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:
         with self._spares_lock:

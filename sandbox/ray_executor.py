@@ -266,8 +266,8 @@ class RaySandbox(Sandbox):
         self._closed = False
 
     # the local backend does what is not a train / evaluate job
-    def _launch_script(self, job_dir: Path, limits: Limits) -> ScriptResult:
-        return self.local._launch_script(job_dir, limits)
+    def _launch(self, command: list[str], job_dir: Path, limits: Limits) -> ScriptResult:
+        return self.local._launch(command, job_dir, limits)
 
     def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:
         return self.local._launch_runner(job_dir, limits, key)

@@ -123,6 +123,14 @@ def test_job_json_picks_only_a_module_the_host_shipped(tmp_path: Path) -> None:
 
 if pytest is not None:
 
+    def test_the_raw_surface_runs_a_command_on_files(sandbox) -> None:
+        """`Sandbox.run(command, files, limits)`: what every kind rides on, on both backends."""
+        command = ["python", "-c", "import os; print(open('data/in.txt').read()[::-1], os.listdir('.'))"]
+        result = sandbox.run(command, {"data/in.txt": b"abc"}, Limits(wall_s=120, mem_mb=512))
+        assert result.status == "ok" and result.stdout.strip() == "cba ['data']", result.stderr
+        with pytest.raises(ValueError, match="files named inside the job directory"):
+            sandbox.run(command, {"../out.txt": b""})
+
     @pytest.mark.docker
     def test_a_toy_kind_runs_in_docker(docker_sandbox) -> None:
         assert_toy_pair(*run_toy_pair(docker_sandbox))
