@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import replace
@@ -56,7 +57,6 @@ from lero.training.contract import static_check
 PROGRESS_POLL_S = 0.5
 SCRIPT_FILE = "script.py"  # what `run_script` runs, in a fresh job directory
 PYTHON = "python"  # a command's first word for the sandbox's own interpreter (`Sandbox.run`)
-KINDS_SUBDIR = ".kinds"  # in the work dir: the modules of kinds outside lero (JobKind.source)
 Events = Callable[..., None]
 Payload = dict[str, bytes]  # a job's input files (JobKind.inputs), by the Job field naming each
 
@@ -115,8 +115,11 @@ class Sandbox(ABC):
             )
         self.work_dir = Path(work_dir).resolve()
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.kinds_dir = self.work_dir / KINDS_SUBDIR  # read-only in every sandbox (`ship_kind`)
-        self.kinds_dir.mkdir(mode=0o755, exist_ok=True)
+        # the modules of kinds declared outside lero (`ship_kind`), read-only in every sandbox;
+        # apart from the job directories, which hold only jobs, and removed with the sandbox
+        self.kinds_dir = Path(tempfile.mkdtemp(prefix="lero-kinds-"))
+        self.kinds_dir.chmod(0o755)  # the container's user reads it
+        weakref.finalize(self, shutil.rmtree, self.kinds_dir, True)
         self.cancelled = threading.Event()
 
     def run(self, command: list[str], files: dict[str, bytes], limits: Limits | None = None) -> ScriptResult:
