@@ -115,11 +115,10 @@ class Sandbox(ABC):
             )
         self.work_dir = Path(work_dir).resolve()
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        # the modules of kinds declared outside lero (`ship_kind`), read-only in every sandbox;
-        # apart from the job directories, which hold only jobs, and removed with the sandbox
-        self.kinds_dir = Path(tempfile.mkdtemp(prefix="lero-kinds-"))
-        self.kinds_dir.chmod(0o755)  # the container's user reads it
-        weakref.finalize(self, shutil.rmtree, self.kinds_dir, True)
+        # the modules of kinds declared outside lero (`ship_kind`), read-only in every sandbox
+        # started after the first; apart from the job directories, removed with the sandbox
+        self.kinds_dir: Path | None = None
+        self._kinds_lock = threading.Lock()  # jobs in several slots ship at once
         self.cancelled = threading.Event()
 
     def run(self, command: list[str], files: dict[str, bytes], limits: Limits | None = None) -> ScriptResult:
@@ -149,7 +148,7 @@ class Sandbox(ABC):
     @abstractmethod
     def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:
         """Run `python -m lero.sandbox.runner` on JOB_DIR, contained, with `--kinds` naming where
-        it sees `kinds_dir`; KEY (a line) goes to its stdin."""
+        it sees `kinds_dir` (once there is one); KEY (a line) goes to its stdin."""
 
     def ship_kind(self, kind: JobKind) -> None:
         """Copy the module of a kind outside lero (`JobKind.source`) into `kinds_dir`, where the
@@ -157,14 +156,19 @@ class Sandbox(ABC):
         if kind.source is None:
             return
         text = Path(kind.source).read_bytes()
-        target = self.kinds_dir / f"{kind.name}.py"
-        if target.is_file() and target.read_bytes() == text:
-            return
-        fd, temp = tempfile.mkstemp(dir=self.kinds_dir, prefix=f".{kind.name}-")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text)
-        os.chmod(temp, 0o644)
-        os.replace(temp, target)
+        with self._kinds_lock:
+            if self.kinds_dir is None:
+                self.kinds_dir = Path(tempfile.mkdtemp(prefix="lero-kinds-"))
+                self.kinds_dir.chmod(0o755)  # the container's user reads it
+                weakref.finalize(self, shutil.rmtree, self.kinds_dir, True)
+            target = self.kinds_dir / f"{kind.name}.py"
+            if target.is_file() and target.read_bytes() == text:
+                return
+            fd, temp = tempfile.mkstemp(dir=self.kinds_dir, prefix=f".{kind.name}-")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(text)
+            os.chmod(temp, 0o644)
+            os.replace(temp, target)
 
     @abstractmethod
     def _job_path_inside(self, job_dir: Path, name: str) -> str:
@@ -329,6 +333,7 @@ class Sandbox(ABC):
         with self.slots:
             wait_s = time.perf_counter() - queued
             self._check_cancelled(jobs[0])
+            self.ship_kind(kind_of(jobs[0].kind))  # before the sandbox is chosen: it must see the module
             job_dir = self._job_dir_for(jobs[0])
             try:
                 results = self._run_in(jobs, job_dir, payloads)
@@ -363,7 +368,6 @@ class Sandbox(ABC):
         seen_inside = ({"group": tuple(GroupMember(m.seed, m.eval_seed, **fields) for m, fields in zip(jobs, members, strict=True)),
                         **{spec.field: None for spec in kind.inputs}} if group else members[0])  # fmt: skip
         wire = replace(job, env=self._env_inside(job.env), **seen_inside)
-        self.ship_kind(kind)
         temp_path = job_dir / f".{JOB_FILE}.tmp"
         temp_path.write_text(json.dumps(wire.to_dict()))
         temp_path.replace(job_dir / JOB_FILE)  # atomic: a warm runner may be polling for it

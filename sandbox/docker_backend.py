@@ -49,7 +49,7 @@ from lero.sandbox.image import (
 )
 from lero.sandbox.output import CappedBuffer
 from lero.sandbox.runner import KINDS_FLAG
-from lero.sandbox.types import Job, Limits, SandboxUnavailable, ScriptResult
+from lero.sandbox.types import Job, Limits, SandboxUnavailable, ScriptResult, kind_of
 
 LABEL = "lero.sandbox"
 OWNER_LABEL = "lero.sandbox.owner"  # "<hostname>:<pid>" of the process that made it
@@ -173,8 +173,9 @@ class DockerSandbox(Sandbox):
             _kill(started.container)
 
     def _job_dir_for(self, job: Job) -> Path:
-        """Every job gets a container that already imported torch, when one is ready."""
-        if self.spares_per_limits == 0:
+        """Every job gets a container that already imported torch, when one is ready; a job
+        of a kind declared outside lero a fresh one (a spare may predate its kinds folder)."""
+        if self.spares_per_limits == 0 or kind_of(job.kind).source is not None:
             return super()._job_dir_for(job)
         try:
             warm = self._take_spare(job.limits) or self._start_spare(job.limits)
@@ -303,8 +304,9 @@ class DockerSandbox(Sandbox):
     def _start(self, command: list[str], job_dir: Path, limits: Limits) -> _Started:
         """Create, attach to (output streaming from the first byte) and start a container."""
         self._prepare_dir(job_dir)
-        mounts = [Mount("/job", str(job_dir), type="bind", read_only=False),
-                  Mount(KINDS_MOUNT, str(self.kinds_dir), type="bind", read_only=True)]
+        mounts = [Mount("/job", str(job_dir), type="bind", read_only=False)]
+        if self.kinds_dir is not None:
+            mounts.append(Mount(KINDS_MOUNT, str(self.kinds_dir), type="bind", read_only=True))
         mounts += [
             Mount(f"{CODE_MOUNT}/lero/{package}", str(REPO_ROOT / package), type="bind", read_only=True)
             for package in CODE_PACKAGES

@@ -166,7 +166,8 @@ class ProcessSandbox(Sandbox):
         return self._run([first, *command[1:]], job_dir, limits)
 
     def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:
-        argv = [sys.executable, "-m", "lero.sandbox.runner", str(job_dir), KINDS_FLAG, str(self.kinds_dir)]
+        kinds = [KINDS_FLAG, str(self.kinds_dir)] if self.kinds_dir is not None else []
+        argv = [sys.executable, "-m", "lero.sandbox.runner", str(job_dir), *kinds]
         return self._run(argv, job_dir, limits, key)
 
 
