@@ -42,6 +42,7 @@ from lero.app.approval_view import candidate_card
 from lero.app.numbers import fmt_duration, fmt_number
 from lero.graph.rundir import CANDIDATES_DIR, CODE_FILE, REVIEW_FILE
 from lero.graph.summary import is_number, metric_names
+from lero.sandbox import EVALUATE, TRAIN
 
 # ---------------------------------------------------------------- answers without a terminal
 
@@ -70,7 +71,7 @@ def describe_answer(payload: dict) -> str:
     return "\n".join(lines)
 
 
-TASK_KINDS = ("train", "evaluate")  # sandbox job kinds the graph reports as training tasks
+TASK_KINDS = (TRAIN.name, EVALUATE.name)  # sandbox job kinds the graph reports as training tasks
 
 # ---------------------------------------------------------------- tables
 
@@ -470,7 +471,7 @@ class RichUI:
             if key not in self.trained:
                 self._unqueue(event.get("candidate_id"), group_of)
         else:  # a progress report of the graph's own task
-            key, label = self._job_key({**event, "kind": "train"})
+            key, label = self._job_key({**event, "kind": TRAIN.name})
             self.queued.discard(key)
             self._show_queued()
         bar = self._bar(key, label, event.get("total"))

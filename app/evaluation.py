@@ -95,7 +95,7 @@ def evaluate_target(target: EvalTarget, episodes: int, sandbox_kind: str | None 
     run's process sandbox is used only when SANDBOX_KIND gives it again (graph.trust)."""
     from lero.graph.context import open_sandbox
     from lero.graph.trust import confirm_endpoints, confirm_env, job_env
-    from lero.sandbox import Job, Limits
+    from lero.sandbox import EVALUATE, Job, Limits
 
     spec = target.spec
     given = {"sandbox": sandbox_kind} if sandbox_kind else {}
@@ -105,7 +105,7 @@ def evaluate_target(target: EvalTarget, episodes: int, sandbox_kind: str | None 
                            max_parallel=spec.max_parallel)  # fmt: skip
     sandbox = open_sandbox(sandbox_spec, target.rundir.cache_dir, env=env)
     try:
-        jobs = [Job(kind="evaluate", code=target.code, env=env, algo=spec.algo, steps=spec.steps, seed=seed,
+        jobs = [Job(kind=EVALUATE.name, code=target.code, env=env, algo=spec.algo, steps=spec.steps, seed=seed,
                     policy_dir=str(folder), eval_seed=FIRST_EVAL_SEED + seed, eval_episodes=episodes,
                     hparams=spec.hparams, limits=Limits(wall_s=spec.job_timeout_s),
                     candidate_id=f"eval:{target.name}", record_episodes=record_episodes)

@@ -25,7 +25,7 @@ from lero.agents import LLMConfig, Problem, Team, make_team
 from lero.graph.configuration import RunError, RunSpec, llm_settings, parallel_jobs
 from lero.graph.rundir import RunDir
 from lero.graph.trust import cache_signer, job_env
-from lero.sandbox import Job, JobResult, Limits, Sandbox, SandboxUnavailable, get_sandbox
+from lero.sandbox import DESCRIBE, Job, JobResult, Limits, Sandbox, SandboxUnavailable, get_sandbox
 from lero.training import make_env
 from lero.training.envs.registry import ConfirmedEnv, is_native
 from lero.training.envs.task import TaskSpec
@@ -116,7 +116,7 @@ def read_env(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> tuple[Task
 
 def _described(sandbox: Sandbox, env: dict[str, Any]) -> dict[str, Any]:
     """The env's facts from a sandbox `describe` job; RunError with its one line otherwise."""
-    result = sandbox.run_job(Job(kind="describe", code=None, env=env, limits=DESCRIBE_LIMITS))
+    result = sandbox.run_job(Job(kind=DESCRIBE.name, code=None, env=env, limits=DESCRIBE_LIMITS))
     if result.status != "ok":
         raise RunError(f"cannot build environment {env['name']!r}: {failure_line(result)}")
     return result.info

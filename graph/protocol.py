@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lero.sandbox import Job, JobResult, Sandbox
+from lero.sandbox import EVALUATE, TRAIN, Job, JobResult, Sandbox
 from lero.sandbox.cache import ResultCache, cache_key
 
 
@@ -54,8 +54,8 @@ def train_and_evaluate_seeds(
     missed = [i for i, hit in enumerate(results) if hit is None]
     trained = dict(zip(missed, sandbox.run_group([train_jobs[i] for i in missed]), strict=True)) if missed else {}
     ok = [i for i in missed if trained[i].status == "ok"]
-    eval_fields = {k: v for k, v in job_fields.items() if k not in ("job_id", "stop_at")}
-    eval_jobs = [Job(kind="evaluate", code=code, env=env, algo=algo, steps=steps, seed=seeds[i],
+    eval_fields = {k: v for k, v in job_fields.items() if k not in ("job_id", *TRAIN.fields - EVALUATE.fields)}
+    eval_jobs = [Job(kind=EVALUATE.name, code=code, env=env, algo=algo, steps=steps, seed=seeds[i],
                      policy_dir=trained[i].policy_dir, eval_seed=train_jobs[i].eval_seed, **eval_fields)
                  for i in ok]  # fmt: skip
     evaluated = dict(zip(ok, sandbox.run_group(eval_jobs), strict=True)) if ok else {}
@@ -84,7 +84,7 @@ def _train_jobs(
     if len(resume_dirs) != len(seeds) or len(eval_seeds) != len(seeds) \
             or ("job_id" in job_fields and len(seeds) > 1):
         raise ValueError("train_and_evaluate_seeds: one resume_dir and eval seed per seed, and no shared job_id")
-    return [Job(kind="train", code=code, env=env, algo=algo, steps=steps, seed=seed,
+    return [Job(kind=TRAIN.name, code=code, env=env, algo=algo, steps=steps, seed=seed,
                 resume_dir=resume_dir, eval_seed=eval_seed, **job_fields)
             for seed, resume_dir, eval_seed in zip(seeds, resume_dirs, eval_seeds, strict=True)]  # fmt: skip
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.context import env_sandbox, failure_line
-from lero.sandbox import Job
+from lero.sandbox import TRAIN, Job
 from lero.training import TrainConfig, train
 from lero.training.envs.registry import ConfirmedEnv
 
@@ -19,7 +19,7 @@ def measure_throughput(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> 
     env and algorithm (budgets are rounded up to whole iterations). RunError (one line)."""
     with env_sandbox(spec, confirmed) as (env, sandbox):
         if sandbox is not None:
-            job = Job(kind="train", code=None, env=env, algo=spec.algo, steps=1, eval_episodes=1, hparams=spec.hparams)
+            job = Job(kind=TRAIN.name, code=None, env=env, algo=spec.algo, steps=1, eval_episodes=1, hparams=spec.hparams)
             result = sandbox.run_job(job)
             if result.status != "ok":
                 raise RunError(f"cannot train on {spec.env}: {failure_line(result)}")

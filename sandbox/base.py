@@ -1,10 +1,12 @@
 """What every sandbox backend shares: run a typed job under its limits, give back its result.
 
 The sandbox runs jobs; it does not know LERO (the train-then-evaluate protocol is
-`graph.protocol`). A backend only knows how to run a command contained (`_launch_script`,
-`_launch_runner`); this class writes a `Job` as `job.json` in a job directory of its own,
-runs `python -m lero.sandbox.runner` through the backend, and reads back a `result.json`
-it never trusts (`sandbox.results`): only after the runner exited 0 on its own; anything
+`graph.protocol`) nor any job kind by name: what a job needs copied in, keeps, seals and
+reports is its kind's declaration (`sandbox.types.JobKind`, from the kinds table). A
+backend only knows how to run a command contained (`_launch`, `_launch_runner`);
+this class writes a `Job` as `job.json` in a job directory of its own, runs
+`python -m lero.sandbox.runner` through the backend, and reads back a `result.json` it
+never trusts (`sandbox.results`): only after the runner exited 0 on its own; anything
 else is `crashed` (or `timeout` / `oom`), never a host exception. Around that: the slots
 (`max_parallel`), the result cache (`sandbox.cache`), groups of seeds in one sandbox,
 cancellation and the progress relay.
@@ -20,6 +22,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import replace
@@ -27,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from lero.sandbox.cache import PROCESS_SIGNER, CacheSigner, ResultCache, job_cache_key
-from lero.sandbox.jobs import POLICY_SUBDIR, group_policy_dir
 from lero.sandbox.poller import Poller
 from lero.sandbox.results import (
     ProgressRelay,
-    checkpoint_dirs,
+    kept_files,
+    output_folder,
     read_group_result,
     read_policy,
     read_result,
@@ -41,31 +44,29 @@ from lero.sandbox.seal import new_key
 from lero.sandbox.types import (
     GroupMember,
     Job,
+    JobKind,
     JobResult,
     Limits,
+    Outputs,
     SandboxUnavailable,
     ScriptResult,
+    kind_of,
 )
 from lero.training.contract import static_check
-from lero.training.policy import POLICY_FILE
-from lero.training.resume import LEARNER_FILE
 
 PROGRESS_POLL_S = 0.5
 SCRIPT_FILE = "script.py"  # what `run_script` runs, in a fresh job directory
-INPUT_POLICY_SUBDIR = "input_policy"  # evaluate: the copy of the trained weights
-INPUT_LEARNER_SUBDIR = "input_learner"  # a resumed train job: the copy of the learner state
+PYTHON = "python"  # a command's first word for the sandbox's own interpreter (`Sandbox.run`)
 Events = Callable[..., None]
+Payload = dict[str, bytes]  # a job's input files (JobKind.inputs), by the Job field naming each
 
 
-def keep_outputs(job_dir: Path, policy_dirs: list[Path]) -> None:
-    """After a train job, leave in JOB_DIR only what lero reads back from it: each ok seed's
-    weights, learner state and interval checkpoints' weights (regular files). Anything else
-    the candidate wrote there (a `junk.bin` of hundreds of MB, links, folders) is deleted, so
-    a kept job directory costs the disk its policy and no more."""
-    keep = set()
-    for policy in policy_dirs:
-        keep |= {policy / POLICY_FILE, policy / LEARNER_FILE}
-        keep |= {folder / POLICY_FILE for folder in checkpoint_dirs(policy).values()}
+def keep_outputs(job_dir: Path, outputs: Outputs, folders: list[Path]) -> None:
+    """After a job with outputs, leave in JOB_DIR only what lero reads back from it: each ok
+    seed's declared files (regular files). Anything else the candidate wrote there (a
+    `junk.bin` of hundreds of MB, links, folders) is deleted, so a kept job directory
+    costs the disk its outputs and no more."""
+    keep = {path for folder in folders for path in kept_files(folder, outputs)}
     needed = {parent for path in keep for parent in path.parents if parent.is_relative_to(job_dir)}
     for root, dirs, files in os.walk(job_dir, topdown=False):
         here = Path(root)
@@ -114,25 +115,60 @@ class Sandbox(ABC):
             )
         self.work_dir = Path(work_dir).resolve()
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        # the modules of kinds declared outside lero (`ship_kind`), read-only in every sandbox
+        # started after the first; apart from the job directories, removed with the sandbox
+        self.kinds_dir: Path | None = None
+        self._kinds_lock = threading.Lock()  # jobs in several slots ship at once
         self.cancelled = threading.Event()
 
-    def run_script(self, source: str, limits: Limits | None = None) -> ScriptResult:
-        """Run one Python script contained; the raw primitive the jobs are built on."""
+    def run(self, command: list[str], files: dict[str, bytes], limits: Limits | None = None) -> ScriptResult:
+        """Run COMMAND contained under LIMITS, in a fresh job directory (its working
+        directory) holding FILES (names relative to it); the raw primitive. A first word
+        `PYTHON` is the sandbox's own interpreter. The directory is removed afterwards."""
+        if not command or any(Path(name).is_absolute() or ".." in Path(name).parts for name in files):
+            raise ValueError("Sandbox.run needs a command and files named inside the job directory")
         limits = limits or Limits()
-        job_dir = self._new_job_dir("script")
+        job_dir = self._new_job_dir("run")
         try:
-            (job_dir / SCRIPT_FILE).write_text(source)
-            return self._launch_script(job_dir, limits)
+            for name, data in files.items():
+                (job_dir / name).parent.mkdir(parents=True, exist_ok=True)
+                (job_dir / name).write_bytes(data)
+            return self._launch(command, job_dir, limits)
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
 
+    def run_script(self, source: str, limits: Limits | None = None) -> ScriptResult:
+        """Run one Python script contained (`run` of SCRIPT_FILE)."""
+        return self.run([PYTHON, SCRIPT_FILE], {SCRIPT_FILE: source.encode()}, limits)
+
     @abstractmethod
-    def _launch_script(self, job_dir: Path, limits: Limits) -> ScriptResult:
-        """Run JOB_DIR/SCRIPT_FILE with Python, contained."""
+    def _launch(self, command: list[str], job_dir: Path, limits: Limits) -> ScriptResult:
+        """Run COMMAND contained, in JOB_DIR."""
 
     @abstractmethod
     def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:
-        """Run `python -m lero.sandbox.runner` on JOB_DIR, contained; KEY (a line) goes to its stdin."""
+        """Run `python -m lero.sandbox.runner` on JOB_DIR, contained, with `--kinds` naming where
+        it sees `kinds_dir` (once there is one); KEY (a line) goes to its stdin."""
+
+    def ship_kind(self, kind: JobKind) -> None:
+        """Copy the module of a kind outside lero (`JobKind.source`) into `kinds_dir`, where the
+        runner finds it by the kind's name; lero's own kinds are in the mounted package."""
+        if kind.source is None:
+            return
+        text = Path(kind.source).read_bytes()
+        with self._kinds_lock:
+            if self.kinds_dir is None:
+                self.kinds_dir = Path(tempfile.mkdtemp(prefix="lero-kinds-"))
+                self.kinds_dir.chmod(0o755)  # the container's user reads it
+                weakref.finalize(self, shutil.rmtree, self.kinds_dir, True)
+            target = self.kinds_dir / f"{kind.name}.py"
+            if target.is_file() and target.read_bytes() == text:
+                return
+            fd, temp = tempfile.mkstemp(dir=self.kinds_dir, prefix=f".{kind.name}-")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(text)
+            os.chmod(temp, 0o644)
+            os.replace(temp, target)
 
     @abstractmethod
     def _job_path_inside(self, job_dir: Path, name: str) -> str:
@@ -205,21 +241,21 @@ class Sandbox(ABC):
         self._emit("job_finished", **fields, status=result.status, cached=True)
 
     def run_job(self, job: Job) -> JobResult:
-        """One job of any kind (`JOB_KINDS`) through the cache; never raises for bad code."""
+        """One job of any registered kind through the cache; never raises for bad code."""
         if not isinstance(job, Job):
             raise TypeError(f"run_job expects a Job, got {type(job).__name__}")
         return self._run_jobs([job])[0]
 
     def run_group(self, jobs: list[Job]) -> list[JobResult]:
-        """Train (or evaluate) jobs of one candidate and plan that differ only in their seed
-        and the files they continue (resume_dir) or measure (policy_dir), in one sandbox, so
-        S seeds pay one start. The runner trains them together (`training.train_seeds`,
+        """Jobs of a kind that runs seeds together (`JobKind.groups`: train, evaluate), of one
+        candidate and plan, that differ only in their seed and the files they continue
+        (resume_dir) or measure (policy_dir), in one sandbox, so S seeds pay one start. The runner trains them together (`training.train_seeds`,
         every seed bitwise what it gives alone), or measures each policy with its own OEF
         worker on its episodes (`eval_seed`'s, the same for all where they share it). Results,
         cache entries and events stay per job; a job's seconds are its share (1/S) of the
         group's; a failure is every job's."""
-        if not jobs or any(not isinstance(job, Job) or job.kind not in ("train", "evaluate") for job in jobs):
-            raise TypeError("run_group expects a non-empty list of train or evaluate Jobs")
+        if not jobs or any(not isinstance(job, Job) or not kind_of(job.kind).groups() for job in jobs):
+            raise TypeError("run_group expects a non-empty list of Jobs of a kind that runs seeds together")
         apart = {"seed": None, "resume_dir": None, "policy_dir": None, "eval_seed": None, "job_id": None}
         if any({**job.to_dict(), **apart} != {**jobs[0].to_dict(), **apart} for job in jobs):
             raise ValueError("the jobs of a group must differ only in seed, eval_seed, resume_dir and policy_dir")
@@ -249,19 +285,14 @@ class Sandbox(ABC):
 
     def _run_uncached(self, jobs: list[Job]) -> list[JobResult]:
         """Jobs (one, or a group) that missed the cache: the static check, the payloads
-        (evaluate's weights, a resumed train job's learner state), then one run for all."""
+        (the input files their kind declares, e.g. evaluate's weights), then one run for all."""
         started = time.perf_counter()
         job = jobs[0]
         violations = static_check(job.code) if job.code is not None and job.static_check else []
         if violations:
             message = "; ".join(str(v) for v in violations[:20])
             return [JobResult.failure("rejected", "StaticCheck", message[:4000]) for _ in jobs]
-        payloads: list[bytes | JobResult | None] = []
-        for member in jobs:
-            if member.kind == "evaluate":
-                payloads.append(self._read_own(Path(member.policy_dir), POLICY_FILE))
-            else:
-                payloads.append(None if member.resume_dir is None else self._read_own(Path(member.resume_dir), LEARNER_FILE))
+        payloads = [self._read_inputs(member) for member in jobs]
         results = {i: payload for i, payload in enumerate(payloads) if isinstance(payload, JobResult)}
         ready = [i for i in range(len(jobs)) if i not in results]
         if ready:
@@ -272,6 +303,17 @@ class Sandbox(ABC):
                 results[i] = result
         return [results[i] for i in range(len(jobs))]
 
+    def _read_inputs(self, job: Job) -> Payload | JobResult:
+        """JOB's input files (`JobKind.inputs`) where its fields name them."""
+        payload = {}
+        for spec in kind_of(job.kind).inputs:
+            if getattr(job, spec.field) is not None:
+                read = self._read_own(Path(getattr(job, spec.field)), spec.file)
+                if isinstance(read, JobResult):
+                    return read
+                payload[spec.field] = read
+        return payload
+
     def _read_own(self, policy_dir: Path, name: str) -> bytes | JobResult:
         """The weights (NAME=POLICY_FILE) or learner state an earlier train job of this sandbox
         left. Both paths come from the run's state or its result cache (files in a run
@@ -281,55 +323,55 @@ class Sandbox(ABC):
             return JobResult.failure("crashed", "NoPolicy", f"{policy_dir} is not a job directory of this sandbox")
         return read_policy(policy_dir, name)
 
-    def _execute(self, job: Job, payload: bytes | None) -> JobResult:
-        """Run a checked job on this machine (PAYLOAD: evaluate's weights or a resumed train
-        job's learner state); an executor overrides it."""
+    def _execute(self, job: Job, payload: Payload) -> JobResult:
+        """Run a checked job on this machine (PAYLOAD: its input files); an executor overrides it."""
         return self._execute_group([job], [payload])[0]
 
-    def _execute_group(self, jobs: list[Job], payloads: list[bytes | None]) -> list[JobResult]:
+    def _execute_group(self, jobs: list[Job], payloads: list[Payload]) -> list[JobResult]:
         """Run checked jobs (one, or a group) in one sandbox on this machine, in one slot."""
         queued = time.perf_counter()
         with self.slots:
             wait_s = time.perf_counter() - queued
             self._check_cancelled(jobs[0])
+            self.ship_kind(kind_of(jobs[0].kind))  # before the sandbox is chosen: it must see the module
             job_dir = self._job_dir_for(jobs[0])
             try:
                 results = self._run_in(jobs, job_dir, payloads)
             except BaseException:
                 shutil.rmtree(job_dir, ignore_errors=True)
                 raise
-            if jobs[0].kind != "train" or all(result.status != "ok" for result in results):
+            outputs = kind_of(jobs[0].kind).outputs
+            if outputs is None or all(result.status != "ok" for result in results):
                 shutil.rmtree(job_dir, ignore_errors=True)
             else:
-                keep_outputs(job_dir, [Path(r.policy_dir) for r in results if r.status == "ok" and r.policy_dir])
+                keep_outputs(job_dir, outputs, [Path(r.policy_dir) for r in results if r.status == "ok" and r.policy_dir])
         for result in results:
             result.wait_s = wait_s / len(jobs)
         return results
 
-    def _run_in(self, jobs: list[Job], job_dir: Path, payloads: list[bytes | None]) -> list[JobResult]:
-        job, group = jobs[0], len(jobs) > 1
-        # a copy of the weights (evaluate: the runner loads them before any candidate code)
-        # or of the learner state (a resumed train job) in the job dir
-        field, input_subdir, name = (("policy_dir", INPUT_POLICY_SUBDIR, POLICY_FILE) if job.kind == "evaluate"
-                                     else ("resume_dir", INPUT_LEARNER_SUBDIR, LEARNER_FILE))  # fmt: skip
+    def _run_in(self, jobs: list[Job], job_dir: Path, payloads: list[Payload]) -> list[JobResult]:
+        job, group, kind = jobs[0], len(jobs) > 1, kind_of(jobs[0].kind)
+        # a copy of each input file (evaluate's weights: the runner loads them before any
+        # candidate code; a resumed train job's learner state) in the job dir
         members = []
         for member, payload in zip(jobs, payloads, strict=True):
-            inside = None
-            if payload is not None:
-                subdir = f"{input_subdir}-{member.seed}" if group else input_subdir
-                (job_dir / subdir).mkdir(mode=0o755)
-                (job_dir / subdir / name).write_bytes(payload)
-                inside = self._job_path_inside(job_dir, subdir)
-            members.append(GroupMember(member.seed, member.eval_seed, **{field: inside}))
+            inside = {}
+            for spec in kind.inputs:
+                if spec.field in payload:
+                    subdir = f"{spec.subdir}-{member.seed}" if group else spec.subdir
+                    (job_dir / subdir).mkdir(mode=0o755)
+                    (job_dir / subdir / spec.file).write_bytes(payload[spec.field])
+                    inside[spec.field] = self._job_path_inside(job_dir, subdir)
+            members.append({**{spec.field: None for spec in kind.inputs}, **inside})
         # the job as the runner sees it: its env and inputs at their paths inside; a group's
-        # seeds (trained or measured together, sandbox.jobs) in `group`
-        seen_inside = {"group": tuple(members), "resume_dir": None, "policy_dir": None} if group else \
-            {field: getattr(members[0], field)}  # fmt: skip
+        # seeds (run together, sandbox.jobs) in `group`
+        seen_inside = ({"group": tuple(GroupMember(m.seed, m.eval_seed, **fields) for m, fields in zip(jobs, members, strict=True)),
+                        **{spec.field: None for spec in kind.inputs}} if group else members[0])  # fmt: skip
         wire = replace(job, env=self._env_inside(job.env), **seen_inside)
         temp_path = job_dir / f".{JOB_FILE}.tmp"
         temp_path.write_text(json.dumps(wire.to_dict()))
         temp_path.replace(job_dir / JOB_FILE)  # atomic: a warm runner may be polling for it
-        key = new_key() if job.kind == "evaluate" else None  # never in job.json: see sandbox.seal
+        key = new_key() if kind.sealed else None  # never in job.json: see sandbox.seal
         try:
             script = self._launch_with_progress(jobs, job_dir, key)
         except SandboxUnavailable as error:
@@ -343,21 +385,22 @@ class Sandbox(ABC):
                                       script.stderr[-4000:]) for _ in jobs]  # fmt: skip
         if not group:
             results = [read_result(job_dir, job.kind, key)]
-            policy_dirs = [job_dir / POLICY_SUBDIR]
         else:
             results = read_group_result(job_dir, job.kind, [member.seed for member in jobs], key)
-            policy_dirs = [group_policy_dir(job_dir, member.seed) for member in jobs]
-        for i, (result, policy) in enumerate(zip(results, policy_dirs, strict=True)):
-            if result.status != "ok" or job.kind != "train":
+        for i, (result, member) in enumerate(zip(results, jobs, strict=True)):
+            if result.status != "ok" or kind.outputs is None:
                 continue
-            if policy.is_symlink() or policy.parent.is_symlink() or not policy.is_dir():
-                results[i] = JobResult.failure("crashed", "NoPolicy", "training finished without saving the policy")
+            folder = output_folder(job_dir, kind.outputs, member.seed if group else None)
+            if folder.is_symlink() or folder.parent.is_symlink() or not folder.is_dir():
+                results[i] = JobResult.failure("crashed", "NoPolicy",
+                                               f"the {job.kind} job finished without saving its outputs")  # fmt: skip
             else:
-                result.policy_dir = str(policy)
+                result.policy_dir = str(folder)
         return results
 
     def _launch_with_progress(self, jobs: list[Job], job_dir: Path, key: bytes | None) -> ScriptResult:
-        """Run the job; for `train` with an events callback, relay `train_progress` meanwhile.
+        """Run the job; for a kind that reports progress (`JobKind.progress`: train) with an
+        events callback, relay `train_progress` meanwhile.
 
         The runner cannot reach the host while it runs, so a polling thread turns its
         progress.json into events (the CLI's progress bars); one last read after the
@@ -366,7 +409,7 @@ class Sandbox(ABC):
         `group_of` (how many), so that a display counts it once.
         """
         job = jobs[0]
-        if job.kind != "train" or self.events is None:
+        if not kind_of(job.kind).progress or self.events is None:
             return self._launch_runner(job_dir, job.limits, key)
 
         def report(**progress: Any) -> None:

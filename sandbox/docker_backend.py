@@ -3,8 +3,9 @@
 Every container: no network, read-only root, size-capped /tmp tmpfs, non-root user, all
 capabilities dropped, no-new-privileges, pids / memory (= memory + swap) / CPU limits,
 RLIMIT_FSIZE = the job-dir cap, an environment made of the image's fixed ENV only (no
-host variable is ever passed), mounts: the job directory (rw) and the lero packages (ro),
-nothing else (never the Docker socket). A host-side deadline kills it; output
+host variable is ever passed), mounts: the job directory (rw), the lero packages (ro) and
+the modules of job kinds declared outside lero (ro, `Sandbox.ship_kind`), nothing else
+(never the Docker socket). A host-side deadline kills it; output
 is streamed and capped (head + tail); a watchdog kills it when the job directory grows
 past `Limits.disk_mb`; it is removed in a `finally`. Containers carry the owner's
 host/pid label, and containers of dead owners are reaped when a backend starts.
@@ -35,7 +36,7 @@ import docker
 import requests
 from docker.types import LogConfig, Mount, Ulimit
 
-from lero.sandbox.base import SCRIPT_FILE, Sandbox
+from lero.sandbox.base import Sandbox
 from lero.sandbox.diskwatch import DiskWatch, exceeded_note
 from lero.sandbox.image import (
     CODE_MOUNT,
@@ -47,11 +48,13 @@ from lero.sandbox.image import (
     require_image,
 )
 from lero.sandbox.output import CappedBuffer
-from lero.sandbox.types import Job, Limits, SandboxUnavailable, ScriptResult
+from lero.sandbox.runner import KINDS_FLAG
+from lero.sandbox.types import Job, Limits, SandboxUnavailable, ScriptResult, kind_of
 
 LABEL = "lero.sandbox"
 OWNER_LABEL = "lero.sandbox.owner"  # "<hostname>:<pid>" of the process that made it
-RUNNER_COMMAND = ["python", "-m", "lero.sandbox.runner", "/job"]
+KINDS_MOUNT = "/opt/lero-kinds"  # the backend's kinds_dir (Sandbox.ship_kind), read-only
+RUNNER_COMMAND = ["python", "-m", "lero.sandbox.runner", "/job", KINDS_FLAG, KINDS_MOUNT]
 DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
@@ -141,8 +144,8 @@ class DockerSandbox(Sandbox):
         inside = {key: value for key, value in env.items() if key != "import_root"}
         return inside if self.import_root is None else {**inside, "import_root": self.import_root}
 
-    def _launch_script(self, job_dir: Path, limits: Limits) -> ScriptResult:
-        return self._run_container(["python", self._job_path_inside(job_dir, SCRIPT_FILE)], job_dir, limits)
+    def _launch(self, command: list[str], job_dir: Path, limits: Limits) -> ScriptResult:
+        return self._run_container(command, job_dir, limits)  # the image's `python` is PYTHON
 
     def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:
         with self._spares_lock:
@@ -170,8 +173,9 @@ class DockerSandbox(Sandbox):
             _kill(started.container)
 
     def _job_dir_for(self, job: Job) -> Path:
-        """Every job gets a container that already imported torch, when one is ready."""
-        if self.spares_per_limits == 0:
+        """Every job gets a container that already imported torch, when one is ready; a job
+        of a kind declared outside lero a fresh one (a spare may predate its kinds folder)."""
+        if self.spares_per_limits == 0 or kind_of(job.kind).source is not None:
             return super()._job_dir_for(job)
         try:
             warm = self._take_spare(job.limits) or self._start_spare(job.limits)
@@ -301,6 +305,8 @@ class DockerSandbox(Sandbox):
         """Create, attach to (output streaming from the first byte) and start a container."""
         self._prepare_dir(job_dir)
         mounts = [Mount("/job", str(job_dir), type="bind", read_only=False)]
+        if self.kinds_dir is not None:
+            mounts.append(Mount(KINDS_MOUNT, str(self.kinds_dir), type="bind", read_only=True))
         mounts += [
             Mount(f"{CODE_MOUNT}/lero/{package}", str(REPO_ROOT / package), type="bind", read_only=True)
             for package in CODE_PACKAGES

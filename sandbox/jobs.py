@@ -1,11 +1,11 @@
-"""The sandbox's job kinds: one handler per kind, in the table `HANDLERS`.
+"""lero's job handlers, run by the runner inside the sandbox: one function per kind.
 
-Each handler gets a validated `Job` (`sandbox.types`, parsed from job.json by the runner)
-and what the harness gives it (`Inside`: the job directory, and the host's key, taken
-when the handler is ready for it) and returns the result document; `run_job` maps every
+Each kind is declared in `sandbox.jobkinds` (a `JobKind` naming its handler here); a
+handler gets a validated `Job` (`sandbox.types`, parsed from job.json by the runner) and
+what the harness gives it (`Inside`: the job directory, and the host's key, taken when
+the handler is ready for it) and returns the result document; `run_job` maps every
 failure to a status. The harness around them (PID 1, the seal, the signals, the warm
-wait) is `sandbox.runner`. A new job kind is one handler and one row of `HANDLERS`
-(checked against `JOB_KINDS` at import).
+wait) is `sandbox.runner`.
 
 Validation and training run candidate code in this process, so their results reflect it;
 evaluation keeps all candidate code in a forked worker (`OEFWorker`, `sandbox.oef_worker`)
@@ -35,7 +35,7 @@ from lero.sandbox.oef_worker import (
     serve,
 )
 from lero.sandbox.tracebacks import error_dict, raised_in_candidate, register_source
-from lero.sandbox.types import JOB_KINDS, Job
+from lero.sandbox.types import Job
 from lero.training.defaults import EVAL_SEED
 
 POLICY_SUBDIR = "policy"
@@ -62,6 +62,9 @@ class Inside:
 
     job_dir: Path  # the job directory (read-write, shared with the candidate)
     take_key: Callable[[], bytes]  # the host's key: call it only once no candidate code can see it
+
+
+Handler = Callable[[Job, Inside], dict[str, Any]]  # a kind's handler: the job -> its result document
 
 
 class CandidateError(Exception):
@@ -426,27 +429,8 @@ def failure(status: str, error_type: str, message: str, traceback: str = "") -> 
     }
 
 
-@dataclass(frozen=True)
-class Handler:
-    """One row of the table: the kind's handler, and whether the harness seals its result
-    with the host's key (a trusted measurement the candidate could otherwise forge)."""
-
-    run: Callable[[Job, Inside], dict[str, Any]]
-    sealed: bool = False
-
-
-HANDLERS: dict[str, Handler] = {
-    "describe": Handler(describe),
-    "validate": Handler(validate),
-    "train": Handler(train),
-    "evaluate": Handler(evaluate, sealed=True),
-}
-if set(HANDLERS) != set(JOB_KINDS):  # a kind without a handler, or a handler without a kind
-    raise ImportError(f"sandbox.jobs: HANDLERS {sorted(HANDLERS)} do not match JOB_KINDS {sorted(JOB_KINDS)}")
-
-
-def run_job(job: Job, inside: Inside) -> dict[str, Any]:
-    """Run the job's handler and map every failure to a JobResult status.
+def run_job(handler: Handler, job: Job, inside: Inside) -> dict[str, Any]:
+    """Run HANDLER (the job's kind's) and map every failure to a JobResult status.
 
     BaseException too: SystemExit or KeyboardInterrupt from candidate code must still end
     in the runner's own result.
@@ -456,7 +440,7 @@ def run_job(job: Job, inside: Inside) -> dict[str, Any]:
     if job.code is not None:
         register_source(job.code)
     try:
-        return HANDLERS[job.kind].run(job, inside)
+        return handler(job, inside)
     except CandidateError as error:
         return {"status": "code_error", "error": error.error}
     except MemoryError:

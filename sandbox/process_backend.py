@@ -27,9 +27,10 @@ import threading
 import time
 from pathlib import Path
 
-from lero.sandbox.base import SCRIPT_FILE, Sandbox
+from lero.sandbox.base import PYTHON, Sandbox
 from lero.sandbox.diskwatch import DiskWatch, exceeded_note
 from lero.sandbox.output import CappedBuffer, drain_in_thread
+from lero.sandbox.runner import KINDS_FLAG
 from lero.sandbox.types import JOB_PROCESS_ENV, Limits, SandboxUnavailable, ScriptResult
 
 # Runs inside the new namespaces as their root: make every mount read-only except the
@@ -160,11 +161,13 @@ class ProcessSandbox(Sandbox):
             status = "error"
         return ScriptResult(status, None if timed_out else exit_code, stdout.text(), text, elapsed)
 
-    def _launch_script(self, job_dir: Path, limits: Limits) -> ScriptResult:
-        return self._run([sys.executable, SCRIPT_FILE], job_dir, limits)
+    def _launch(self, command: list[str], job_dir: Path, limits: Limits) -> ScriptResult:
+        first = sys.executable if command[0] == PYTHON else command[0]
+        return self._run([first, *command[1:]], job_dir, limits)
 
     def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:
-        argv = [sys.executable, "-m", "lero.sandbox.runner", str(job_dir)]
+        kinds = [KINDS_FLAG, str(self.kinds_dir)] if self.kinds_dir is not None else []
+        argv = [sys.executable, "-m", "lero.sandbox.runner", str(job_dir), *kinds]
         return self._run(argv, job_dir, limits, key)
 
 

@@ -2,11 +2,13 @@
 
 `RaySandbox` is a `Sandbox`, so the graph calls `run_job` / `run_group` as before
 and the result cache and job events stay on the host. Only where a checked job executes
-changes: `validate` jobs (quick; the debugger waits for them) run on the local backend,
-while each `train` and `evaluate` job becomes a Ray task (`num_cpus` = `Limits.cpus`,
-`memory` = `Limits.mem_mb`, spread over the nodes) that runs the same sandbox backend
-(Docker) on whatever node it lands on. Evaluate's weights travel to the node, and
-train's weights come back, as bytes through Ray's object store.
+changes: jobs of a kind not declared `on_cluster` (validate: quick, the debugger waits
+for them) run on the local backend, while every other job becomes a Ray task (`num_cpus`
+= `Limits.cpus`, `memory` = `Limits.mem_mb`, spread over the nodes) that runs the same
+sandbox backend (Docker) on whatever node it lands on. The task carries the job's
+`JobKind` (a kind declared outside lero needs its module file at the same path on every
+node, as lero itself); the job's input files travel to the node, and the outputs its kind
+keeps come back, as bytes through Ray's object store.
 
 A task cannot reach the host, so it posts where it runs and its training progress to a
 small actor on the driver's node (`JobBoard`); the host thread waiting for the task
@@ -41,12 +43,18 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from lero.sandbox.backends import local_sandbox
-from lero.sandbox.base import PROGRESS_POLL_S, JobCancelled, Sandbox
-from lero.sandbox.jobs import CHECKPOINT_PREFIX, POLICY_SUBDIR
-from lero.sandbox.results import read_checkpoints, read_policy
-from lero.sandbox.types import Job, JobResult, Limits, SandboxUnavailable, ScriptResult
-from lero.training.policy import POLICY_FILE
-from lero.training.resume import LEARNER_FILE
+from lero.sandbox.base import PROGRESS_POLL_S, JobCancelled, Payload, Sandbox
+from lero.sandbox.results import read_outputs
+from lero.sandbox.types import (
+    Job,
+    JobKind,
+    JobResult,
+    Limits,
+    SandboxUnavailable,
+    ScriptResult,
+    kind_of,
+    register_kind,
+)
 
 log = logging.getLogger(__name__)
 
@@ -168,9 +176,10 @@ def _node_sandbox(backend: str, env: dict[str, Any] | None = None) -> Sandbox:
     return _node_sandboxes[key]
 
 
-def _run_here(job: Job, payload: bytes | None, backend: str, board: Any) -> dict[str, Any]:
-    """One checked job in this node's sandbox; the result with train's weights and learner
-    state as bytes."""
+def _run_here(job: Job, kind: JobKind, payload: Payload, backend: str, board: Any) -> dict[str, Any]:
+    """One checked job of KIND (registered here too: the driver may have declared it) in
+    this node's sandbox; the result with the outputs its kind keeps, as bytes."""
+    register_kind(kind)
     node = _this_node()
     ray.get(board.post.remote(job.job_id, {"event": "placed", **node}))
     _boards[job.job_id] = (board, node["node"])
@@ -178,18 +187,15 @@ def _run_here(job: Job, payload: bytes | None, backend: str, board: Any) -> dict
         result = _node_sandbox(backend, job.env)._execute(job, payload)
     finally:
         _boards.pop(job.job_id, None)
-    weights, learner, checkpoints = None, None, {}
-    if result.policy_dir is not None:
-        policy_dir = Path(result.policy_dir)
-        weights, learner = read_policy(policy_dir), read_policy(policy_dir, LEARNER_FILE)
-        if not isinstance(weights, JobResult):
-            checkpoints = read_checkpoints(job, policy_dir)
-        shutil.rmtree(policy_dir.parent, ignore_errors=True)
-        for failed in (weights, learner, checkpoints):
-            if isinstance(failed, JobResult):
-                result, weights, learner, checkpoints = failed, None, None, {}
+    outputs = None
+    if result.policy_dir is not None and kind.outputs is not None:
+        folder = Path(result.policy_dir)
+        outputs = read_outputs(folder, kind.outputs)
+        shutil.rmtree(folder.parents[len(Path(kind.outputs.folder).parts) - 1], ignore_errors=True)  # its job dir
+        if isinstance(outputs, JobResult):
+            result, outputs = outputs, None
         result.policy_dir = None
-    return {"result": result.to_dict(), "policy": weights, "learner": learner, "checkpoints": checkpoints, **node}
+    return {"result": result.to_dict(), "outputs": outputs, **node}
 
 
 def _reap_here(pids: list[int], backend: str) -> int:
@@ -234,7 +240,7 @@ def _fits_some_node(limits: Limits) -> bool:
 
 
 class RaySandbox(Sandbox):
-    """A sandbox whose train and evaluate jobs run as Ray tasks; `kind` is the backend's."""
+    """A sandbox whose jobs (those of kinds declared `on_cluster`) run as Ray tasks; `kind` is the backend's."""
 
     def __init__(
         self,
@@ -260,8 +266,8 @@ class RaySandbox(Sandbox):
         self._closed = False
 
     # the local backend does what is not a train / evaluate job
-    def _launch_script(self, job_dir: Path, limits: Limits) -> ScriptResult:
-        return self.local._launch_script(job_dir, limits)
+    def _launch(self, command: list[str], job_dir: Path, limits: Limits) -> ScriptResult:
+        return self.local._launch(command, job_dir, limits)
 
     def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:
         return self.local._launch_runner(job_dir, limits, key)
@@ -275,14 +281,15 @@ class RaySandbox(Sandbox):
                 fields.update(self._finished_on.pop(fields["job_id"], {}))
         super()._emit(event, **fields)
 
-    def _execute_group(self, jobs: list[Job], payloads: list[bytes | None]) -> list[JobResult]:
+    def _execute_group(self, jobs: list[Job], payloads: list[Payload]) -> list[JobResult]:
         """A group runs as its jobs, side by side on the cluster: a task ships one
         policy back, and spreading the seeds over nodes beats one process there."""
         with ThreadPoolExecutor(len(jobs), thread_name_prefix="lero-ray-group") as pool:
             return list(pool.map(self._execute, jobs, payloads))
 
-    def _execute(self, job: Job, payload: bytes | None) -> JobResult:
-        if job.kind == "validate":
+    def _execute(self, job: Job, payload: Payload) -> JobResult:
+        kind = kind_of(job.kind)
+        if not kind.on_cluster:
             return self.local._execute(job, payload)
         if not _fits_some_node(job.limits):  # Ray would queue it forever
             return JobResult.failure(
@@ -295,7 +302,7 @@ class RaySandbox(Sandbox):
             max_retries=self.max_retries,
             retry_exceptions=False,
             scheduling_strategy="SPREAD",
-        ).remote(job, payload, self.local.kind, self._job_board())
+        ).remote(job, kind, payload, self.local.kind, self._job_board())
         with self._lock:
             self._in_flight[job.job_id] = (job, ref)
         try:
@@ -360,16 +367,16 @@ class RaySandbox(Sandbox):
             self._finished_on[job.job_id] = node
             attempts = self._attempts.pop(job.job_id, [])
             self._orphans += [a for a in attempts if a["pid"] != reply["pid"] or a["host"] != reply["host"]]
-        if reply["policy"] is not None:
-            job_dir = self._new_job_dir(job.job_id)
-            (job_dir / POLICY_SUBDIR).mkdir()
-            (job_dir / POLICY_SUBDIR / POLICY_FILE).write_bytes(reply["policy"])
-            (job_dir / POLICY_SUBDIR / LEARNER_FILE).write_bytes(reply["learner"])
-            for step, weights in reply["checkpoints"].items():  # interval checkpoints, as the runner left them
-                folder = job_dir / POLICY_SUBDIR / f"{CHECKPOINT_PREFIX}{int(step)}"
-                folder.mkdir()
-                (folder / POLICY_FILE).write_bytes(weights)
-            result.policy_dir = str(job_dir / POLICY_SUBDIR)
+        outputs = kind_of(job.kind).outputs
+        if reply["outputs"] is not None and outputs is not None:
+            folder = self._new_job_dir(job.job_id) / outputs.folder
+            for name, data in reply["outputs"].items():  # the kept files, as the runner left them
+                path = folder / name
+                if Path(name).is_absolute() or ".." in Path(name).parts:
+                    return JobResult.failure("crashed", "NoPolicy", f"the node shipped an output outside its folder: {name}")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+            result.policy_dir = str(folder)
         return result
 
     def _lose(self, job: Job, error: BaseException) -> None:

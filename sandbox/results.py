@@ -2,14 +2,16 @@
 
 result.json is trusted only after the runner exited 0 on its own (the caller checks that),
 and then read size-capped, without following links, schema-checked, and for a sealed kind
-checked against the job's key (`sandbox.seal`); anything else becomes a `crashed` result,
-never a host exception. The weights, learner state and checkpoints a train job left, and
-its progress.json, are read the same way; the host only moves weights into other
+checked against the job's key (`sandbox.seal`); of the fields beyond every result's, only
+those the kind declares (`JobKind.result_fields`) are taken; anything else becomes a `crashed` result,
+never a host exception. The outputs a job left (a train job's weights, learner state and
+checkpoints: `JobKind.outputs`), and its progress.json, are read the same way; the host only moves weights into other
 sandboxed jobs, it never loads them.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import os
@@ -19,10 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lero.sandbox.jobs import CHECKPOINT_PREFIX, PROGRESS_FILE
+from lero.sandbox.jobs import CHECKPOINT_PREFIX, GROUP_SEED_PREFIX, PROGRESS_FILE
 from lero.sandbox.runner import RESULT_FILE
 from lero.sandbox.seal import is_sealed
-from lero.sandbox.types import JOB_STATUSES, Job, JobResult
+from lero.sandbox.types import JOB_STATUSES, JobResult, Outputs, kind_of
 from lero.training.defaults import MAX_EVAL_EPISODES
 from lero.training.policy import POLICY_FILE
 
@@ -51,7 +53,7 @@ def _nested_numbers(value: Any, depth: int) -> bool:
 
 
 def _check_schema(data: Any, kind: str) -> JobResult:
-    """result.json -> JobResult, or ValueError naming the first thing wrong."""
+    """result.json of a KIND job -> JobResult, or ValueError naming the first thing wrong."""
     if not isinstance(data, dict) or data.get("status") not in JOB_STATUSES:
         raise ValueError("no valid 'status'")
     error = data.get("error")
@@ -93,17 +95,16 @@ def _check_schema(data: Any, kind: str) -> JobResult:
     run_s = data.get("elapsed_s", 0.0)  # the runner's own clock; only shown, never trusted
     if not _is_number(run_s) or run_s < 0:
         raise ValueError("'elapsed_s' must be a finite number >= 0")
+    declared = {"info": data.get("info", {}), "episodes": episodes, "trajectories": trajectories,
+                "fitness": None if fitness is None else float(fitness)}  # fmt: skip
     return JobResult(
         status=data["status"],
         error=error,
         metrics=metrics,
         curves=curves,
         reflection_stats=data.get("reflection_stats", {}),
-        info=data.get("info", {}) if kind == "describe" else {},
-        episodes=episodes if kind == "evaluate" else {},
-        trajectories=trajectories if kind == "evaluate" else {},
-        fitness=float(fitness) if fitness is not None and kind == "evaluate" else None,
         run_s=float(run_s),
+        **{name: value for name, value in declared.items() if name in kind_of(kind).result_fields},
     )
 
 
@@ -220,23 +221,31 @@ def checkpoint_dirs(policy_dir: str | Path) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
-def read_checkpoints(job: Job, policy_dir: Path) -> dict[int, bytes] | JobResult:
-    """The weights of every interval checkpoint JOB's train job left, read like its final
-    weights (`read_policy`); at most one per `checkpoint_every` steps (the candidate could
-    write into the folder too)."""
-    if not job.checkpoint_every:
-        return {}
-    found = checkpoint_dirs(policy_dir)
-    most = job.steps // job.checkpoint_every + 1
-    if len(found) > most:
-        return JobResult.failure("crashed", "NoPolicy", f"{len(found)} checkpoints, more than the {most} asked for")
-    weights = {}
-    for step, folder in found.items():
-        read = read_policy(folder)
+def output_folder(job_dir: Path, outputs: Outputs, seed: int | None) -> Path:
+    """Where a job leaves its outputs (a group's seed SEED: its own folder under them)."""
+    folder = job_dir / outputs.folder
+    return folder if seed is None else folder / f"{GROUP_SEED_PREFIX}{seed}"
+
+
+def kept_files(folder: Path, outputs: Outputs) -> list[Path]:
+    """The files of FOLDER the host keeps: the declared ones, and those matching `also`
+    (links and folders among them are for the caller to refuse)."""
+    found = [path for path in folder.rglob("*") if not path.is_dir() or path.is_symlink()]
+    also = [p for p in found if any(fnmatch.fnmatch(p.relative_to(folder).as_posix(), g) for g in outputs.also)]
+    return [folder / name for name in outputs.files] + sorted(also)
+
+
+def read_outputs(folder: Path, outputs: Outputs) -> dict[str, bytes] | JobResult:
+    """The kept files of FOLDER (`kept_files`) by their path in it, each read like the
+    weights (`read_policy`: no links, capped); a missing or bad one fails them all. Their
+    total is bounded by the job directory's cap (`Limits.disk_mb`)."""
+    files = {}
+    for path in kept_files(folder, outputs):
+        read = read_policy(path.parent, path.name)
         if isinstance(read, JobResult):
             return read
-        weights[step] = read
-    return weights
+        files[path.relative_to(folder).as_posix()] = read
+    return files
 
 
 Progress = tuple[int, int, float | None]  # done steps, total steps, latest training return

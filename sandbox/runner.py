@@ -8,14 +8,17 @@ job kind). Trusted code running next to untrusted code, so the order of things m
    never end it between the candidate writing `result.json` and the runner replacing it;
 2. it reads job.json, deletes it and parses it into a `Job` (`sandbox.types`), validated
    before anything runs (an invalid job ends as `crashed`, running nothing), then runs
-   the kind's handler (validate / train in-process;
-   evaluate keeps all candidate code in a separate worker, see `sandbox.oef_worker`, and
-   reads the host's key from stdin only after forking that worker, see `sandbox.seal`);
+   the handler its kind declares in the kinds table (`sandbox.types.JobKind`; job.json
+   only names the kind: a kind outside lero is found only as the module file the host
+   copied into the read-only kinds folder it names on the command line, `--kinds`);
+   a sealed kind (evaluate) keeps all candidate code in a separate worker, see
+   `sandbox.oef_worker`, and reads the host's key from stdin only after forking that
+   worker, see `sandbox.seal`;
 3. when it is PID 1 of its own PID namespace (Docker, or the process backend as root) it
    SIGKILLs every other process in the namespace, so nothing the candidate left behind
    can race it;
 4. only then it replaces whatever `result.json` the candidate may have written (sealed
-   with the key where the kind's table row says so: evaluate).
+   with the key where the kind is declared sealed: evaluate).
 Validation and training results therefore reflect candidate code (it ran in-process);
 the fitness, computed by `evaluate`, does not.
 """
@@ -23,6 +26,8 @@ the fitness, computed by `evaluate`, does not.
 from __future__ import annotations
 
 import ctypes
+import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -33,11 +38,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lero.sandbox.jobs import HANDLERS, Inside, failure, run_job
+from lero.sandbox.jobs import Handler, Inside, failure, run_job
 from lero.sandbox.seal import read_key, seal
-from lero.sandbox.types import Job
+from lero.sandbox.types import KINDS, Job, kind_of
 
 JOB_FILE = "job.json"
+KINDS_FLAG = "--kinds"  # the read-only folder of shipped kind modules (`<kind name>.py`)
+KIND_MODULE_PREFIX = "lero_kind_"  # a shipped kind module's name in the runner
 RESULT_FILE = "result.json"
 WAIT_POLL_S = 0.005  # warm runners poll for job.json this often ...
 WARM_IDLE_S = 900.0  # ... and exit after this long without a job
@@ -130,15 +137,43 @@ def wait_for_job(job_dir: Path, idle_s: float) -> str | None:
     return job_path.read_text()
 
 
-def parse_job(text: str) -> Job:
-    """job.json as a validated `Job`; ValueError (one line) for anything else."""
+def parse_job(text: str, kinds_dir: Path | None = None) -> Job:
+    """job.json as a validated `Job`; ValueError (one line) for anything else. A kind that
+    is not lero's is looked up in KINDS_DIR (`load_kind`) before the job is typed."""
     try:
         data = json.loads(text)
         if not isinstance(data, dict):
             raise ValueError(f"job.json holds {type(data).__name__}, not an object")
+        if kinds_dir is not None and isinstance(data.get("kind"), str):
+            load_kind(kinds_dir, data["kind"])
         return Job.from_dict(data)
     except (ValueError, TypeError) as error:
         raise ValueError(f"invalid job.json: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
+
+
+def load_kind(kinds_dir: Path, name: str) -> None:
+    """Import KINDS_DIR/<NAME>.py, the module the host copied for kind NAME, which registers
+    it; nothing for a kind already known, a name no kind can have, or no such file. The
+    folder is the host's and read-only here: job.json chooses among its files by name only."""
+    path = kinds_dir / f"{name}.py"
+    if name in KINDS or not name.isidentifier() or not path.is_file() or path.is_symlink():
+        return
+    module_name = f"{KIND_MODULE_PREFIX}{name}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        raise ValueError(f"{path.name} failed to load: {type(error).__name__}: {error}") from None
+    if name not in KINDS or not KINDS[name].handler.startswith(f"{module_name}:"):
+        raise ValueError(f"{path.name} does not register the job kind {name!r} with a handler of its own")
+
+
+def resolve_handler(kind_name: str) -> Handler:
+    """The function the kind's declaration names (`module:function`)."""
+    module, _, function = kind_of(kind_name).handler.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def preload() -> None:
@@ -151,7 +186,8 @@ def preload() -> None:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m lero.sandbox.runner JOB_DIR [--wait]`; --wait imports the engine first, then waits.
+    """`python -m lero.sandbox.runner JOB_DIR [--wait] [--kinds DIR]`; --wait imports the
+    engine first, then waits; --kinds: where shipped kind modules are (`load_kind`).
 
     An evaluate job's key comes on stdin (sandbox.seal); job.json is deleted once read, so
     it is gone before any candidate code runs.
@@ -159,6 +195,7 @@ def main(argv: list[str]) -> int:
     make_non_dumpable()
     ignore_signals()
     job_dir = Path(argv[0] if argv else ".").resolve()
+    kinds_dir = Path(argv[argv.index(KINDS_FLAG) + 1]) if KINDS_FLAG in argv[:-1] else None
     if "--wait" in argv:
         preload()
         text = wait_for_job(job_dir, WARM_IDLE_S)
@@ -168,16 +205,17 @@ def main(argv: list[str]) -> int:
         text = (job_dir / JOB_FILE).read_text()
     (job_dir / JOB_FILE).unlink()
     try:
-        job = parse_job(text)
-    except ValueError as error:  # nothing ran: the host reads a crash with the reason
+        job = parse_job(text, kinds_dir)
+        handler = resolve_handler(job.kind)
+    except (ValueError, ImportError, AttributeError) as error:  # nothing ran: the host reads a crash with the reason
         write_result(job_dir, failure("crashed", "InvalidJob", str(error)[:500]))
         return 0
     inbox = KeyInbox()
     started = time.perf_counter()
-    result = run_job(job, Inside(job_dir, inbox.key))
+    result = run_job(handler, job, Inside(job_dir, inbox.key))
     result["elapsed_s"] = time.perf_counter() - started
     kill_everything_else()
-    if HANDLERS[job.kind].sealed:
+    if kind_of(job.kind).sealed:
         result = seal(result, inbox.key())
     write_result(job_dir, result)
     return 0

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import uuid
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any
 
 from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
 from lero.training.mkl import STRICT
 from lero.training.validation import require
 
-JobKind = Literal["validate", "train", "evaluate", "describe"]
-# describe: what the host reads of a custom env (registry.describe_env), built in the sandbox
-JOB_KINDS = ("validate", "train", "evaluate", "describe")
 SCRIPT_STATUSES = ("ok", "error", "timeout", "oom", "killed")
 DEFAULT_TMP_MB = 256
 TMP_MEM_FRACTION = 0.25  # the /tmp tmpfs may take at most this share of mem_mb
@@ -108,6 +106,107 @@ class GroupMember:
             require(value is None or isinstance(value, str), f"GroupMember.{name} must be a str or None")
 
 
+# The Job fields a kind takes only by declaring them (`JobKind.fields`); a Job of a kind
+# that does not leaves them at their defaults. Every other field is every kind's.
+OPTIONAL_FIELDS = ("policy_dir", "eval_seed", "checkpoint_every", "stop_at", "resume_dir", "record_episodes", "group")
+MEMBER_FIELDS = ("eval_seed", "resume_dir", "policy_dir")  # set per seed in a group (GroupMember)
+# What every result carries; a kind declares the rest (`JobKind.result_fields`)
+RESULT_FIELDS = ("info", "episodes", "trajectories", "fitness")
+CACHE_FIELDS = ("env", "algo", "steps", "hparams", "n_envs", "eval_episodes")  # a kind's default cache key
+_KIND_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")  # also the file name of a shipped kind module
+
+
+@dataclass(frozen=True)
+class Input:
+    """A file the host copies into the job directory before the run (per seed in a group):
+    FILE from the folder the Job's FIELD names, which must be a job directory of the same
+    sandbox; the runner sees FIELD pointing at SUBDIR (a group's: SUBDIR-<seed>)."""
+
+    field: str  # one of MEMBER_FIELDS
+    subdir: str
+    file: str
+    required: bool = False  # a Job of the kind must name it
+
+    def __post_init__(self) -> None:
+        require(self.field in MEMBER_FIELDS, f"Input.field must be one of {MEMBER_FIELDS}, got {self.field!r}")
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What a job leaves in FOLDER of its job directory (a group: FOLDER/seed-<seed>) that
+    the host keeps: the FILES it must have written, and the optional files matching ALSO
+    (fnmatch patterns, relative to FOLDER). Everything else in the job directory is deleted;
+    `JobResult.policy_dir` names the folder."""
+
+    folder: str
+    files: tuple[str, ...]
+    also: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """One job kind, declared: what runs in the sandbox, what goes in and comes out, what
+    the host trusts of its result and what its cache key holds. The host side and the
+    runner read only this; `register_kind` puts it in the kinds table (`KINDS`)."""
+
+    name: str
+    # "module:function", resolved only by the runner, inside the sandbox, from this table
+    handler: str
+    # the file of the handler's module when it lives outside lero: the host copies it into
+    # a read-only folder of every sandbox, where the runner imports it for this kind alone
+    source: str | None = None
+    fields: frozenset[str] = frozenset()  # the OPTIONAL_FIELDS it takes ("group": seeds run together)
+    required: tuple[str, ...] = ()  # fields a Job of the kind must set (non-zero)
+    inputs: tuple[Input, ...] = ()
+    outputs: Outputs | None = None
+    # the runner seals its result with the host's per-job key, after killing every other
+    # process: no candidate code may run before its trusted part
+    sealed: bool = False
+    result_fields: frozenset[str] = frozenset()  # of RESULT_FIELDS, the ones the host takes from it
+    cache_fields: tuple[str, ...] = CACHE_FIELDS  # Job fields its cache key always holds
+    cache_if_set: tuple[str, ...] = ()  # ... and these, where not at their default
+    limits: Limits = field(default_factory=Limits)  # a Job's limits unless it names its own
+    progress: bool = False  # the runner writes progress.json; the host relays it
+    on_cluster: bool = True  # a distributed executor runs it on a node (else on the host)
+
+    def __post_init__(self) -> None:
+        require(bool(_KIND_NAME.match(self.name)), f"JobKind.name must match {_KIND_NAME.pattern}, got {self.name!r}")
+        module, _, function = self.handler.partition(":")
+        require(bool(module and function), f"JobKind.handler must be 'module:function', got {self.handler!r}")
+        for names, allowed in ((self.fields, OPTIONAL_FIELDS), (self.result_fields, RESULT_FIELDS)):
+            require(set(names) <= set(allowed), f"JobKind {self.name}: {sorted(set(names) - set(allowed))} "
+                                                f"are not among {allowed}")  # fmt: skip
+        require({i.field for i in self.inputs} <= set(self.fields), f"JobKind {self.name}: an input's field is not taken")
+        require(self.sealed or "fitness" not in self.result_fields,
+                f"JobKind {self.name}: only a sealed kind gives a fitness")  # fmt: skip
+
+    def groups(self) -> bool:
+        """Whether several seeds of it run together in one sandbox."""
+        return "group" in self.fields
+
+
+KINDS: dict[str, JobKind] = {}  # the kinds table: sandbox.jobkinds registers lero's own
+
+
+def register_kind(kind: JobKind) -> JobKind:
+    """Add KIND to the table (again: only the same declaration); returns it."""
+    known = KINDS.setdefault(kind.name, kind)
+    require(known == kind, f"another job kind is registered as {kind.name!r}")
+    return kind
+
+
+def kind_of(name: str) -> JobKind:
+    """The registered kind NAME; ValueError for any other."""
+    require(name in KINDS, f"Job.kind must be one of {sorted(KINDS)}, got {name!r}")
+    return KINDS[name]
+
+
+def _default(name: str) -> Any:
+    """The default of Job field NAME."""
+    spec = {f.name: f for f in fields(Job)}[name]
+    return spec.default_factory() if spec.default is MISSING else spec.default
+
+
 @dataclass(frozen=True)
 class Job:
     """One unit of sandboxed work on a candidate module (`code=None` is the baseline).
@@ -123,7 +222,7 @@ class Job:
     algo: str = DEFAULT_ALGO
     steps: int = 0
     seed: int = 0
-    limits: Limits = field(default_factory=Limits)
+    limits: Limits | None = None  # None: the kind's (JobKind.limits)
     hparams: dict = field(default_factory=dict)
     n_envs: int | None = None
     eval_episodes: int = EVAL_EPISODES
@@ -151,7 +250,10 @@ class Job:
     group: tuple[GroupMember, ...] = ()
 
     def __post_init__(self) -> None:
-        require(self.kind in JOB_KINDS, f"Job.kind must be one of {JOB_KINDS}, got {self.kind!r}")
+        require(isinstance(self.kind, str), f"Job.kind must be a str, got {self.kind!r}")
+        kind = kind_of(self.kind)
+        if self.limits is None:
+            object.__setattr__(self, "limits", kind.limits)
         require(self.code is None or isinstance(self.code, str), "Job.code must be str or None")
         require(isinstance(self.seed, int) and not isinstance(self.seed, bool), f"Job.seed must be an int, got {self.seed!r}")
         require(
@@ -161,11 +263,6 @@ class Job:
         require(
             isinstance(self.steps, int) and self.steps >= 0,
             f"Job.steps must be an int >= 0, got {self.steps!r}",
-        )
-        require(self.kind != "train" or self.steps > 0, "a train Job needs steps > 0")
-        require(
-            self.kind != "evaluate" or bool(self.policy_dir) or bool(self.group),
-            "an evaluate Job needs policy_dir",
         )
         require(self.eval_episodes > 0, f"Job.eval_episodes must be > 0, got {self.eval_episodes}")
         require(isinstance(self.limits, Limits), "Job.limits must be a Limits")
@@ -177,54 +274,32 @@ class Job:
             self.checkpoint_every is None or (isinstance(self.checkpoint_every, int) and self.checkpoint_every > 0),
             f"Job.checkpoint_every must be None or an int > 0, got {self.checkpoint_every!r}",
         )
-
         require(
             self.stop_at is None or (isinstance(self.stop_at, int) and 0 < self.stop_at <= self.steps),
             f"Job.stop_at must be None or an int in (0, steps], got {self.stop_at!r}",
         )
-        require(
-            self.kind == "train" or (self.stop_at is None and self.resume_dir is None),
-            "only a train Job takes stop_at and resume_dir",
-        )
-        require(isinstance(self.record_episodes, int) and 0 <= self.record_episodes <= MAX_RECORD_EPISODES
-                and (self.kind == "evaluate" or not self.record_episodes),
-                f"Job.record_episodes must be an int in 0..{MAX_RECORD_EPISODES} (evaluate only), "
-                f"got {self.record_episodes!r}")  # fmt: skip
+        require(isinstance(self.record_episodes, int) and 0 <= self.record_episodes <= MAX_RECORD_EPISODES,
+                f"Job.record_episodes must be an int in 0..{MAX_RECORD_EPISODES}, got {self.record_episodes!r}")  # fmt: skip
         require(isinstance(self.group, tuple) and all(isinstance(m, GroupMember) for m in self.group),
                 "Job.group must be a tuple of GroupMember")  # fmt: skip
-        require(not self.group or self.kind in ("train", "evaluate"), "only train and evaluate Jobs run as a group")
         require(len({m.seed for m in self.group}) == len(self.group), "the members of a group need distinct seeds")
-        require(self.kind != "evaluate" or all(m.policy_dir for m in self.group),
-                "every member of an evaluate group needs policy_dir")  # fmt: skip
+        for name in OPTIONAL_FIELDS:
+            require(name in kind.fields or getattr(self, name) == _default(name), f"a {self.kind} Job takes no {name}")
+        for name in (*kind.required, *(i.field for i in kind.inputs if i.required)):
+            set_ = all(getattr(m, name) for m in self.members()) if name in MEMBER_FIELDS else getattr(self, name)
+            require(bool(set_), f"a {self.kind} Job needs {name}" + (" for every seed" if self.group else ""))
 
     def members(self) -> tuple[GroupMember, ...]:
         """The seeds this job runs: its group, or itself alone."""
         return self.group or (GroupMember(self.seed, self.eval_seed, self.resume_dir, self.policy_dir),)
 
     def config(self) -> dict[str, Any]:
-        """What the job computes (the cache key): no ids, no limits, no paths.
-
-        `eval_seed` enters only where it counts (an evaluation) and only when set, so jobs
-        on the selection episodes keep their keys and a train job's result serves both.
-        """
-        counts = self.kind == "evaluate" and self.eval_seed is not None
-        held_out = {"eval_seed": self.eval_seed} if counts else {}
-        if self.kind == "train" and self.checkpoint_every is not None:
-            held_out["checkpoint_every"] = self.checkpoint_every
-        if self.stop_at is not None:
-            held_out["stop_at"] = self.stop_at
-        if self.record_episodes:
-            held_out["record_episodes"] = self.record_episodes
-        return {
-            "kind": self.kind,
-            "env": self.env,
-            "algo": self.algo,
-            "steps": self.steps,
-            "hparams": self.hparams,
-            "n_envs": self.n_envs,
-            "eval_episodes": self.eval_episodes,
-            **held_out,
-        }
+        """What the job computes (the cache key): no ids, no limits, no paths; the fields
+        its kind declares (`JobKind.cache_fields`, and `cache_if_set` only where set, so
+        e.g. jobs on the selection episodes keep their keys)."""
+        kind = kind_of(self.kind)
+        when_set = {n: getattr(self, n) for n in kind.cache_if_set if getattr(self, n) != _default(n)}
+        return {"kind": self.kind, **{n: getattr(self, n) for n in kind.cache_fields}, **when_set}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

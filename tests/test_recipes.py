@@ -84,13 +84,17 @@ def test_every_algorithm_follows_the_algorithm_recipe() -> None:
 
 
 def test_every_job_kind_follows_the_job_kind_recipe() -> None:
-    from lero.sandbox.jobs import HANDLERS
-    from lero.sandbox.types import JOB_KINDS, JobKind
+    import lero.sandbox.jobkinds as declared
+    from lero.sandbox.runner import resolve_handler
+    from lero.sandbox.types import KINDS, JobKind
 
-    assert set(typing.get_args(JobKind)) == set(JOB_KINDS) == set(HANDLERS)
-    for kind in JOB_KINDS:
-        assert _source_file(HANDLERS[kind].run) == "sandbox/jobs.py", kind
-        assert _named_by_a_test("sandbox job kind", f'"{kind}"'), f"no test in tests/sandbox/ names {kind}"
+    paths = recipes()["sandbox job kind"]
+    assert not _existing(paths)
+    own = {kind.name for kind in vars(declared).values() if isinstance(kind, JobKind)}
+    assert own == {name for name, kind in KINDS.items() if kind.source is None}
+    for name in own:
+        assert _source_file(resolve_handler(name)) == "sandbox/jobs.py", name
+        assert _named_by_a_test("sandbox job kind", f'"{name}"'), f"no test in tests/sandbox/ names {name}"
 
 
 MODE_OF_ROLE = {"structured": "designer"}  # Team fields that are a mode of another role

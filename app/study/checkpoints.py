@@ -16,7 +16,7 @@ from typing import Any
 from lero.app.study.plan import Plan
 from lero.app.study.variants import variant_code
 from lero.graph.configuration import MAX_EVAL_EPISODES
-from lero.sandbox import Job, JobResult
+from lero.sandbox import EVALUATE, Job, JobResult
 from lero.sandbox.results import checkpoint_dirs
 
 ABSOLUTE_FACTOR = 10
@@ -37,7 +37,7 @@ def score_cell(plan: Plan, sandbox: Any, algo: str, variant: str, index: int,
 
     def evaluate(policy_dir: str, episodes_seed: int, episodes: int) -> JobResult:
         return sandbox.run_job(Job(
-            kind="evaluate", code=code, env=plan.env, algo=algo, steps=plan.steps_of(variant), seed=seed,
+            kind=EVALUATE.name, code=code, env=plan.env, algo=algo, steps=plan.steps_of(variant), seed=seed,
             policy_dir=policy_dir, eval_seed=episodes_seed, eval_episodes=episodes,
             hparams=plan.hparams[algo], candidate_id=f"study:{algo}:{variant}:checkpoint",
         ))  # fmt: skip

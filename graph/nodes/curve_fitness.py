@@ -15,7 +15,7 @@ import statistics
 from typing import Any
 
 from lero.graph.configuration import RunSpec
-from lero.sandbox import Job, JobResult, Sandbox
+from lero.sandbox import EVALUATE, Job, JobResult, Sandbox
 from lero.sandbox.results import checkpoint_dirs
 
 AUC_POINTS = 4  # curve points per seed: 3 interval checkpoints and the final policy
@@ -38,7 +38,7 @@ def curve_scores(sandbox: Sandbox, code: str | None, env: dict[str, Any], spec: 
     failed: dict[int, JobResult] = {}
     for step in sorted({step for folders in ok.values() for step in folders}):
         members = [i for i, folders in ok.items() if step in folders and i not in failed]
-        jobs = [Job(kind="evaluate", code=code, env=env, algo=spec.algo, steps=spec.steps, seed=seeds[i],
+        jobs = [Job(kind=EVALUATE.name, code=code, env=env, algo=spec.algo, steps=spec.steps, seed=seeds[i],
                     policy_dir=str(ok[i][step]), eval_episodes=spec.eval_episodes, hparams=spec.hparams,
                     **job_fields) for i in members]  # fmt: skip
         for i, measured in zip(members, sandbox.run_group(jobs) if jobs else [], strict=True):

@@ -35,6 +35,7 @@ from lero.graph.schedule import (
     sandbox_groups,
 )
 from lero.graph.state import Candidate, RunState, TrainTask
+from lero.sandbox import TRAIN
 from lero.sandbox.types import Limits
 from lero.training.envs.task import RETURN, TaskSpec
 
@@ -131,12 +132,12 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
         done = saved[seed]
         if (done is not None and done.get("generation") == task["generation"] and done.get("status") == "ok"
                 and done.get("rung", 0) == rung):  # fmt: skip
-            res.emit("train_finished", kind="train", status="ok", cached=True, fitness=done.get("fitness"),
+            res.emit("train_finished", kind=TRAIN.name, status="ok", cached=True, fitness=done.get("fitness"),
                      elapsed_s=done.get("elapsed_s"), **ids(seed))  # fmt: skip
             records[seed] = done
     todo = [(seed, resume_dir) for seed, resume_dir in zip(seeds, resume_dirs, strict=True) if seed not in records]
     for seed, _ in todo:
-        res.emit("train_started", kind="train", **ids(seed))
+        res.emit("train_started", kind=TRAIN.name, **ids(seed))
     results = train_and_evaluate_seeds(
         res.sandbox, task["code"], res.job_env, spec.algo, spec.steps, [seed for seed, _ in todo], [r for _, r in todo],
         candidate_id=cid, eval_episodes=spec.eval_episodes, hparams=spec.hparams, limits=res.job_limits,
@@ -156,7 +157,7 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
             record["curves"] = {k: [*resumed.get("curves", {}).get(k, []), *v] for k, v in result.curves.items()}
         res.rundir.write_seed_result(cid, seed, record)
         res.hooks.job_result(res.rundir, cid, seed, result)
-        res.emit("train_finished", kind="train", status=record["status"], cached=result.cached,
+        res.emit("train_finished", kind=TRAIN.name, status=record["status"], cached=result.cached,
                  fitness=record["fitness"], elapsed_s=result.elapsed_s, env_steps=record["env_steps"], **ids(seed))  # fmt: skip
         records[seed] = record
     return {"results": [records[seed] for seed in seeds]}

@@ -15,7 +15,7 @@ from lero.graph.context import RunContext
 from lero.graph.nodes.candidates import at_stage, drop, record, replace, with_code
 from lero.graph.nodes.design import llm_pass, structured_instead
 from lero.graph.state import Candidate, RunState
-from lero.sandbox import Job, JobResult
+from lero.sandbox import VALIDATE, Job, JobResult
 
 
 def error_text(result: JobResult) -> str:
@@ -28,7 +28,7 @@ def error_text(result: JobResult) -> str:
 
 def _validation_job(res: RunContext, candidate: Candidate) -> Job:
     spec = res.spec
-    return Job(kind="validate", code=candidate["code"], env=res.job_env,
+    return Job(kind=VALIDATE.name, code=candidate["code"], env=res.job_env,
                algo=spec.algo, seed=0, hparams=spec.hparams, candidate_id=candidate["candidate_id"],
                limits=res.job_limits)
 

@@ -101,7 +101,7 @@ class LeavesAnOkResult(Sandbox):
         (job_dir / "result.json").write_text(json.dumps({"status": "ok", "metrics": {}}))
         return ScriptResult(self.status, 0 if self.status == "ok" else 1, "", "boom\n", 0.0)
 
-    def _launch_script(self, job_dir, limits) -> ScriptResult:
+    def _launch(self, command, job_dir, limits) -> ScriptResult:
         raise NotImplementedError
 
     def _job_path_inside(self, job_dir, name) -> str:

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lero.sandbox.jobs import HANDLERS
-from lero.sandbox.runner import JOB_FILE, RESULT_FILE, parse_job
-from lero.sandbox.types import JOB_KINDS, GroupMember, Job, Limits
+from lero.sandbox.runner import JOB_FILE, RESULT_FILE, parse_job, resolve_handler
+from lero.sandbox.types import KINDS, GroupMember, Job, Limits
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,7 +41,9 @@ def test_a_job_and_a_group_cross_the_wire_unchanged() -> None:
         ({"limits": {"wall_s": 1, "nope": 2}}, "nope"),
         ({"group": [{"seed": 0}, {"seed": 0}]}, "distinct seeds"),
         ({"group": [{"seed": 0, "where": "/"}]}, "unknown GroupMember fields"),
-        ({"kind": "validate", "group": [{"seed": 0}]}, "only train and evaluate"),
+        ({"kind": "validate", "group": [{"seed": 0}]}, "a validate Job takes no group"),
+        ({"kind": "evaluate"}, "an? evaluate Job needs policy_dir"),
+        ({"kind": "validate", "stop_at": 5}, "a validate Job takes no stop_at"),
     ],
 )
 def test_the_runner_refuses_a_job_it_cannot_type(change: dict, message: str) -> None:
@@ -54,8 +55,9 @@ def test_the_runner_refuses_a_job_it_cannot_type(change: dict, message: str) -> 
 
 
 def test_every_kind_has_one_handler_and_only_evaluate_is_sealed() -> None:
-    assert set(HANDLERS) == set(JOB_KINDS)
-    assert [kind for kind, handler in HANDLERS.items() if handler.sealed] == ["evaluate"]
+    assert {"describe", "validate", "train", "evaluate"} <= set(KINDS)
+    assert all(callable(resolve_handler(name)) for name in KINDS)
+    assert [name for name, kind in KINDS.items() if kind.sealed and kind.source is None] == ["evaluate"]
 
 
 def test_an_unknown_kind_runs_nothing_and_ends_as_crashed(tmp_path: Path) -> None:
