@@ -51,7 +51,7 @@ from lero.graph.configuration import RunSpec
 from lero.graph.context import problem
 from lero.graph.nodes.validate import error_text
 from lero.graph.trust import confirm_env, job_env
-from lero.sandbox import Job, get_sandbox
+from lero.sandbox import VALIDATE, Job, get_sandbox
 
 TASKS = ("simple_spread", "simple_reference", "simple_speaker_listener")
 DESIGNS = {"code": "code", "edit": "auto", "structured": "structured", "expression": "expression"}  # -> LLMConfig.design
@@ -108,7 +108,7 @@ def run_task(name: str, args: argparse.Namespace, cfg: LLMConfig, sandbox, recor
         if violations:
             tally.failures.update(f"static: {v.rule}" for v in violations)
             return False, "static check failed:\n" + "\n".join(f"- {v}" for v in violations)
-        result = sandbox.run_job(Job(kind="validate", code=code, env=env, algo=spec.algo, seed=0))
+        result = sandbox.run_job(Job(kind=VALIDATE.name, code=code, env=env, algo=spec.algo, seed=0))
         if result.status == "ok":
             return True, ""
         text = error_text(result)

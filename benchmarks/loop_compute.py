@@ -49,6 +49,7 @@ from lero.graph.context import open_sandbox
 from lero.graph.runner import start_run
 from lero.graph.summary import write_summary
 from lero.graph.trust import job_env
+from lero.sandbox import EVALUATE, TRAIN
 from lero.sandbox.types import JOB_PROCESS_ENV, Job, Limits
 
 TARGET = 0.8  # the target: the loop reaches >= 0.8 x (cores x one in-process job)
@@ -132,7 +133,7 @@ def sandboxed(spec: RunSpec) -> dict[str, Any]:
     try:
         rates = []
         for steps in (1, spec.steps):
-            job = Job(kind="train", code=None, env=job_env(spec), algo=spec.algo, steps=steps,
+            job = Job(kind=TRAIN.name, code=None, env=job_env(spec), algo=spec.algo, steps=steps,
                       seed=0, hparams=spec.hparams)  # fmt: skip
             result = sandbox.run_job(job)
             if result.status != "ok":
@@ -176,7 +177,7 @@ def start_costs(spec: RunSpec, time_: dict[str, Any], train_cpu_s: float, repeat
     start_cpu_s = costs["engine"]
     jobs = time_["jobs"]
     started = sum(row["sandboxes"] for row in jobs.values())
-    irreducible = sum(jobs.get(kind, {}).get("sandboxes", 0) for kind in ("train", "evaluate"))
+    irreducible = sum(jobs.get(kind, {}).get("sandboxes", 0) for kind in (TRAIN.name, EVALUATE.name))
     return {
         "start_cpu_s": start_cpu_s,
         "start_cpu_s_sandbox_alone": costs["pass"],  # of which the container and an empty script

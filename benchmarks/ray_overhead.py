@@ -29,14 +29,14 @@ from concurrent.futures import ThreadPoolExecutor
 import ray
 from ray.cluster_utils import Cluster
 
-from lero.sandbox import Job, get_sandbox
+from lero.sandbox import TRAIN, Job, get_sandbox
 
 NODE = {"num_cpus": 1, "memory": 5 * 2**30, "object_store_memory": 100 * 2**20}
 HPARAMS = {"n_envs": 32, "rollout_len": 25, "epochs": 1}
 
 
 def train_job(steps: int, seed: int) -> Job:
-    return Job(kind="train", code=None, steps=steps, seed=seed, eval_episodes=8, hparams=HPARAMS)
+    return Job(kind=TRAIN.name, code=None, steps=steps, seed=seed, eval_episodes=8, hparams=HPARAMS)
 
 
 def one_at_a_time(sandbox, steps: int, repeats: int) -> list[float]:

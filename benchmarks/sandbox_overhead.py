@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from lero.sandbox import Job, Limits, get_sandbox
+from lero.sandbox import TRAIN, Job, Limits, get_sandbox
 from lero.sandbox.base import Sandbox
 from lero.training import TrainConfig, train
 
@@ -96,7 +96,7 @@ def main() -> None:
     def train_in_process() -> None:
         host_results.append(train(cfg))
 
-    job = Job(kind="train", code=None, env=ENV, steps=args.train_steps, eval_episodes=64,
+    job = Job(kind=TRAIN.name, code=None, env=ENV, steps=args.train_steps, eval_episodes=64,
               limits=Limits(wall_s=3600, mem_mb=4096, cpus=1))  # fmt: skip
 
     def train_in_sandbox() -> None:
