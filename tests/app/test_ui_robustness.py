@@ -44,15 +44,16 @@ BAD_RUNS = {  # run id -> (what is planted, a word of the reason shown)
     "bad-list": ("state.json", b"[1, 2]", "not a JSON object"),
     "bad-torn-state": ("state.json", b'{"status": "runn', "corrupt JSON"),
     "bad-torn-result": ("candidates/0-0/result.json", b'{"fitness": 1', "corrupt JSON"),
-    "bad-types": ("state.json", b'{"llm": {"requests": "many"}}', "invalid literal"),
 }
+# a count that is no number is shown as missing (graph.summary.whole), the run readable
+ODD_RUNS = {"odd-types": ("state.json", b'{"llm": {"requests": "many"}}', "")}
 
 
 @pytest.fixture
 def runs(tmp_path: Path) -> Path:
     root = tmp_path / "runs"
     good_run(root, "good")
-    for run_id, (relative, content, _) in BAD_RUNS.items():
+    for run_id, (relative, content, _) in {**BAD_RUNS, **ODD_RUNS}.items():
         path = good_run(root, run_id).path / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
@@ -76,6 +77,8 @@ def test_each_unreadable_run_is_one_error_row_in_the_ui(client):
         page = client.get(f"/runs/{run_id}")
         assert page.status_code == 404 and reason in page.text, run_id
     assert 'href="/runs/good"' in listing.text and client.get("/runs/good").status_code == 200
+    for run_id in ODD_RUNS:
+        assert f'href="/runs/{run_id}"' in listing.text and client.get(f"/runs/{run_id}").status_code == 200
 
 
 def test_form_error_pages_render_beside_an_unreadable_run(client):
@@ -102,9 +105,15 @@ def test_lero_runs_lists_every_run_and_each_bad_one_with_its_reason(runs):
     assert main(["runs", "--runs-dir", str(runs)], console=Console(file=out, width=400)) == 0
     text = out.getvalue()
     assert "good" in text and "completed" in text
+    lines = text.splitlines()
     for run_id, (_, _, reason) in BAD_RUNS.items():
-        line = next(line for line in text.splitlines() if run_id in line)
-        assert "unreadable" in line and reason in line, line
+        row = next(line for line in lines if line.startswith(f"{run_id} "))  # the table's row
+        assert "unreadable" in row, row
+        note = next(line for line in lines if line.startswith(f"{run_id}: unreadable: "))  # under the table
+        assert reason in note, note
+    for run_id in ODD_RUNS:
+        row = next(line for line in lines if line.startswith(f"{run_id} "))
+        assert "unreadable" not in row and "simple_spread" in row, row
 
 
 class LoopbackServer:

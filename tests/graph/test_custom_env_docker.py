@@ -118,8 +118,9 @@ def test_the_chat_reads_checks_and_measures_a_custom_env_in_the_sandbox(sandbox_
     monkeypatch.setenv(SECRET_VARIABLE, "host-only-value")
     (tmp_path / "chat_gather_env.py").write_text(proof_env_source())
     name = "chat_gather_env:make_env"
-    # env, its arguments (a bad one first: asked again), algo, generations, population, steps, seeds, approvals
-    answers = f"other\n{name}\nn_agents=x\nother\n{name}\n3\n\n\n1\n1\n128\n1\n\n"
+    # env, its arguments (a bad one first: asked again, the refused one not offered as the
+    # default), algo, generations, population, steps, seeds, approvals
+    answers = f"other\n{name}\nn_agents=x\nother\n{name}\nn_agents=3\n\n1\n1\n128\n1\n\n"
     out = io.StringIO()
     desk = ExperimentDesk(Asker(Console(file=out, width=200), io.StringIO(answers)),
                           base={"runs_dir": str(tmp_path / "runs"), **TINY})
