@@ -284,10 +284,10 @@ class Job:
                 "Job.group must be a tuple of GroupMember")  # fmt: skip
         require(len({m.seed for m in self.group}) == len(self.group), "the members of a group need distinct seeds")
         for name in OPTIONAL_FIELDS:
-            require(name in kind.fields or getattr(self, name) == _default(name), f"a {self.kind} Job takes no {name}")
+            require(name in kind.fields or getattr(self, name) == _default(name), f"the {self.kind} Job takes no {name}")
         for name in (*kind.required, *(i.field for i in kind.inputs if i.required)):
             set_ = all(getattr(m, name) for m in self.members()) if name in MEMBER_FIELDS else getattr(self, name)
-            require(bool(set_), f"a {self.kind} Job needs {name}" + (" for every seed" if self.group else ""))
+            require(bool(set_), f"the {self.kind} Job needs {name}" + (" for every seed" if self.group else ""))
 
     def members(self) -> tuple[GroupMember, ...]:
         """The seeds this job runs: its group, or itself alone."""

@@ -63,7 +63,7 @@ def test_a_resume_dir_outside_the_sandboxs_job_directories_is_never_read(process
         assert "is not a job directory of this sandbox" in result.error["message"]
 
 
-@pytest.mark.parametrize(("fields", "needle"), [({"kind": "evaluate", "policy_dir": "x", "resume_dir": "y"}, "only a train"),
+@pytest.mark.parametrize(("fields", "needle"), [({"kind": "evaluate", "policy_dir": "x", "resume_dir": "y"}, "evaluate Job takes no resume_dir"),
                                                 ({"kind": "train", "steps": 10, "stop_at": 11}, "stop_at")])  # fmt: skip
 def test_job_fields_of_a_rung_are_checked(fields: dict, needle: str) -> None:
     with pytest.raises(ValueError, match=needle):

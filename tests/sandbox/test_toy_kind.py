@@ -74,9 +74,9 @@ def assert_toy_pair(written: Any, scored: Any) -> None:
 
 def test_the_kinds_declaration_is_checked() -> None:
     assert Job(kind=WRITE.name, code=None).limits == TOY_LIMITS  # the kind's default limits
-    with pytest.raises(ValueError, match="a toy_score Job needs policy_dir"):
+    with pytest.raises(ValueError, match="the toy_score Job needs policy_dir"):
         Job(kind=SCORE.name, code=None)
-    with pytest.raises(ValueError, match="a toy_write Job takes no policy_dir"):
+    with pytest.raises(ValueError, match="the toy_write Job takes no policy_dir"):
         Job(kind=WRITE.name, code=None, policy_dir="/x")
     with pytest.raises(ValueError, match="only a sealed kind gives a fitness"):
         JobKind("toy_forger", f"{__name__}:write_note", result_fields=frozenset({"fitness"}))

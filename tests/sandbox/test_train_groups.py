@@ -122,7 +122,7 @@ def test_a_group_reports_its_progress_and_shares_its_seconds(tmp_path: Path) -> 
 
 @pytest.mark.parametrize(
     ("change", "needle"),
-    [({"steps": 1600}, "differ only in seed"), ({"seed": 0}, "distinct seeds"), ({"kind": "validate"}, "train or evaluate")],
+    [({"steps": 1600}, "differ only in seed"), ({"seed": 0}, "distinct seeds"), ({"kind": "validate"}, "a kind that runs seeds together")],
 )
 def test_a_train_group_of_different_plans_is_refused(process_sandbox, change: dict, needle: str) -> None:
     first = Job(kind="train", code=VALID, env=ENV, algo="mappo", steps=800, seed=0, **FIELDS)

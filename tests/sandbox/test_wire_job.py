@@ -41,9 +41,9 @@ def test_a_job_and_a_group_cross_the_wire_unchanged() -> None:
         ({"limits": {"wall_s": 1, "nope": 2}}, "nope"),
         ({"group": [{"seed": 0}, {"seed": 0}]}, "distinct seeds"),
         ({"group": [{"seed": 0, "where": "/"}]}, "unknown GroupMember fields"),
-        ({"kind": "validate", "group": [{"seed": 0}]}, "a validate Job takes no group"),
-        ({"kind": "evaluate"}, "an? evaluate Job needs policy_dir"),
-        ({"kind": "validate", "stop_at": 5}, "a validate Job takes no stop_at"),
+        ({"kind": "validate", "group": [{"seed": 0}]}, "the validate Job takes no group"),
+        ({"kind": "evaluate"}, "the evaluate Job needs policy_dir"),
+        ({"kind": "validate", "stop_at": 5}, "the validate Job takes no stop_at"),
     ],
 )
 def test_the_runner_refuses_a_job_it_cannot_type(change: dict, message: str) -> None:
