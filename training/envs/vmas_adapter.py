@@ -39,6 +39,7 @@ PettingZoo adapter there is no worker pool: one ``vmas.make_env(num_envs=B)`` is
 
 from __future__ import annotations
 
+import functools
 import importlib
 import warnings
 from collections.abc import Iterator
@@ -415,12 +416,19 @@ def declared_task(name: str, kwargs: dict[str, Any]) -> TaskSpec:
     scenario class's own done(), read off the class), sparse from the arguments; no state
     fields (known once built). ValueError for arguments outside their bounds."""
     cfg = VmasConfig.of(name, 1, dict(kwargs))
-    scenario = importlib.import_module("vmas.scenarios").load(f"{cfg.scenario}.py").Scenario
-    has_done = scenario.done is not _vmas().simulator.scenario.BaseScenario.done
+    has_done = _defines_done(cfg.scenario)
     return TaskSpec(name=name, text=TASK_TEXTS.get(cfg.scenario, f"VMAS scenario {cfg.scenario}"),
                     lero_kwargs={}, state_fields=(), metrics=outcome_metrics(cfg.max_steps),
                     success_metric=SUCCESS if has_done else RETURN,
                     sparse=shaping_off(cfg.scenario, cfg.scenario_kwargs))  # fmt: skip
+
+
+@functools.cache
+def _defines_done(scenario: str) -> bool:
+    """Whether the scenario class defines its own done(); read once per scenario (VMAS's
+    `load` executes the scenario's file anew on each call, and every `lero runs` row asks)."""
+    scenario_class = importlib.import_module("vmas.scenarios").load(f"{scenario}.py").Scenario
+    return scenario_class.done is not _vmas().simulator.scenario.BaseScenario.done
 
 
 def shaping_off(scenario: str, kwargs: dict[str, Any]) -> bool:
