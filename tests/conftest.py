@@ -58,6 +58,19 @@ def sandbox_image(request) -> str:
     return image_tag()
 
 
+@pytest.fixture(scope="session")
+def tiny_docker_run(tmp_path_factory):
+    """One tiny offline run (tests/graph/test_graph_e2e.py's TINY: 1 generation of 2
+    candidates, run id `t`) in the Docker sandbox, made once for the tests that only read what
+    it left: a Docker run is the dearest loop, and these tests check different things of one."""
+    from tests.graph.test_graph_e2e import RecordingUI, _docker_or_skip, spec
+
+    _docker_or_skip()
+    from lero.graph.runner import start_run
+
+    return start_run(spec(tmp_path_factory.mktemp("docker-run"), sandbox="docker"), RecordingUI())
+
+
 def _real_server(tmp_path_factory, model: str):
     from tests.support.llama_server import LlamaServer, missing_extra
 

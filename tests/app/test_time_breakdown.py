@@ -10,15 +10,12 @@ from starlette.testclient import TestClient
 from lero.agents import LLMConfig
 from lero.app.report import write_report
 from lero.app.ui.app import create_app
-from lero.graph.runner import start_run
-from tests.graph.test_graph_e2e import RecordingUI, _docker_or_skip, spec
 
 
 @pytest.mark.slow
 @pytest.mark.docker
-def test_a_tiny_docker_run_reports_where_its_time_went(tmp_path):
-    _docker_or_skip()
-    outcome = start_run(spec(tmp_path, sandbox="docker", population=1), RecordingUI())
+def test_a_tiny_docker_run_reports_where_its_time_went(tiny_docker_run):
+    outcome = tiny_docker_run
     assert outcome.status == "completed"
     report = json.loads((outcome.run_dir / "report.json").read_text())
     jobs, loop = report["time"]["jobs"], report["time"]["loop"]
@@ -28,15 +25,15 @@ def test_a_tiny_docker_run_reports_where_its_time_went(tmp_path):
         assert row["run_s"] > 0 and row["start_s"] >= 0 and row["wait_s"] >= 0, kind
         parts = row["wait_s"] + row["start_s"] + row["run_s"]
         assert parts == pytest.approx(row["elapsed_s"], abs=1e-6), kind
-    # baseline + one candidate, one seed each: two train and two evaluate jobs
-    assert jobs["train"]["jobs"] == jobs["evaluate"]["jobs"] == 2
-    assert jobs["train"]["sandboxes"] == jobs["evaluate"]["sandboxes"] == 2  # one seed: no groups
+    # baseline + two candidates, one seed each: three train and three evaluate jobs
+    assert jobs["train"]["jobs"] == jobs["evaluate"]["jobs"] == 3
+    assert jobs["train"]["sandboxes"] == jobs["evaluate"]["sandboxes"] == 3  # one seed: no groups
     assert {"setup", "design", "validate", "select", "reflect"} <= set(loop)
     assert "train" not in loop and all(seconds >= 0 for seconds in loop.values())
     write_report(outcome.run_dir)
     markdown = (outcome.run_dir / "report.md").read_text()
     assert "## Where the time went" in markdown
-    assert "| train | 2 (0) | 2 |" in markdown and "| evaluate | 2 (0) | 2 |" in markdown
+    assert "| train | 3 (0) | 3 |" in markdown and "| evaluate | 3 (0) | 3 |" in markdown
     app = create_app(str(outcome.run_dir.parent), "t0ken", 8765, LLMConfig.from_spec("offline"))
     with TestClient(app, base_url="http://127.0.0.1:8765") as client:
         page = client.get("/runs/t?token=t0ken").text

@@ -101,11 +101,9 @@ def _docker_or_skip() -> None:
 
 @pytest.mark.slow
 @pytest.mark.docker
-def test_offline_run_with_docker_sandbox_completes(tmp_path):
-    _docker_or_skip()
-    outcome = start_run(spec(tmp_path, sandbox="docker"), RecordingUI())
-    assert outcome.status == "completed"
-    assert_complete_run_dir(outcome.run_dir, generations=1)
+def test_offline_run_with_docker_sandbox_completes(tiny_docker_run):
+    assert tiny_docker_run.status == "completed"
+    assert_complete_run_dir(tiny_docker_run.run_dir, generations=1)
 
 
 MODULES = [
