@@ -50,6 +50,14 @@ def _few_threads() -> None:
     torch.set_num_threads(1)
 
 
+@pytest.fixture(scope="module")
+def studies_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One working directory for this module's studies of CANDIDATE at the TINY budget, each
+    under its own study id: they share runs/studies/cache, so an arm one study trained (native
+    at 400 steps, say) is served to the next from the result cache instead of trained again."""
+    return tmp_path_factory.mktemp("studies")
+
+
 def _study_argv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, candidate: str = CANDIDATE,
                 hparams: dict | None = None) -> list[str]:
     """Work in TMP_PATH (default relative runs/, as the README gives it) with CANDIDATE and its
@@ -103,9 +111,9 @@ def test_statistics_follow_from_values() -> None:
 
 
 def test_study_of_a_candidate_file_then_resume(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    studies_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = [*_study_argv(tmp_path, monkeypatch), *TINY, "--study-id", "tiny"]
+    argv = [*_study_argv(studies_dir, monkeypatch), *TINY, "--study-id", "tiny"]
     assert DEFAULT_SEEDS >= 5 and StudySpec(candidate="x").seeds == DEFAULT_SEEDS  # test: 2
     code, out, err = lero(argv, capsys)
     assert code == 0, err + out
@@ -358,9 +366,9 @@ def _check_marl_eval_layout(document: dict) -> list[tuple[str, str, str, str]]:
 
 
 def test_equal_compute_arm_export_and_combine(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    studies_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    common = [*_study_argv(tmp_path, monkeypatch), *TINY]
+    common = [*_study_argv(studies_dir, monkeypatch), *TINY]
     argv = [*common, "--variants", "native,hrf+oef,native@2x", "--study-id", "arms",
             "--export", "marl-eval", "arms-marl.json"]  # fmt: skip
     code, out, err = lero(argv, capsys)
@@ -426,9 +434,9 @@ def test_equal_compute_arm_export_and_combine(
 
 
 def test_any_variant_at_k_times_the_steps_trains_longer_and_is_tested_against_native_there(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    studies_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = [*_study_argv(tmp_path, monkeypatch), *TINY, "--variants", "native,hrf,native@2x,hrf+oef@2x,oef@2x",
+    argv = [*_study_argv(studies_dir, monkeypatch), *TINY, "--variants", "native,hrf,native@2x,hrf+oef@2x,oef@2x",
             "--study-id", "longer"]  # fmt: skip
     code, out, err = lero(argv, capsys)
     assert code == 0, err + out
