@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -265,14 +266,15 @@ def test_hostile_comment_and_model_reply_run_nothing(tmp_path, browser, shots):
     assert llm.requests[-1]["messages"][-1]["content"] == "plan an experiment please"
 
 
-def test_token_and_csrf_are_required(tmp_path):
-    """Test 3: no token -> 401; a POST without (or with a wrong) CSRF token -> 403."""
+def test_token_and_csrf_are_required(tmp_path, tiny_runs):
+    """Test 3: no token -> 401; a POST without (or with a wrong) CSRF token -> 403 (on a
+    copy of the session's tiny run: what is refused is the request, whatever the run's state)."""
     import httpx
 
-    start_waiting_run(tmp_path, "ui-auth", "--generations", "1", "--population", "1")
+    shutil.copytree(tiny_runs / "runs" / "alpha", tmp_path / "runs" / "alpha", symlinks=True)
     server = UIServer(tmp_path)
     try:
-        for path in ("/", "/runs/ui-auth", "/runs/ui-auth/stream", "/chat", "/static/run.js"):
+        for path in ("/", "/runs/alpha", "/runs/alpha/stream", "/chat", "/static/run.js"):
             assert httpx.get(server.base + path).status_code == 401
         assert httpx.get(f"{server.base}/?token=wrong").status_code == 401
         assert httpx.post(f"{server.base}/runs", data={"generations": "1"}).status_code == 401
@@ -283,8 +285,8 @@ def test_token_and_csrf_are_required(tmp_path):
             cookie = first.history[0].headers["set-cookie"].lower()
             assert "httponly" in cookie and "samesite=strict" in cookie
             csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', first.text).group(1)
-            posts = {"/runs": {"generations": "1"}, "/runs/ui-auth/answer": {"ts": "0"},
-                     "/runs/ui-auth/resume": {}, "/chat": {"line": "hi"}, "/chat/new": {}}
+            posts = {"/runs": {"generations": "1"}, "/runs/alpha/answer": {"ts": "0"},
+                     "/runs/alpha/resume": {}, "/chat": {"line": "hi"}, "/chat/new": {}}
             for path, fields in posts.items():
                 assert client.post(path, data=fields).status_code == 403, path
                 assert client.post(path, data={**fields, "csrf": "0" * 64}).status_code == 403, path
@@ -368,17 +370,15 @@ def test_chat_page_runs_the_offline_guided_dialogue(tmp_path, browser, shots):
     assert json.loads((run_dir / "spec.json").read_text())["env_kwargs"]["N"] == 2
 
 
-def test_studies_are_listed_and_shown_with_their_tables_and_figures(tmp_path, browser, shots):
-    """A real `lero study` of a real run: the Studies page lists it, its page shows study.md's
-    table and every figure (loaded, not broken), and the run page links it."""
-    (tmp_path / "fast.toml").write_text(FAST)
-    done = lero(tmp_path, "run", *RUN_FLAGS, "--approve", "none", "--generations", "1", "--population", "1",
-                "--run-id", "ui-study")
-    assert done.returncode == 0, done.stdout + done.stderr
-    done = lero(tmp_path, "study", "ui-study", "--variants", "native,hrf+oef", "--seeds", "2", "--steps", "400",
+def test_studies_are_listed_and_shown_with_their_tables_and_figures(tmp_path, browser, shots, tiny_runs):
+    """A real `lero study` of a real run (a copy of the session's tiny run, `lero run`'s own
+    output): the Studies page lists it, its page shows study.md's table and every figure
+    (loaded, not broken), and the run page links it."""
+    shutil.copytree(tiny_runs / "runs" / "alpha", tmp_path / "runs" / "alpha", symlinks=True)
+    done = lero(tmp_path, "study", "alpha", "--variants", "native,hrf+oef", "--seeds", "2", "--steps", "400",
                 "--eval-episodes", "8", "--sandbox", "process")
     assert done.returncode == 0, done.stdout + done.stderr
-    (study_id,) = [p.name for p in (tmp_path / "runs/ui-study/studies").iterdir()]
+    (study_id,) = [p.name for p in (tmp_path / "runs/alpha/studies").iterdir()]
     with browsing(tmp_path, browser) as (server, watched):
         page = watched.page
         page.click("header >> text=Studies")
@@ -393,8 +393,8 @@ def test_studies_are_listed_and_shown_with_their_tables_and_figures(tmp_path, br
         page.wait_for_function("() => [...document.querySelectorAll('#study img')].every(i => i.complete)")
         assert page.evaluate("[...document.querySelectorAll('#study img')].every(i => i.naturalWidth > 0)")
         page.screenshot(path=shots / "study.png", full_page=True)
-        page.goto(f"{server.base}/runs/ui-study")
+        page.goto(f"{server.base}/runs/alpha")
         page.click(f"#run-studies >> text={study_id}")
         page.wait_for_selector("#study table")
-        assert page.goto(f"{server.base}/runs/ui-study/studies/..%2Fcandidates").status == 404
+        assert page.goto(f"{server.base}/runs/alpha/studies/..%2Fcandidates").status == 404
         assert watched.dialogs == [] and [e for e in watched.errors if "404" not in e] == []
