@@ -11,11 +11,15 @@ n_ctx 2048) for the session; without the `llm-test` extra they skip with one lin
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import pytest
 
 from lero.sandbox.image import START_DOCKER_HINT
 from lero.sandbox.types import SandboxUnavailable
+
+if TYPE_CHECKING:
+    from lero.graph.runner import RunOutcome
 
 NO_DAEMON = "no Docker daemon answered"
 # Runs in tests confirm nothing unless they ask (RunSpec.confirm_steps' default, which their
@@ -59,15 +63,14 @@ def sandbox_image(request) -> str:
 
 
 @pytest.fixture(scope="session")
-def tiny_docker_run(tmp_path_factory):
+def tiny_docker_run(tmp_path_factory) -> RunOutcome:
     """One tiny offline run (tests/graph/test_graph_e2e.py's TINY: 1 generation of 2
     candidates, run id `t`) in the Docker sandbox, made once for the tests that only read what
     it left: a Docker run is the dearest loop, and these tests check different things of one."""
+    from lero.graph.runner import start_run
     from tests.graph.test_graph_e2e import RecordingUI, _docker_or_skip, spec
 
     _docker_or_skip()
-    from lero.graph.runner import start_run
-
     return start_run(spec(tmp_path_factory.mktemp("docker-run"), sandbox="docker"), RecordingUI())
 
 
