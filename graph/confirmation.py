@@ -12,7 +12,7 @@ the confirmation's other arms' (`graph.schedule.loop_env_steps`), the arm `lero 
 names the same way. Does the winner still beat native given all that compute?
 
 `confirmation_block(rundir)` is report.json's `confirmation` (null when the run has none):
-the raw per-seed values; the app adds the statistics (`app/confirmation.py`).
+the raw per-seed values; the app adds the statistics (`app/reports/confirmation_verdict.py`).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from lero.app.numbers import fmt_number
-from lero.app.provenance import native_task
+from lero.app.reports.numbers import fmt_number
+from lero.app.reports.provenance import native_task
 from lero.app.study import stats
 from lero.app.study.plan import Plan
 from lero.app.study.plots import plot_curves, plot_metric, plot_profiles, plot_recheck

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from lero.app.console import RichUI, describe_answer, train_progress
+from lero.app.console.progress import RichUI, describe_answer, train_progress
 
 CODE = "import torch\n\ndef hybrid_reward(ctx):\n    return ctx.env_reward, {}\n"
 

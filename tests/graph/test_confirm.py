@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from lero.app.hooks import app_front
-from lero.app.report import write_report
+from lero.app.cli.run_hooks import app_front
+from lero.app.reports.run_report import write_report
 from lero.graph.configuration import RunSpec
 from lero.graph.confirmation import confirm_seeds
 from lero.graph.protocol import train_and_evaluate

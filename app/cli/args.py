@@ -1,7 +1,7 @@
 """The command line's grammar, shared by every front-end: the parser, the flags -> RunSpec /
 StudySpec translation and the one-line error.
 
-`lero` (app.cli) parses with it; the web UI's start form and the chat reuse the same
+`lero` (app.cli.main) parses with it; the web UI's start form and the chat reuse the same
 translation, so a setting means the same wherever it is typed. Importing this module
 imports no torch (help strings take defaults from `training.defaults`).
 """

@@ -38,8 +38,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from lero.app.approval_view import candidate_card
-from lero.app.numbers import fmt_duration, fmt_number
+from lero.app.console.approval_view import candidate_card
+from lero.app.reports.numbers import fmt_duration, fmt_number
 from lero.graph.rundir import CANDIDATES_DIR, CODE_FILE, REVIEW_FILE
 from lero.graph.summary import is_number, metric_names
 from lero.sandbox import EVALUATE, TRAIN
@@ -77,7 +77,7 @@ TASK_KINDS = (TRAIN.name, EVALUATE.name)  # sandbox job kinds the graph reports 
 
 
 def render_summary(report: dict, console: Console, headline: str) -> None:
-    """HEADLINE (the confirmed verdict, `app.confirmation.headline`) first, then report.json
+    """HEADLINE (the confirmed verdict, `app.reports.confirmation_verdict.headline`) first, then report.json
     as two tables: the loop's best vs baseline on the selection episodes, then generations."""
     console.print(headline, style="bold", markup=False, highlight=False, soft_wrap=True)
     table = Table(title=f"run {report['run_id']} ({report['status']}): the loop, on the selection episodes")
@@ -153,7 +153,7 @@ def _runs_widths(columns: tuple[str, ...], cells: list[list[str]], width: int, l
 
 
 def render_runs(rows: list[dict], console: Console) -> None:
-    """`lero runs`: one line per run (rows from app.report.run_row), readable at 80 columns:
+    """`lero runs`: one line per run (rows from app.reports.run_report.run_row), readable at 80 columns:
     the id never wraps or shortens (it is what people copy; a generated one starts with its
     UTC start time), the numbers neither; status and env give way (`_runs_widths`). A run's
     --name and --tags go on a line of their own under its id. A run that cannot be read is
@@ -204,7 +204,7 @@ def run_eta(total: float, completed: float, elapsed: float, estimate: float | No
 
 class EstimatedTimeRemaining(TimeRemainingColumn):
     """Rich's time remaining; for the run's bar (a task with an `eta` field) `run_eta`: from
-    the estimator at the start (`estimated_speed`, app.desk.estimated_steps_per_s), then the
+    the estimator at the start (`estimated_speed`, app.chat.desk.estimated_steps_per_s), then the
     run's own average speed, with "~" while the estimate still weighs in."""
 
     def render(self, task: Any) -> Text:
@@ -553,7 +553,7 @@ class RichUI:
         return {"action": "approve" if ok else "reject"}
 
     def _ask_candidates(self, payload: dict) -> dict:
-        """One screen per candidate (app.approval_view): its number, terms and features, the
+        """One screen per candidate (app.console.approval_view): its number, terms and features, the
         diff against its parent, the critic's points; the whole module on `code`."""
         candidates = payload.get("candidates", [])
         decisions = {}

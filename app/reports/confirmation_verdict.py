@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import lero.app.study.stats as stats
-from lero.app.numbers import fmt_number
-from lero.app.provenance import native_task
+from lero.app.reports.numbers import fmt_number
+from lero.app.reports.provenance import native_task
 from lero.graph.confirmation import CURVE, LOOP_ARM, LOOP_ID, seed_metrics
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.summary import RunFiles, metric_names
