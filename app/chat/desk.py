@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lero.app.console.progress import Asker
+from lero.app.console.approvals import Asker
 from lero.graph.configuration import CANDIDATE_ID, RunError, RunSpec, check_run_id
 from lero.graph.rundir import CODE_FILE, RESULT_FILE, REVIEW_FILE, RunDir
 from lero.graph.schedule import planned

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 
 from lero.app.chat.desk import COMMAND_HELP, ExperimentDesk
-from lero.app.console.progress import Asker
+from lero.app.console.approvals import Asker
 from lero.graph.configuration import APPROVE_MODES, RunSpec
 from lero.graph.trust import confirm_env
 

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from lero.app.chat.desk import ExperimentDesk, chat_run_fields
 from lero.app.chat.dialogues import assistant_chat, offline_chat
-from lero.app.console.progress import Asker
+from lero.app.console.approvals import Asker
 from lero.graph.configuration import DEFAULT_RUNS_DIR, llm_settings
 
 

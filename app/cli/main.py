@@ -170,7 +170,8 @@ def cmd_resume(args: argparse.Namespace, console: Console) -> int:
 
 def finish_outcome(outcome: RunOutcome, console: Console) -> int:
     """Say how the run ended, on the last line; for a pending question, how to answer it."""
-    from lero.app.console.progress import describe_answer, render_summary
+    from lero.app.console.approvals import describe_answer
+    from lero.app.console.progress import render_summary
     from lero.app.reports.run_report import run_headline
     from lero.graph.rundir import RunDir
 

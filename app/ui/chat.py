@@ -19,7 +19,7 @@ from rich.console import Console
 
 from lero.app.chat.desk import ExperimentDesk
 from lero.app.chat.dialogues import assistant_chat, offline_chat
-from lero.app.console.progress import Asker
+from lero.app.console.approvals import Asker
 from lero.graph.configuration import RunSpec
 
 TRANSCRIPT_WIDTH = 100

@@ -16,7 +16,7 @@ from rich.console import Console
 from lero.app.chat.desk import ExperimentDesk
 from lero.app.chat.dialogues import guided_dialogue, offline_chat
 from lero.app.chat.terminal import run_chat
-from lero.app.console.progress import Asker
+from lero.app.console.approvals import Asker
 from tests.app.test_report import make_run_dir
 from tests.support.openai_server import OpenAIServer, Reply
 

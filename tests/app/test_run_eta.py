@@ -11,7 +11,8 @@ import pytest
 from rich.console import Console
 
 from lero.app.chat.desk import ExperimentDesk, estimated_steps_per_s, training_estimate
-from lero.app.console.progress import Asker, EstimatedTimeRemaining, RichUI, run_eta
+from lero.app.console.approvals import Asker
+from lero.app.console.progress import EstimatedTimeRemaining, RichUI, run_eta
 
 
 class Clock:

@@ -112,7 +112,7 @@ def test_the_chat_reads_checks_and_measures_a_custom_env_in_the_sandbox(sandbox_
 
     from lero.app.chat.desk import ExperimentDesk
     from lero.app.chat.dialogues import guided_dialogue
-    from lero.app.console.progress import Asker
+    from lero.app.console.approvals import Asker
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(SECRET_VARIABLE, "host-only-value")
