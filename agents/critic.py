@@ -18,9 +18,10 @@ from lero.agents.evidence import NO_JUDGEMENT, rubric_text, valid_points, verdic
 from lero.agents.expression.design import design_of
 from lero.agents.expression.roles import design_lines
 from lero.agents.extract import without_thinking
-from lero.agents.fit import Fitted, PromptTooLarge
-from lero.agents.llm import ChatModel, Reply, made_for_the_window
+from lero.agents.fit import Fitted, PromptTooLarge, made_for_the_window
+from lero.agents.llm import ChatModel
 from lero.agents.offline.schema import design_schema
+from lero.agents.replies import Reply
 from lero.agents.structured import OUTSIDE_SCHEMA, parse_object
 from lero.agents.templates import render
 from lero.agents.types import VERDICTS, Problem, Review, Verdict, code_digest

@@ -12,10 +12,12 @@ import random
 from dataclasses import replace
 from functools import partial
 
+from lero.agents.budget import BudgetExceeded
 from lero.agents.extract import draft_from_reply
-from lero.agents.fit import Fitted, PromptTooLarge, fit
-from lero.agents.llm import BudgetExceeded, ChatModel, LLMError, made_for_the_window
+from lero.agents.fit import Fitted, PromptTooLarge, fit, made_for_the_window
+from lero.agents.llm import ChatModel
 from lero.agents.offline.designer import sampled_module, without_genome
+from lero.agents.retry import LLMError
 from lero.agents.similarity import is_duplicate
 from lero.agents.templates import format_evolution, format_feedback, render
 from lero.agents.types import Draft, Elite, Problem, Review, request_slots

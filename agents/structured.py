@@ -18,11 +18,13 @@ from dataclasses import replace
 from typing import Any
 
 from lero.agents import bounded_json
+from lero.agents.budget import BudgetExceeded
 from lero.agents.extract import CUT_OFF, without_thinking
 from lero.agents.fit import PromptTooLarge
-from lero.agents.llm import BudgetExceeded, ChatModel, LLMError
+from lero.agents.llm import ChatModel
 from lero.agents.offline.designer import OfflineDesigner
 from lero.agents.offline.schema import DesignSchema, design_schema, schema_errors
+from lero.agents.retry import LLMError
 from lero.agents.templates import render
 from lero.agents.types import Draft, Elite, Problem, Review, request_slots
 

@@ -27,7 +27,8 @@ from lero.agents.expression.render import render_module, slot_at
 from lero.agents.expression.types import task_inputs
 from lero.agents.extract import CUT_OFF, without_thinking
 from lero.agents.fit import PromptTooLarge
-from lero.agents.llm import ChatModel, LLMError
+from lero.agents.llm import ChatModel
+from lero.agents.retry import LLMError
 from lero.agents.similarity import is_duplicate
 from lero.agents.structured import drafts_per_request, fresh_drafts
 from lero.agents.templates import format_history, render, trim_error

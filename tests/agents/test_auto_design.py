@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from lero.agents.llm import PROBE_SCHEMA
+from lero.agents.probe import PROBE_SCHEMA
 from lero.app.reports.run_report import write_report
 from lero.graph.runner import start_run
 from tests.agents.samples import GOOD_MODULE

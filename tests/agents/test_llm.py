@@ -6,8 +6,9 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from lero.agents import BudgetExceeded, LLMConfig, LLMError, make_team
+from lero.agents.budget import UsageLedger
 from lero.agents.config import _announce_offline_default
-from lero.agents.llm import ChatModel, UsageLedger
+from lero.agents.llm import ChatModel
 from tests.agents.conftest import llm_config, texts
 from tests.agents.samples import markdown_reply
 from tests.support.openai_server import OpenAIServer, Reply

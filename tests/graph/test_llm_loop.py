@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from lero.agents.llm import reply_limit
+from lero.agents.replies import reply_limit
 from lero.agents.types import code_digest
 from lero.app.cli.main import main
 from lero.app.cli.run_hooks import app_front
