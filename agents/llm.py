@@ -48,7 +48,6 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from tenacity.wait import wait_random_exponential
 
 from lero.agents.budget import UsageLedger
-from lero.agents.config import LLMConfig
 from lero.agents.fit import (
     CHARS_PER_TOKEN,
     MESSAGE_OVERHEAD_TOKENS,
@@ -69,6 +68,7 @@ from lero.agents.grammar_form import (
     follows_probe_grammar,
     grammar_body,
 )
+from lero.agents.llm_config import LLMConfig
 from lero.agents.probe import (
     PROBE_MESSAGES,
     PROBE_SCHEMA,

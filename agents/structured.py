@@ -24,9 +24,9 @@ from lero.agents.fit import PromptTooLarge
 from lero.agents.llm import ChatModel
 from lero.agents.offline.designer import OfflineDesigner
 from lero.agents.offline.schema import DesignSchema, design_schema, schema_errors
+from lero.agents.records import Draft, Elite, Problem, Review, request_slots
 from lero.agents.retry import LLMError
 from lero.agents.templates import render
-from lero.agents.types import Draft, Elite, Problem, Review, request_slots
 
 NOT_JSON = "not JSON"  # failure kinds of a structured reply (the start of Draft.error)
 OUTSIDE_SCHEMA = "outside the schema"

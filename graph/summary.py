@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lero.agents.bounded_json import in_float_range
 from lero.agents.evidence import NO_JUDGEMENT
-from lero.agents.types import VERDICTS, design_mode
+from lero.agents.records import VERDICTS, design_mode
 from lero.graph.confirmation import confirmation_block
 from lero.graph.lineage import lineage
 from lero.graph.rundir import BASELINE_ID, SPEC_FILE, STATE_FILE, RunDir
@@ -306,7 +306,7 @@ def summarize(run: RunFiles) -> dict:
 
 
 def design_modes(events: list[dict]) -> dict[str, str]:
-    """Candidate id -> how its last code was designed (`agents.types.design_mode`)."""
+    """Candidate id -> how its last code was designed (`agents.records.design_mode`)."""
     return {e["candidate_id"]: design_mode(e["origin"]) for e in events
             if e.get("event") == "candidate" and isinstance(e.get("origin"), str) and e.get("candidate_id")}
 

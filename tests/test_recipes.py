@@ -86,7 +86,7 @@ def test_every_algorithm_follows_the_algorithm_recipe() -> None:
 
 def test_every_job_kind_follows_the_job_kind_recipe() -> None:
     import lero.sandbox.jobkinds as declared
-    from lero.sandbox.runner import resolve_handler
+    from lero.sandbox.harness import resolve_handler
     from lero.sandbox.types import KINDS, JobKind
 
     paths = recipes()["sandbox job kind"]

@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, NoReturn
 
-from lero.agents.config import DESIGNS
+from lero.agents.llm_config import DESIGNS
 from lero.graph.configuration import (
     APPROVE_MODES,
     CONFIRM_FACTOR,
@@ -384,8 +384,8 @@ def llm_setting_fields(args: argparse.Namespace) -> dict[str, float | int | str]
 
 
 def llm_fields(llm: str | None, model: str | None, base_url: str | None) -> dict[str, str | None]:
-    """RunSpec's `llm` and `base_url` by the one rule of `agents.config.choose_llm`."""
-    from lero.agents.config import choose_llm
+    """RunSpec's `llm` and `base_url` by the one rule of `agents.llm_config.choose_llm`."""
+    from lero.agents.llm_config import choose_llm
 
     choice = choose_llm(llm, model, base_url)
     return {"llm": choice.llm, "base_url": choice.base_url}

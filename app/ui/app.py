@@ -32,9 +32,9 @@ from lero.app.chat.desk import chat_run_fields
 from lero.app.reports.numbers import fmt_number
 from lero.app.ui import views
 from lero.app.ui.auth import CSRF_FIELD, TokenGate, checked_form, cookie_name, csrf_token
-from lero.app.ui.cache import Batched, BatchPage, RunCache
 from lero.app.ui.chat import ChatSession
 from lero.app.ui.compare import routes as compare_routes
+from lero.app.ui.page_cache import Batched, BatchPage, RunCache
 from lero.app.ui.workers import Workers
 from lero.graph.configuration import APPROVE_MODES, CANDIDATE_ID, RUN_ID, RunError, RunSpec
 from lero.graph.rundir import SPEC_FILE, RunDir, parse_events
@@ -112,7 +112,7 @@ def start_defaults() -> dict[str, str]:
 def start_choices() -> dict[str, Any]:
     """The start form's menus and hints, from their owners: the algorithm table, RunSpec's
     choices, the LLM layer's request timeout."""
-    from lero.agents.config import DEFAULT_TIMEOUT_S
+    from lero.agents.llm_config import DEFAULT_TIMEOUT_S
     from lero.training import ALGOS
 
     return {"algo": ALGOS, "sandbox": get_args(RunSpec.model_fields["sandbox"].annotation),

@@ -21,13 +21,13 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from lero.agents.types import code_digest
+from lero.agents.records import code_digest
 from lero.app.console.approval_view import candidate_card
 from lero.app.reports.run_report import llm_request_row, run_rows
 from lero.app.reports.run_status import run_label, run_status, unanswered_question
 from lero.app.reports.shaping_notes import shaping_kind
-from lero.app.ui.cache import RunCache
 from lero.app.ui.charts import chart
+from lero.app.ui.page_cache import RunCache
 from lero.graph.configuration import RUN_ID
 from lero.graph.rundir import BASELINE_ID, PLOT_LIMIT, REPORT_MD, STUDIES_DIR, RunDir
 from lero.graph.summary import CandidateRecord, RunFiles, best_candidate, metric_names, summarize

@@ -27,8 +27,8 @@ from lero.agents.offline.designer import OfflineDesigner, sampled_module
 from lero.agents.offline.genome import genome_of
 from lero.agents.offline.schema import WEIGHT_MAX, design_schema, schema_errors
 from lero.agents.probe import PROBE_SCHEMA
+from lero.agents.records import Problem
 from lero.agents.structured import NOT_JSON, OUTSIDE_SCHEMA, StructuredDesigner, parse_object
-from lero.agents.types import Problem
 from lero.graph.configuration import RunSpec
 from lero.graph.context import problem
 from lero.graph.trust import confirm_env, job_env

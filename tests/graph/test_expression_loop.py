@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from lero.agents.expression.design import design_of
+from lero.agents.expression.expression_design import design_of
 from lero.agents.grammar_form import PROBE_GRAMMAR
 from lero.agents.probe import PROBE_SCHEMA
 from lero.graph.runner import start_run

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from lero.agents.records import code_digest
 from lero.agents.replies import reply_limit
-from lero.agents.types import code_digest
 from lero.app.cli.main import main
 from lero.app.cli.run_hooks import app_front
 from lero.graph.configuration import RunSpec
