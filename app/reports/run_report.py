@@ -229,8 +229,9 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
         confirmation_markdown,
         headline,
     )
-    from lero.app.reports.provenance import native_task, provenance_markdown
+    from lero.app.reports.provenance import provenance_markdown
     from lero.app.reports.shaping_notes import shaping_markdown
+    from lero.graph.summary import native_task
 
     spec, best = run.spec, best_candidate(run)
     task = native_task(spec.get("env"), spec.get("env_kwargs", {}))
