@@ -1,7 +1,7 @@
 """The experiment assistant's model access: chat with tool calling where the server has it.
 
-The app builds the chat (`app.dialogues`, on the front-ends `app.chat` and `app.ui.chat`)
-and the tools (`app.desk`); this is only the model side.
+The app builds the chat (`app.chat.dialogues`, on the front-ends `app.chat.terminal` and `app.ui.chat`)
+and the tools (`app.chat.desk`); this is only the model side.
 """
 
 from __future__ import annotations

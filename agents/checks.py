@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import builtins
 
-from lero.agents.types import Problem
+from lero.agents.records import Problem
 from lero.training.contract import Violation, parse_python, static_check
 
 CTX_FIELDS = frozenset({"obs", "next_obs", "actions", "env_reward", "state", "step", "progress"})

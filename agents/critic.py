@@ -15,15 +15,16 @@ from dataclasses import replace
 
 from lero.agents.checks import check_candidate, state_names
 from lero.agents.evidence import NO_JUDGEMENT, rubric_text, valid_points, verdict_schema
-from lero.agents.expression.design import design_of
+from lero.agents.expression.expression_design import design_of
 from lero.agents.expression.roles import design_lines
 from lero.agents.extract import without_thinking
-from lero.agents.fit import Fitted, PromptTooLarge
-from lero.agents.llm import ChatModel, Reply, made_for_the_window
+from lero.agents.fit import Fitted, PromptTooLarge, made_for_the_window
+from lero.agents.llm import ChatModel
 from lero.agents.offline.schema import design_schema
+from lero.agents.records import VERDICTS, Problem, Review, Verdict, code_digest
+from lero.agents.replies import Reply
 from lero.agents.structured import OUTSIDE_SCHEMA, parse_object
 from lero.agents.templates import render
-from lero.agents.types import VERDICTS, Problem, Review, Verdict, code_digest
 from lero.training.contract import Violation, contract_text
 
 REJECT_RULES = frozenset({"dunder", "private-attribute", "denied-attribute", "reward-hacking"})

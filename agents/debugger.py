@@ -12,9 +12,9 @@ from lero.agents.checks import ctx_fields_text, state_names
 from lero.agents.extract import draft_from_reply
 from lero.agents.fit import Fitted, PromptTooLarge
 from lero.agents.llm import ChatModel
+from lero.agents.records import Draft, Problem
 from lero.agents.similarity import is_duplicate
 from lero.agents.templates import format_history, render, trim_error
-from lero.agents.types import Draft, Problem
 from lero.training.contract import CONTRACT_TEXT
 
 HISTORY_SHOWN = 2

@@ -4,6 +4,8 @@ Exploit slots refine an elite: the prompt shows its code, its component statisti
 what to change (Eureka refines its best candidate; LERO's elites guide the next
 generation). Explore slots ask for a new idea. A draft semantically identical to an
 elite or to another draft (same normalised AST) is a duplicate and is asked for again.
+
+Its twin is agents/offline/designer.py: the same role, played by a program synthesiser.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ import random
 from dataclasses import replace
 from functools import partial
 
+from lero.agents.budget import BudgetExceeded
 from lero.agents.extract import draft_from_reply
-from lero.agents.fit import Fitted, PromptTooLarge, fit
-from lero.agents.llm import BudgetExceeded, ChatModel, LLMError, made_for_the_window
+from lero.agents.fit import Fitted, PromptTooLarge, fit, made_for_the_window
+from lero.agents.llm import ChatModel
 from lero.agents.offline.designer import sampled_module, without_genome
+from lero.agents.records import Draft, Elite, Problem, Review, request_slots
+from lero.agents.retry import LLMError
 from lero.agents.similarity import is_duplicate
 from lero.agents.templates import format_evolution, format_feedback, render
-from lero.agents.types import Draft, Elite, Problem, Review, request_slots
 from lero.training.contract import contract_text
 
 MAX_ELITES_IN_PROMPT = 2  # Markovian context: the best few, not the whole history

@@ -14,8 +14,8 @@ import functools
 import re
 from typing import Any
 
+from lero.agents.records import Point
 from lero.agents.templates import render
-from lero.agents.types import Point
 
 NO_JUDGEMENT = "no judgement"  # the verdict of a rejection that named no valid point
 RUBRIC_LINE = re.compile(r"^- `([a-z-]+)`: ")

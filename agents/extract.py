@@ -15,7 +15,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from lero.agents.types import Draft
+from lero.agents.records import Draft
 from lero.training.contract import REQUIRED_FUNCTIONS, parse_python
 
 PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3", "pycon"})

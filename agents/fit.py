@@ -17,8 +17,9 @@ about 4.9 on lero's designer prompt), less a margin.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
@@ -140,3 +141,17 @@ def fit_conversation(
             f"context window leaves {budget} for it (start a new chat, or raise --context-tokens)"
         )
     return Fitted(kept, ("history",) if first else (), needed)
+
+
+R = TypeVar("R")  # what a `made_for_the_window` request returns
+
+
+def made_for_the_window(ask: Callable[[], R]) -> R:
+    """`ask()`, which makes its prompt with `ChatModel.fit` and sends it; asked once more
+    when a refusal stated a window the prompt no longer fits (`PromptOutgrown`), so the
+    prompt is made again for that window by the role's own means (the critic's design JSON
+    alone, an edit slot's other starting module), as it would have been with the window known."""
+    try:
+        return ask()
+    except PromptOutgrown:
+        return ask()

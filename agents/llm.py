@@ -1,6 +1,10 @@
-"""The model layer: one ChatOpenAI client, one retry policy, per-role accounting, one budget.
+"""The model layer's request loop: one ChatOpenAI client, one retry policy, per-role
+accounting, one budget. Each concern it draws on has its own module: the budget ledger
+(agents.budget), which failures are retried (agents.retry), fitting prompts into the window
+(agents.fit), what a server says about itself (agents.probe), replies and their byte cap
+(agents.replies) and sampling seeds (agents.sampling).
 
-Retries live only here (tenacity); the openai client's own retries are off so a
+Retries happen only here (tenacity); the openai client's own retries are off so a
 request is never retried by two layers. Transient failures (429, 5xx, dropped
 connections) back off exponentially with jitter, honouring `Retry-After`; permanent
 ones (400, 401, 403, 404, ...) raise `LLMError` at once.
@@ -30,16 +34,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import email.utils
-import hashlib
-import json
 import logging
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -47,8 +47,7 @@ from langchain_openai import ChatOpenAI
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_random_exponential
 
-from lero.agents import bounded_json
-from lero.agents.config import LLMConfig
+from lero.agents.budget import UsageLedger
 from lero.agents.fit import (
     CHARS_PER_TOKEN,
     MESSAGE_OVERHEAD_TOKENS,
@@ -69,158 +68,36 @@ from lero.agents.grammar_form import (
     follows_probe_grammar,
     grammar_body,
 )
+from lero.agents.llm_config import LLMConfig
 from lero.agents.probe import (
+    PROBE_MESSAGES,
+    PROBE_SCHEMA,
+    PROBE_TOKENS,
     REFUSAL_SOURCE,
+    STRUCTURED_FORMS,
     Window,
     context_window,
     count_tokens,
+    keeps_probe_schema,
+    response_format,
     server_busy,
     stated_window,
 )
+from lero.agents.replies import Reply, cut_replies, message_text, reply_limit
+from lero.agents.retry import (
+    LLMError,
+    describe_error,
+    is_timeout,
+    is_transient,
+    rejects_seed,
+    rejects_system_role,
+    retry_after_s,
+)
+from lero.agents.sampling import prompt_digest, prompt_key, sampling_seed
 
 log = logging.getLogger(__name__)
 
 OnCall = Callable[[str, dict], None]
-R = TypeVar("R")  # what a `made_for_the_window` request returns
-
-
-class LLMError(RuntimeError):
-    """A model request failed for good (bad key, unknown model, retries spent, ...)."""
-
-
-class BudgetExceeded(RuntimeError):
-    """The run-level request or token budget is spent; generation should stop cleanly."""
-
-
-@dataclass
-class RoleUsage:
-    requests: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-
-@dataclass
-class UsageLedger:
-    """Thread-safe counts per role plus the run budget they are checked against."""
-
-    max_requests: int | None = None
-    max_tokens: int | None = None
-    by_role: dict[str, RoleUsage] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def check_budget(self) -> None:
-        with self._lock:
-            total = self._total()
-        if self.max_requests is not None and total.requests >= self.max_requests:
-            raise BudgetExceeded(
-                f"LLM request budget spent ({total.requests}/{self.max_requests} requests)"
-            )
-        used_tokens = total.prompt_tokens + total.completion_tokens
-        if self.max_tokens is not None and used_tokens >= self.max_tokens:
-            raise BudgetExceeded(f"LLM token budget spent ({used_tokens}/{self.max_tokens} tokens)")
-
-    def record(self, role: str, prompt_tokens: int, completion_tokens: int) -> None:
-        with self._lock:
-            usage = self.by_role.setdefault(role, RoleUsage())
-            usage.requests += 1
-            usage.prompt_tokens += prompt_tokens
-            usage.completion_tokens += completion_tokens
-
-    def summary(self) -> dict:
-        with self._lock:
-            total = self._total()
-            by_role = {role: vars(usage).copy() for role, usage in self.by_role.items()}
-        return {**vars(total), "by_role": by_role}
-
-    def _total(self) -> RoleUsage:
-        total = RoleUsage()
-        for usage in self.by_role.values():
-            total.requests += usage.requests
-            total.prompt_tokens += usage.prompt_tokens
-            total.completion_tokens += usage.completion_tokens
-        return total
-
-
-TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
-
-
-def is_transient(error: BaseException) -> bool:
-    """Worth retrying: rate limits, server errors, timeouts and dropped connections."""
-    if isinstance(error, openai.APIStatusError):
-        return error.status_code in TRANSIENT_STATUS or error.status_code >= 500
-    return isinstance(error, openai.APIConnectionError | TimeoutError | ConnectionError)
-
-
-def retry_after_s(error: BaseException | None) -> float | None:
-    """Seconds the server asked us to wait (`retry-after-ms` or `Retry-After`, seconds or date)."""
-    response = getattr(error, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    if (millis := headers.get("retry-after-ms")) is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        when = email.utils.parsedate_to_datetime(value) if value.strip() else None
-        return None if when is None else max(0.0, when.timestamp() - time.time())
-
-
-def describe_error(error: BaseException) -> str:
-    """One line saying what went wrong, without a stack trace or a key."""
-    if isinstance(error, openai.APIStatusError):
-        hints = {401: " (check OPENAI_API_KEY)", 404: " (unknown model or wrong --base-url?)"}
-        detail = " ".join(str(error.message).split())[:300]
-        return f"HTTP {error.status_code}{hints.get(error.status_code, '')}: {detail}"
-    if isinstance(error, openai.APITimeoutError):
-        return "request timed out"
-    if isinstance(error, openai.APIConnectionError):
-        return f"connection failed: {error.__cause__ or error}"
-    return f"{type(error).__name__}: {error}"
-
-
-@dataclass(frozen=True)
-class Reply:
-    """One reply's text and why the server stopped writing it (`stop`, `length`, ...)."""
-
-    text: str
-    finish_reason: str | None = None
-    used_tokens: int | None = None  # the request's prompt plus this reply, as the server counted them
-
-    @property
-    def cut_off(self) -> bool:
-        return self.finish_reason == "length"
-
-
-# What a model can make lero keep: one reply's bytes, at most REPLY_LIMIT_BYTES and at most
-# REPLY_BYTES_PER_TOKEN per token asked for (no tokenizer's token is longer); the rest is cut
-# before anything reads or stores the reply, and the record says so (`replies_cut`).
-REPLY_LIMIT_BYTES = 1 << 20
-REPLY_BYTES_PER_TOKEN = 64
-
-
-def reply_limit(max_tokens: int | None) -> int:
-    """The bytes kept of one reply to a request asking for `max_tokens` (None: not known)."""
-    return min(REPLY_LIMIT_BYTES, REPLY_BYTES_PER_TOKEN * max_tokens) if max_tokens else REPLY_LIMIT_BYTES
-
-
-def cut_replies(generated: list[AIMessage], limit: int) -> tuple[list[AIMessage], list[dict[str, int]]]:
-    """GENERATED with each reply longer than `limit` UTF-8 bytes cut there (its content then
-    one string), and what was cut: `{"choice": index, "bytes": its length as sent}`."""
-    kept, cut = [], []
-    for index, message in enumerate(generated):
-        data = _text(message).encode()
-        if len(data) > limit:
-            message = message.model_copy(update={"content": data[:limit].decode(errors="ignore")})
-            cut.append({"choice": index, "bytes": len(data)})
-        kept.append(message)
-    return kept, cut
 
 
 CALIBRATION_MARGIN = 0.9
@@ -237,49 +114,6 @@ def about(candidate_id: str | None) -> Iterator[None]:
         yield
     finally:
         _subject.reset(token)
-
-
-def rejects_system_role(error: BaseException) -> bool:
-    """A chat template that has no system role (Gemma-style templates raise on one)."""
-    if not isinstance(error, openai.APIStatusError) or error.status_code not in (400, 422, 500):
-        return False
-    message = str(error.message).lower()
-    return "system" in message and any(w in message for w in ("role", "template", "support"))
-
-
-def rejects_seed(error: BaseException | None) -> bool:
-    """A server that refuses the `seed` parameter (OpenAI's words for an unknown one:
-    "Unrecognized request argument supplied: seed")."""
-    return (isinstance(error, openai.APIStatusError) and error.status_code in (400, 422)
-            and "seed" in str(error.message).lower())
-
-
-def prompt_digest(role: str, messages: Sequence[BaseMessage]) -> str:
-    """One role's prompt as a short stable key (the same in every process)."""
-    return hashlib.sha256(json.dumps([role, _prompt_key(messages)]).encode()).hexdigest()
-
-
-def sampling_seed(seed: int, prompt: str, sent_before: int) -> int:
-    """The `seed` of a request: stable across processes for the same run seed, prompt
-    (`prompt_digest`) and count of earlier sends of that prompt, and different when any of
-    them differs."""
-    key = json.dumps([seed, prompt, sent_before])
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") >> 1  # 31 bits: any server's int
-
-
-def made_for_the_window(ask: Callable[[], R]) -> R:
-    """`ask()`, which makes its prompt with `ChatModel.fit` and sends it; asked once more
-    when a refusal stated a window the prompt no longer fits (`PromptOutgrown`), so the
-    prompt is made again for that window by the role's own means (the critic's design JSON
-    alone, an edit slot's other starting module), as it would have been with the window known."""
-    try:
-        return ask()
-    except PromptOutgrown:
-        return ask()
-
-
-def is_timeout(error: BaseException) -> bool:
-    return isinstance(error, openai.APITimeoutError | TimeoutError)
 
 
 class ChatModel:
@@ -344,7 +178,7 @@ class ChatModel:
         window = self.window().tokens
         fitted = fit(role, system, template, values, window - self.reply_tokens(), self.chars_per_token)
         with self._fits_lock:
-            self._fitted_from[_prompt_key(fitted.messages)] = (window, (role, system, template, values))
+            self._fitted_from[prompt_key(fitted.messages)] = (window, (role, system, template, values))
             while len(self._fitted_from) > REMEMBERED_FITS:
                 del self._fitted_from[next(iter(self._fitted_from))]
         return fitted
@@ -363,7 +197,7 @@ class ChatModel:
     def _fitted_for(self, messages: Sequence[BaseMessage]) -> tuple | None:
         """(window, fit's arguments) of a prompt `fit` made recently, else None."""
         with self._fits_lock:
-            return self._fitted_from.get(_prompt_key(messages))
+            return self._fitted_from.get(prompt_key(messages))
 
     def _fit_again(self, messages: Sequence[BaseMessage], shortened: Sequence[str]) -> tuple[Sequence[BaseMessage], Sequence[str]]:
         """A prompt `fit` made for a larger window than the one a refusal has since stated,
@@ -386,7 +220,7 @@ class ChatModel:
         starting module until a reply's usage has counted a prompt. No tokenizer route: the
         estimate, then the usage, as before."""
         self._tokenizer_asked = True
-        text = "".join(_text(m) for m in messages)
+        text = "".join(message_text(m) for m in messages)
         counted = count_tokens(self.cfg.base_url, self.cfg.model, text, self._api_key)
         if counted is not None:
             log.info("the server's tokenizer counts %d tokens in %d characters", counted, len(text))
@@ -520,7 +354,7 @@ class ChatModel:
         usage = generated[0].usage_metadata or {}
         counted = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)  # all choices: an upper bound
         return [
-            Reply(_text(message), (message.response_metadata or {}).get("finish_reason"), counted or None)
+            Reply(message_text(message), (message.response_metadata or {}).get("finish_reason"), counted or None)
             for message in generated
         ]
 
@@ -596,8 +430,8 @@ class ChatModel:
         attempts = 0
         record: dict[str, Any] = {
             "candidate_id": _subject.get(),
-            "prompt": [{"role": _role_name(m), "content": _text(m)} for m in sent],
-            "prompt_chars": sum(len(_text(m)) for m in sent),
+            "prompt": [{"role": _role_name(m), "content": message_text(m)} for m in sent],
+            "prompt_chars": sum(len(message_text(m)) for m in sent),
             "prompt_estimate": messages_tokens(sent, self.chars_per_token),
             "max_tokens": params["max_tokens"],
             "window": self.window().tokens,
@@ -626,7 +460,7 @@ class ChatModel:
         for cut in record["replies_cut"]:
             log.warning("%s reply %d was %d bytes: cut to the first %d", role, cut["choice"], cut["bytes"],
                         record["reply_limit"])
-        texts = [_text(message) for message in generated]
+        texts = [message_text(message) for message in generated]
         usage = generated[0].usage_metadata or {}
         prompt_tokens = int(usage.get("input_tokens", 0))
         completion_tokens = int(usage.get("output_tokens", 0))
@@ -723,60 +557,19 @@ class ChatModel:
             self.on_call(role, info)
 
 
-# How a JSON Schema goes on the wire, tried in this order (`ChatModel.structured_form`):
-# `json_schema`: OpenAI's `response_format`, also taken by llama.cpp's llama-server, vLLM and
-# Ollama on their OpenAI-compatible endpoints; `json_object`: llama-cpp-python's server, with
-# the schema beside the type; `none`: a plain request.
-STRUCTURED_FORMS = ("json_schema", "json_object", "none")
-PROBE_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
-                "required": ["answer"], "additionalProperties": False}
-PROBE_MESSAGES = [HumanMessage('Is 2 greater than 1? Answer with JSON like {"answer": "yes"}.')]
-PROBE_TOKENS = 16
 REMEMBERED_FITS = 64  # prompts whose fit is kept to fit again after a refusal (one per role in flight)
-
-
-def response_format(form: str, schema: dict[str, Any]) -> dict[str, Any] | None:
-    """The request's `response_format` for `schema` in `form` (None: a plain request)."""
-    if form == "json_schema":
-        return {"type": "json_schema", "json_schema": {"name": "lero_reply", "schema": schema, "strict": False}}
-    if form == "json_object":
-        return {"type": "json_object", "schema": schema}
-    return None
-
-
-def keeps_probe_schema(text: str) -> bool:
-    """The probe's reply is exactly an object of PROBE_SCHEMA (a server that ignored it writes prose)."""
-    try:
-        body = bounded_json.loads(text.strip())
-    except ValueError:
-        return False
-    return isinstance(body, dict) and set(body) == {"answer"} and body["answer"] in ("yes", "no")
 
 
 def without_system_role(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """The conversation for a template with no system role: system text opens the first user turn."""
-    system = "\n\n".join(_text(m) for m in messages if isinstance(m, SystemMessage))
+    system = "\n\n".join(message_text(m) for m in messages if isinstance(m, SystemMessage))
     rest = [m for m in messages if not isinstance(m, SystemMessage)]
     if not system:
         return rest
     if rest and isinstance(rest[0], HumanMessage):
-        return [HumanMessage(f"{system}\n\n{_text(rest[0])}"), *rest[1:]]
+        return [HumanMessage(f"{system}\n\n{message_text(rest[0])}"), *rest[1:]]
     return [HumanMessage(system), *rest]
-
-
-def _prompt_key(messages: Sequence[BaseMessage]) -> tuple:
-    return tuple((m.type, _text(m)) for m in messages)
 
 
 def _role_name(message: BaseMessage) -> str:
     return {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}.get(message.type, message.type)
-
-
-def _text(message: BaseMessage) -> str:
-    """The reply as text, whether the content came back as a string or a list of parts."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return "".join(
-        part.get("text", "") if isinstance(part, dict) else str(part) for part in content
-    )

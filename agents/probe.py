@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from langchain_core.messages import HumanMessage
+
+from lero.agents import bounded_json
 
 DEFAULT_CONTEXT_TOKENS = 4096  # the smallest window common local servers run with by default
 PROBE_TIMEOUT_S = 5.0
@@ -131,3 +134,32 @@ def server_busy(base_url: str | None, api_key: str | None = None) -> bool | None
     if not flags or not all(isinstance(flag, bool) for flag in flags):
         return None
     return any(flags)
+
+
+# How a JSON Schema goes on the wire, tried in this order (`ChatModel.structured_form`):
+# `json_schema`: OpenAI's `response_format`, also taken by llama.cpp's llama-server, vLLM and
+# Ollama on their OpenAI-compatible endpoints; `json_object`: llama-cpp-python's server, with
+# the schema beside the type; `none`: a plain request.
+STRUCTURED_FORMS = ("json_schema", "json_object", "none")
+PROBE_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+                "required": ["answer"], "additionalProperties": False}
+PROBE_MESSAGES = [HumanMessage('Is 2 greater than 1? Answer with JSON like {"answer": "yes"}.')]
+PROBE_TOKENS = 16
+
+
+def response_format(form: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The request's `response_format` for `schema` in `form` (None: a plain request)."""
+    if form == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": "lero_reply", "schema": schema, "strict": False}}
+    if form == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return None
+
+
+def keeps_probe_schema(text: str) -> bool:
+    """The probe's reply is exactly an object of PROBE_SCHEMA (a server that ignored it writes prose)."""
+    try:
+        body = bounded_json.loads(text.strip())
+    except ValueError:
+        return False
+    return isinstance(body, dict) and set(body) == {"answer"} and body["answer"] in ("yes", "no")

@@ -18,13 +18,15 @@ from dataclasses import replace
 from typing import Any
 
 from lero.agents import bounded_json
+from lero.agents.budget import BudgetExceeded
 from lero.agents.extract import CUT_OFF, without_thinking
 from lero.agents.fit import PromptTooLarge
-from lero.agents.llm import BudgetExceeded, ChatModel, LLMError
+from lero.agents.llm import ChatModel
 from lero.agents.offline.designer import OfflineDesigner
 from lero.agents.offline.schema import DesignSchema, design_schema, schema_errors
+from lero.agents.records import Draft, Elite, Problem, Review, request_slots
+from lero.agents.retry import LLMError
 from lero.agents.templates import render
-from lero.agents.types import Draft, Elite, Problem, Review, request_slots
 
 NOT_JSON = "not JSON"  # failure kinds of a structured reply (the start of Draft.error)
 OUTSIDE_SCHEMA = "outside the schema"

@@ -13,12 +13,13 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from lero.agents.assistant import Assistant
-from lero.agents.config import LLMConfig
+from lero.agents.budget import UsageLedger
 from lero.agents.critic import Critic
 from lero.agents.debugger import Debugger
 from lero.agents.designer import Designer
 from lero.agents.expression.roles import ExpressionDebugger, ExpressionDesigner
-from lero.agents.llm import ChatModel, OnCall, UsageLedger
+from lero.agents.llm import ChatModel, OnCall
+from lero.agents.llm_config import LLMConfig
 from lero.agents.offline.designer import OfflineDebugger, OfflineDesigner
 from lero.agents.structured import StructuredDesigner
 

@@ -11,7 +11,7 @@ import functools
 from pathlib import Path
 from string import Template
 
-from lero.agents.types import Elite
+from lero.agents.records import Elite
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
 MAX_ERROR_CHARS = 3000

@@ -1,4 +1,6 @@
-"""lero's app around the engine: CLI, console, chat, web UI, reports.
+"""lero's app around the engine, one room per thing a person touches: the command line
+(cli), reports (reports), the console (console), chat (chat), studies (study) and the web
+UI (ui).
 
 Every entry (the `lero` command, the web UI's run workers) imports this package first,
 so it settles how torch's OpenMP threads wait before anything imports torch.

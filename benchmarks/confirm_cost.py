@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.loop_compute import QuietUI
-from lero.app.confirmation import confirmation_verdict
-from lero.app.hooks import app_front
+from lero.app.cli.run_hooks import app_front
+from lero.app.reports.confirmation_verdict import confirmation_verdict
 from lero.graph.configuration import RunSpec
 from lero.graph.runner import start_run
 from lero.graph.summary import load_run, summarize

@@ -57,7 +57,7 @@ def one_run(arm: str, url: str | None, seed: int, args: argparse.Namespace) -> d
     """`lero run` for one arm and designer seed; its report.json's numbers."""
     with tempfile.TemporaryDirectory(prefix="lero-ablation-") as work:
         run_id = f"{arm.replace(':', '-')}-{seed}"
-        command = [sys.executable, "-m", "lero.app.cli", "run", "--env", ENV, "--generations", str(args.generations),
+        command = [sys.executable, "-m", "lero.app.cli.main", "run", "--env", ENV, "--generations", str(args.generations),
                    "--population", str(args.population), "--steps", str(args.steps), "--seeds", str(args.seeds),
                    "--designer-seed", str(seed), "--confirm-steps", "0", "--sandbox", args.sandbox,
                    "--max-parallel", "1", "--run-id", run_id, *arm_flags(arm, url, args.context_tokens)]

@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lero.app.args import env_arg
-from lero.app.hooks import app_front
+from lero.app.cli.args import env_arg
+from lero.app.cli.run_hooks import app_front
 from lero.app.study import PAPER_ALGOS, StudySpec, run_study
 from lero.app.study.combine import combine_studies, render_combined
 from lero.app.study.spec import DEFAULT_SEEDS, PAPER_ARMS, PAPER_SEEDS

@@ -43,7 +43,7 @@ from benchmarks import designer_ablation
 from lero.agents import Draft, LLMConfig, LLMError, check_candidate, make_team
 from lero.agents.checks import state_names
 from lero.agents.evidence import NO_JUDGEMENT
-from lero.agents.expression.design import design_of, parse_design
+from lero.agents.expression.expression_design import design_of, parse_design
 from lero.agents.expression.roles import INVALID, example_design
 from lero.agents.extract import CUT_OFF
 from lero.agents.structured import failure_kind as structured_failure

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.sandbox_overhead import container_start_cpu_s
-from lero.app.hooks import app_front
+from lero.app.cli.run_hooks import app_front
 from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec, machine_cores, parallel_jobs
 from lero.graph.context import open_sandbox
 from lero.graph.runner import start_run

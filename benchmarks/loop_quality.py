@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lero.app.hooks import app_front
+from lero.app.cli.run_hooks import app_front
 from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec
 from lero.graph.context import open_sandbox
 from lero.graph.protocol import train_and_evaluate

@@ -34,7 +34,7 @@ from lero.sandbox.base import Sandbox
 from lero.training import TrainConfig, train
 
 ENV = {"name": "simple_spread", "N": 3, "num_agent_neighbors": 1, "num_landmark_neighbors": 2}
-WARM_RUNNER_IMPORTS = "from lero.sandbox.runner import preload\npreload()\n"  # what a job's container imports
+WARM_RUNNER_IMPORTS = "from lero.sandbox.harness import preload\npreload()\n"  # what a job's container imports
 IDLE_FIELDS = (3, 4)  # /proc/stat's cpu line: idle and iowait; every other field is work
 
 

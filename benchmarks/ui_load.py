@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lero.app.provenance import lero_commit
+from lero.app.reports.provenance import lero_commit
 
 URL = re.compile(r"http://127\.0\.0\.1:(\d+)/\?token=(\S+)")
 TINY_RUN_CONFIG = "eval_episodes = 8\nmax_parallel = 2\n[hparams]\nn_envs = 32\nrollout_len = 25\nepochs = 1\n"
@@ -39,7 +39,7 @@ COPY_SKIPS = shutil.ignore_patterns("cache", "tensorboard", "checkpoints.sqlite"
 
 
 def lero(cwd: Path, *args: str, **popen: Any) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "lero.app.cli", *args], cwd=cwd, **popen)
+    return subprocess.Popen([sys.executable, "-m", "lero.app.cli.main", *args], cwd=cwd, **popen)
 
 
 def tiny_run(work: Path) -> Path:

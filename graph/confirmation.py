@@ -11,8 +11,10 @@ under `LOOP_ID`): native with every env step the whole run spent, the selection 
 the confirmation's other arms' (`graph.schedule.loop_env_steps`), the arm `lero study`
 names the same way. Does the winner still beat native given all that compute?
 
-`confirmation_block(rundir)` is report.json's `confirmation` (null when the run has none):
-the raw per-seed values; the app adds the statistics (`app/confirmation.py`).
+`confirmation_block(rundir, task, fitness)` is report.json's `confirmation` (null when the
+run has none): the raw per-seed values, which way each metric is better and the metric the
+loop selected on (facts of the engine, stated here once); the app adds the statistics
+(`app/reports/confirmation_verdict.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from lero.graph.configuration import CANDIDATE_ID
 from lero.graph.rundir import BASELINE_ID, RunDir, UnsafeFile
+from lero.training.envs.task import RETURN, TaskSpec
 
 FIRST_CONFIRM_SEED = 3000  # training seeds FIRST_CONFIRM_SEED + i
 FIRST_CONFIRM_EVAL_SEED = 300_000  # held-out episodes of training seed i: FIRST_CONFIRM_EVAL_SEED + i
@@ -73,8 +76,21 @@ def seed_metrics(records: list[dict[str, Any]]) -> dict[str, list[float]]:
     return {m: [float(r["metrics"][m]) for r in records] for m in names}  # fmt: skip
 
 
-def confirmation_block(rundir: RunDir) -> dict[str, Any] | None:
-    """report.json's `confirmation`: the plan and each arm's saved seeds (None: no plan)."""
+def metric_directions(task: TaskSpec | None) -> dict[str, str]:
+    """metric -> `higher` | `lower`, the way that is better: the env's own TaskSpec says (None:
+    a task known only once built), and `return` is always `higher` (every task's)."""
+    return {RETURN: "higher", **({m.name: m.better for m in task.metrics} if task else {})}
+
+
+def selected_metric(task: TaskSpec | None, fitness: object) -> str:
+    """The metric the loop selected on: the task's success metric under `--fitness success`,
+    else `return`."""
+    return task.success_metric if task and fitness == "success" else RETURN
+
+
+def confirmation_block(rundir: RunDir, task: TaskSpec | None = None, fitness: object = None) -> dict[str, Any] | None:
+    """report.json's `confirmation`: the plan and each arm's saved seeds (None: no plan), with
+    TASK's metric directions and the metric FITNESS (RunSpec.fitness) selected on."""
     plan = rundir.read_confirm_plan()
     if plan is None:
         return None
@@ -91,4 +107,6 @@ def confirmation_block(rundir: RunDir) -> dict[str, Any] | None:
         "eval_episodes": plan.get("eval_episodes"),
         "env_steps": sum((a["steps"] or steps) * len(a["seeds"]) for a in arms) if steps is not None else None,
         "arms": arms,
+        "better": metric_directions(task),
+        "success_metric": selected_metric(task, fitness),
     }

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from langgraph.types import Command
 
 from lero.agents import Problem
-from lero.agents.config import LLMSetupError, server_models
+from lero.agents.llm_config import LLMSetupError, server_models
 from lero.graph.checkpoints import check_checkpoints, open_saver
 from lero.graph.configuration import LLM_SETTINGS, RunError, RunSpec
 from lero.graph.context import (

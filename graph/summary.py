@@ -15,11 +15,12 @@ from pathlib import Path
 
 from lero.agents.bounded_json import in_float_range
 from lero.agents.evidence import NO_JUDGEMENT
-from lero.agents.types import VERDICTS, design_mode
+from lero.agents.records import VERDICTS, design_mode
 from lero.graph.confirmation import confirmation_block
 from lero.graph.lineage import lineage
 from lero.graph.rundir import BASELINE_ID, SPEC_FILE, STATE_FILE, RunDir
 from lero.graph.schedule import last_rung, rung_end
+from lero.training.envs.task import TaskSpec
 
 RUN_STATUSES = ("completed", "running", "interrupted", "stopped", "failed")
 # stop reasons after which the designer could not go on; `lero resume` continues the run
@@ -79,6 +80,22 @@ def is_number(value: object) -> bool:
     """A finite number a float can hold (a run dir's `10**400` or NaN is none), checked
     without converting: a huge integer must not raise OverflowError."""
     return isinstance(value, int | float) and not isinstance(value, bool) and in_float_range(value)
+
+
+def native_task(env: object, env_kwargs: object) -> TaskSpec | None:
+    """ENV's own TaskSpec (the owner of what each metric means, which way is better, which
+    says success and whether the reward is sparse) as the env declares it without being
+    built (`registry.declared_task`); None for an env whose task is known only once built
+    (VMAS, a plugin, a `package.module:factory`) or whose stored arguments it refuses: no
+    report or page builds an env, whatever its stored arguments say (a copied spec's 2000 agents)."""
+    from lero.training.envs.registry import declared_task
+
+    if not isinstance(env, str) or not isinstance(env_kwargs, dict):
+        return None
+    try:
+        return declared_task(env, env_kwargs)
+    except (TypeError, ValueError):
+        return None
 
 
 def whole(value: object, default: int = 0) -> int:
@@ -301,12 +318,13 @@ def summarize(run: RunFiles) -> dict:
         "schedule": _schedule(run),
         "wall_s": _wall_s(run),
         "time": time_breakdown(run.events),
-        "confirmation": confirmation_block(run.rundir),  # null: the run confirmed nothing
+        "confirmation": confirmation_block(run.rundir, native_task(run.spec.get("env"), run.spec.get("env_kwargs", {})),
+                                           run.spec.get("fitness")),  # null: the run confirmed nothing
     }
 
 
 def design_modes(events: list[dict]) -> dict[str, str]:
-    """Candidate id -> how its last code was designed (`agents.types.design_mode`)."""
+    """Candidate id -> how its last code was designed (`agents.records.design_mode`)."""
     return {e["candidate_id"]: design_mode(e["origin"]) for e in events
             if e.get("event") == "candidate" and isinstance(e.get("origin"), str) and e.get("candidate_id")}
 

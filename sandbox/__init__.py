@@ -4,7 +4,7 @@ The kinds table (`sandbox.types.KINDS`) holds lero's own kinds (`sandbox.jobkind
 this package is imported; `sandbox.types.register_kind` adds one declared anywhere else.
 
 The docker SDK is imported only when the Docker backend is chosen: the same package
-is mounted into the image, where `sandbox.runner` runs without it.
+is mounted into the image, where `sandbox.harness` runs without it.
 """
 
 from lero.sandbox.base import Sandbox

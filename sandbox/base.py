@@ -5,7 +5,7 @@ The sandbox runs jobs; it does not know LERO (the train-then-evaluate protocol i
 reports is its kind's declaration (`sandbox.types.JobKind`, from the kinds table). A
 backend only knows how to run a command contained (`_launch`, `_launch_runner`);
 this class writes a `Job` as `job.json` in a job directory of its own, runs
-`python -m lero.sandbox.runner` through the backend, and reads back a `result.json` it
+`python -m lero.sandbox.harness` through the backend, and reads back a `result.json` it
 never trusts (`sandbox.results`): only after the runner exited 0 on its own; anything
 else is `crashed` (or `timeout` / `oom`), never a host exception. Around that: the slots
 (`max_parallel`), the result cache (`sandbox.cache`), groups of seeds in one sandbox,
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lero.sandbox.cache import PROCESS_SIGNER, CacheSigner, ResultCache, job_cache_key
+from lero.sandbox.harness import JOB_FILE
 from lero.sandbox.poller import Poller
 from lero.sandbox.results import (
     ProgressRelay,
@@ -39,7 +40,6 @@ from lero.sandbox.results import (
     read_policy,
     read_result,
 )
-from lero.sandbox.runner import JOB_FILE
 from lero.sandbox.seal import new_key
 from lero.sandbox.types import (
     GroupMember,
@@ -147,7 +147,7 @@ class Sandbox(ABC):
 
     @abstractmethod
     def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:
-        """Run `python -m lero.sandbox.runner` on JOB_DIR, contained, with `--kinds` naming where
+        """Run `python -m lero.sandbox.harness` on JOB_DIR, contained, with `--kinds` naming where
         it sees `kinds_dir` (once there is one); KEY (a line) goes to its stdin."""
 
     def ship_kind(self, kind: JobKind) -> None:

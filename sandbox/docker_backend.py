@@ -11,7 +11,7 @@ past `Limits.disk_mb`; it is removed in a `finally`. Containers carry the owner'
 host/pid label, and containers of dead owners are reaped when a backend starts.
 
 Warm start: torch takes seconds to import, so validate / train jobs get a container that
-was started earlier with `sandbox.runner --wait` (it imports the engine, then polls for
+was started earlier with `sandbox.harness --wait` (it imports the engine, then polls for
 job.json). One spare per `Limits` is kept ready (`spares_per_limits`); each container
 still serves exactly one job, and the job's deadline starts when its job.json is written.
 
@@ -38,6 +38,7 @@ from docker.types import LogConfig, Mount, Ulimit
 
 from lero.sandbox.base import Sandbox
 from lero.sandbox.diskwatch import DiskWatch, exceeded_note
+from lero.sandbox.harness import KINDS_FLAG
 from lero.sandbox.image import (
     CODE_MOUNT,
     CODE_PACKAGES,
@@ -48,13 +49,12 @@ from lero.sandbox.image import (
     require_image,
 )
 from lero.sandbox.output import CappedBuffer
-from lero.sandbox.runner import KINDS_FLAG
 from lero.sandbox.types import Job, Limits, SandboxUnavailable, ScriptResult, kind_of
 
 LABEL = "lero.sandbox"
 OWNER_LABEL = "lero.sandbox.owner"  # "<hostname>:<pid>" of the process that made it
 KINDS_MOUNT = "/opt/lero-kinds"  # the backend's kinds_dir (Sandbox.ship_kind), read-only
-RUNNER_COMMAND = ["python", "-m", "lero.sandbox.runner", "/job", KINDS_FLAG, KINDS_MOUNT]
+RUNNER_COMMAND = ["python", "-m", "lero.sandbox.harness", "/job", KINDS_FLAG, KINDS_MOUNT]
 DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 

@@ -62,7 +62,7 @@ IMAGE_ENV = {
     **JOB_PROCESS_ENV,
 }
 # Modules the runner imports, whose site-packages closure goes into the offline image.
-RUNTIME_MODULES = ("numpy", "torch", "lero.sandbox.runner", "lero.training")
+RUNTIME_MODULES = ("numpy", "torch", "lero.sandbox.harness", "lero.training")
 # ... plus these distributions and their requirements: torch imports some lazily (sympy);
 # vmas (the `vmas` extra, skipped when not installed) runs `vmas:<scenario>` envs natively.
 RUNTIME_DISTRIBUTIONS = ("torch", "numpy", "vmas")

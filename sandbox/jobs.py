@@ -5,7 +5,7 @@ handler gets a validated `Job` (`sandbox.types`, parsed from job.json by the run
 what the harness gives it (`Inside`: the job directory, and the host's key, taken when
 the handler is ready for it) and returns the result document; `run_job` maps every
 failure to a status. The harness around them (PID 1, the seal, the signals, the warm
-wait) is `sandbox.runner`.
+wait) is `sandbox.harness`.
 
 Validation and training run candidate code in this process, so their results reflect it;
 evaluation keeps all candidate code in a forked worker (`OEFWorker`, `sandbox.oef_worker`)

@@ -1,6 +1,6 @@
 """Runs the candidate's `enhance_observation` in its own process for trusted evaluation.
 
-The evaluator (`sandbox.runner`, PID 1 of the container) never executes candidate
+The evaluator (`sandbox.harness`, PID 1 of the container) never executes candidate
 code: it forks this worker (before evaluating; torch already imported, so no second
 import) and sends it observation batches over pipes, checking the answers. The worker
 execs the module (never calling `hybrid_reward`) in its own address space, so it can

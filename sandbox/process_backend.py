@@ -29,8 +29,8 @@ from pathlib import Path
 
 from lero.sandbox.base import PYTHON, Sandbox
 from lero.sandbox.diskwatch import DiskWatch, exceeded_note
+from lero.sandbox.harness import KINDS_FLAG
 from lero.sandbox.output import CappedBuffer, drain_in_thread
-from lero.sandbox.runner import KINDS_FLAG
 from lero.sandbox.types import JOB_PROCESS_ENV, Limits, SandboxUnavailable, ScriptResult
 
 # Runs inside the new namespaces as their root: make every mount read-only except the
@@ -167,7 +167,7 @@ class ProcessSandbox(Sandbox):
 
     def _launch_runner(self, job_dir: Path, limits: Limits, key: bytes | None = None) -> ScriptResult:
         kinds = [KINDS_FLAG, str(self.kinds_dir)] if self.kinds_dir is not None else []
-        argv = [sys.executable, "-m", "lero.sandbox.runner", str(job_dir), *kinds]
+        argv = [sys.executable, "-m", "lero.sandbox.harness", str(job_dir), *kinds]
         return self._run(argv, job_dir, limits, key)
 
 

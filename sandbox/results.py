@@ -21,8 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lero.sandbox.harness import RESULT_FILE
 from lero.sandbox.jobs import CHECKPOINT_PREFIX, GROUP_SEED_PREFIX, PROGRESS_FILE
-from lero.sandbox.runner import RESULT_FILE
 from lero.sandbox.seal import is_sealed
 from lero.sandbox.types import JOB_STATUSES, JobResult, Outputs, kind_of
 from lero.training.defaults import MAX_EVAL_EPISODES

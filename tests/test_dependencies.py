@@ -25,10 +25,10 @@ ALLOWED = {  # folder -> the other folders its modules may import
     "training": set(),
 }
 AGENTS_MAY_IMPORT = {"lero.training.contract", "lero.training.envs.task"}  # contract and data
-# app's front-ends share app.args / app.desk / app.dialogues / app.console / app.report, never each other;
-# the `lero` dispatcher (app.cli) may start the others
-FRONT_ENDS = ("lero.app.chat", "lero.app.ui", "lero.app.worker")
-DISPATCHER = "lero.app.cli"
+# app's front-ends share app.cli.args / app.chat.desk / app.chat.dialogues / app.console.progress / app.reports.run_report, never each other;
+# the `lero` dispatcher (app.cli.main) may start the others
+FRONT_ENDS = ("lero.app.chat.terminal", "lero.app.ui", "lero.app.cli.worker")
+DISPATCHER = "lero.app.cli.main"
 
 
 @dataclass(frozen=True)
@@ -186,17 +186,17 @@ def test_the_checker_finds_a_planted_violation_and_planted_cycles(tmp_path: Path
         "training/algos/nets.py": "",
         # ... but a module outside it importing one child runs the package, hence every learner
         "training/policy.py": "from lero.training.algos import nets\n",
-        # the web UI borrowing the terminal chat's parser: front-ends share app.args instead
+        # the web UI borrowing the terminal chat's parser: front-ends share app.cli.args instead
         "app/__init__.py": "",
-        "app/cli.py": "from lero.app.chat import run_chat\n",
-        "app/chat.py": "",
+        "app/cli/main.py": "from lero.app.chat.terminal import run_chat\n",
+        "app/chat/terminal.py": "",
         "app/ui/__init__.py": "",
-        "app/ui/app.py": "from lero.app.args import build_parser\nfrom lero.app.cli import spec_fields\n",
-        "app/args.py": "",
+        "app/ui/app.py": "from lero.app.cli.args import build_parser\nfrom lero.app.cli.main import spec_fields\n",
+        "app/cli/args.py": "",
     })
     assert import_problems(tmp_path) == [
         "agents/z.py:2: agents imports training internals (lero.training.hooks)",
-        "app/ui/app.py:2: front-end lero.app.ui imports front-end lero.app.cli",
+        "app/ui/app.py:2: front-end lero.app.ui imports front-end lero.app.cli.main",
         "import cycle joining folders graph, training: "
         "lero.graph.y -> lero.training.x (graph/y.py:1); "
         "lero.training.x -> lero.graph.y (training/x.py:2)",

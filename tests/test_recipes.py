@@ -86,7 +86,7 @@ def test_every_algorithm_follows_the_algorithm_recipe() -> None:
 
 def test_every_job_kind_follows_the_job_kind_recipe() -> None:
     import lero.sandbox.jobkinds as declared
-    from lero.sandbox.runner import resolve_handler
+    from lero.sandbox.harness import resolve_handler
     from lero.sandbox.types import KINDS, JobKind
 
     paths = recipes()["sandbox job kind"]
@@ -116,7 +116,7 @@ def test_every_role_follows_the_role_recipe() -> None:
     paths = recipes()["LLM role"]
     files = [path for path in paths if not path.startswith("tests/")]
     assert len(files) <= MAX_ROLE_FILES, f"a new role touches {len(files)} files: {files}"
-    callers = [*(REPO / "graph" / "nodes").glob("*.py"), REPO / "app" / "dialogues.py"]
+    callers = [*(REPO / "graph" / "nodes").glob("*.py"), REPO / "app" / "chat" / "dialogues.py"]
     wired = _graph_node_modules()
     hints = typing.get_type_hints(Team)
     assert list(ROLES) == [field for field in hints if field != "ledger"], "ROLES and Team's fields differ"
@@ -182,19 +182,19 @@ def test_a_node_keeps_its_own_state_beside_it(tmp_path) -> None:
 def test_every_command_follows_the_command_recipe() -> None:
     import argparse
 
-    from lero.app.args import build_parser
-    from lero.app.cli import COMMANDS
+    from lero.app.cli.args import build_parser
+    from lero.app.cli.main import COMMANDS
 
     parser = build_parser()
     actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     assert len(actions) == 1
     assert set(actions[0].choices) == set(COMMANDS)
     for name, command in COMMANDS.items():
-        assert command.__name__ == f"cmd_{name}" and _source_file(command) == "app/cli.py", name
+        assert command.__name__ == f"cmd_{name}" and _source_file(command) == "app/cli/main.py", name
         assert _named_by_a_test("CLI command", f'"{name}"'), f"no test in tests/app/ runs lero {name}"
 
 
 def test_the_checks_see_a_missing_file_and_an_untested_entry() -> None:
-    assert _existing(["training/envs/<task>.py", "app/cli.py"], task="no_such_task") == ["training/envs/no_such_task.py"]
+    assert _existing(["training/envs/<task>.py", "app/cli/main.py"], task="no_such_task") == ["training/envs/no_such_task.py"]
     assert not _named_by_a_test("algorithm", '"no_such_algorithm"')
     assert _named_by_a_test("algorithm", '"mappo"')

@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 import torch
 
-from lero.training.envs.base import BatchedEnv
+from lero.training.envs.batched_env import BatchedEnv
+from lero.training.episode_stats import TrainingLog
 from lero.training.hooks import (
     HRF_CHANGE_CURVE,
     SHAPING_CURVE,
@@ -27,7 +28,6 @@ from lero.training.hooks import (
 )
 from lero.training.policy import Policy
 from lero.training.shaping import PotentialShaping
-from lero.training.stats import TrainingLog
 
 
 class HookedEnv:

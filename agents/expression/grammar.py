@@ -9,9 +9,15 @@ own check (`check.py`) accepts all of it and more; every reply is checked either
 
 from __future__ import annotations
 
-from lero.agents.expression.design import MAX_FEATURES, MAX_TERMS, POTENTIAL, Slot, slot_scope
+from lero.agents.expression.expression_design import (
+    MAX_FEATURES,
+    MAX_TERMS,
+    POTENTIAL,
+    Slot,
+    slot_scope,
+)
 from lero.agents.expression.parse import REDUCTIONS
-from lero.agents.expression.types import (
+from lero.agents.expression.readable import (
     MAX_ENUMERATED_COLUMNS,
     SCOPES,
     Dims,
@@ -20,7 +26,7 @@ from lero.agents.expression.types import (
     task_inputs,
 )
 from lero.agents.offline.genome import SCHEDULES
-from lero.agents.types import Problem
+from lero.agents.records import Problem
 
 COMMON = r'''name ::= [a-z] [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]?
 num ::= [0-9] [0-9]? [0-9]? ("." [0-9] [0-9]? [0-9]?)?

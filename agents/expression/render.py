@@ -1,14 +1,18 @@
 """A checked expression design as a candidate module: the HRF sums its terms, `potential`
 returns Φ, the OEF appends its features. Each expression sits on a line of its own that
-names its slot, so a traceback's line number says which expression failed (`slot_at`)."""
+names its slot, so a traceback's line number says which expression failed (`slot_at`).
+
+Its twin is agents/offline/render.py: the same step (a design made a candidate module) for
+the offline designer's genomes.
+"""
 
 from __future__ import annotations
 
 import re
 
-from lero.agents.expression.design import HEADER, POTENTIAL, ExpressionDesign, checked
+from lero.agents.expression.expression_design import HEADER, POTENTIAL, ExpressionDesign, checked
 from lero.agents.offline.render import SCHEDULE_FACTOR
-from lero.agents.types import Problem
+from lero.agents.records import Problem
 
 SLOT_MARK = "  # slot: "
 

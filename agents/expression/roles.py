@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lero.agents.debugger import HISTORY_SHOWN, UNCHANGED, Debugger
-from lero.agents.expression.design import (
+from lero.agents.expression.expression_design import (
     POTENTIAL,
     ExpressionDesign,
     Slot,
@@ -23,15 +23,16 @@ from lero.agents.expression.design import (
 )
 from lero.agents.expression.grammar import design_grammar, repair_grammar
 from lero.agents.expression.parse import ExpressionError
+from lero.agents.expression.readable import task_inputs
 from lero.agents.expression.render import render_module, slot_at
-from lero.agents.expression.types import task_inputs
 from lero.agents.extract import CUT_OFF, without_thinking
 from lero.agents.fit import PromptTooLarge
-from lero.agents.llm import ChatModel, LLMError
+from lero.agents.llm import ChatModel
+from lero.agents.records import Draft, Elite, Problem, Review, request_slots
+from lero.agents.retry import LLMError
 from lero.agents.similarity import is_duplicate
 from lero.agents.structured import drafts_per_request, fresh_drafts
 from lero.agents.templates import format_history, render, trim_error
-from lero.agents.types import Draft, Elite, Problem, Review, request_slots
 
 ORIGIN = "designer:expression"
 REPAIR_ORIGIN = "debugger:expression"

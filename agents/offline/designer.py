@@ -1,6 +1,7 @@
 """The offline designer and debugger: the LLM roles played by a program synthesiser.
 
-Same interface as the LLM designer/debugger, so the graph cannot tell them apart.
+Same interface as the LLM designer/debugger (its twin agents/designer.py), so the graph
+cannot tell them apart.
 Every draft is a readable module rendered from a genome (`genome.py`, grammar in
 `agents/prompts/offline_grammar.md`), deterministic given `LLMConfig.seed` and the
 inputs (elites, feedback, error): the random generator is seeded from their hash,
@@ -29,7 +30,7 @@ from lero.agents.offline.genome import FEATURE_SLOTS, GENOME_TAG, TASK_TERMS, Ge
 from lero.agents.offline.render import gene_at_line, render
 from lero.agents.offline.task_grammars import TASK_GRAMMARS
 from lero.agents.offline.vocabulary import apply_edits, apply_once, parse_edits
-from lero.agents.types import Draft, Elite, Problem, Review, exploit_parents
+from lero.agents.records import Draft, Elite, Problem, Review, exploit_parents
 
 GRAMMARS = ("simple_spread",)  # task grammars of genome.py; task_grammars.py's build on the generic genome
 CROSSOVER = 0.4  # chance that a further refinement of an elite also inherits from another

@@ -39,7 +39,7 @@ from lero.agents.bounded_json import finite_float
 from lero.agents.offline.genome import WEIGHT_MAX
 from lero.agents.offline.render import gene_at_line
 from lero.agents.offline.task_grammars import TASK_GRAMMARS
-from lero.agents.types import Problem
+from lero.agents.records import Problem
 
 GENOME_TAG = "# lero-generic-genome: "
 SCHEDULES = ("constant", "ramp_up", "ramp_down")

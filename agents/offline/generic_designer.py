@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from lero.agents.offline import generic
 from lero.agents.offline.generic import GenericGenome, Vocabulary
-from lero.agents.types import Draft, DraftKind, Elite, Problem, Review, exploit_parents
+from lero.agents.records import Draft, DraftKind, Elite, Problem, Review, exploit_parents
 
 CROSSOVER = 0.4  # chance that a refinement of an elite also inherits from another
 MAX_TRIES_PER_CHILD = 50

@@ -2,6 +2,7 @@
 
 Each reward term and each feature is one marked block (`# term: kind`, `# feature: name`)
 so a traceback line number points back at the gene that failed (see `gene_at_line`).
+Its twin is agents/expression/render.py: the same step for an expression design.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from lero.agents.offline.genome import (
     Genome,
     Term,
 )
-from lero.agents.types import Problem
+from lero.agents.records import Problem
 
 SEEN_OCCUPIED_DIST = 0.15  # the OEF's looser "someone is on it" threshold, from offsets alone
 FAR = 10.0  # stands in for the distance of an unobserved (zero-padded) slot

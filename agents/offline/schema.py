@@ -37,7 +37,7 @@ from lero.agents.offline.genome import (
     genome_of,
 )
 from lero.agents.offline.render import FEATURE_MEANING, TERM_MEANING, render
-from lero.agents.types import Problem
+from lero.agents.records import Problem
 
 GENERIC = "generic"
 

@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from lero.app.named_run import open_named_run
-from lero.app.study.checkpoints import score_cell
+from lero.app.cli.named_run import open_named_run
+from lero.app.study.interval_checkpoints import score_cell
 from lero.app.study.plan import Plan
 from lero.app.study.recheck import RECHECK_FACTOR, recheck_path, run_recheck
 from lero.app.study.report import write_study

@@ -1,13 +1,21 @@
 """Study plots: learning curves of every arm with 95% bands per algorithm (one plot, so
 sample efficiency compares at a glance), per-metric CI charts and performance profiles.
-Each is written as PNG, PDF and SVG at a paper column's width with its CSV (`app.plots`)."""
+Each is written as PNG, PDF and SVG at a paper column's width with its CSV (`app.reports.figures`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from lero.app.plots import COLUMN_IN, HEIGHT_IN, WIDE_IN, Table, figure, save_figure, title
+from lero.app.reports.figures import (
+    COLUMN_IN,
+    HEIGHT_IN,
+    WIDE_IN,
+    Table,
+    figure,
+    save_figure,
+    title,
+)
 from lero.app.study.stats import MIN_INTERVAL_SEEDS
 
 COLUMN_CELLS = 6  # more categories than this: the figure takes the page's width

@@ -16,14 +16,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from lero.app.numbers import fmt_number
-from lero.app.provenance import native_task
+from lero.app.reports.numbers import fmt_number
 from lero.app.study import stats
 from lero.app.study.plan import Plan
 from lero.app.study.plots import plot_curves, plot_metric, plot_profiles, plot_recheck
 from lero.app.study.recheck import judge, recheck_lines, recheck_path
 from lero.app.study.variants import VARIANTS, base_variant, is_equal_compute, same_budget_native
 from lero.graph.safefs import write_atomic
+from lero.graph.summary import native_task
 from lero.training.envs.task import Metric
 
 CURVE = "return"  # training-time native return per agent (training curves' key)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from lero.app.numbers import fmt_number
+from lero.app.reports.numbers import fmt_number
 
 CONFIDENCE = 0.95
 BOOTSTRAP_SAMPLES = 10_000

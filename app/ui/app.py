@@ -2,7 +2,7 @@
 
 App code around the engine: runs are read from their directories (graph.report's
 reader), started and resumed by background workers along the CLI's own path
-(graph.runner through `python -m lero.app.worker`), and answers are checked with the
+(graph.runner through `python -m lero.app.cli.worker`), and answers are checked with the
 engine's `normalize_answer` before a worker resumes the run — nothing here touches
 LangGraph. Every page is rendered server-side by autoescaping Jinja templates; the one
 script (static/run.js) follows the SSE stream and writes text nodes only.
@@ -28,13 +28,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from lero.app.desk import chat_run_fields
-from lero.app.numbers import fmt_number
+from lero.app.chat.desk import chat_run_fields
+from lero.app.reports.numbers import fmt_number
 from lero.app.ui import views
 from lero.app.ui.auth import CSRF_FIELD, TokenGate, checked_form, cookie_name, csrf_token
-from lero.app.ui.cache import Batched, BatchPage, RunCache
 from lero.app.ui.chat import ChatSession
 from lero.app.ui.compare import routes as compare_routes
+from lero.app.ui.page_cache import Batched, BatchPage, RunCache
 from lero.app.ui.workers import Workers
 from lero.graph.configuration import APPROVE_MODES, CANDIDATE_ID, RUN_ID, RunError, RunSpec
 from lero.graph.rundir import SPEC_FILE, RunDir, parse_events
@@ -112,7 +112,7 @@ def start_defaults() -> dict[str, str]:
 def start_choices() -> dict[str, Any]:
     """The start form's menus and hints, from their owners: the algorithm table, RunSpec's
     choices, the LLM layer's request timeout."""
-    from lero.agents.config import DEFAULT_TIMEOUT_S
+    from lero.agents.llm_config import DEFAULT_TIMEOUT_S
     from lero.training import ALGOS
 
     return {"algo": ALGOS, "sandbox": get_args(RunSpec.model_fields["sandbox"].annotation),
@@ -121,7 +121,7 @@ def start_choices() -> dict[str, Any]:
 
 def spec_from_form(form: FormData, runs_dir: str) -> RunSpec:
     """The form as `lero run` flags, through the CLI's own parser and RunSpec validation."""
-    from lero.app.args import build_parser, spec_fields
+    from lero.app.cli.args import build_parser, spec_fields
 
     argv = ["run"]
     for name in START_FIELDS:
@@ -139,7 +139,7 @@ async def start_run(request: Request) -> Response:
     """Start a run from the form. Its `env` field is typed by the person at the page, so it
     confirms a `package.module:factory` env (graph.trust): the module is imported here, once its
     spec passed every check (a standard-library or foreign factory is refused uncalled)."""
-    from lero.app.args import UsageError, one_line
+    from lero.app.cli.args import UsageError, one_line
     from lero.graph.runner import preflight
     from lero.graph.trust import confirm_env
 
@@ -229,7 +229,7 @@ def answer_from_form(form: FormData, pending: dict[str, Any]) -> object:
 
 
 async def answer_run(request: Request) -> Response:
-    from lero.app.args import one_line
+    from lero.app.cli.args import one_line
     from lero.graph.nodes import normalize_answer
 
     run_id = request.path_params["run_id"]

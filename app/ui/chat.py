@@ -1,7 +1,7 @@
-"""The chat page: `lero chat`'s own dialogue (app.desk) behind a web form.
+"""The chat page: `lero chat`'s own dialogue (app.chat.desk) behind a web form.
 
 The experiment desk, its tools, the offline guided dialogue and the assistant loop are
-app.desk's, unchanged; they talk to an `Asker` whose input is fed line by line from
+app.chat.desk's, unchanged; they talk to an `Asker` whose input is fed line by line from
 the form and whose console writes to a transcript. Only starting the run differs: the
 web desk hands the spec to the server's workers, so the run page follows it and its
 approvals are answered there.
@@ -17,9 +17,9 @@ from typing import Any
 
 from rich.console import Console
 
-from lero.app.console import Asker
-from lero.app.desk import ExperimentDesk
-from lero.app.dialogues import assistant_chat, offline_chat
+from lero.app.chat.desk import ExperimentDesk
+from lero.app.chat.dialogues import assistant_chat, offline_chat
+from lero.app.console.approvals import Asker
 from lero.graph.configuration import RunSpec
 
 TRANSCRIPT_WIDTH = 100

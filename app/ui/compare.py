@@ -1,5 +1,5 @@
 """The web UI's compare page: runs picked from the list (`?run=A&run=B`), their table and
-their best candidates' curves (`app.compare`, what `lero compare` writes), and the figure's
+their best candidates' curves (`app.reports.compare_runs`, what `lero compare` writes), and the figure's
 files. In a module of its own so the rest of the UI stays as it is; `create_app` adds
 `routes(page)`."""
 
@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from lero.app import compare
+from lero.app.reports import compare_runs as compare
 from lero.app.ui import views
 
 FILES = {"curves.png": "image/png", "curves.svg": "image/svg+xml", "curves.pdf": "application/pdf",

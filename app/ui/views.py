@@ -21,13 +21,13 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from lero.agents.types import code_digest
-from lero.app.approval_view import candidate_card
-from lero.app.report import llm_request_row, run_rows
-from lero.app.run_status import run_label, run_status, unanswered_question
-from lero.app.shaping import shaping_kind
-from lero.app.ui.cache import RunCache
+from lero.agents.records import code_digest
+from lero.app.console.approval_view import candidate_card
+from lero.app.reports.run_report import llm_request_row, run_rows
+from lero.app.reports.run_status import run_label, run_status, unanswered_question
+from lero.app.reports.shaping_notes import shaping_kind
 from lero.app.ui.charts import chart
+from lero.app.ui.page_cache import RunCache
 from lero.graph.configuration import RUN_ID
 from lero.graph.rundir import BASELINE_ID, PLOT_LIMIT, REPORT_MD, STUDIES_DIR, RunDir
 from lero.graph.summary import CandidateRecord, RunFiles, best_candidate, metric_names, summarize
@@ -63,7 +63,7 @@ def highlight_css() -> str:
 
 
 def _row(run: RunFiles) -> dict[str, Any]:
-    from lero.app.confirmation import confirmed_return, short_verdict
+    from lero.app.reports.confirmation_verdict import confirmed_return, short_verdict
 
     summary = summarize(run)
     shown = run_status(run, summary["status"])
@@ -136,10 +136,10 @@ def run_view(run: RunFiles) -> dict[str, Any]:
 
 
 def confirmation_view(run: RunFiles, summary: dict[str, Any]) -> dict[str, Any]:
-    """The confirmation's statistics, verdict lines and table rows (app.confirmation: each
+    """The confirmation's statistics, verdict lines and table rows (app.reports.confirmation_verdict: each
     value with its CI or its seeds' range, P(better) in the metric's own direction and the
     verdict with the raw direction beside it), for the run page."""
-    from lero.app.confirmation import (
+    from lero.app.reports.confirmation_verdict import (
         confirmation_rows,
         confirmation_verdict,
         headline,
@@ -187,7 +187,7 @@ def diff_lines(parent: str, code: str, parent_id: str, candidate_id: str) -> lis
 
 
 def decision_cards(pending: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """A pending `candidates` question's cards (app.approval_view), diffs with css classes."""
+    """A pending `candidates` question's cards (app.console.approval_view), diffs with css classes."""
     if not pending or pending.get("kind") != "candidates":
         return []
     asked = pending.get("candidates") or []

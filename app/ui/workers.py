@@ -1,6 +1,6 @@
 """Background workers: each drives one run in a child process, the CLI's own way.
 
-A worker is `python -m lero.app.worker start --spec FILE` or `... resume RUN_ID
+A worker is `python -m lero.app.cli.worker start --spec FILE` or `... resume RUN_ID
 --runs-dir DIR [--answer FILE]` — the terminal-less entry of the engine, the same
 `start_run` / `resume_run` path `lero run` and `lero resume --answer` take. The server
 never runs candidate code: the child drives the graph, which hands every candidate to
@@ -35,7 +35,7 @@ class Worker:
         self.outcome: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "lero.app.worker", *argv], cwd=cwd, text=True,
+            [sys.executable, "-m", "lero.app.cli.worker", *argv], cwd=cwd, text=True,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         self._readers = [

@@ -13,7 +13,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from lero.agents.types import code_digest
+from lero.agents.records import code_digest
 from lero.graph.configuration import RunError
 from lero.graph.context import RunContext
 from lero.graph.nodes.candidates import at_stage, drop, record, replace, with_code

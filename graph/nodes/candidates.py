@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from lero.agents import Draft, Elite, Review
-from lero.agents.types import code_digest
+from lero.agents.records import code_digest
 from lero.graph.context import RunContext
 from lero.graph.rundir import RunDir
 from lero.graph.state import Candidate, Stage

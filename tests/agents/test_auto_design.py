@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from lero.agents.llm import PROBE_SCHEMA
-from lero.app.report import write_report
+from lero.agents.probe import PROBE_SCHEMA
+from lero.app.reports.run_report import write_report
 from lero.graph.runner import start_run
 from tests.agents.samples import GOOD_MODULE
 from tests.agents.test_structured import GOOD
@@ -100,7 +100,7 @@ def test_a_reply_without_code_gets_its_structured_draft_at_once_and_code_mode_ke
 
 
 def test_the_design_flag_reaches_the_spec_and_the_agents_and_a_bad_mode_is_a_usage_error(capsys) -> None:
-    from lero.app.args import build_parser, resume_overrides, spec_fields
+    from lero.app.cli.args import build_parser, resume_overrides, spec_fields
     from lero.graph.configuration import RunSpec, llm_settings
     from tests.support.cli import lero
 

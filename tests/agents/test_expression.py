@@ -16,9 +16,10 @@ from lero.agents import Elite, Review, check_candidate, make_team
 from lero.agents.checks import state_names
 from lero.agents.critic import review_targets
 from lero.agents.debugger import UNCHANGED
-from lero.agents.expression.design import design_of, parse_design
+from lero.agents.expression.expression_design import design_of, parse_design
 from lero.agents.expression.grammar import design_grammar, repair_grammar
 from lero.agents.expression.parse import ExpressionError
+from lero.agents.expression.readable import task_inputs
 from lero.agents.expression.render import render_module, slot_at
 from lero.agents.expression.roles import (
     ExpressionDesigner,
@@ -27,9 +28,8 @@ from lero.agents.expression.roles import (
     language_text,
     repaired,
 )
-from lero.agents.expression.types import task_inputs
 from lero.agents.grammar_form import PROBE_GRAMMAR
-from lero.agents.types import Problem
+from lero.agents.records import Problem
 from lero.graph.configuration import RunSpec
 from lero.graph.context import problem
 from lero.training.envs.task import Pairing, TaskSpec

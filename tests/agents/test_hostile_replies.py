@@ -12,7 +12,8 @@ import pytest
 
 from lero.agents import Elite, make_team
 from lero.agents.bounded_json import MAX_DEPTH, loads, nesting_depth
-from lero.agents.llm import ChatModel, UsageLedger
+from lero.agents.budget import UsageLedger
+from lero.agents.llm import ChatModel
 from lero.agents.offline.schema import design_schema
 from lero.agents.structured import NOT_JSON, OUTSIDE_SCHEMA, parse_object
 from tests.agents.conftest import SPREAD, llm_config

@@ -6,8 +6,9 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from lero.agents import BudgetExceeded, LLMConfig, LLMError, make_team
-from lero.agents.config import _announce_offline_default
-from lero.agents.llm import ChatModel, UsageLedger
+from lero.agents.budget import UsageLedger
+from lero.agents.llm import ChatModel
+from lero.agents.llm_config import _announce_offline_default
 from tests.agents.conftest import llm_config, texts
 from tests.agents.samples import markdown_reply
 from tests.support.openai_server import OpenAIServer, Reply
@@ -183,7 +184,7 @@ def test_offline_is_the_default_without_credentials(monkeypatch, caplog):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     _announce_offline_default.cache_clear()
-    with caplog.at_level(logging.WARNING, logger="lero.agents.config"):
+    with caplog.at_level(logging.WARNING, logger="lero.agents.llm_config"):
         assert LLMConfig.from_spec(None).backend == "offline"
         assert LLMConfig.from_spec(None).backend == "offline"
     assert sum("offline designer" in r.message for r in caplog.records) == 1

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from lero.agents.designer import Designer
-from lero.agents.types import Elite
+from lero.agents.records import Elite
 from lero.graph.configuration import RunSpec
 from lero.graph.context import problem
 from lero.graph.reflection import candidate_feedback, generation_reflection

@@ -13,14 +13,15 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from lero.agents import LLMConfig, check_candidate, make_team
+from lero.agents.budget import UsageLedger
 from lero.agents.checks import state_names
 from lero.agents.designer import Designer
 from lero.agents.extract import CUT_OFF
-from lero.agents.llm import ChatModel, UsageLedger
+from lero.agents.llm import ChatModel
 from lero.agents.offline.schema import design_schema
 from lero.agents.probe import DEFAULT_CONTEXT_TOKENS, REFUSAL_SOURCE, count_tokens
+from lero.agents.records import VERDICTS, Elite
 from lero.agents.structured import OUTSIDE_SCHEMA, failure_kind
-from lero.agents.types import VERDICTS, Elite
 from lero.graph.configuration import RunSpec
 from lero.graph.context import problem
 from tests.agents.samples import GOOD_MODULE

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lero.agents import LLMConfig, make_team
-from lero.agents.expression.design import checked, parse_design, parse_slot
+from lero.agents.expression.expression_design import checked, parse_design, parse_slot
 from lero.agents.expression.grammar import design_grammar
 from lero.graph.configuration import RunSpec
 from lero.graph.context import problem

@@ -26,8 +26,8 @@ from lero.agents.checks import check_candidate, state_names
 from lero.agents.critic import parse_structured_review, review_targets
 from lero.agents.extract import draft_from_reply
 from lero.agents.offline.schema import design_schema
+from lero.agents.records import Problem
 from lero.agents.structured import design_draft
-from lero.agents.types import Problem
 from lero.graph.configuration import RunSpec
 from lero.graph.context import problem
 from lero.graph.trust import confirm_env

@@ -7,7 +7,9 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from lero.agents import LLMError
-from lero.agents.llm import ChatModel, UsageLedger, prompt_digest, sampling_seed
+from lero.agents.budget import UsageLedger
+from lero.agents.llm import ChatModel
+from lero.agents.sampling import prompt_digest, sampling_seed
 from tests.agents.conftest import llm_config, texts
 from tests.support.openai_server import OpenAIServer, Reply
 

@@ -8,11 +8,12 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from lero.agents import LLMError, make_team
+from lero.agents.budget import UsageLedger
 from lero.agents.debugger import UNCHANGED
 from lero.agents.designer import Designer
 from lero.agents.extract import CUT_OFF, extract_code
 from lero.agents.fit import LEFT_OUT, SHORTENED, messages_tokens
-from lero.agents.llm import CONTINUE, ChatModel, UsageLedger, about
+from lero.agents.llm import CONTINUE, ChatModel, about
 from lero.agents.probe import DEFAULT_CONTEXT_TOKENS, context_window
 from tests.agents.conftest import llm_config, texts
 from tests.agents.samples import GOOD_MODULE, markdown_reply

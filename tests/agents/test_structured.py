@@ -17,16 +17,18 @@ from typing import Any
 import pytest
 
 from lero.agents import Elite, Review, check_candidate, make_team
+from lero.agents.budget import UsageLedger
 from lero.agents.checks import state_names
 from lero.agents.critic import Critic, parse_structured_review, review_targets
 from lero.agents.designer import Designer
 from lero.agents.evidence import NO_JUDGEMENT, verdict_schema
-from lero.agents.llm import PROBE_SCHEMA, ChatModel, UsageLedger
+from lero.agents.llm import ChatModel
 from lero.agents.offline.designer import OfflineDesigner, sampled_module
 from lero.agents.offline.genome import genome_of
 from lero.agents.offline.schema import WEIGHT_MAX, design_schema, schema_errors
+from lero.agents.probe import PROBE_SCHEMA
+from lero.agents.records import Problem
 from lero.agents.structured import NOT_JSON, OUTSIDE_SCHEMA, StructuredDesigner, parse_object
-from lero.agents.types import Problem
 from lero.graph.configuration import RunSpec
 from lero.graph.context import problem
 from lero.graph.trust import confirm_env, job_env

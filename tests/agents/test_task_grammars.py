@@ -17,7 +17,7 @@ from lero.agents.offline.designer import OfflineDesigner
 from lero.agents.offline.generic import GenericGenome, Vocabulary
 from lero.agents.offline.schema import design_schema
 from lero.agents.offline.task_grammars import TASK_GRAMMARS
-from lero.agents.types import Elite, Problem
+from lero.agents.records import Elite, Problem
 from lero.graph.configuration import RunSpec
 from lero.graph.context import problem
 from lero.training.candidate import load_candidate

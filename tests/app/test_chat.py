@@ -13,10 +13,10 @@ import pytest
 import torch
 from rich.console import Console
 
-from lero.app.chat import run_chat
-from lero.app.console import Asker
-from lero.app.desk import ExperimentDesk
-from lero.app.dialogues import guided_dialogue, offline_chat
+from lero.app.chat.desk import ExperimentDesk
+from lero.app.chat.dialogues import guided_dialogue, offline_chat
+from lero.app.chat.terminal import run_chat
+from lero.app.console.approvals import Asker
 from tests.app.test_report import make_run_dir
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -89,7 +89,7 @@ def test_the_estimate_adds_up_to_what_the_spec_plans(tmp_path: Path) -> None:
     env steps, and both the run's planned jobs (RunSpec.budget), confirmation included."""
     import re
 
-    from lero.app.desk import cost_lines, training_estimate
+    from lero.app.chat.desk import cost_lines, training_estimate
     from lero.graph.configuration import RunSpec
 
     spec = RunSpec.parse({"steps": 200_000, "env_kwargs": {"N": 4}, "algo": "vdn", "confirm_steps": 600_000})
@@ -289,7 +289,7 @@ def test_lero_chat_subprocess_offline_stops_when_input_ends(tmp_path: Path) -> N
         [
             sys.executable,
             "-m",
-            "lero.app.cli",
+            "lero.app.cli.main",
             "chat",
             "--llm",
             "offline",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lero.app.args import build_parser, spec_fields
+from lero.app.cli.args import build_parser, spec_fields
 from lero.graph.configuration import RunSpec
 from tests.support.terminal import Terminal
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from lero.app.args import build_parser, parse_value, resume_overrides, spec_fields
-from lero.app.cli import main
+from lero.app.cli.args import build_parser, parse_value, resume_overrides, spec_fields
+from lero.app.cli.main import main
 from lero.graph.configuration import DISK_BUDGET_MB, RunSpec
 from lero.graph.context import llm_config
 from lero.graph.runner import RESUME_OVERRIDES
@@ -177,8 +177,8 @@ def test_runs_lists_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_runs_at_80_columns_keeps_the_id_whole_and_flags_a_waiting_run(tmp_path: Path) -> None:
-    """The same numbers as the web UI's list and report.md (app.run_status), the run id whole."""
-    from lero.app.report import write_report
+    """The same numbers as the web UI's list and report.md (app.reports.run_status), the run id whole."""
+    from lero.app.reports.run_report import write_report
     from lero.app.ui.views import list_runs
     from lero.graph.rundir import RunDir
 
@@ -224,7 +224,7 @@ def test_unknown_run_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 def test_subprocess_bad_input_has_no_traceback(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "lero.app.cli", "report", "ghost", "--runs-dir", str(tmp_path)],
+        [sys.executable, "-m", "lero.app.cli.main", "report", "ghost", "--runs-dir", str(tmp_path)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -239,7 +239,7 @@ def test_subprocess_bad_input_has_no_traceback(tmp_path: Path) -> None:
 
 def test_subprocess_help() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "lero.app.cli", "--help"],
+        [sys.executable, "-m", "lero.app.cli.main", "--help"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -304,7 +304,7 @@ def test_hparam_overrides_are_checked_and_recorded(tmp_path: Path, capsys: pytes
     """`--hparam KEY=VALUE` for run, train and study: checked against the algorithm's typed
     hyper-parameters (a refused one is one line, exit 2, nothing written), in the run's spec and
     marked in report.md's provenance; `lero train` records it in result.json's config."""
-    from lero.app.provenance import provenance_markdown
+    from lero.app.reports.provenance import provenance_markdown
     from lero.graph.rundir import RunDir
     from tests.app.test_report import CANDIDATE_CODE
 
@@ -333,7 +333,7 @@ def test_hparam_overrides_are_checked_and_recorded(tmp_path: Path, capsys: pytes
 
 
 def test_a_runs_name_and_tags_are_shown_by_runs_compare_legends_and_the_ui(tmp_path: Path, capsys) -> None:
-    from lero.app.compare import comparison_figure, comparison_rows, load_runs
+    from lero.app.reports.compare_runs import comparison_figure, comparison_rows, load_runs
     from lero.app.ui.views import list_runs, run_view
     from lero.graph.summary import load_run
 

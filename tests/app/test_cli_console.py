@@ -1,4 +1,5 @@
-"""RichUI: stream events render, interrupts are answered from an injected input stream."""
+"""RichUI: stream events render, interrupts are answered from an injected input stream
+(app.console.approvals, usable without the progress display)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from lero.app.console import RichUI, describe_answer, train_progress
+from lero.app.console.approvals import Approvals, Asker, describe_answer
+from lero.app.console.progress import RichUI, train_progress
 
 CODE = "import torch\n\ndef hybrid_reward(ctx):\n    return ctx.env_reward, {}\n"
 
@@ -172,6 +174,17 @@ def test_bad_choice_is_asked_again() -> None:
     with ui:
         assert ui.ask(GENERATION_PAYLOAD) == {"action": "stop", "feedback": None}
     assert "choose one of continue, stop" in out.getvalue()
+
+
+def test_approvals_answer_without_a_progress_display() -> None:
+    """The approval screens stand alone: no RichUI, no progress bars, input ending raises."""
+    out = io.StringIO()
+    approvals = Approvals(Asker(Console(file=out, width=160), io.StringIO("continue\nmore reach\nn\n")))
+    assert approvals.answer(GENERATION_PAYLOAD) == {"action": "continue", "feedback": "more reach"}
+    assert approvals.answer(SPEC_PAYLOAD) == {"action": "reject"}
+    with pytest.raises(EOFError):
+        approvals.answer(SPEC_PAYLOAD)
+    assert "dist term dominated" in out.getvalue()
 
 
 def test_unknown_interrupt_kind() -> None:

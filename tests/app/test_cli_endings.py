@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from lero.agents import LLMConfig
-from lero.agents.config import choose_llm
-from lero.app.report import write_report
+from lero.agents.llm_config import choose_llm
+from lero.app.reports.run_report import write_report
 from lero.graph.configuration import RunSpec
 from lero.graph.summary import load_run, run_ending
 from tests.app.test_report import make_run_dir

@@ -63,7 +63,7 @@ def test_first_ctrl_c_stops_a_docker_run_and_resume_completes_it(tmp_path: Path)
     (tmp_path / "tiny.json").write_text(json.dumps(CONFIG))
     log = (tmp_path / "run.log").open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "lero.app.cli", "run", "--config", "tiny.json", "--run-id", "c"],
+        [sys.executable, "-m", "lero.app.cli.main", "run", "--config", "tiny.json", "--run-id", "c"],
         cwd=tmp_path, env=lero_env(), stdout=log, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
@@ -93,7 +93,7 @@ def test_first_ctrl_c_stops_a_docker_run_and_resume_completes_it(tmp_path: Path)
     assert state["status"] == "interrupted"
     print(f"first SIGINT to exit: {stop_s:.2f} s")
 
-    done = subprocess.run([sys.executable, "-m", "lero.app.cli", "resume", "c"], cwd=tmp_path,
+    done = subprocess.run([sys.executable, "-m", "lero.app.cli.main", "resume", "c"], cwd=tmp_path,
                           env=lero_env(), capture_output=True, text=True, timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr + done.stdout
     assert done.stdout.strip().splitlines()[-1] == "run c: completed"
@@ -116,7 +116,7 @@ def test_first_ctrl_c_stops_a_docker_run_and_resume_completes_it(tmp_path: Path)
 
 SECOND_CTRL_C = """
 import signal, threading
-from lero.app.cli import first_ctrl_c_cancels
+from lero.app.cli.main import first_ctrl_c_cancels
 with first_ctrl_c_cancels() as interrupts:
     try:
         print("ready", flush=True)

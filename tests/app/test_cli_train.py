@@ -14,7 +14,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from lero.app.cli import main
+from lero.app.cli.main import main
 from lero.training.openmp import openmp_wait
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,7 +79,7 @@ def test_train_bad_input(
 
 def test_train_bad_env_arg_in_a_subprocess(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "lero.app.cli", "train", "--env", "simple_spread", "--algo", "mappo",
+        [sys.executable, "-m", "lero.app.cli.main", "train", "--env", "simple_spread", "--algo", "mappo",
          "--env-arg", "N", "--steps", "10", "--seed", "0", "--out", str(tmp_path / "o")],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -104,7 +104,7 @@ def test_train_reports_progress_before_the_first_episode_ends(tmp_path: Path) ->
     out = tmp_path / "out"
     with (tmp_path / "stdout.txt").open("w") as stdout:
         done = subprocess.run(
-            [sys.executable, "-m", "lero.app.cli", "train", "--env", "simple_spread",
+            [sys.executable, "-m", "lero.app.cli.main", "train", "--env", "simple_spread",
              "--env-arg", "N=2", "--algo", "qmix", "--seed", "0", "--out", str(out), *TINY],
             cwd=tmp_path, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=300,
         )  # fmt: skip

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lero.app.compare import COLUMNS, comparison_csv, comparison_rows, load_runs
+from lero.app.reports.compare_runs import COLUMNS, comparison_csv, comparison_rows, load_runs
 from tests.app.test_figures import check_figure
 from tests.support.cli import lero
 from tests.support.ui_server import UIServer

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchmarks.confirm_cost import fitness_row
-from lero.app.confirmation import compare_arms
+from lero.app.reports.confirmation_verdict import compare_arms
 
 BETTER = {"return": "higher", "coverage": "higher"}
 

@@ -1,20 +1,20 @@
 """The confirmation's verdict says better or worse in each metric's own direction, shows 3
 seeds as their range (never as a 95% CI) and carries the small-sample caveat: computed by
-app.confirmation from per-seed values like those of the quick start, where the winner's
+app.reports.confirmation_verdict from per-seed values like those of the quick start, where the winner's
 return was higher and its collisions higher (a loss), against native."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from lero.app.confirmation import (
+from lero.app.reports.confirmation_verdict import (
     UNCONFIRMED,
     compare_arms,
     confirmation_markdown,
     headline,
     short_verdict,
 )
-from lero.app.provenance import native_metrics
+from lero.app.reports.provenance import native_metrics
 
 WINNER = {"return": [-12.2, -12.1, -12.3], "collisions": [3.95, 3.81, 3.85]}
 NATIVE = {"return": [-15.147, -14.991, -15.07], "collisions": [3.02, 3.05, 3.03]}
@@ -22,7 +22,7 @@ BETTER = {m.name: m.better for m in native_metrics("simple_spread")}
 
 
 def confirmation(winner: dict[str, list[float]], native: dict[str, list[float]]) -> dict[str, Any]:
-    """A confirmation as app.confirmation.confirmation_verdict returns it (3 seeds per arm)."""
+    """A confirmation as app.reports.confirmation_verdict.confirmation_verdict returns it (3 seeds per arm)."""
     names = list(winner)
     arms = [{"arm": arm, "candidate_id": cid, "seeds": [3000, 3001, 3002], "failed": {}}
             for arm, cid in (("native", "baseline"), ("0-1", "0-1"))]  # fmt: skip

@@ -13,8 +13,8 @@ import pytest
 import torch
 from PIL import Image
 
-from lero.app.eval_render import PANEL, episode_arrays
-from lero.app.evaluation import check_drawable, evaluate_target, open_target
+from lero.app.reports.eval_render import PANEL, episode_arrays
+from lero.app.reports.held_out import check_drawable, evaluate_target, open_target
 from lero.app.study.spec import FIRST_EVAL_SEED
 from lero.graph.configuration import RunError, RunSpec
 from lero.sandbox import Job, get_sandbox

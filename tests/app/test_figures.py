@@ -16,8 +16,8 @@ import pytest
 import torch
 from PIL import Image
 
-from lero.app.plots import COLUMN_IN, GREEDY, PNG_DPI, TRAINING, plot_learning_curves
-from lero.app.report import curve_series
+from lero.app.reports.figures import COLUMN_IN, GREEDY, PNG_DPI, TRAINING, plot_learning_curves
+from lero.app.reports.run_report import curve_series
 from lero.app.study.plots import plot_curves, plot_metric, plot_profiles, plot_recheck
 from lero.app.study.stats import MIN_INTERVAL_SEEDS, curve_band, summary
 from lero.app.ui.charts import nice_ticks

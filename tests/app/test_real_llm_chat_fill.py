@@ -1,5 +1,5 @@
 """`lero chat` with SmolLM2-135M behind llama-cpp-python's server fills the spec from plain
-words through the spec's JSON schema (app.spec_fill): one plain sentence sets N=4, vdn
+words through the spec's JSON schema (app.chat.spec_fill): one plain sentence sets N=4, vdn
 and 200,000 steps once the person agrees to what is shown."""
 
 from __future__ import annotations

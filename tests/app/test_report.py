@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lero.app.report import write_report
+from lero.app.reports.run_report import write_report
 from lero.graph.rundir import RunDir
 from lero.graph.summary import load_run
 

@@ -10,8 +10,9 @@ import json
 import pytest
 from rich.console import Console
 
-from lero.app.console import Asker, EstimatedTimeRemaining, RichUI, run_eta
-from lero.app.desk import ExperimentDesk, estimated_steps_per_s, training_estimate
+from lero.app.chat.desk import ExperimentDesk, estimated_steps_per_s, training_estimate
+from lero.app.console.approvals import Asker
+from lero.app.console.progress import EstimatedTimeRemaining, RichUI, run_eta
 
 
 class Clock:
@@ -103,7 +104,7 @@ def test_a_groups_sandbox_is_one_row_counted_once_and_the_bar_never_passes_its_t
 
 def test_resume_has_a_run_bar_from_the_steps_already_done(tmp_path, monkeypatch) -> None:
     """`lero resume`'s bar: the run's whole budget, from the env steps its state already counts."""
-    from lero.app.cli import resume_ui
+    from lero.app.cli.main import resume_ui
     from lero.graph.configuration import RunSpec
     from tests.app.test_report import make_run_dir
 

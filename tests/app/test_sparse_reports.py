@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lero.app.shaping import INVARIANT, shaped_without_success, shaping_kind
+from lero.app.reports.shaping_notes import INVARIANT, shaped_without_success, shaping_kind
 from lero.app.study.execute import spent_env_steps
 from lero.app.study.report import _success_metric
 from lero.graph.confirmation import LOOP_ID

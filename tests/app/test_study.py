@@ -327,7 +327,7 @@ def test_a_study_plans_its_slots_for_the_seeds_no_cache_answers(tmp_path: Path) 
 def test_study_executor_flags_reach_the_sandbox_settings(tmp_path: Path) -> None:
     """`lero study --executor/--ray-address` (like run and resume): the plan opens its
     sandbox with them; a file's study defaults to the local executor."""
-    from lero.app.args import build_parser, study_fields
+    from lero.app.cli.args import build_parser, study_fields
     from lero.app.study.execute import plan_study
 
     module = tmp_path / "cand.py"
@@ -508,7 +508,7 @@ def test_study_arm_and_export_input_errors_are_one_line(
 
 
 def test_paper_preset_is_ten_seeds_of_four_algorithms() -> None:
-    from lero.app.args import build_parser, study_fields
+    from lero.app.cli.args import build_parser, study_fields
 
     fields = study_fields(build_parser().parse_args(["study", "--candidate", "c.py", "--preset", "paper"]))
     assert fields["seeds"] == 10 and fields["algos"] == ("mappo", "ippo", "vdn", "qmix")

@@ -54,7 +54,7 @@ def test_a_refused_edit_says_why_in_the_terminal_and_reopens_as_left(tmp_path: P
     assert "# fixed by hand" in (run / "candidates/0-0/candidate.py").read_text()
     md = (run / "report.md").read_text()
     assert "| 0 | `0-0` | edit refused by the gate (not trained) |" in md
-    # one status and one count of generations in the terminal and report.md (app.run_status)
+    # one status and one count of generations in the terminal and report.md (app.reports.run_status)
     assert "- status: **completed**; generations done: 1/1" in md
     listing = Terminal(["runs"], tmp_path, columns=80)
     assert listing.wait() == 0
@@ -87,7 +87,7 @@ def test_ctrl_c_stops_lero_ui_cleanly(tmp_path: Path) -> None:
 def test_piped_output_is_one_plain_line_per_finished_job_and_generation(tmp_path: Path) -> None:
     """`lero run ... | tee log`: no bars, no escape codes, no key=value debug records."""
     (tmp_path / "fast.json").write_text(json.dumps(FAST))
-    done = subprocess.run([sys.executable, "-m", "lero.app.cli", *RUN, "--generations", "1", "--population", "2",
+    done = subprocess.run([sys.executable, "-m", "lero.app.cli.main", *RUN, "--generations", "1", "--population", "2",
                            "--run-id", "p"], cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()

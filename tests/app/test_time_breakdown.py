@@ -8,7 +8,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from lero.agents import LLMConfig
-from lero.app.report import write_report
+from lero.app.reports.run_report import write_report
 from lero.app.ui.app import create_app
 
 

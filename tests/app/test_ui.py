@@ -49,7 +49,7 @@ pytestmark = [
 
 
 def lero(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lero.app.cli", *args], cwd=cwd, env={**os.environ, **(env or {})},
+    return subprocess.run([sys.executable, "-m", "lero.app.cli.main", *args], cwd=cwd, env={**os.environ, **(env or {})},
                           capture_output=True, text=True, timeout=600)
 
 
@@ -160,7 +160,7 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
         page = watched.page
         assert page.url == f"{server.base}/"  # the token went into a cookie, out of the URL
         row = page.locator("#runs tr", has_text="ui-flow")
-        assert "waiting for your answer (candidates)" in row.inner_text()  # app.run_status, as `lero runs`
+        assert "waiting for your answer (candidates)" in row.inner_text()  # app.reports.run_status, as `lero runs`
         assert row.get_attribute("class") == "needs-answer" and "0 / 2" in row.inner_text()
         page.screenshot(path=shots / "runs.png", full_page=True)
 

@@ -1,4 +1,4 @@
-"""The web UI's page cache (app.ui.cache): a kept page is reused only while its run's files
+"""The web UI's page cache (app.ui.page_cache): a kept page is reused only while its run's files
 are unchanged, so a changed run always shows its new data. Clocks are forced (the racy
 window is judged against them), never waited on; files are aged with os.utime."""
 
@@ -12,10 +12,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from lero.agents import LLMConfig
-from lero.app import report
+from lero.app.reports import run_report as report
 from lero.app.ui import app as ui_app
 from lero.app.ui.app import create_app
-from lero.app.ui.cache import RACY_NS, RunCache, fingerprint
+from lero.app.ui.page_cache import RACY_NS, RunCache, fingerprint
 from lero.graph.configuration import RunSpec
 from lero.graph.rundir import RunDir
 
@@ -144,11 +144,11 @@ def test_the_list_and_the_run_page_parse_a_run_once_and_show_its_change(client, 
         real = module.load_run
         monkeypatch.setattr(module, "load_run", lambda *args: loads.append(module.__name__) or real(*args))
 
-    counted(report)  # the list's reader (app.report.run_rows)
+    counted(report)  # the list's reader (app.reports.run_report.run_rows)
     counted(ui_app)  # the run page's
     for _ in range(3):
         assert "completed" in client.get("/").text and client.get("/runs/r1").status_code == 200
-    assert loads == ["lero.app.report", "lero.app.ui.app"]  # each parsed the run once
+    assert loads == ["lero.app.reports.run_report", "lero.app.ui.app"]  # each parsed the run once
 
     rundir.update_state(status="failed", generation=2)  # just written, in the racy window
     assert "failed" in client.get("/").text and "failed" in client.get("/runs/r1").text
@@ -163,7 +163,7 @@ def test_concurrent_requests_share_the_next_computation_never_an_older_one() -> 
     import asyncio
     import threading
 
-    from lero.app.ui.cache import Batched
+    from lero.app.ui.page_cache import Batched
 
     gates = [threading.Event(), threading.Event()]
     started: list[int] = []
@@ -197,7 +197,7 @@ def test_concurrent_requests_share_the_next_computation_never_an_older_one() -> 
 
 
 def test_a_batch_page_renders_once_per_batch_and_key() -> None:
-    from lero.app.ui.cache import BatchPage
+    from lero.app.ui.page_cache import BatchPage
 
     renders = Counted()
     kept = BatchPage()

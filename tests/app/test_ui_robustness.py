@@ -22,7 +22,7 @@ from rich.console import Console
 from starlette.testclient import TestClient
 
 from lero.agents import LLMConfig
-from lero.app.cli import main
+from lero.app.cli.main import main
 from lero.app.ui.app import create_app
 from lero.app.ui.auth import cookie_name
 from lero.graph.configuration import RunSpec

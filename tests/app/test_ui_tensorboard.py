@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lero.app.tensorboard import scalar_tag, write_job_scalars
+from lero.app.reports.tensorboard import scalar_tag, write_job_scalars
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 

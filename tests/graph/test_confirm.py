@@ -16,12 +16,13 @@ from typing import Any
 
 import pytest
 
-from lero.app.hooks import app_front
-from lero.app.report import write_report
+from lero.app.cli.run_hooks import app_front
+from lero.app.reports.run_report import write_report
 from lero.graph.configuration import RunSpec
-from lero.graph.confirmation import confirm_seeds
+from lero.graph.confirmation import confirm_seeds, metric_directions, selected_metric
 from lero.graph.protocol import train_and_evaluate
 from lero.graph.runner import resume_run, start_run
+from lero.graph.summary import load_run, native_task, summarize
 from lero.sandbox import get_sandbox
 from lero.training.defaults import EVAL_SEED
 from tests.graph.test_resume import QuietUI, kill_when, read_events
@@ -155,6 +156,22 @@ def test_confirm_steps_0_leaves_the_run_as_before(tmp_path):
     assert "confirm" not in {e.get("node") for e in events}
     assert json.loads((run_dir / "report.json").read_text())["confirmation"] is None
     assert "Does the winner" not in (run_dir / "report.md").read_text()
+
+
+def test_the_engine_states_which_way_each_metric_is_better_and_what_the_loop_selected_on():
+    """One home: graph.confirmation says it, the app's verdict reads it (never recomputes it)."""
+    task = native_task("simple_spread", {})
+    assert metric_directions(task) == {"return": "higher", **{m.name: m.better for m in task.metrics}}
+    assert metric_directions(task)["collisions"] == "lower"
+    assert metric_directions(None) == {"return": "higher"}  # a task known only once built
+    assert selected_metric(task, "success") == task.success_metric != "return"
+    assert selected_metric(task, "final") == selected_metric(None, "success") == "return"
+
+
+def test_report_json_written_by_the_engine_alone_carries_them(confirmed):
+    block = summarize(load_run(confirmed))["confirmation"]  # graph only: no app statistics
+    assert "verdict" not in block and block["success_metric"] == "return"
+    assert block["better"] == metric_directions(native_task("simple_spread", {}))
 
 
 def test_the_budget_counts_the_confirmation():

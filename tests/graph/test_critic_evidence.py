@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from lero.app.report import write_report
+from lero.app.reports.run_report import write_report
 from lero.graph.runner import start_run
 from tests.agents.test_auto_design import OTHER, is_verdict, weak_model
 from tests.agents.test_structured import GOOD

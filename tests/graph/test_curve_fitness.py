@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lero.app.hooks import app_front
+from lero.app.cli.run_hooks import app_front
 from lero.graph.configuration import RunSpec
 from lero.graph.nodes.curve_fitness import AUC_POINTS
 from lero.graph.runner import start_run

@@ -37,7 +37,7 @@ SANDBOX_UID = 10001
 def run_lero(python: str, env: str, cwd: Path) -> subprocess.CompletedProcess:
     """`lero run` as a person types it, with a secret planted in the host's environment."""
     (cwd / "tiny.json").write_text(json.dumps(TINY))
-    command = [python, "-m", "lero.app.cli", "run", "--env", env, "--config", "tiny.json",
+    command = [python, "-m", "lero.app.cli.main", "run", "--env", env, "--config", "tiny.json",
                "--generations", "1", "--population", "1", "--steps", "128", "--llm", "offline",
                "--sandbox", "auto", "--run-id", "byo"]  # fmt: skip
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600,
@@ -110,9 +110,9 @@ def test_the_chat_reads_checks_and_measures_a_custom_env_in_the_sandbox(sandbox_
 
     from rich.console import Console
 
-    from lero.app.console import Asker
-    from lero.app.desk import ExperimentDesk
-    from lero.app.dialogues import guided_dialogue
+    from lero.app.chat.desk import ExperimentDesk
+    from lero.app.chat.dialogues import guided_dialogue
+    from lero.app.console.approvals import Asker
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(SECRET_VARIABLE, "host-only-value")

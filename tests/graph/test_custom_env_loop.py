@@ -35,7 +35,7 @@ def test_offline_loop_on_a_custom_pettingzoo_env(tmp_path: Path, monkeypatch, ca
     import torch
     from rich.console import Console
 
-    from lero.app.cli import main
+    from lero.app.cli.main import main
 
     torch.set_num_threads(1)
     monkeypatch.chdir(tmp_path)
@@ -69,7 +69,7 @@ def test_offline_loop_on_a_custom_pettingzoo_env(tmp_path: Path, monkeypatch, ca
 
 
 def test_the_task_text_comes_from_the_factory_or_task(monkeypatch, tmp_path: Path) -> None:
-    from lero.app.args import build_parser, spec_fields
+    from lero.app.cli.args import build_parser, spec_fields
     from lero.graph.configuration import RunSpec
     from lero.graph.context import problem
     from lero.graph.trust import confirm_env
@@ -146,7 +146,7 @@ def test_a_custom_envs_problem_is_read_in_a_describe_job(sandbox_image, tmp_path
 def test_bad_env_specs_are_one_line_cli_errors(
     env: str, message: str, tmp_path: Path, monkeypatch, capsys
 ) -> None:
-    from lero.app.cli import main
+    from lero.app.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     code = main(["run", "--env", env, "--llm", "offline", "--sandbox", "process"])

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from lero.agents.expression.design import design_of
+from lero.agents.expression.expression_design import design_of
 from lero.agents.grammar_form import PROBE_GRAMMAR
-from lero.agents.llm import PROBE_SCHEMA
+from lero.agents.probe import PROBE_SCHEMA
 from lero.graph.runner import start_run
 from tests.agents.test_auto_design import is_verdict, weak_model
 from tests.agents.test_structured import GOOD

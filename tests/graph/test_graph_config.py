@@ -97,7 +97,7 @@ def test_a_run_sandbox_gets_one_slot_per_core_by_default(tmp_path: Path) -> None
 
 
 def test_max_parallel_flag_reaches_the_run_spec() -> None:
-    from lero.app.args import UsageError, build_parser, spec_fields
+    from lero.app.cli.args import UsageError, build_parser, spec_fields
 
     fields = spec_fields(build_parser().parse_args(["run", "--max-parallel", "5"]))
     assert RunSpec(**fields).max_parallel == 5

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lero.app.report import write_report
+from lero.app.reports.run_report import write_report
 from lero.graph.configuration import RunSpec
 from lero.graph.reflection import candidate_feedback
 from lero.graph.runner import start_run

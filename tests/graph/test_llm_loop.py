@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from lero.agents.llm import reply_limit
-from lero.agents.types import code_digest
-from lero.app.cli import main
-from lero.app.hooks import app_front
+from lero.agents.records import code_digest
+from lero.agents.replies import reply_limit
+from lero.app.cli.main import main
+from lero.app.cli.run_hooks import app_front
 from lero.graph.configuration import RunSpec
 from lero.graph.rundir import RunDir
 from lero.graph.runner import resume_run, start_run
@@ -175,7 +175,7 @@ def test_a_human_edit_adding_import_os_is_stopped_by_the_gate(tmp_path):
     assert "stopped by the gate" in again["note"] and "'os'" in again["note"]
     # the person's text comes back beside the reason, to fix or drop
     assert "os.system('id')" in again["refused_edit"]["code"] and "'os'" in again["refused_edit"]["reason"]
-    from lero.app.report import write_report
+    from lero.app.reports.run_report import write_report
 
     write_report(outcome.run_dir)
     md = (outcome.run_dir / "report.md").read_text()

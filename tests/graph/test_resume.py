@@ -63,7 +63,7 @@ def kill_when(predicate: Callable[[], bool], spec_file: Path, log: Path) -> None
     """Start the run of SPEC_FILE in a worker process and SIGKILL it once PREDICATE holds."""
     output = open(log, "w")  # noqa: SIM115 - a file, not a pipe that could fill up
     process = subprocess.Popen(
-        [sys.executable, "-m", "lero.app.worker", "start", "--spec", str(spec_file)],
+        [sys.executable, "-m", "lero.app.cli.worker", "start", "--spec", str(spec_file)],
         cwd=REPO, stdout=output, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     try:

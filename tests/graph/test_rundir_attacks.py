@@ -18,8 +18,8 @@ from rich.console import Console
 from starlette.testclient import TestClient
 
 from lero.agents import LLMConfig
-from lero.app.cli import main
-from lero.app.report import write_report
+from lero.app.cli.main import main
+from lero.app.reports.run_report import write_report
 from lero.app.ui.app import create_app
 from lero.graph.configuration import RunSpec
 from lero.graph.rundir import RunDir, UnsafeFile

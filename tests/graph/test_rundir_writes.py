@@ -18,7 +18,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from lero.agents import LLMConfig
-from lero.app.cli import main
+from lero.app.cli.main import main
 from lero.app.ui import serve
 from lero.app.ui.app import create_app
 from lero.graph.configuration import RunError, RunSpec
@@ -57,7 +57,7 @@ def test_a_write_is_fsynced_file_and_folder(tmp_path, monkeypatch):
 FULL_DISK = """
 import json, resource, signal, sys
 from langgraph.graph import END, START, StateGraph
-from lero.app.worker import JsonLinesUI
+from lero.app.cli.worker import JsonLinesUI
 from lero.graph import runner
 from lero.graph.configuration import RunSpec
 from lero.graph.state import RunState

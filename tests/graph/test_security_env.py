@@ -20,8 +20,8 @@ from rich.console import Console
 from starlette.testclient import TestClient
 
 from lero.agents import LLMConfig
-from lero.app.console import Asker
-from lero.app.desk import ExperimentDesk
+from lero.app.chat.desk import ExperimentDesk
+from lero.app.console.approvals import Asker
 from lero.app.ui.app import create_app
 from lero.graph.configuration import RunError
 from tests.support.cli import lero, run_files

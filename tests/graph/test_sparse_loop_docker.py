@@ -16,7 +16,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from lero.agents import LLMConfig
-from lero.app.hooks import app_front
+from lero.app.cli.run_hooks import app_front
 from lero.app.ui.app import create_app
 from lero.graph.configuration import RunSpec
 from lero.graph.confirmation import LOOP_ID

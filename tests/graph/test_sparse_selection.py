@@ -41,7 +41,7 @@ def test_success_fitness_reads_the_success_metric_and_return_breaks_ties() -> No
 
 
 def test_the_command_line_picks_the_default_and_takes_the_flag() -> None:
-    from lero.app.args import build_parser, spec_fields
+    from lero.app.cli.args import build_parser, spec_fields
 
     def spec(*argv: str) -> RunSpec:
         return RunSpec.parse(spec_fields(build_parser().parse_args(["run", *argv])))

@@ -115,7 +115,7 @@ def broken_compiled_dependency(directory: Path) -> Path:
 
 def test_a_missing_compiled_file_stops_the_run_in_one_line(sandbox_image, tmp_path: Path, monkeypatch,
                                                            capsys) -> None:
-    from lero.app.cli import main
+    from lero.app.cli.main import main
 
     monkeypatch.syspath_prepend(str(broken_compiled_dependency(tmp_path)))
     work = tmp_path / "work"
@@ -130,7 +130,7 @@ def test_a_missing_compiled_file_stops_the_run_in_one_line(sandbox_image, tmp_pa
 
 
 def test_sandbox_check_says_which_backend_an_env_gets(client, tmp_path: Path, monkeypatch, capsys) -> None:
-    from lero.app.cli import main
+    from lero.app.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     module_env(tmp_path, "checked_env")

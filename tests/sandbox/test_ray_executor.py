@@ -129,11 +129,11 @@ def assert_every_candidate_evaluated(run_dir: Path) -> None:
 def test_ray_address_needs_the_ray_executor() -> None:
     with pytest.raises(RunError, match="ray_address is only used with executor 'ray'"):
         RunSpec.parse({"ray_address": "auto", "executor": "local"})
-    from lero.app.args import build_parser, spec_fields
+    from lero.app.cli.args import build_parser, spec_fields
 
     args = build_parser().parse_args(["run", "--ray-address", "auto"])
     assert RunSpec.parse(spec_fields(args)).executor == "ray"
-    from lero.app.args import executor_fields
+    from lero.app.cli.args import executor_fields
 
     resume = build_parser().parse_args(["resume", "r1", "--executor", "local"])
     assert executor_fields(resume) == {"executor": "local", "ray_address": None}

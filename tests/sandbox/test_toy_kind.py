@@ -85,8 +85,8 @@ def test_the_kinds_declaration_is_checked() -> None:
 
 
 def test_a_toy_result_counts_only_with_its_seal(tmp_path: Path) -> None:
+    from lero.sandbox.harness import RESULT_FILE
     from lero.sandbox.results import read_result
-    from lero.sandbox.runner import RESULT_FILE
     from lero.sandbox.seal import new_key, seal
 
     key, result = new_key(), {"status": "ok", "metrics": {}, "fitness": 7.0}
@@ -100,7 +100,7 @@ def run_runner(job_dir: Path, kind: str, kinds_dir: Path) -> dict[str, Any]:
     """The real runner process on a job.json naming KIND; its result.json."""
     data = {**Job(kind=WRITE.name, code=None).to_dict(), "kind": kind}
     (job_dir / "job.json").write_text(json.dumps(data))
-    subprocess.run([sys.executable, "-m", "lero.sandbox.runner", str(job_dir), "--kinds", str(kinds_dir)],
+    subprocess.run([sys.executable, "-m", "lero.sandbox.harness", str(job_dir), "--kinds", str(kinds_dir)],
                    cwd=REPO, check=True, timeout=120)  # fmt: skip
     return json.loads((job_dir / "result.json").read_text())
 

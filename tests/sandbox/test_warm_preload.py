@@ -14,10 +14,10 @@ from tests.sandbox.test_contract import VALID
 REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import json, sys
-from lero.sandbox import runner
+from lero.sandbox import harness
 from lero.training import TrainConfig, evaluate_episodes, load_candidate, train
 
-runner.preload()
+harness.preload()
 preloaded = set(sys.modules)
 hooks = load_candidate(sys.argv[1])
 for algo in ("mappo", "qmix"):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lero.sandbox.runner import JOB_FILE, RESULT_FILE, parse_job, resolve_handler
+from lero.sandbox.harness import JOB_FILE, RESULT_FILE, parse_job, resolve_handler
 from lero.sandbox.types import KINDS, GroupMember, Job, Limits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,7 +65,7 @@ def test_an_unknown_kind_runs_nothing_and_ends_as_crashed(tmp_path: Path) -> Non
     marker = tmp_path / "ran"
     data = {**Job(kind="train", code=f"open({str(marker)!r}, 'w')\n", steps=10).to_dict(), "kind": "fly"}
     (tmp_path / JOB_FILE).write_text(json.dumps(data))
-    subprocess.run([sys.executable, "-m", "lero.sandbox.runner", str(tmp_path)], cwd=REPO, check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "lero.sandbox.harness", str(tmp_path)], cwd=REPO, check=True, timeout=120)
     result = json.loads((tmp_path / RESULT_FILE).read_text())
     assert result["status"] == "crashed"
     assert result["error"]["type"] == "InvalidJob" and "Job.kind must be one of" in result["error"]["message"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from lero.app.cli import main
+from lero.app.cli.main import main
 
 
 def lero(argv: list[str], capsys: pytest.CaptureFixture[str], width: int = 300) -> tuple[int, str, str]:

@@ -18,7 +18,7 @@ DEADLINE_S = 600.0  # a stuck child fails the test; a slow machine only waits lo
 
 
 class Terminal:
-    """One `python -m lero.app.cli ARGS` on a pty of COLUMNS x 50."""
+    """One `python -m lero.app.cli.main ARGS` on a pty of COLUMNS x 50."""
 
     def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None, columns: int = 120) -> None:
         self.master, slave = pty.openpty()
@@ -29,7 +29,7 @@ class Terminal:
 
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
         environment = {**os.environ, "TERM": "xterm", "COLUMNS": str(columns), **(env or {})}
-        self.process = subprocess.Popen([sys.executable, "-m", "lero.app.cli", *args], cwd=cwd, env=environment,
+        self.process = subprocess.Popen([sys.executable, "-m", "lero.app.cli.main", *args], cwd=cwd, env=environment,
                                         stdin=slave, stdout=slave, stderr=slave, start_new_session=True)  # fmt: skip
         os.close(slave)
         self.raw = ""

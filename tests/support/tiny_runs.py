@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from lero.app.cli import main
+from lero.app.cli.main import main
 
 TINY = {"hparams": {"n_envs": 8, "rollout_len": 25}, "eval_episodes": 16}
 

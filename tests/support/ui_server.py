@@ -14,7 +14,7 @@ class UIServer:
 
     def __init__(self, cwd: Path, *args: str, env: dict | None = None) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "lero.app.cli", "ui", "--port", "0", *args], cwd=cwd,
+            [sys.executable, "-m", "lero.app.cli.main", "ui", "--port", "0", *args], cwd=cwd,
             env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         assert self.process.stdout is not None

@@ -12,7 +12,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from lero.app.cli import main
+from lero.app.cli.main import main
 from lero.training.envs import make_env
 from lero.training.envs.pettingzoo_view import ParallelView
 from lero.training.envs.registry import (

@@ -27,7 +27,7 @@ def test_lero_run_on_vmas_navigation_in_docker(sandbox_image, tmp_path: Path) ->
     if not any(entry.startswith("vmas==") for entry in image_inputs()["distributions"]):
         pytest.fail("vmas is installed but the sandbox image's inputs lack it (RUNTIME_DISTRIBUTIONS)")
     (tmp_path / "tiny.json").write_text(json.dumps(TINY))
-    command = [sys.executable, "-m", "lero.app.cli", "run", "--env", "vmas:navigation", "--env-arg", "n_agents=2",
+    command = [sys.executable, "-m", "lero.app.cli.main", "run", "--env", "vmas:navigation", "--env-arg", "n_agents=2",
                "--env-arg", "max_steps=20", "--config", "tiny.json", "--generations", "1", "--population", "2",
                "--steps", "400", "--llm", "offline", "--sandbox", "docker", "--run-id", "vmas"]
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900)

@@ -91,7 +91,7 @@ def test_openmp_wait_names_the_wait_in_effect() -> None:
     assert openmp_wait(BUSY) == "PASSIVE, 1 thread(s)"
 
 
-@pytest.mark.parametrize("module", ["lero.app.cli", "lero.app.worker"])
+@pytest.mark.parametrize("module", ["lero.app.cli.main", "lero.app.cli.worker"])
 def test_every_app_entry_settles_the_wait_before_torch_loads(module: str) -> None:
     """The `lero` command and the web UI's run workers: their first import of torch (deep in
     the graph's imports) already sees lero's wait for an idle or a busy machine (whichever

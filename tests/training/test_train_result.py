@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from lero.training import Hooks, TrainConfig, train
-from lero.training.stats import TrainingLog, summarize
+from lero.training.episode_stats import TrainingLog, summarize
 
 torch.set_num_threads(1)
 

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from lero.training.envs.base import BatchedEnv
+from lero.training.envs.batched_env import BatchedEnv
 
 DT = 0.1
 DAMPING = 0.25

@@ -15,7 +15,7 @@ bring their own cooperative task: ``lero run --env package.module:factory``.
 - **Episodes.** A copy is done when ``env.agents`` is empty or after ``max_steps`` steps
   (the env's ``max_cycles`` unless given), terminated (``info["terminated"]``) when it
   ended with every agent that acted terminated and none truncated; it is then reset inside ``step``
-  (``training.envs.base`` contract) without a seed, so each copy's own RNG continues.
+  (``training.envs.batched_env`` contract) without a seed, so each copy's own RNG continues.
   ``reset(seed)`` seeds copy ``i`` with ``seed + i``.
 - **Reward context.** ``world()`` is ``state`` (``env.state()``, when the env has one),
   ``agent_obs`` (each agent's padded observation), ``active`` (1 while the agent is in
@@ -40,8 +40,8 @@ import numpy as np
 import torch
 from pettingzoo import ParallelEnv
 
-from lero.training.envs import checks
-from lero.training.envs.base import BatchedEnv
+from lero.training.envs import arg_checks
+from lero.training.envs.batched_env import BatchedEnv
 from lero.training.envs.task import RETURN, Metric, StateField, TaskSpec
 from lero.training.envs.worker_pool import MAX_EXPLICIT_WORKERS, MAX_WORKERS, WorkerPool
 
@@ -208,7 +208,7 @@ class PettingZooEnv(BatchedEnv):
     ) -> None:
         self.name = name
         factory_kwargs = dict(factory_kwargs or {})
-        _check_count(name, "n_envs", n_envs, minimum=1, maximum=checks.MAX_BATCH)
+        _check_count(name, "n_envs", n_envs, minimum=1, maximum=arg_checks.MAX_BATCH)
         if workers is None:  # one copy (a probe, a description): no worker process
             workers = 0 if n_envs == 1 else min(n_envs, os.cpu_count() or 1, MAX_WORKERS)
         _check_count(name, "workers", workers, minimum=0, maximum=MAX_EXPLICIT_WORKERS)
@@ -231,7 +231,7 @@ class PettingZooEnv(BatchedEnv):
             raise ValueError(
                 f"{name}: the env states no episode length (max_cycles); give max_steps=K"
             )
-        _check_count(name, "max_steps", max_steps, minimum=1, maximum=checks.MAX_EPISODE_STEPS)
+        _check_count(name, "max_steps", max_steps, minimum=1, maximum=arg_checks.MAX_EPISODE_STEPS)
         self.layout = layout
         self.n_envs, self.n_agents, self.max_steps = n_envs, len(layout.agents), max_steps
         self.obs_dim = layout.obs_dim

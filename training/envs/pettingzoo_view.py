@@ -16,7 +16,7 @@ import torch
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from lero.training.envs.base import BatchedEnv
+from lero.training.envs.batched_env import BatchedEnv
 
 
 class ParallelView(ParallelEnv):

@@ -24,7 +24,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from lero.training.envs.base import BatchedEnv
+from lero.training.envs.batched_env import BatchedEnv
 from lero.training.envs.simple_reference import SimpleReference, SimpleReferenceConfig
 from lero.training.envs.simple_speaker_listener import (
     SimpleSpeakerListener,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lero.training.envs import checks
+from lero.training.envs import arg_checks
 from lero.training.envs.mpe import MOVE_NAMES, AgentKinds, Field, MPEEnv
 from lero.training.envs.task import RETURN, Metric, StateField, TaskSpec
 
@@ -44,12 +44,12 @@ class SimpleReferenceConfig:
 
     def __post_init__(self) -> None:
         owner = "simple_reference"
-        checks.positive_int(owner, "n_envs", self.n_envs, checks.MAX_BATCH)
+        arg_checks.positive_int(owner, "n_envs", self.n_envs, arg_checks.MAX_BATCH)
         object.__setattr__(
-            self, "local_ratio", checks.fraction(owner, "local_ratio", self.local_ratio)
+            self, "local_ratio", arg_checks.fraction(owner, "local_ratio", self.local_ratio)
         )
-        checks.positive_int(owner, "max_cycles", self.max_cycles, checks.MAX_EPISODE_STEPS)
-        object.__setattr__(self, "device", checks.device(owner, self.device))
+        arg_checks.positive_int(owner, "max_cycles", self.max_cycles, arg_checks.MAX_EPISODE_STEPS)
+        object.__setattr__(self, "device", arg_checks.device(owner, self.device))
 
 
 TASK = TaskSpec(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lero.training.envs import checks
+from lero.training.envs import arg_checks
 from lero.training.envs.mpe import MOVE_NAMES, AgentKinds, Field, MPEEnv, pad_rows
 from lero.training.envs.task import RETURN, Metric, StateField, TaskSpec
 
@@ -39,9 +39,9 @@ class SimpleSpeakerListenerConfig:
 
     def __post_init__(self) -> None:
         owner = "simple_speaker_listener"
-        checks.positive_int(owner, "n_envs", self.n_envs, checks.MAX_BATCH)
-        checks.positive_int(owner, "max_cycles", self.max_cycles, checks.MAX_EPISODE_STEPS)
-        object.__setattr__(self, "device", checks.device(owner, self.device))
+        arg_checks.positive_int(owner, "n_envs", self.n_envs, arg_checks.MAX_BATCH)
+        arg_checks.positive_int(owner, "max_cycles", self.max_cycles, arg_checks.MAX_EPISODE_STEPS)
+        object.__setattr__(self, "device", arg_checks.device(owner, self.device))
 
 
 TASK = TaskSpec(

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lero.training.envs import checks
+from lero.training.envs import arg_checks
 from lero.training.envs.mpe import MOVE_NAMES, AgentKinds, Field, MPEEnv
 from lero.training.envs.task import RETURN, Metric, StateField, TaskSpec
 
@@ -69,15 +69,15 @@ class SimpleSpreadConfig:
         owner = "simple_spread"
         if self.reward not in REWARDS:
             raise ValueError(f"{owner}: reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
-        checks.positive_int(owner, "n_envs", self.n_envs, checks.MAX_BATCH)
-        checks.positive_int(owner, "N", self.N, checks.MAX_AGENTS)
+        arg_checks.positive_int(owner, "n_envs", self.n_envs, arg_checks.MAX_BATCH)
+        arg_checks.positive_int(owner, "N", self.N, arg_checks.MAX_AGENTS)
         object.__setattr__(
-            self, "local_ratio", checks.fraction(owner, "local_ratio", self.local_ratio)
+            self, "local_ratio", arg_checks.fraction(owner, "local_ratio", self.local_ratio)
         )
-        checks.positive_int(owner, "max_cycles", self.max_cycles, checks.MAX_EPISODE_STEPS)
-        checks.optional_positive_int(owner, "num_agent_neighbors", self.num_agent_neighbors, checks.MAX_AGENTS)
-        checks.optional_positive_int(owner, "num_landmark_neighbors", self.num_landmark_neighbors, checks.MAX_AGENTS)
-        object.__setattr__(self, "device", checks.device(owner, self.device))
+        arg_checks.positive_int(owner, "max_cycles", self.max_cycles, arg_checks.MAX_EPISODE_STEPS)
+        arg_checks.optional_positive_int(owner, "num_agent_neighbors", self.num_agent_neighbors, arg_checks.MAX_AGENTS)
+        arg_checks.optional_positive_int(owner, "num_landmark_neighbors", self.num_landmark_neighbors, arg_checks.MAX_AGENTS)
+        object.__setattr__(self, "device", arg_checks.device(owner, self.device))
 
 
 TASK = TaskSpec(

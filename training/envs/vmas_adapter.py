@@ -49,8 +49,8 @@ from typing import Any
 
 import torch
 
-from lero.training.envs import checks
-from lero.training.envs.base import BatchedEnv
+from lero.training.envs import arg_checks
+from lero.training.envs.batched_env import BatchedEnv
 from lero.training.envs.task import RETURN, Metric, Pairing, StateField, TaskSpec
 
 FAMILY = "vmas"
@@ -77,7 +77,7 @@ SPARSE_REWARDS = {
 VMAS_OPTIONS = ("max_steps", "device")  # make_env keywords the adapter takes itself
 # What a scenario's own keywords may be, checked before VMAS builds anything (a stored spec's
 # n_agents=2000 took minutes of CPU, 10**7 std::bad_alloc): a count (a name starting with one
-# of COUNT_PREFIXES) is an int up to checks.MAX_AGENTS; any other value is None, a bool, a
+# of COUNT_PREFIXES) is an int up to arg_checks.MAX_AGENTS; any other value is None, a bool, a
 # number of magnitude up to MAX_SCENARIO_NUMBER or a string up to MAX_SCENARIO_TEXT characters.
 COUNT_PREFIXES = ("n_", "num_")
 MAX_SCENARIO_NUMBER = 1e6
@@ -142,9 +142,9 @@ class VmasConfig:
 
     def __post_init__(self) -> None:
         owner = f"{PREFIX}{self.scenario}"
-        checks.positive_int(owner, "n_envs", self.n_envs, checks.MAX_BATCH)
-        checks.positive_int(owner, "max_steps", self.max_steps, checks.MAX_EPISODE_STEPS)
-        object.__setattr__(self, "device", checks.device(owner, self.device))
+        arg_checks.positive_int(owner, "n_envs", self.n_envs, arg_checks.MAX_BATCH)
+        arg_checks.positive_int(owner, "max_steps", self.max_steps, arg_checks.MAX_EPISODE_STEPS)
+        object.__setattr__(self, "device", arg_checks.device(owner, self.device))
         for name, value in self.scenario_kwargs.items():
             check_scenario_argument(owner, name, value)
 
@@ -160,7 +160,7 @@ class VmasConfig:
 def check_scenario_argument(owner: str, name: str, value: object) -> None:
     """One-line ValueError for a scenario keyword outside the bounds above; nothing is built."""
     if name.startswith(COUNT_PREFIXES):
-        checks.count(owner, name, value, checks.MAX_AGENTS)
+        arg_checks.count(owner, name, value, arg_checks.MAX_AGENTS)
     elif isinstance(value, int | float) and not isinstance(value, bool):
         if not -MAX_SCENARIO_NUMBER <= value <= MAX_SCENARIO_NUMBER:  # NaN too; no float conversion
             raise ValueError(f"{owner}: {name} must be a number within +-{MAX_SCENARIO_NUMBER:g}")

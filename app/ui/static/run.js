@@ -48,7 +48,7 @@
 
   function onEvent(e) {
     const name = e.event;
-    if (name === "generation_started" || name === "generation_finished") {  // generations done (app.run_status)
+    if (name === "generation_started" || name === "generation_finished") {  // generations done (app.reports.run_status)
       $("generation").textContent = String(e.generation + (name === "generation_finished" ? 1 : 0));
     } else if (name === "candidate") {
       upsert("live-candidates", e.candidate_id, [e.candidate_id, e.generation, e.stage, e.status, e.origin],
@@ -98,7 +98,7 @@
   function onState(s) {
     showEnvSteps(s);
     const status = $("status");
-    // app.run_status: a run stopped at a question reads as waiting for an answer
+    // app.reports.run_status: a run stopped at a question reads as waiting for an answer
     status.textContent = s.working && s.status === "interrupted" ? "resuming"
       : s.status === "interrupted" && $("pending") ? "waiting for your answer" : s.status;
     status.className = `status status-${status.textContent}`;

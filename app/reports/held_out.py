@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from lero.app.named_run import open_named_run
-from lero.app.numbers import fmt_number
+from lero.app.cli.named_run import open_named_run
+from lero.app.reports.numbers import fmt_number
 from lero.app.study.spec import FIRST_EVAL_SEED
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.rundir import BASELINE_ID, CACHE_DIR, EVALS_DIR, JOBS_DIR, RunDir
@@ -192,7 +192,7 @@ def check_drawable(spec: RunSpec) -> None:
     """`--render` needs agents' positions in the env's world (`eval_render.AGENT_FIELD`): said
     before anything runs for a native env (a person's env is never built on the host; its
     recorded episodes are checked when drawn)."""
-    from lero.app.eval_render import AGENT_FIELD
+    from lero.app.reports.eval_render import AGENT_FIELD
     from lero.training.envs.registry import is_native, task_spec
 
     if is_native(spec.env) and AGENT_FIELD not in [f.name for f in task_spec(spec.env, **spec.env_kwargs).state_fields]:

@@ -16,12 +16,12 @@ import json
 import re
 from dataclasses import dataclass, replace
 
-from lero.agents.expression.check import Checker, Typed
 from lero.agents.expression.parse import ExpressionError
-from lero.agents.expression.types import task_inputs
+from lero.agents.expression.readable import task_inputs
+from lero.agents.expression.shape_check import Checker, Typed
 from lero.agents.extract import without_thinking
 from lero.agents.offline.genome import SCHEDULES, WEIGHT_MAX
-from lero.agents.types import Problem
+from lero.agents.records import Problem
 
 HEADER = "# lero-expressions: "
 MAX_TERMS = 4

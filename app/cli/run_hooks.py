@@ -3,8 +3,8 @@ the end (the engine calls these through `graph.context.RunHooks`, never imports 
 
 from __future__ import annotations
 
-from lero.app.report import write_report_files
-from lero.app.tensorboard import write_job_scalars
+from lero.app.reports.run_report import write_report_files
+from lero.app.reports.tensorboard import write_job_scalars
 from lero.graph.context import CancelScope, RunHooks
 from lero.graph.rundir import RunDir
 from lero.graph.runner import Front

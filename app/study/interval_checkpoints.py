@@ -3,7 +3,7 @@ al. 2022): every checkpoint (and the final policy) evaluated on a validation epi
 the best one picked there, then re-evaluated on ABSOLUTE_FACTOR x the held-out episodes:
 the "absolute metric".
 
-The train job saves the checkpoints (`policy/step-<n>/`, sandbox.runner) but scores none:
+The train job saves the checkpoints (`policy/step-<n>/`, sandbox.harness) but scores none:
 the candidate's HRF runs in that process. Every score here comes from an evaluate job,
 which runs only the OEF, in its own worker. Validation, held-out and selection episodes
 are disjoint seed ranges (spec.py).

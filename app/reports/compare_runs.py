@@ -2,7 +2,7 @@
 
 One table (markdown and CSV: each run's settings, its baseline and best fitness with their
 spread over seeds, the improvement and the best candidate's task metrics) and one figure
-(`app.plots.plot_learning_curves`: each run's best candidate, its training curve over seeds
+(`app.reports.figures.plot_learning_curves`: each run's best candidate, its training curve over seeds
 and its greedy evaluation). Runs are read through `graph.summary.load_run` like every
 report: nothing of theirs is imported or used as a path.
 """
@@ -13,10 +13,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from lero.app.named_run import open_named_run
-from lero.app.numbers import fmt_number
-from lero.app.report import curve_series, spread_text
-from lero.app.run_status import run_label, run_status
+from lero.app.cli.named_run import open_named_run
+from lero.app.reports.numbers import fmt_number
+from lero.app.reports.run_report import curve_series, spread_text
+from lero.app.reports.run_status import run_label, run_status
 from lero.app.study.stats import MIN_INTERVAL_SEEDS
 from lero.graph.configuration import RunError
 from lero.graph.rundir import SPEC_FILE, RunDir
@@ -50,7 +50,7 @@ def load_runs(runs_dir: str | Path, run_ids: list[str]) -> list[RunFiles]:
 
 def comparison_row(run: RunFiles) -> dict[str, Any]:
     """One run's line of the comparison (its numbers, unformatted; `cells` formats them)."""
-    from lero.app.confirmation import confirmed_return, short_verdict
+    from lero.app.reports.confirmation_verdict import confirmed_return, short_verdict
 
     summary = summarize(run)
     shown = run_status(run, summary["status"])
@@ -105,7 +105,7 @@ def comparison_markdown(rows: list[dict[str, Any]], metrics: list[str], figure: 
 
 def comparison_csv(rows: list[dict[str, Any]], metrics: list[str]) -> bytes:
     """compare.csv: the table's numbers, unformatted (one run per line)."""
-    from lero.app.plots import Table
+    from lero.app.reports.figures import Table
 
     columns = ("run", "name", "status", "env", "algo", "steps_per_candidate", "seeds", "generations", "confirmed", "baseline_fitness",
                "best_candidate", "best_fitness", "improvement", "env_steps", "wall_s", *(f"best_{m}" for m in metrics))  # fmt: skip
@@ -115,8 +115,8 @@ def comparison_csv(rows: list[dict[str, Any]], metrics: list[str]) -> bytes:
 
 
 def comparison_figure(runs: list[RunFiles]) -> dict[str, bytes] | None:
-    """The best candidates' learning curves (`app.plots.figure_files`), None when none has one."""
-    from lero.app.plots import plot_learning_curves
+    """The best candidates' learning curves (`app.reports.figures.figure_files`), None when none has one."""
+    from lero.app.reports.figures import plot_learning_curves
 
     series = []
     for run in runs:

@@ -1,6 +1,6 @@
 """What a person reads to decide on one candidate: its number among those asked about, its
 reward terms and observation features, its diff against its parent, the critic's points,
-and an edit the gate refused. Shared by the terminal (app.console) and the web UI, so the
+and an edit the gate refused. Shared by the terminal (app.console.progress) and the web UI, so the
 two show the same card; the full module stays one request away in both.
 """
 

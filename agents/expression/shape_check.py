@@ -23,7 +23,7 @@ from lero.agents.expression.parse import (
     Num,
     parse,
 )
-from lero.agents.expression.types import Dims, Input, obs_column
+from lero.agents.expression.readable import Dims, Input, obs_column
 
 WHY_NOT = {  # scope -> why a name outside it may not be read there
     "feature": "which the agent cannot observe (an observation feature reads only the agent's own observation)",

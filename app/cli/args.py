@@ -1,7 +1,7 @@
 """The command line's grammar, shared by every front-end: the parser, the flags -> RunSpec /
 StudySpec translation and the one-line error.
 
-`lero` (app.cli) parses with it; the web UI's start form and the chat reuse the same
+`lero` (app.cli.main) parses with it; the web UI's start form and the chat reuse the same
 translation, so a setting means the same wherever it is typed. Importing this module
 imports no torch (help strings take defaults from `training.defaults`).
 """
@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, NoReturn
 
-from lero.agents.config import DESIGNS
+from lero.agents.llm_config import DESIGNS
 from lero.graph.configuration import (
     APPROVE_MODES,
     CONFIRM_FACTOR,
@@ -384,8 +384,8 @@ def llm_setting_fields(args: argparse.Namespace) -> dict[str, float | int | str]
 
 
 def llm_fields(llm: str | None, model: str | None, base_url: str | None) -> dict[str, str | None]:
-    """RunSpec's `llm` and `base_url` by the one rule of `agents.config.choose_llm`."""
-    from lero.agents.config import choose_llm
+    """RunSpec's `llm` and `base_url` by the one rule of `agents.llm_config.choose_llm`."""
+    from lero.agents.llm_config import choose_llm
 
     choice = choose_llm(llm, model, base_url)
     return {"llm": choice.llm, "base_url": choice.base_url}

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from lero.graph.configuration import RunSpec
 from lero.graph.rundir import PROVENANCE_FILE, RunDir
+from lero.graph.summary import native_task
 
 if TYPE_CHECKING:
-    from lero.training.envs.task import Metric, TaskSpec
+    from lero.training.envs.task import Metric
 
 SOURCE_DIR = Path(__file__).resolve().parents[1]  # the checkout lero runs from (a git work tree or not)
 UNKNOWN = "unknown"
@@ -89,22 +90,6 @@ def hyperparameters(spec: RunSpec) -> dict[str, Any]:
 
     config = TrainConfig(env=spec.env, algo=spec.algo, steps=spec.steps, hparams=dict(spec.hparams))
     return dataclasses.asdict(config.algo_hparams())
-
-
-def native_task(env: object, env_kwargs: object) -> TaskSpec | None:
-    """ENV's own TaskSpec (the owner of what each metric means, which way is better, which
-    says success and whether the reward is sparse) as the env declares it without being
-    built (`registry.declared_task`); None for an env whose task is known only once built
-    (VMAS, a plugin, a `package.module:factory`) or whose stored arguments it refuses: no
-    report or page builds an env, whatever its stored arguments say (a copied spec's 2000 agents)."""
-    from lero.training.envs.registry import declared_task
-
-    if not isinstance(env, str) or not isinstance(env_kwargs, dict):
-        return None
-    try:
-        return declared_task(env, env_kwargs)
-    except (TypeError, ValueError):
-        return None
 
 
 def native_metrics(env: object, env_kwargs: object = None) -> tuple[Metric, ...] | None:

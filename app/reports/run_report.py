@@ -11,8 +11,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lero.app.numbers import fmt_number
-from lero.app.run_status import run_label, run_status
+from lero.app.reports.numbers import fmt_number
+from lero.app.reports.run_status import run_label, run_status
 from lero.graph.configuration import RUN_ID
 from lero.graph.lineage import lineage_markdown
 from lero.graph.rundir import SPEC_FILE, STATE_FILE, RunDir, UnsafeFile
@@ -27,7 +27,7 @@ from lero.graph.summary import (
 )
 
 if TYPE_CHECKING:
-    from lero.app.plots import CurveSeries
+    from lero.app.reports.figures import CurveSeries
 
 UNREADABLE = "unreadable"  # the status of a listed run whose files cannot be read
 
@@ -225,12 +225,13 @@ def verdicts_markdown(verdicts: dict[str, dict[str, int]]) -> list[str]:
 
 def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str:
     """Human-readable report: comparison, generations, candidates, the best code."""
-    from lero.app.confirmation import (  # app.study's statistics load with it
+    from lero.app.reports.confirmation_verdict import (  # app.study's statistics load with it
         confirmation_markdown,
         headline,
     )
-    from lero.app.provenance import native_task, provenance_markdown
-    from lero.app.shaping import shaping_markdown
+    from lero.app.reports.provenance import provenance_markdown
+    from lero.app.reports.shaping_notes import shaping_markdown
+    from lero.graph.summary import native_task
 
     spec, best = run.spec, best_candidate(run)
     task = native_task(spec.get("env"), spec.get("env_kwargs", {}))
@@ -332,7 +333,7 @@ def curve_series(label: str, result: dict | None) -> CurveSeries | None:
     """LABEL's learning curve over its ok seeds (`app.study.stats.curve_band`: a 95% band from
     MIN_INTERVAL_SEEDS seeds, each seed below) and each seed's greedy evaluation after
     training (under `--fitness auc` the final policy's, not the curve's average)."""
-    from lero.app.plots import CurveSeries
+    from lero.app.reports.figures import CurveSeries
     from lero.app.study.stats import curve_band
 
     seeds = [r for r in (result or {}).get("per_seed") or [] if isinstance(r, dict) and r.get("status") == "ok"]
@@ -360,7 +361,7 @@ CURVES_NOTE = ("The curves are the native return of the training episodes, where
 
 
 def write_plot_files(rundir: RunDir, stem: str, files: dict[str, bytes]) -> Path:
-    """A figure's files (`app.plots.figure_files`) as plots/STEM.<ext>; the PNG's path."""
+    """A figure's files (`app.reports.figures.figure_files`) as plots/STEM.<ext>; the PNG's path."""
     for ext, data in files.items():
         rundir.write_plot(f"{stem}.{ext}", data)
     return rundir.plot_path(f"{stem}.png")
@@ -369,9 +370,9 @@ def write_plot_files(rundir: RunDir, stem: str, files: dict[str, bytes]) -> Path
 def write_report_files(run: RunFiles, summary: dict) -> dict:
     """report.md and plots/ for a run whose report.json is `summary` (the engine writes
     report.json itself at the end of a run; this adds what people read), and report.json
-    again with the confirmation's statistics (`app.confirmation`); returns report.json."""
-    from lero.app.confirmation import confirmation_verdict
-    from lero.app.plots import (  # matplotlib: only when plotting
+    again with the confirmation's statistics (`app.reports.confirmation_verdict`); returns report.json."""
+    from lero.app.reports.confirmation_verdict import confirmation_verdict
+    from lero.app.reports.figures import (  # matplotlib: only when plotting
         plot_fitness,
         plot_learning_curves,
     )
@@ -428,8 +429,8 @@ def _read_row(row: Callable[[RunFiles], dict], path: Path, events_tail: int | No
 
 def run_row(run_dir: str | Path | RunFiles) -> dict:
     """One line of `lero runs`: cheap (no plots, nothing written); `confirmed` is the
-    confirmation's verdict on return (`app.confirmation.short_verdict`)."""
-    from lero.app.confirmation import confirmed_return, short_verdict
+    confirmation's verdict on return (`app.reports.confirmation_verdict.short_verdict`)."""
+    from lero.app.reports.confirmation_verdict import confirmed_return, short_verdict
 
     run = run_dir if isinstance(run_dir, RunFiles) else load_run(run_dir)
     summary = summarize(run)
@@ -453,8 +454,8 @@ def run_row(run_dir: str | Path | RunFiles) -> dict:
 
 
 def run_headline(run_dir: str | Path) -> str:
-    """The run's confirmed verdict in one line (`app.confirmation.headline`), from its files."""
-    from lero.app.confirmation import confirmed_return, headline
+    """The run's confirmed verdict in one line (`app.reports.confirmation_verdict.headline`), from its files."""
+    from lero.app.reports.confirmation_verdict import confirmed_return, headline
 
     run = load_run(run_dir)
     return headline(confirmed_return(run, summarize(run)))

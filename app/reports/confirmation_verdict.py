@@ -1,7 +1,9 @@
 """The confirmation's verdict: does the loop's winner still beat native at a longer budget?
 
 report.json's `confirmation` block (graph.confirmation) holds each arm's per-seed values at
-the confirmation budget; the loop's own result.json files hold them at the loop's budget.
+the confirmation budget, each metric's better direction and the metric the loop selected on
+(the engine's facts, read here, never recomputed); the loop's own result.json files hold the
+values at the loop's budget.
 This module adds the statistics `lero study` uses (app.study.stats: mean with a 95%
 bootstrap CI per arm, or the seeds' range below stats.MIN_INTERVAL_SEEDS; the probability
 that the arm is better than native, in each metric's own direction, with its CI and verdict)
@@ -21,8 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import lero.app.study.stats as stats
-from lero.app.numbers import fmt_number
-from lero.app.provenance import native_task
+from lero.app.reports.numbers import fmt_number
 from lero.graph.confirmation import CURVE, LOOP_ARM, LOOP_ID, seed_metrics
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.summary import RunFiles, metric_names
@@ -75,9 +76,7 @@ def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None,
     loop = next((a for a in block["arms"] if a["candidate_id"] == LOOP_ID), None)  # native@loop
     loop_native = _loop_values(run.baseline)
     results = {c.candidate_id: c.result for c in run.candidates}
-    task = native_task(run.spec.get("env"), run.spec.get("env_kwargs", {}))
-    better = {RETURN: "higher", **{m.name: m.better for m in task.metrics}} if task else {RETURN: "higher"}
-    success = task.success_metric if task and run.spec.get("fitness") == "success" else RETURN  # what selected
+    better, success = block["better"], block["success_metric"]  # the engine's (graph.confirmation)
     verdict = {}
     for arm in block["arms"]:
         if arm["candidate_id"] in (BASELINE_ID, LOOP_ID) or native is None:
@@ -96,7 +95,7 @@ def confirmation_verdict(run: RunFiles, block: dict[str, Any] | None,
             verdict[arm["candidate_id"]]["vs_loop"] = {
                 "steps": loop["steps"], "episodes": "held out (fresh seeds)",
                 "metrics": compare_arms(arm["per_seed"], loop["per_seed"], names, better)}  # fmt: skip
-    return {**block, "verdict": verdict, "better": better, "success_metric": success}
+    return {**block, "verdict": verdict}
 
 
 def confirmed_return(run: RunFiles, summary: dict[str, Any]) -> dict[str, Any] | None:

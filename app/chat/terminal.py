@@ -1,5 +1,5 @@
 """`lero chat`: design an experiment in a conversation in the terminal, confirm it, run it
-with approvals (the desk and its dialogues: `app.desk`)."""
+with approvals (the desk and its dialogues: `app.chat.desk`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import IO, Any
 
 from rich.console import Console
 
-from lero.app.console import Asker
-from lero.app.desk import ExperimentDesk, chat_run_fields
-from lero.app.dialogues import assistant_chat, offline_chat
+from lero.app.chat.desk import ExperimentDesk, chat_run_fields
+from lero.app.chat.dialogues import assistant_chat, offline_chat
+from lero.app.console.approvals import Asker
 from lero.graph.configuration import DEFAULT_RUNS_DIR, llm_settings
 
 

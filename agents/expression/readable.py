@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lero.agents.types import Problem
+from lero.agents.records import Problem
 
 Dims = tuple[str, ...]
 SCOPES = ("reward", "potential", "feature")  # a term of the HRF, the potential, an OEF feature

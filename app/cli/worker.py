@@ -1,7 +1,7 @@
 """A terminal-less driver of one run: what the web UI's background workers execute.
 
-    python -m lero.app.worker start --spec spec.json [--env ENV]   # JSON-lines events on stdout
-    python -m lero.app.worker resume RUN_ID [--runs-dir DIR] [--answer answer.json] [--env ENV]
+    python -m lero.app.cli.worker start --spec spec.json [--env ENV]   # JSON-lines events on stdout
+    python -m lero.app.cli.worker resume RUN_ID [--runs-dir DIR] [--answer answer.json] [--env ENV]
 
 The same `start_run` / `resume_run` path as `lero run` and `lero resume --answer`, with
 the app's hooks (TensorBoard, report.md); one line on stderr and exit 2 for bad input.
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lero.app.hooks import app_front
+from lero.app.cli.run_hooks import app_front
 from lero.graph.configuration import DEFAULT_RUNS_DIR, RunError, RunSpec, load_json
 from lero.graph.runner import resume_run, start_run
 
@@ -35,7 +35,7 @@ class JsonLinesUI:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lero.app.worker", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m lero.app.cli.worker", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("start", help="start a run from a RunSpec JSON file")
     start.add_argument("--spec", required=True, type=Path)

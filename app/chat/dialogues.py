@@ -1,4 +1,4 @@
-"""The chat's dialogue loops around an `ExperimentDesk` (app.desk): the offline guided
+"""The chat's dialogue loops around an `ExperimentDesk` (app.chat.desk): the offline guided
 dialogue, which asks for each setting with a default, and the conversation with the
 experiment assistant, whose tool calls act on the desk. Both chat front-ends (`lero chat`,
 the web UI's chat page) run them on an `Asker`, so every path is testable end to end.
@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from lero.app.console import Asker
-from lero.app.desk import COMMAND_HELP, ExperimentDesk
+from lero.app.chat.desk import COMMAND_HELP, ExperimentDesk
+from lero.app.console.approvals import Asker
 from lero.graph.configuration import APPROVE_MODES, RunSpec
 from lero.graph.trust import confirm_env
 
@@ -84,7 +84,7 @@ def env_arg_error(key: str, value: object, default: object) -> str | None:
 
 def _ask_env_arg(io: Asker, key: str, default: object) -> object:
     """One env argument, asked again at once while its value is of the wrong kind."""
-    from lero.app.args import parse_value
+    from lero.app.cli.args import parse_value
 
     while (error := env_arg_error(key, value := parse_value(io.text(f"env argument {key}", str(default))),
                                   default)) is not None:
@@ -94,7 +94,7 @@ def _ask_env_arg(io: Asker, key: str, default: object) -> object:
 
 def _ask_other_env_args(io: Asker) -> dict[str, object]:
     """KEY=VALUE words, asked again at once while one is not of that form."""
-    from lero.app.args import parse_value
+    from lero.app.cli.args import parse_value
 
     while True:
         words = io.text("other env arguments, KEY=VALUE separated by spaces").split()
@@ -170,9 +170,9 @@ def _next_message(io: Asker) -> str | None:
 
 def _filled_from_words(desk: ExperimentDesk, model: ChatModel, text: str) -> str | None:
     """The spec fields the person's words name, filled by the model through the spec's JSON
-    schema (app.spec_fill), shown and applied only when the person agrees; what happened
+    schema (app.chat.spec_fill), shown and applied only when the person agrees; what happened
     (for the conversation), or None when the words name no field (the assistant answers)."""
-    from lero.app.spec_fill import described, propose
+    from lero.app.chat.spec_fill import described, propose
 
     proposal = propose(model, desk.spec, text)
     if not proposal:

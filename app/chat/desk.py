@@ -7,7 +7,7 @@ inspect runs). The same desk methods are reached three ways:
 - as LangChain tools the experiment assistant calls (servers with tool calling),
 - as `/commands` typed by the user (any server, and the offline backend),
 - from the offline guided dialogue, which asks for each setting with a default.
-The dialogue loops live in `app.dialogues`; input and output streams are injected, so
+The dialogue loops live in `app.chat.dialogues`; input and output streams are injected, so
 every path is testable end to end.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lero.app.console import Asker
+from lero.app.console.approvals import Asker
 from lero.graph.configuration import CANDIDATE_ID, RunError, RunSpec, check_run_id
 from lero.graph.rundir import CODE_FILE, RESULT_FILE, REVIEW_FILE, RunDir
 from lero.graph.schedule import planned
@@ -29,7 +29,7 @@ from lero.graph.trust import OPERATOR_CAPS, OPERATOR_FIELDS, confirm_env, confir
 
 if TYPE_CHECKING:
     from lero.agents import LLMConfig
-    from lero.app.console import RichUI
+    from lero.app.console.progress import RichUI
     from lero.training.envs.registry import ConfirmedEnv
 
 DEFAULT_CHAT_SPEC: dict[str, Any] = {"approve": "spec"}
@@ -271,8 +271,8 @@ class ExperimentDesk:
     def start_run(self) -> str:
         """Start the experiment with the current spec, after the user confirms it. Runs to the
         end (or until an approval is declined) and returns how it ended."""
-        from lero.app.console import RichUI
-        from lero.app.hooks import app_front
+        from lero.app.cli.run_hooks import app_front
+        from lero.app.console.progress import RichUI
         from lero.graph.runner import start_run
 
         if (declined := self.confirm_start()) is not None:
@@ -331,7 +331,7 @@ class ExperimentDesk:
         Args:
             run_id: the run (default: the last run started in this chat)
         """
-        from lero.app.report import run_row
+        from lero.app.reports.run_report import run_row
 
         found = self._run_dir(run_id)
         if isinstance(found, str):
@@ -368,7 +368,7 @@ class ExperimentDesk:
         Args:
             run_id: the run (default: the last run started in this chat)
         """
-        from lero.app.report import write_report
+        from lero.app.reports.run_report import write_report
 
         found = self._run_dir(run_id)
         if isinstance(found, str):
@@ -404,7 +404,7 @@ class ExperimentDesk:
     def command(self, line: str) -> str:
         """A `/command` typed by the user: /spec, /set KEY=VALUE ..., /envs, /describe,
         /estimate, /run, /status [RUN], /candidate ID [RUN], /report [RUN]."""
-        from lero.app.args import parse_value
+        from lero.app.cli.args import parse_value
 
         try:
             name, *words = shlex.split(line[1:]) or ["help"]

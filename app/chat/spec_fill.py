@@ -8,7 +8,7 @@ order, so that even a 135M-parameter model walks through each one (SmolLM2 given
 fields copies its example instead). What comes back is a *proposal*: a value the words do not
 contain (a number not written there, an algorithm or env not named) is dropped, as are the
 values the spec already has; the chat shows the rest and applies it only when the person
-agrees (`app.dialogues`).
+agrees (`app.chat.dialogues`).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
-from lero.app.args import (
+from lero.app.cli.args import (
     UsageError,
     build_parser,
     checked_hparams,
@@ -43,7 +43,7 @@ from lero.graph.configuration import (
 from lero.graph.context import CancelScope
 
 if TYPE_CHECKING:
-    from lero.app.console import RichUI
+    from lero.app.console.progress import RichUI
     from lero.graph.runner import RunOutcome
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -59,9 +59,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     fields = spec_fields(args)
     fields.update(llm_fields(fields.get("llm"), args.model, fields.get("base_url")))
     spec = RunSpec.parse(fields).with_run_id()  # validated before heavy imports
-    from lero.app.console import RichUI
-    from lero.app.desk import estimate_in_background
-    from lero.app.hooks import app_front
+    from lero.app.chat.desk import estimate_in_background
+    from lero.app.cli.run_hooks import app_front
+    from lero.app.console.progress import RichUI
     from lero.graph.runner import start_run
 
     ui = RichUI(console=console, generations=spec.generations, env_steps=spec.budget()[1])
@@ -136,7 +136,7 @@ def resume_ui(path: Path, console: Console) -> RichUI:
     """`lero resume`'s display: the run bar as `lero run`'s (the stored spec's whole budget,
     confirmation included), from the env steps the run's state already counts. A stored spec
     that no longer parses (a run from an older lero) gets no run bar, not an error."""
-    from lero.app.console import RichUI
+    from lero.app.console.progress import RichUI
     from lero.graph.summary import is_number, load_run
 
     run = load_run(path)
@@ -153,7 +153,7 @@ def cmd_resume(args: argparse.Namespace, console: Console) -> int:
     path = run_dir(args.runs_dir, args.run_id)
     answer = read_answer(args.answer)
     overrides = resume_overrides(args)
-    from lero.app.hooks import app_front
+    from lero.app.cli.run_hooks import app_front
     from lero.graph.runner import resume_run
 
     ui = resume_ui(path, console)
@@ -170,8 +170,9 @@ def cmd_resume(args: argparse.Namespace, console: Console) -> int:
 
 def finish_outcome(outcome: RunOutcome, console: Console) -> int:
     """Say how the run ended, on the last line; for a pending question, how to answer it."""
-    from lero.app.console import describe_answer, render_summary
-    from lero.app.report import run_headline
+    from lero.app.console.approvals import describe_answer
+    from lero.app.console.progress import render_summary
+    from lero.app.reports.run_report import run_headline
     from lero.graph.rundir import RunDir
 
     status, run_id = outcome.status, outcome.run_id
@@ -199,7 +200,7 @@ def finish_outcome(outcome: RunOutcome, console: Console) -> int:
 
 
 def cmd_chat(args: argparse.Namespace, console: Console) -> int:
-    from lero.app.chat import run_chat
+    from lero.app.chat.terminal import run_chat
 
     fields = llm_fields(args.llm, args.model, args.base_url)
     return run_chat(llm=fields["llm"], base_url=fields["base_url"], runs_dir=str(args.runs_dir),
@@ -217,8 +218,8 @@ def run_dir(runs_dir: str | Path, run_id: str) -> Path:
 
 
 def cmd_runs(args: argparse.Namespace, console: Console) -> int:
-    from lero.app.console import render_runs
-    from lero.app.report import run_row, run_rows
+    from lero.app.console.progress import render_runs
+    from lero.app.reports.run_report import run_row, run_rows
 
     root = Path(args.runs_dir)
     rows = run_rows(root, run_row)
@@ -230,9 +231,9 @@ def cmd_runs(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
-    from lero.app.confirmation import headline
-    from lero.app.console import render_summary
-    from lero.app.report import write_report
+    from lero.app.console.progress import render_summary
+    from lero.app.reports.confirmation_verdict import headline
+    from lero.app.reports.run_report import write_report
     from lero.graph.rundir import RunDir
 
     path = run_dir(args.runs_dir, args.run_id)
@@ -293,8 +294,8 @@ def cmd_study(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     """A run's saved policies (its best, a named candidate or the baseline) measured on
-    held-out episodes in the sandbox (`app.evaluation`); `--render` draws some as a GIF."""
-    from lero.app.evaluation import (
+    held-out episodes in the sandbox (`app.reports.held_out`); `--render` draws some as a GIF."""
+    from lero.app.reports.held_out import (
         check_drawable,
         check_render_path,
         evaluate_target,
@@ -317,7 +318,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"saved: {save_evaluation(target, document)}", soft_wrap=True)
     if args.render and document["trajectories"]:
-        from lero.app.eval_render import write_gif
+        from lero.app.reports.eval_render import write_gif
 
         seed, episodes_drawn = next(iter(document["trajectories"].items()))
         title = f"run {target.spec.run_id}, {target.name}, seed {seed}: held-out episodes"
@@ -326,8 +327,14 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
-    """Runs side by side (`app.compare`): the table on the terminal, files in --out."""
-    from lero.app.compare import cells, comparison_rows, default_out, load_runs, write_comparison
+    """Runs side by side (`app.reports.compare_runs`): the table on the terminal, files in --out."""
+    from lero.app.reports.compare_runs import (
+        cells,
+        comparison_rows,
+        default_out,
+        load_runs,
+        write_comparison,
+    )
 
     runs = load_runs(args.runs_dir, args.run_ids)
     out = args.out or default_out(args.runs_dir, args.run_ids)
@@ -351,7 +358,7 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     write that per seed in DIR/seed-<k>/, and DIR/seeds.json the evaluation over the seeds."""
     import torch
 
-    from lero.app.console import train_progress
+    from lero.app.console.progress import train_progress
     from lero.graph.safefs import write_atomic
     from lero.training import TrainConfig, make_env, train_seeds
     from lero.training.openmp import openmp_wait

@@ -1,4 +1,4 @@
-"""The in-sandbox runner: `python -m lero.sandbox.runner JOB_DIR` reads job.json, writes result.json.
+"""The in-sandbox runner: `python -m lero.sandbox.harness JOB_DIR` reads job.json, writes result.json.
 
 This module is the security harness around the job handlers (`sandbox.jobs`, one per
 job kind). Trusted code running next to untrusted code, so the order of things matters:
@@ -186,7 +186,7 @@ def preload() -> None:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m lero.sandbox.runner JOB_DIR [--wait] [--kinds DIR]`; --wait imports the
+    """`python -m lero.sandbox.harness JOB_DIR [--wait] [--kinds DIR]`; --wait imports the
     engine first, then waits; --kinds: where shipped kind modules are (`load_kind`).
 
     An evaluate job's key comes on stdin (sandbox.seal); job.json is deleted once read, so
