@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 UNREADABLE = "unreadable"  # the status of a listed run whose files cannot be read
 
 
-def _seed_fitnesses(result: dict | None) -> list[float]:
+def seed_fitnesses(result: dict | None) -> list[float]:
+    """The fitness of each seed of a baseline/candidate result that has one."""
     per_seed = (result or {}).get("per_seed") or []
     return [float(r["fitness"]) for r in per_seed if is_number(r.get("fitness"))]
 
@@ -42,7 +43,7 @@ def spread_text(result: dict | None) -> str:
     spread to show, so it reads 'value (1 seed, no spread)'."""
     if not result or not is_number(result.get("fitness")):
         return fmt_number(result.get("fitness")) if result else "—"  # nan, inf: shown as such
-    seeds = _seed_fitnesses(result)
+    seeds = seed_fitnesses(result)
     if len(seeds) <= 1:
         return fmt_number(result["fitness"]) + (" (1 seed, no spread)" if seeds else "")
     std = result.get("fitness_std")
@@ -223,7 +224,7 @@ def verdicts_markdown(verdicts: dict[str, dict[str, int]]) -> list[str]:
     return lines
 
 
-def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str:
+def render_markdown(run: RunFiles, summary: dict, plots: dict[str, tuple[Path, str]]) -> str:
     """Human-readable report: comparison, generations, candidates, the best code."""
     from lero.app.confirmation import (  # app.study's statistics load with it
         confirmation_markdown,
@@ -237,6 +238,9 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
     success = task.success_metric if task else "success metric"  # the task's own (lero's envs)
     lines = [f"# lero run `{summary['run_id']}`", "", f"**{headline(summary.get('confirmation'))}**", "",
              *confirmation_markdown(summary.get("confirmation"))]  # fmt: skip
+    numbered = {name: (number, *shown) for number, (name, shown) in enumerate(plots.items(), 1)}
+    if CONFIRMATION_FIGURE in numbered:  # the verdict's evidence, under it
+        lines += [*figure_lines(run, CONFIRMATION_FIGURE, *numbered.pop(CONFIRMATION_FIGURE)), ""]
     shown = run_status(run, summary["status"])
     status = f"- status: **{shown['shown']}**"
     if summary["stop_reason"]:
@@ -306,8 +310,9 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
     lines += lineage_markdown(summary.get("lineage") or [])
     lines += llm_requests_markdown(run.rundir.read_llm_records())
     if plots:
-        lines += ["", "## Plots", "", CURVES_NOTE, ""]
-        lines += [f"![{name}]({path.relative_to(run.run_dir)})" for name, path in plots.items()]
+        lines += ["", "## Plots", "", PLOTS_NOTE]
+        for name, shown in numbered.items():
+            lines += figure_lines(run, name, *shown)
     lines += provenance_markdown(run.rundir, run.rundir.read_spec())
     if best and best.code_path:
         lines += [
@@ -328,10 +333,10 @@ def write_report(run_dir: str | Path) -> dict:
     return write_report_files(run, summarize(run))
 
 
-def curve_series(label: str, result: dict | None) -> CurveSeries | None:
+def curve_series(label: str, result: dict | None, color: str = "C0") -> CurveSeries | None:
     """LABEL's learning curve over its ok seeds (`app.study.stats.curve_band`: a 95% band from
     MIN_INTERVAL_SEEDS seeds, each seed below) and each seed's greedy evaluation after
-    training (under `--fitness auc` the final policy's, not the curve's average)."""
+    training (under `--fitness auc` the final policy's, not the curve's average), in COLOR."""
     from lero.app.plots import CurveSeries
     from lero.app.study.stats import curve_band
 
@@ -342,7 +347,7 @@ def curve_series(label: str, result: dict | None) -> CurveSeries | None:
     if not curves:
         return None
     greedy = [r.get("final_fitness", r.get("fitness")) for r in seeds]
-    return CurveSeries(label=label, band=curve_band(curves), seeds=len(curves),
+    return CurveSeries(label=label, band=curve_band(curves), seeds=len(curves), color=color,
                        greedy=[float(g) for g in greedy if is_number(g)], end_step=max(s[-1] for s, _ in curves))  # fmt: skip
 
 
@@ -352,11 +357,14 @@ def _return_curve(record: dict) -> tuple[list[float], list[float]] | None:
     return (steps, returns) if ok else None
 
 
-CURVES_NOTE = ("The curves are the native return of the training episodes, where the policy samples its "
-               "actions (exploration); the fitness is the greedy policy's return on separate evaluation "
-               "episodes after training (diamond: mean over seeds; dots: each seed), so a curve may end "
-               "below its fitness. Every plot is also in plots/ as PDF and SVG (a paper column wide) with "
-               "its numbers as CSV.")  # fmt: skip
+def figure_lines(run: RunFiles, name: str, number: int, path: Path, caption: str) -> list[str]:
+    """A figure in report.md: the image, then its numbered caption."""
+    return ["", f"![{name}]({path.relative_to(run.run_dir)})", "", f"**Figure {number}.** {caption}"]
+
+
+CONFIRMATION_FIGURE = "confirmation"  # shown in the confirmation's section, the rest under Plots
+PLOTS_NOTE = ("Every plot is also in plots/ as PDF and SVG (a paper column wide, no title: the captions "
+              "below are for your paper) with its numbers as CSV.")
 
 
 def write_plot_files(rundir: RunDir, stem: str, files: dict[str, bytes]) -> Path:
@@ -371,22 +379,11 @@ def write_report_files(run: RunFiles, summary: dict) -> dict:
     report.json itself at the end of a run; this adds what people read), and report.json
     again with the confirmation's statistics (`app.confirmation`); returns report.json."""
     from lero.app.confirmation import confirmation_verdict
-    from lero.app.plots import (  # matplotlib: only when plotting
-        plot_fitness,
-        plot_learning_curves,
-    )
+    from lero.app.run_figures import run_figures  # matplotlib: only when plotting
 
     summary = {**summary, "confirmation": confirmation_verdict(run, summary.get("confirmation"))}
     run.rundir.write_summary(summary)
-    plots = {"fitness": write_plot_files(
-        run.rundir, "fitness", plot_fitness(summary["generations"], summary["baseline"]["fitness"]))}
-    best = best_candidate(run)
-    series = [curve_series("baseline", run.baseline)]
-    if best:
-        series.append(curve_series(f"best ({best.candidate_id})", best.result))
-    if any(series):
-        plots["learning_curves"] = write_plot_files(
-            run.rundir, "learning_curves", plot_learning_curves([s for s in series if s is not None]))
+    plots = {f.stem: (write_plot_files(run.rundir, f.stem, f.files), f.caption) for f in run_figures(run, summary)}
     run.rundir.write_report_md(render_markdown(run, summary, plots))
     return summary
 
