@@ -15,7 +15,7 @@ from typing import Any
 
 from lero.app.named_run import open_named_run
 from lero.app.numbers import fmt_number
-from lero.app.report import curve_series, spread_text
+from lero.app.report import spread_text
 from lero.app.run_status import run_label, run_status
 from lero.app.study.stats import MIN_INTERVAL_SEEDS
 from lero.graph.configuration import RunError
@@ -125,6 +125,7 @@ def comparison_figure(runs: list[RunFiles]) -> dict[str, bytes] | None:
     """The best candidates' learning curves (`app.plots.figure_files`), one colour per run,
     None when none has one."""
     from lero.app.plots import plot_learning_curves
+    from lero.app.run_figures import curve_series
     from lero.app.study.arm_colors import arm_color
 
     series = []

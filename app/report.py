@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lero.app.numbers import fmt_number
 from lero.app.run_status import run_label, run_status
@@ -23,19 +23,11 @@ from lero.graph.summary import (
     is_number,
     load_run,
     metric_names,
+    seed_fitnesses,
     summarize,
 )
 
-if TYPE_CHECKING:
-    from lero.app.plots import CurveSeries
-
 UNREADABLE = "unreadable"  # the status of a listed run whose files cannot be read
-
-
-def seed_fitnesses(result: dict | None) -> list[float]:
-    """The fitness of each seed of a baseline/candidate result that has one."""
-    per_seed = (result or {}).get("per_seed") or []
-    return [float(r["fitness"]) for r in per_seed if is_number(r.get("fitness"))]
 
 
 def spread_text(result: dict | None) -> str:
@@ -231,6 +223,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, tuple[Path, s
         headline,
     )
     from lero.app.provenance import native_task, provenance_markdown
+    from lero.app.run_figures import CONFIRMATION_FIGURE
     from lero.app.shaping import shaping_markdown
 
     spec, best = run.spec, best_candidate(run)
@@ -239,7 +232,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, tuple[Path, s
     lines = [f"# lero run `{summary['run_id']}`", "", f"**{headline(summary.get('confirmation'))}**", "",
              *confirmation_markdown(summary.get("confirmation"))]  # fmt: skip
     numbered = {name: (number, *shown) for number, (name, shown) in enumerate(plots.items(), 1)}
-    if CONFIRMATION_FIGURE in numbered:  # the verdict's evidence, under it
+    if CONFIRMATION_FIGURE in numbered:  # the verdict's evidence, under it (the rest under Plots)
         lines += [*figure_lines(run, CONFIRMATION_FIGURE, *numbered.pop(CONFIRMATION_FIGURE)), ""]
     shown = run_status(run, summary["status"])
     status = f"- status: **{shown['shown']}**"
@@ -333,36 +326,11 @@ def write_report(run_dir: str | Path) -> dict:
     return write_report_files(run, summarize(run))
 
 
-def curve_series(label: str, result: dict | None, color: str = "C0") -> CurveSeries | None:
-    """LABEL's learning curve over its ok seeds (`app.study.stats.curve_band`: a 95% band from
-    MIN_INTERVAL_SEEDS seeds, each seed below) and each seed's greedy evaluation after
-    training (under `--fitness auc` the final policy's, not the curve's average), in COLOR."""
-    from lero.app.plots import CurveSeries
-    from lero.app.study.stats import curve_band
-
-    seeds = [r for r in (result or {}).get("per_seed") or [] if isinstance(r, dict) and r.get("status") == "ok"]
-    # a result written before seed records kept their curves: the one (seed 0's) it has
-    curves = [c for c in map(_return_curve, seeds) if c is not None] or \
-        [c for c in [_return_curve(result or {})] if c is not None]  # fmt: skip
-    if not curves:
-        return None
-    greedy = [r.get("final_fitness", r.get("fitness")) for r in seeds]
-    return CurveSeries(label=label, band=curve_band(curves), seeds=len(curves), color=color,
-                       greedy=[float(g) for g in greedy if is_number(g)], end_step=max(s[-1] for s, _ in curves))  # fmt: skip
-
-
-def _return_curve(record: dict) -> tuple[list[float], list[float]] | None:
-    steps, returns = ((record.get("curves") or {}).get(k) or [] for k in ("steps", "return"))
-    ok = steps and len(steps) == len(returns) and all(map(is_number, [*steps, *returns]))
-    return (steps, returns) if ok else None
-
-
 def figure_lines(run: RunFiles, name: str, number: int, path: Path, caption: str) -> list[str]:
     """A figure in report.md: the image, then its numbered caption."""
     return ["", f"![{name}]({path.relative_to(run.run_dir)})", "", f"**Figure {number}.** {caption}"]
 
 
-CONFIRMATION_FIGURE = "confirmation"  # shown in the confirmation's section, the rest under Plots
 PLOTS_NOTE = ("Every plot is also in plots/ as PDF and SVG (a paper column wide, no title: the captions "
               "below are for your paper) with its numbers as CSV.")
 

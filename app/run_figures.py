@@ -18,17 +18,17 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lero.app.report import CONFIRMATION_FIGURE, curve_series, seed_fitnesses
 from lero.app.study.arm_colors import CANDIDATE, NATIVE, arm_color, arm_line
 from lero.app.study.stats import curve_band
 from lero.graph.confirmation import CURVE, LOOP_ID, arm_name
 from lero.graph.rundir import BASELINE_ID
-from lero.graph.summary import RunFiles, best_candidate, is_number
+from lero.graph.summary import RunFiles, best_candidate, is_number, seed_fitnesses
 
 if TYPE_CHECKING:
     from lero.app.plots import CurveSeries
 
 HELD_OUT = "held-out evaluation"  # the confirmation's return after training (fresh episodes)
+CONFIRMATION_FIGURE = "confirmation"  # report.md shows it in the confirmation's section, the rest under Plots
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,29 @@ class RunFigure:
 def candidate_label(candidate_id: str) -> str:
     """How figures name a candidate: its id, the generation-index report.md's tables use."""
     return f"candidate {candidate_id}"
+
+
+def curve_series(label: str, result: dict | None, color: str = "C0") -> CurveSeries | None:
+    """LABEL's learning curve over its ok seeds (`app.study.stats.curve_band`: a 95% band from
+    MIN_INTERVAL_SEEDS seeds, each seed below) and each seed's greedy evaluation after
+    training (under `--fitness auc` the final policy's, not the curve's average), in COLOR."""
+    from lero.app.plots import CurveSeries
+
+    seeds = [r for r in (result or {}).get("per_seed") or [] if isinstance(r, dict) and r.get("status") == "ok"]
+    # a result written before seed records kept their curves: the one (seed 0's) it has
+    curves = [c for c in map(_return_curve, seeds) if c is not None] or \
+        [c for c in [_return_curve(result or {})] if c is not None]  # fmt: skip
+    if not curves:
+        return None
+    greedy = [r.get("final_fitness", r.get("fitness")) for r in seeds]
+    return CurveSeries(label=label, band=curve_band(curves), seeds=len(curves), color=color,
+                       greedy=[float(g) for g in greedy if is_number(g)], end_step=max(s[-1] for s, _ in curves))  # fmt: skip
+
+
+def _return_curve(record: dict) -> tuple[list[float], list[float]] | None:
+    steps, returns = ((record.get("curves") or {}).get(k) or [] for k in ("steps", "return"))
+    ok = steps and len(steps) == len(returns) and all(map(is_number, [*steps, *returns]))
+    return (steps, returns) if ok else None
 
 
 def fitness_figure(run: RunFiles, summary: dict[str, Any]) -> RunFigure:

@@ -81,6 +81,12 @@ def is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and in_float_range(value)
 
 
+def seed_fitnesses(result: dict | None) -> list[float]:
+    """The fitness of each seed of a baseline/candidate result that has one."""
+    per_seed = (result or {}).get("per_seed") or []
+    return [float(r["fitness"]) for r in per_seed if is_number(r.get("fitness"))]
+
+
 def whole(value: object, default: int = 0) -> int:
     """A run dir's count as an int; DEFAULT for anything else (missing, text, NaN, inf)."""
     return int(value) if is_number(value) else default

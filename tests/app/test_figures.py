@@ -19,8 +19,7 @@ import torch
 from PIL import Image
 
 from lero.app.plots import COLUMN_IN, GREEDY, PNG_DPI, TRAINING, plot_learning_curves
-from lero.app.report import curve_series
-from lero.app.run_figures import HELD_OUT, confirmation_figure, confirmation_series
+from lero.app.run_figures import HELD_OUT, confirmation_figure, confirmation_series, curve_series
 from lero.app.study.arm_colors import ARM_COLORS, CANDIDATE, EXTRA_COLORS, NATIVE
 from lero.app.study.plots import plot_curves, plot_metric, plot_profiles, plot_recheck
 from lero.app.study.stats import MIN_INTERVAL_SEEDS, curve_band, summary
