@@ -233,7 +233,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, tuple[Path, s
              *confirmation_markdown(summary.get("confirmation"))]  # fmt: skip
     numbered = {name: (number, *shown) for number, (name, shown) in enumerate(plots.items(), 1)}
     if CONFIRMATION_FIGURE in numbered:  # the verdict's evidence, under it (the rest under Plots)
-        lines += [*figure_lines(run, CONFIRMATION_FIGURE, *numbered.pop(CONFIRMATION_FIGURE)), ""]
+        lines += [*figure_lines(run, CONFIRMATION_FIGURE, *numbered.pop(CONFIRMATION_FIGURE))[1:], ""]  # confirmation_markdown ends blank
     shown = run_status(run, summary["status"])
     status = f"- status: **{shown['shown']}**"
     if summary["stop_reason"]:
