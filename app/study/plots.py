@@ -18,7 +18,7 @@ from lero.app.plots import (
     log_steps_if_far,
     save_figure,
 )
-from lero.app.study.arm_colors import arm_color, arm_line
+from lero.app.study.arm_colors import CANDIDATE, LONGER, arm_color, arm_line
 from lero.app.study.stats import MIN_INTERVAL_SEEDS
 
 COLUMN_CELLS = 6  # more categories than this: the figure takes the page's width
@@ -129,9 +129,9 @@ def plot_recheck(check: dict[str, Any], path: Path) -> Path:
     fig, ax = figure()
     table = Table(("series", "steps", "value"))
     curves = check["curves"]
-    for key, label in (("return", "native return"), ("train_reward", "training reward")):
-        if curves.get(key):
-            ax.plot(curves["steps"], curves[key], label=label)
+    for key, label, style in (("return", "native return", "-"), ("train_reward", "training reward", LONGER)):
+        if curves.get(key):  # the candidate's own colour (not native's: native trains no reward of its own)
+            ax.plot(curves["steps"], curves[key], label=label, color=arm_color(CANDIDATE), linestyle=style)
             table.rows += [(label, x, y) for x, y in zip(curves["steps"], curves[key], strict=False)]
     ax.axvline(check["budget"], color="black", linestyle=":", label="study budget")
     table.rows.append(("study budget", check["budget"], None))
@@ -144,5 +144,5 @@ def plot_recheck(check: dict[str, Any], path: Path) -> Path:
 def recheck_caption(check: dict[str, Any]) -> str:
     """What `plot_recheck` shows, for study.md."""
     verdict = "flagged" if check["reward_hacking"] else "not flagged"
-    return (f"Reward-hacking check ({check['algo']}, {verdict}): the candidate's native return and its "
-            "training reward over a longer training; dotted: the study's budget.")
+    return (f"Reward-hacking check ({check['algo']}, {verdict}): the candidate's native return (solid) and its "
+            "training reward (dashed) over a longer training; dotted: the study's budget.")

@@ -201,6 +201,8 @@ def test_study_plots_come_in_every_format_with_their_numbers(tmp_path: Path, see
     for name in ("curves-mappo", "return", "profile-mappo"):  # every arm in its colour, as in a run's figures
         svg = tmp_path.joinpath(f"{name}.svg").read_text().lower()
         assert all(ARM_COLORS[v].lower() in svg for v in ("native", "hrf+oef")), name
+    recheck = tmp_path.joinpath("recheck.svg").read_text().lower()  # the candidate's curves: never native's blue
+    assert ARM_COLORS[CANDIDATE].lower() in recheck and ARM_COLORS[NATIVE].lower() not in recheck
     rows = _rows(tmp_path / "return.csv")
     native = {r["statistic"]: float(r["return"]) for r in rows if r["arm"] == "native" and r["return"]}
     assert native["mean"] == pytest.approx(cells[0]["summary"]["return"]["mean"])
