@@ -96,6 +96,10 @@ def native_task(env: object, env_kwargs: object) -> TaskSpec | None:
         return declared_task(env, env_kwargs)
     except (TypeError, ValueError):
         return None
+def seed_fitnesses(result: dict | None) -> list[float]:
+    """The fitness of each seed of a baseline/candidate result that has one."""
+    per_seed = (result or {}).get("per_seed") or []
+    return [float(r["fitness"]) for r in per_seed if is_number(r.get("fitness"))]
 
 
 def whole(value: object, default: int = 0) -> int:

@@ -9,6 +9,7 @@ import torch
 
 from lero.training.defaults import EVAL_EPISODES, EVAL_SEED
 from lero.training.envs import make_env
+from lero.training.envs.batched_env import Arena
 from lero.training.envs.task import RETURN
 from lero.training.hooks import ObservationEnhancer
 from lero.training.policy import Policy
@@ -43,6 +44,7 @@ def evaluate_episodes(
     at_end = {name: torch.zeros(episodes) for name in names}  # [E] each
     running = torch.ones(episodes, dtype=torch.bool)  # [E] slot still in its first episode
     if trace is not None:
+        trace.arena = batch_env.arena
         trace.add(batch_env.world(), episode_return, running)
     for _ in range(batch_env.max_steps):
         actions = policy.act(enhance(raw_obs), greedy=True)  # [E, N]
@@ -68,6 +70,7 @@ class EpisodeTrace:
         self.episodes = episodes
         self.frames: dict[str, list[Any]] = {}  # name -> [T + 1] of [K, X, 2] (or [K] for the return)
         self.lengths = [0] * episodes  # [K] steps each episode took
+        self.arena: Arena | None = None  # the env's (`evaluate_episodes` sets it)
 
     def add(self, world: dict[str, torch.Tensor], returns: torch.Tensor, running: torch.Tensor) -> None:
         """One step's state (the reset's first): WORLD after the step, RETURNS [E], RUNNING [E]."""
@@ -80,10 +83,13 @@ class EpisodeTrace:
 
     def to_json(self) -> dict[str, Any]:
         """{name: [K][T + 1][...]} per episode (`return`: [K][T + 1]) plus `length` [K] (the
-        steps of each episode; its frames 0..length are its own)."""
+        steps of each episode; its frames 0..length are its own) and, when the env declares
+        one, `arena` [x, y, walls] (`Arena`; an unbounded axis 0, walls 1 or 0: numbers only)."""
         per_episode = {name: [[step[i] for step in steps] for i in range(self.episodes)]
                        for name, steps in self.frames.items()}  # fmt: skip
-        return {**per_episode, "length": [max(0, n - 1) for n in self.lengths]}
+        arena = self.arena
+        box = {} if arena is None else {"arena": [arena.x or 0.0, arena.y or 0.0, float(arena.walls)]}
+        return {**per_episode, "length": [max(0, n - 1) for n in self.lengths], **box}
 
 
 def evaluate(

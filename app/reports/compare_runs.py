@@ -15,7 +15,7 @@ from typing import Any
 
 from lero.app.cli.named_run import open_named_run
 from lero.app.reports.numbers import fmt_number
-from lero.app.reports.run_report import curve_series, spread_text
+from lero.app.reports.run_report import spread_text
 from lero.app.reports.run_status import run_label, run_status
 from lero.app.study.stats import MIN_INTERVAL_SEEDS
 from lero.graph.configuration import RunError
@@ -96,10 +96,11 @@ def comparison_markdown(rows: list[dict[str, Any]], metrics: list[str], figure: 
     for row in rows:
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(row, metrics)) + " |")
     if figure:
-        lines += ["", f"![learning curves]({figure})", "", "Each run's best candidate: the training episodes' "
-                  f"return (sampled actions; mean over seeds, a 95% band from {MIN_INTERVAL_SEEDS} seeds, else each "
-                  "seed thin) and "
-                  "the greedy evaluation after training (diamond: mean; dots: seeds)."]  # fmt: skip
+        lines += ["", f"![learning curves]({figure})", "", "**Figure.** Each run's best candidate, named by the "
+                  "run's name and tags (`run k`: the table's k-th row, unnamed): the training episodes' return "
+                  f"(sampled actions; mean over seeds, shaded: a 95% band from {MIN_INTERVAL_SEEDS} seeds, else "
+                  "the seeds' range with each seed thin) and the greedy evaluation after training (diamond: "
+                  "mean; dots: seeds)."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -114,17 +115,26 @@ def comparison_csv(rows: list[dict[str, Any]], metrics: list[str]) -> bytes:
     return table.csv_bytes()
 
 
+def legend_label(run: RunFiles, row: int) -> str:
+    """A run in the compare figure's legend: its name and tags, else `run ROW` (its row in the
+    table, from 1): a run id is a timestamp no reader of a paper should see."""
+    return run_label(run.spec) or f"run {row}"
+
+
 def comparison_figure(runs: list[RunFiles]) -> dict[str, bytes] | None:
-    """The best candidates' learning curves (`app.reports.figures.figure_files`), None when none has one."""
+    """The best candidates' learning curves (`app.reports.figures.figure_files`), one colour per run,
+    None when none has one."""
     from lero.app.reports.figures import plot_learning_curves
+    from lero.app.reports.run_figures import curve_series
+    from lero.app.study.arm_colors import arm_color
 
     series = []
-    for run in runs:
+    for row, run in enumerate(runs, 1):
         best = best_candidate(run)
-        legend = f"{run_label(run.spec) or run.run_id} ({best.candidate_id})" if best is not None else ""
-        if best is not None and (s := curve_series(legend, best.result)) is not None:
+        legend = f"{legend_label(run, row)} ({best.candidate_id})" if best is not None else ""
+        if best is not None and (s := curve_series(legend, best.result, arm_color("", row - 1))) is not None:
             series.append(s)
-    return plot_learning_curves(series, "Best candidate of each run") if series else None
+    return plot_learning_curves(series) if series else None
 
 
 def default_out(runs_dir: str | Path, run_ids: list[str]) -> Path:

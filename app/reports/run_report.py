@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lero.app.reports.numbers import fmt_number
 from lero.app.reports.run_status import run_label, run_status
@@ -23,18 +23,11 @@ from lero.graph.summary import (
     is_number,
     load_run,
     metric_names,
+    seed_fitnesses,
     summarize,
 )
 
-if TYPE_CHECKING:
-    from lero.app.reports.figures import CurveSeries
-
 UNREADABLE = "unreadable"  # the status of a listed run whose files cannot be read
-
-
-def _seed_fitnesses(result: dict | None) -> list[float]:
-    per_seed = (result or {}).get("per_seed") or []
-    return [float(r["fitness"]) for r in per_seed if is_number(r.get("fitness"))]
 
 
 def spread_text(result: dict | None) -> str:
@@ -42,7 +35,7 @@ def spread_text(result: dict | None) -> str:
     spread to show, so it reads 'value (1 seed, no spread)'."""
     if not result or not is_number(result.get("fitness")):
         return fmt_number(result.get("fitness")) if result else "—"  # nan, inf: shown as such
-    seeds = _seed_fitnesses(result)
+    seeds = seed_fitnesses(result)
     if len(seeds) <= 1:
         return fmt_number(result["fitness"]) + (" (1 seed, no spread)" if seeds else "")
     std = result.get("fitness_std")
@@ -223,13 +216,14 @@ def verdicts_markdown(verdicts: dict[str, dict[str, int]]) -> list[str]:
     return lines
 
 
-def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str:
+def render_markdown(run: RunFiles, summary: dict, plots: dict[str, tuple[Path, str]]) -> str:
     """Human-readable report: comparison, generations, candidates, the best code."""
     from lero.app.reports.confirmation_verdict import (  # app.study's statistics load with it
         confirmation_markdown,
         headline,
     )
     from lero.app.reports.provenance import provenance_markdown
+    from lero.app.reports.run_figures import CONFIRMATION_FIGURE
     from lero.app.reports.shaping_notes import shaping_markdown
     from lero.graph.summary import native_task
 
@@ -238,6 +232,9 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
     success = task.success_metric if task else "success metric"  # the task's own (lero's envs)
     lines = [f"# lero run `{summary['run_id']}`", "", f"**{headline(summary.get('confirmation'))}**", "",
              *confirmation_markdown(summary.get("confirmation"))]  # fmt: skip
+    numbered = {name: (number, *shown) for number, (name, shown) in enumerate(plots.items(), 1)}
+    if CONFIRMATION_FIGURE in numbered:  # the verdict's evidence, under it (the rest under Plots)
+        lines += [*figure_lines(run, CONFIRMATION_FIGURE, *numbered.pop(CONFIRMATION_FIGURE))[1:], ""]  # confirmation_markdown ends blank
     shown = run_status(run, summary["status"])
     status = f"- status: **{shown['shown']}**"
     if summary["stop_reason"]:
@@ -307,8 +304,9 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, Path]) -> str
     lines += lineage_markdown(summary.get("lineage") or [])
     lines += llm_requests_markdown(run.rundir.read_llm_records())
     if plots:
-        lines += ["", "## Plots", "", CURVES_NOTE, ""]
-        lines += [f"![{name}]({path.relative_to(run.run_dir)})" for name, path in plots.items()]
+        lines += ["", "## Plots", "", PLOTS_NOTE]
+        for name, shown in numbered.items():
+            lines += figure_lines(run, name, *shown)
     lines += provenance_markdown(run.rundir, run.rundir.read_spec())
     if best and best.code_path:
         lines += [
@@ -329,35 +327,13 @@ def write_report(run_dir: str | Path) -> dict:
     return write_report_files(run, summarize(run))
 
 
-def curve_series(label: str, result: dict | None) -> CurveSeries | None:
-    """LABEL's learning curve over its ok seeds (`app.study.stats.curve_band`: a 95% band from
-    MIN_INTERVAL_SEEDS seeds, each seed below) and each seed's greedy evaluation after
-    training (under `--fitness auc` the final policy's, not the curve's average)."""
-    from lero.app.reports.figures import CurveSeries
-    from lero.app.study.stats import curve_band
-
-    seeds = [r for r in (result or {}).get("per_seed") or [] if isinstance(r, dict) and r.get("status") == "ok"]
-    # a result written before seed records kept their curves: the one (seed 0's) it has
-    curves = [c for c in map(_return_curve, seeds) if c is not None] or \
-        [c for c in [_return_curve(result or {})] if c is not None]  # fmt: skip
-    if not curves:
-        return None
-    greedy = [r.get("final_fitness", r.get("fitness")) for r in seeds]
-    return CurveSeries(label=label, band=curve_band(curves), seeds=len(curves),
-                       greedy=[float(g) for g in greedy if is_number(g)], end_step=max(s[-1] for s, _ in curves))  # fmt: skip
+def figure_lines(run: RunFiles, name: str, number: int, path: Path, caption: str) -> list[str]:
+    """A figure in report.md: the image, then its numbered caption."""
+    return ["", f"![{name}]({path.relative_to(run.run_dir)})", "", f"**Figure {number}.** {caption}"]
 
 
-def _return_curve(record: dict) -> tuple[list[float], list[float]] | None:
-    steps, returns = ((record.get("curves") or {}).get(k) or [] for k in ("steps", "return"))
-    ok = steps and len(steps) == len(returns) and all(map(is_number, [*steps, *returns]))
-    return (steps, returns) if ok else None
-
-
-CURVES_NOTE = ("The curves are the native return of the training episodes, where the policy samples its "
-               "actions (exploration); the fitness is the greedy policy's return on separate evaluation "
-               "episodes after training (diamond: mean over seeds; dots: each seed), so a curve may end "
-               "below its fitness. Every plot is also in plots/ as PDF and SVG (a paper column wide) with "
-               "its numbers as CSV.")  # fmt: skip
+PLOTS_NOTE = ("Every plot is also in plots/ as PDF and SVG (a paper column wide, no title: the captions "
+              "below are for your paper) with its numbers as CSV.")
 
 
 def write_plot_files(rundir: RunDir, stem: str, files: dict[str, bytes]) -> Path:
@@ -372,22 +348,11 @@ def write_report_files(run: RunFiles, summary: dict) -> dict:
     report.json itself at the end of a run; this adds what people read), and report.json
     again with the confirmation's statistics (`app.reports.confirmation_verdict`); returns report.json."""
     from lero.app.reports.confirmation_verdict import confirmation_verdict
-    from lero.app.reports.figures import (  # matplotlib: only when plotting
-        plot_fitness,
-        plot_learning_curves,
-    )
+    from lero.app.reports.run_figures import run_figures  # matplotlib: only when plotting
 
     summary = {**summary, "confirmation": confirmation_verdict(run, summary.get("confirmation"))}
     run.rundir.write_summary(summary)
-    plots = {"fitness": write_plot_files(
-        run.rundir, "fitness", plot_fitness(summary["generations"], summary["baseline"]["fitness"]))}
-    best = best_candidate(run)
-    series = [curve_series("baseline", run.baseline)]
-    if best:
-        series.append(curve_series(f"best ({best.candidate_id})", best.result))
-    if any(series):
-        plots["learning_curves"] = write_plot_files(
-            run.rundir, "learning_curves", plot_learning_curves([s for s in series if s is not None]))
+    plots = {f.stem: (write_plot_files(run.rundir, f.stem, f.files), f.caption) for f in run_figures(run, summary)}
     run.rundir.write_report_md(render_markdown(run, summary, plots))
     return summary
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from lero.app.study import stats
 from lero.app.study.export import env_and_task
-from lero.app.study.plots import plot_profiles
+from lero.app.study.plots import figure_lines, plot_profiles, profiles_caption
 from lero.app.study.variants import same_budget_native
 from lero.graph.configuration import RunError
 from lero.graph.safefs import write_atomic
@@ -151,7 +151,7 @@ def shown_improvement(table: dict[str, Any], arm: str) -> str:
     return stats.shown_poi(poi, min(table["arms"][arm]["runs"], table["arms"][poi["versus"]]["runs"]))
 
 
-def render_combined(combined: dict[str, Any], plots: list[str]) -> str:
+def render_combined(combined: dict[str, Any], plots: list[tuple[str, str]]) -> str:
     """combined.md: one row per arm."""
     lines = [f"# Combined studies: {', '.join(combined['studies'])}", "",
              f"Tasks: {', '.join(combined['tasks'])}. Held-out `{combined['metric']}` ({combined['score']}: "
@@ -167,7 +167,7 @@ def render_combined(combined: dict[str, Any], plots: list[str]) -> str:
         lines += ["", f"Success rate (each task's own success metric, unnormalised) on {', '.join(combined['success']['tasks'])}:",
                   "", "| arm | tasks | runs | IQM [95% CI] | mean [95% CI] | P(better than native) [95% CI] |",
                   "|---|---|---|---|---|---|", *_rows(combined["success"])]  # fmt: skip
-    lines += ["", *(f"![{name}](plots/{name})" for name in plots)]
+    lines += ["", *(line for name, caption in plots for line in figure_lines(name, caption))]
     return "\n".join(lines) + "\n"
 
 
@@ -184,7 +184,8 @@ def write_combined(studies: list[dict[str, Any]], out: Path) -> dict[str, Any]:
     plots = []
     for algo in sorted({arm.split(":", 1)[0] for arm in combined["profiles"]}):
         mine = {arm: p for arm, p in combined["profiles"].items() if arm.startswith(f"{algo}:")}
-        plots.append(plot_profiles(f"{algo}: normalised return", mine, out / "plots" / f"profile-{algo}.png").name)
+        png = plot_profiles(mine, out / "plots" / f"profile-{algo}.png").name
+        plots.append((png, profiles_caption(f"{algo}: normalised return")))
     write_atomic(out / "combined.json", json.dumps(combined, indent=2) + "\n")
     write_atomic(out / "combined.md", render_combined(combined, plots))
     return combined

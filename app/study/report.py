@@ -19,7 +19,17 @@ from typing import Any
 from lero.app.reports.numbers import fmt_number
 from lero.app.study import stats
 from lero.app.study.plan import Plan
-from lero.app.study.plots import plot_curves, plot_metric, plot_profiles, plot_recheck
+from lero.app.study.plots import (
+    curves_caption,
+    figure_lines,
+    metric_caption,
+    plot_curves,
+    plot_metric,
+    plot_profiles,
+    plot_recheck,
+    profiles_caption,
+    recheck_caption,
+)
 from lero.app.study.recheck import judge, recheck_lines, recheck_path
 from lero.app.study.variants import VARIANTS, base_variant, is_equal_compute, same_budget_native
 from lero.graph.safefs import write_atomic
@@ -288,7 +298,7 @@ def equal_compute_sentences(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
+def render_markdown(study: dict[str, Any], plots: list[tuple[str, str]]) -> str:
     """study.md: one table per algorithm, then the generation gains and the plots."""
     cfg = study["config"]
     lines = [
@@ -369,7 +379,7 @@ def render_markdown(study: dict[str, Any], plots: list[str]) -> str:
                   f"{fmt_number(gens['gain_over_generation0'])} (offline prior: {gens['offline_prior']}).", ""]  # fmt: skip
     lines += ["## Hyper-parameters", "", *(f"- {algo}: " + ", ".join(f"{k} {_value_text(v)}" for k, v in sorted(h.items()))
                                            for algo, h in study["hparams_all"].items()), ""]  # fmt: skip
-    lines += [f"![{name}](plots/{name})" for name in plots]
+    lines += [line for name, caption in plots for line in figure_lines(name, caption)]
     return "\n".join(lines) + "\n"
 
 
@@ -381,13 +391,16 @@ def write_study(plan: Plan, task_metrics: Sequence[Metric], wall_s: float) -> di
     plots = []
     for algo in study["algos"]:
         cells = [c for c in study["cells"] if c["algo"] == algo]
-        plots.append(plot_curves(algo, cells, study["target_return"], plots_dir / f"curves-{algo}.png").name)
+        png = plot_curves(cells, study["target_return"], plots_dir / f"curves-{algo}.png").name
+        plots.append((png, curves_caption(algo, cells, study["target_return"])))
     for metric in metrics:
-        plots.append(plot_metric(metric, study["cells"], plots_dir / f"{metric}.png").name)
+        plots.append((plot_metric(metric, study["cells"], plots_dir / f"{metric}.png").name,
+                      metric_caption(metric, study["cells"])))
     for algo, profiles in study["profiles"].items():
-        plots.append(plot_profiles(f"{algo}: held-out return", profiles, plots_dir / f"profile-{algo}.png").name)
+        plots.append((plot_profiles(profiles, plots_dir / f"profile-{algo}.png").name,
+                      profiles_caption(f"{algo}: held-out return")))
     if study["recheck"] is not None:
-        plots.append(plot_recheck(study["recheck"], plots_dir / "recheck.png").name)
+        plots.append((plot_recheck(study["recheck"], plots_dir / "recheck.png").name, recheck_caption(study["recheck"])))
     write_atomic(plan.study_dir / "study.json", json.dumps(study, indent=2) + "\n")
     write_atomic(plan.study_dir / "study.md", render_markdown(study, plots))
     return study

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from lero.app.reports.compare_runs import COLUMNS, comparison_csv, comparison_rows, load_runs
-from tests.app.test_figures import check_figure
+from lero.app.reports.figures import GREEDY, TRAINING
+from lero.app.study.arm_colors import EXTRA_COLORS
+from tests.app.test_figures import check_figure, check_words
 from tests.support.cli import lero
 from tests.support.ui_server import UIServer
 
@@ -49,7 +51,13 @@ def test_compare_writes_one_table_and_the_best_curves(here: Path, capsys: pytest
     assert markdown.count("\n| alpha |") == 1 and markdown.count("\n| three |") == 1
     check_figure(folder / "learning_curves.png")
     series = {r["series"] for r in csv.DictReader(io.StringIO((folder / "learning_curves.csv").read_text()))}
-    assert series == {f"{run} ({_report(here, run)['best']['candidate_id']})" for run in ("alpha", "three")}
+    # unnamed runs: `run k` by their row in the table, never their ids; one colour per run
+    legend = {f"run {k} ({_report(here, run)['best']['candidate_id']})" for k, run in enumerate(("alpha", "three"), 1)}
+    assert series == legend
+    check_words(folder / "learning_curves.png", {"env steps", "native return per agent"}, legend | {TRAINING, GREEDY})
+    svg = (folder / "learning_curves.svg").read_text().lower()
+    assert EXTRA_COLORS[0].lower() in svg and EXTRA_COLORS[1].lower() in svg
+    assert "`run k`: the table's k-th row" in markdown and "**Figure.**" in markdown
     # runs listing still shows runs only (comparisons/ holds no spec.json)
     code, out, _ = lero(["runs"], capsys)
     assert code == 0 and "comparisons" not in out

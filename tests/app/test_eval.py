@@ -9,11 +9,12 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from PIL import Image
 
-from lero.app.reports.eval_render import PANEL, episode_arrays
+from lero.app.reports.eval_render import HEADER, PANEL, START_COLOR, episode_arrays
 from lero.app.reports.held_out import check_drawable, evaluate_target, open_target
 from lero.app.study.spec import FIRST_EVAL_SEED
 from lero.graph.configuration import RunError, RunSpec
@@ -71,6 +72,8 @@ def test_eval_runs_the_best_candidates_oef_in_the_sandbox_and_draws_a_gif(
     gif = Image.open(Path("episodes.gif"))
     assert gif.format == "GIF" and gif.size[0] == 2 * PANEL
     assert gif.n_frames == env.max_steps + 1  # the reset, then every step
+    drawing = np.asarray(gif.convert("RGB"))[HEADER : HEADER + PANEL]  # [PANEL, W, 3] below the panels' text
+    assert (drawing == np.array(START_COLOR)).all(axis=-1).any()  # simple_spread's start area, dashed
 
 
 def test_recorded_episodes_are_the_evaluated_ones(moved: Path) -> None:
@@ -83,6 +86,7 @@ def test_recorded_episodes_are_the_evaluated_ones(moved: Path) -> None:
     assert torch.tensor(trajectories["agent_pos"])[:, 0].allclose(first["agent_pos"][:3])
     assert torch.tensor(trajectories["landmark_pos"])[:, 0].allclose(first["landmark_pos"][:3])
     assert trajectories["length"] == [env.max_steps] * 3
+    assert trajectories["arena"] == [1.0, 1.0, 0.0]  # the env's declared start area [-1, 1]^2, no walls
     returns = torch.tensor(trajectories["return"])[:, -1]  # the return so far at the last step
     policy = load_policy(target.policies[0])
     expected = evaluate(policy, target.spec.env, target.spec.env_kwargs, episodes=4, seed=FIRST_EVAL_SEED)

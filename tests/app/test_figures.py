@@ -1,6 +1,8 @@
 """Figures for a paper: every plot as PNG, PDF and SVG a column wide with its CSV beside it,
-the run's learning curve over seeds (a band from 3 seeds, each seed below), training and
-greedy evaluation labelled apart, nothing clipped at the edges; report.md's provenance."""
+no title in any (report.md and study.md caption them), legends by name, each arm in its own
+colour everywhere; the run's learning curve over seeds (a band from 3 seeds, each seed
+below), training and greedy evaluation labelled apart; fitness per generation with every
+candidate's seeds; nothing clipped at the edges; report.md's provenance."""
 
 from __future__ import annotations
 
@@ -17,10 +19,17 @@ import torch
 from PIL import Image
 
 from lero.app.reports.figures import COLUMN_IN, GREEDY, PNG_DPI, TRAINING, plot_learning_curves
-from lero.app.reports.run_report import curve_series
+from lero.app.reports.run_figures import (
+    HELD_OUT,
+    confirmation_figure,
+    confirmation_series,
+    curve_series,
+)
+from lero.app.study.arm_colors import ARM_COLORS, CANDIDATE, EXTRA_COLORS, NATIVE
 from lero.app.study.plots import plot_curves, plot_metric, plot_profiles, plot_recheck
 from lero.app.study.stats import MIN_INTERVAL_SEEDS, curve_band, summary
 from lero.app.ui.charts import nice_ticks
+from lero.graph.confirmation import LOOP_ARM, LOOP_ID, arm_name
 from lero.training import PPOHparams
 from lero.training.envs import task_spec
 from tests.support.cli import lero
@@ -37,6 +46,28 @@ def run(tiny_runs: Path) -> Path:
 def _rows(path: Path) -> list[dict[str, str]]:
     with path.open() as handle:
         return list(csv.DictReader(handle))
+
+
+def svg_texts(png: Path) -> list[str]:
+    """Every text the figure's SVG holds (its fonts are kept as text), in drawing order, its
+    whitespace collapsed (a log axis's 10^3 reads "1 0 3")."""
+    root = ET.parse(png.with_suffix(".svg")).getroot()
+    return [" ".join("".join(el.itertext()).split()) for el in root.iter() if el.tag.endswith("}text")]
+
+
+def _tick(text: str) -> bool:
+    try:
+        float(text.replace("\u2212", "-").replace(",", "").replace(" ", ""))
+    except ValueError:
+        return False
+    return True
+
+
+def check_words(png: Path, axis_labels: set[str], legend: set[str]) -> None:
+    """The figure's words are its tick labels, AXIS_LABELS and LEGEND, nothing else: no title."""
+    words = [t for t in svg_texts(png) if not _tick(t)]
+    assert set(words) == axis_labels | legend, png.name
+    assert len(words) == len(set(words)), f"{png.name}: a word twice: {words}"
 
 
 def check_figure(png: Path) -> None:
@@ -58,23 +89,64 @@ def test_the_runs_plots_come_in_every_format_with_their_numbers(run: Path) -> No
         check_figure(run / "plots" / f"{name}.png")
 
 
+def _result(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_the_runs_figures_are_untitled_named_by_arm_and_captioned_in_report_md(run: Path) -> None:
+    best = _result(run / "report.json")["best"]["candidate_id"]
+    candidates = [p for p in (run / "candidates").iterdir() if _result(p / "result.json").get("fitness") is not None]
+    check_words(run / "plots" / "fitness.png", {"generation", "fitness (final)"},
+                {"best of generation", NATIVE, f"candidates ({len(candidates)})"})  # fmt: skip
+    check_words(run / "plots" / "learning_curves.png", {"env steps", "native return per agent"},
+                {NATIVE, f"candidate {best}", TRAINING, GREEDY})  # fmt: skip
+    for name in ("fitness", "learning_curves"):  # native and the candidate in their colours in both
+        svg = run.joinpath("plots", f"{name}.svg").read_text().lower()
+        assert ARM_COLORS[NATIVE].lower() in svg and ARM_COLORS[CANDIDATE].lower() in svg, name
+    report = (run / "report.md").read_text()
+    plots = report[report.index("## Plots"):]
+    for number, name in enumerate(("fitness", "learning_curves"), 1):  # the image, then its caption
+        assert f"![{name}](plots/{name}.png)\n\n**Figure {number}.** " in plots, name
+    assert "bar: its seeds' range" in plots and "(diamond: mean over seeds; dots: each seed)" in plots
+
+
+def test_fitness_per_generation_draws_every_candidate_with_its_seeds(run: Path) -> None:
+    rows = _rows(run / "plots" / "fitness.csv")
+    drawn = {(r["candidate"], r["statistic"]): float(r["fitness"]) for r in rows if r["series"] == "candidate"}
+    results = {p.name: _result(p / "result.json") for p in (run / "candidates").iterdir()}
+    scored = {cid: r for cid, r in results.items() if r.get("fitness") is not None}
+    assert scored and {cid for cid, _ in drawn} == set(scored)
+    for cid, result in scored.items():
+        assert drawn[(cid, "mean")] == pytest.approx(result["fitness"])
+        seeds = [s["fitness"] for s in result["per_seed"] if s.get("fitness") is not None]
+        assert len(seeds) == 3 and [drawn[(cid, f"seed {k}")] for k in range(3)] == pytest.approx(seeds)
+    native = {r["statistic"]: float(r["fitness"]) for r in rows if r["series"] == NATIVE}
+    baseline = _result(run / "baseline" / "result.json")
+    assert native["mean"] == pytest.approx(baseline["fitness"])
+    assert [native[f"seed {k}"] for k in range(3)] == pytest.approx([s["fitness"] for s in baseline["per_seed"]])
+
+
 def test_the_learning_curve_is_the_mean_over_seeds_with_a_band_and_the_greedy_evaluation_apart(run: Path) -> None:
     rows = _rows(run / "plots" / "learning_curves.csv")
     seeds = [json.loads((run / "baseline" / f"seed-{s}.json").read_text()) for s in range(3)]
     band = curve_band([(r["curves"]["steps"], r["curves"]["return"]) for r in seeds])
     drawn = {(r["statistic"], float(r["steps"])): float(r["return"]) for r in rows
-             if r["series"] == "baseline" and r["kind"] == TRAINING}  # fmt: skip
+             if r["series"] == NATIVE and r["kind"] == TRAINING}  # fmt: skip
     # 3 seeds, below MIN_INTERVAL_SEEDS: their mean and each seed's curve, no band (it would be a "CI" of 3 seeds)
     assert len(band["steps"]) > 1 and band["low"] == [] and len(band["per_seed"]) == 3
     assert [drawn[("mean", x)] for x in band["steps"]] == pytest.approx(band["mean"])
     for s, curve in enumerate(band["per_seed"]):
         assert [drawn[(f"seed {s}", x)] for x in band["steps"]] == pytest.approx(curve)
     assert not {statistic for statistic, _ in drawn} & {"ci_low", "ci_high"}
-    greedy = {r["statistic"]: float(r["return"]) for r in rows if r["series"] == "baseline" and r["kind"] == GREEDY}
+    table = np.array(band["per_seed"])  # [S, P]: shaded between the seeds' lowest and highest, labelled so
+    assert [drawn[("range_low", x)] for x in band["steps"]] == pytest.approx(table.min(axis=0).tolist())
+    assert [drawn[("range_high", x)] for x in band["steps"]] == pytest.approx(table.max(axis=0).tolist())
+    greedy = {r["statistic"]: float(r["return"]) for r in rows if r["series"] == NATIVE and r["kind"] == GREEDY}
     assert greedy == pytest.approx({f"seed {s}": seeds[s]["fitness"] for s in range(3)}
                                    | {"mean": sum(r["fitness"] for r in seeds) / 3})  # fmt: skip
     report = (run / "report.md").read_text()
     assert "training episodes, where the policy samples its actions" in report
+    assert "shaded: the seeds' range" in report and "95% CI" not in report[report.index("## Plots"):]
 
 
 def test_below_three_seeds_each_seed_is_drawn_and_no_band(tmp_path: Path) -> None:
@@ -120,11 +192,22 @@ def test_study_plots_come_in_every_format_with_their_numbers(tmp_path: Path, see
                "high": [1.0, 0.7, 0.0]}  # fmt: skip
     check = {"algo": "mappo", "curves": {"steps": [0, 10], "return": [-3.0, -2.0], "train_reward": [1.0, 2.0]},
              "budget": 5, "reward_hacking": False}  # fmt: skip
-    for png in (plot_curves("mappo", cells, -22.0, tmp_path / "curves-mappo.png"),
+    for png in (plot_curves(cells, -22.0, tmp_path / "curves-mappo.png"),
                 plot_metric("return", cells, tmp_path / "return.png"),
-                plot_profiles("mappo: held-out return", {"native": profile}, tmp_path / "profile-mappo.png"),
+                plot_profiles({"native": profile, "hrf+oef": profile}, tmp_path / "profile-mappo.png"),
                 plot_recheck(check, tmp_path / "recheck.png")):  # fmt: skip
         check_figure(png)
+    variants = {c["variant"] for c in cells}
+    check_words(tmp_path / "curves-mappo.png", {"env steps", "native return per agent (training)"},
+                variants | {"target -22.00"})  # fmt: skip
+    check_words(tmp_path / "profile-mappo.png", {"score threshold", "fraction of runs above"}, {"native", "hrf+oef"})
+    check_words(tmp_path / "recheck.png", {"env steps", "per-agent episode return (training)"},
+                {"native return", "training reward", "study budget"})  # fmt: skip
+    for name in ("curves-mappo", "return", "profile-mappo"):  # every arm in its colour, as in a run's figures
+        svg = tmp_path.joinpath(f"{name}.svg").read_text().lower()
+        assert all(ARM_COLORS[v].lower() in svg for v in ("native", "hrf+oef")), name
+    recheck = tmp_path.joinpath("recheck.svg").read_text().lower()  # the candidate's curves: never native's blue
+    assert ARM_COLORS[CANDIDATE].lower() in recheck and ARM_COLORS[NATIVE].lower() not in recheck
     rows = _rows(tmp_path / "return.csv")
     native = {r["statistic"]: float(r["return"]) for r in rows if r["arm"] == "native" and r["return"]}
     assert native["mean"] == pytest.approx(cells[0]["summary"]["return"]["mean"])
@@ -162,3 +245,35 @@ def test_the_ui_reward_component_chart_has_axes(run: Path) -> None:
             browser.close()
     finally:
         server.close()
+
+
+def _arm(cid: str, steps: int | None, shift: float) -> dict:
+    """A confirmation arm as report.json's block holds it: 3 seeds' curves and held-out returns."""
+    end = steps or 3000
+    curves = [{"steps": [0, end // 2, end], "return": [-30.0 + shift, -25.0 + shift + s, -20.0 + shift - s]}
+              for s in range(3)]  # fmt: skip
+    return {"arm": arm_name(cid), "candidate_id": cid, "steps": steps, "seeds": [3000, 3001, 3002], "failed": {},
+            "per_seed": {"return": [-21.0 + shift, -20.0 + shift, -19.0 + shift]}, "curves": curves}  # fmt: skip
+
+
+def test_the_confirmation_figure_names_every_arm_in_its_colour(tmp_path: Path) -> None:
+    """Two confirmed candidates, native and native@loop (trained 10x longer: a log step axis)."""
+    block = {"steps": 3000, "seeds": [3000, 3001, 3002],
+             "arms": [_arm("baseline", None, 0.0), _arm("1-0", None, 2.0), _arm("1-1", None, 1.0),
+                      _arm(LOOP_ID, 30_000, 1.5)]}  # fmt: skip
+    series = confirmation_series(block)
+    assert [(s.label, s.color) for s in series] == [
+        ("candidate 1-0", ARM_COLORS[CANDIDATE]), ("candidate 1-1", EXTRA_COLORS[0]),
+        ("native", ARM_COLORS[NATIVE]), (LOOP_ARM, ARM_COLORS[LOOP_ARM])]  # fmt: skip
+    figure = confirmation_figure(block)
+    assert figure is not None and f"{LOOP_ARM} trained 30,000 env steps" in figure.caption
+    for ext, data in figure.files.items():
+        (tmp_path / f"confirmation.{ext}").write_bytes(data)
+    png = tmp_path / "confirmation.png"
+    check_figure(png)
+    check_words(png, {"env steps", "native return per agent"},
+                {"candidate 1-0", "candidate 1-1", "native", LOOP_ARM, TRAINING, HELD_OUT})  # fmt: skip
+    assert "1 0 4" in svg_texts(png)  # a 10^4 tick: the log step axis
+    ends = {r["series"]: float(r["steps"]) for r in _rows(tmp_path / "confirmation.csv") if r["kind"] == HELD_OUT}
+    assert ends == {"candidate 1-0": 3000.0, "candidate 1-1": 3000.0, "native": 3000.0, LOOP_ARM: 30_000.0}
+    assert confirmation_figure(None) is None

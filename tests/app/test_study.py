@@ -166,6 +166,9 @@ def test_study_of_a_candidate_file_then_resume(
     assert study["better"]["collisions"] == "lower" and "| collisions (lower is better) |" in md
     assert f"report: {Path.cwd() / folder / 'study.md'}" in out
     assert {p.name for p in (folder / "plots").iterdir()} >= {"curves-mappo.png", "return.png"}
+    pngs = sorted(p.name for p in (folder / "plots").glob("*.png"))  # each shown in study.md with its caption
+    assert all(f"![{png}](plots/{png})\n\n**Figure.** " in md for png in pngs)
+    assert "mappo: learning curves of every arm" in md and "return on the held-out episodes per algorithm" in md
 
     # resume: the cell files say everything is done, nothing trains again
     (folder / "study.json").unlink()

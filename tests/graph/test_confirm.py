@@ -119,6 +119,34 @@ def test_report_opens_with_the_verdict_at_both_budgets_and_json_has_its_statisti
     assert any(line.startswith("| return (higher is better) |") for line in lines)
 
 
+def test_report_md_shows_the_confirmation_figure_under_its_verdict(confirmed):
+    """Both arms' training curves at the confirmation budget, a band over the 3 seeds (their
+    range) and each seed's held-out return: the numbers the verdict compares, captioned."""
+    from lero.app.reports.figures import TRAINING
+    from lero.app.reports.run_figures import HELD_OUT, candidate_label
+    from tests.app.test_figures import _rows, check_figure, check_words
+
+    summary = write_report(confirmed)
+    best, block = summary["best"]["candidate_id"], summary["confirmation"]
+    png = confirmed / "plots" / "confirmation.png"
+    check_figure(png)
+    check_words(png, {"env steps", "native return per agent"}, {candidate_label(best), "native", TRAINING, HELD_OUT})
+    rows = _rows(png.with_suffix(".csv"))
+    for arm, label in (("baseline", "native"), (best, candidate_label(best))):
+        saved = next(a for a in block["arms"] if a["candidate_id"] == arm)
+        held_out = {r["statistic"]: float(r["return"]) for r in rows if r["series"] == label and r["kind"] == HELD_OUT}
+        assert [held_out[f"seed {k}"] for k in range(3)] == pytest.approx(saved["per_seed"]["return"])
+        training = [r for r in rows if r["series"] == label and r["kind"] == TRAINING]
+        assert {r["statistic"] for r in training} == {"mean", "range_low", "range_high", "seed 0", "seed 1", "seed 2"}
+        assert max(float(r["steps"]) for r in training) > 1600  # at the confirmation's budget, past the loop's
+        assert {float(r["steps"]) for r in rows if r["series"] == label and r["kind"] == HELD_OUT} == {3200.0}
+    report = (confirmed / "report.md").read_text()
+    section = report[report.index("## Does the winner"):report.index("- status:")]
+    assert "![confirmation](plots/confirmation.png)\n\n**Figure 1.** Confirmation at 3,200 env steps on 3 fresh " \
+        f"seeds: {candidate_label(best)}, native." in section  # fmt: skip
+    assert "shaded: the seeds' range" in section
+
+
 def test_the_run_page_shows_the_confirmation(confirmed):
     from starlette.testclient import TestClient
 

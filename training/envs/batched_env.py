@@ -44,11 +44,24 @@ modify them in place either.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from lero.training.envs.task import TaskSpec
+
+
+@dataclass(frozen=True)
+class Arena:
+    """Where a task's episodes play, for a drawing of them (`lero eval --render`): the box
+    [-x, x] x [-y, y] around the origin, an axis None where nothing bounds it. WALLS: the
+    physics keeps every entity inside (a VMAS world's semidims); otherwise the box is where
+    episodes start and positions are unbounded (MPE)."""
+
+    x: float | None
+    y: float | None
+    walls: bool
 
 
 class BatchedEnv(ABC):
@@ -136,6 +149,11 @@ class BatchedEnv(ABC):
             names.append(f"{role}_{seen.get(role, 0)}")
             seen[role] = seen.get(role, 0) + 1
         return tuple(names)
+
+    @property
+    def arena(self) -> Arena | None:
+        """Where the episodes play (`Arena`); None: the env declares nothing (a PettingZoo env)."""
+        return None
 
     def action_mask(self) -> torch.Tensor:
         """[N, A] bool: the actions each agent may take (static); all True when agents are alike."""

@@ -36,12 +36,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from lero.training.envs.batched_env import BatchedEnv
+from lero.training.envs.batched_env import Arena, BatchedEnv
 
 DT = 0.1
 DAMPING = 0.25
 CONTACT_FORCE = 100.0
 CONTACT_MARGIN = 1e-3
+START = 1.0  # entities start uniform in [-START, START]^2 (every MPE scenario, as mpe2)
 SENSITIVITY = 5.0
 # move index -> unit force direction: no-op, left, right, down, up
 MOVE_DIRECTIONS = ((0.0, 0.0), (-1.0, 0.0), (1.0, 0.0), (0.0, -1.0), (0.0, 1.0))
@@ -197,9 +198,15 @@ class MPEEnv(BatchedEnv):
         self._landmark_dist = _norm(self._landmark_delta)  # [N, L, B]
 
     def _uniform(self, *shape: int) -> torch.Tensor:
-        """Uniform [-1, 1] values of ``shape`` + [B] from the env's generator."""
+        """Uniform [-START, START] = [-1, 1] values of ``shape`` + [B] from the env's generator."""
         gen, dev = self._generator, self.device
-        return torch.rand(*shape, self.n_envs, generator=gen, device=dev) * 2 - 1
+        return torch.rand(*shape, self.n_envs, generator=gen, device=dev) * (2 * START) - START
+
+    @property
+    def arena(self) -> Arena:
+        """Every MPE scenario starts its entities uniform in [-START, START]^2 (``_uniform``);
+        nothing bounds them after."""
+        return Arena(START, START, walls=False)
 
     def _integers(self, high: int, *shape: int) -> torch.Tensor:
         """Uniform integers in [0, high) of ``shape`` + [B] from the env's generator."""

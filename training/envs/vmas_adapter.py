@@ -50,7 +50,7 @@ from typing import Any
 import torch
 
 from lero.training.envs import arg_checks
-from lero.training.envs.batched_env import BatchedEnv
+from lero.training.envs.batched_env import Arena, BatchedEnv
 from lero.training.envs.task import RETURN, Metric, Pairing, StateField, TaskSpec
 
 FAMILY = "vmas"
@@ -61,6 +61,8 @@ DEFAULT_MAX_STEPS = 100  # VMAS scenarios are open-ended; BenchMARL's VMAS tasks
 EPISODE_LENGTH = "episode_length"
 SUCCESS = "success"
 GOAL_POS = "goal_pos"  # world() key of each agent's own goal, where the scenario pairs them
+# An unbounded world's start area: the scenario's attributes holding its half-widths (x, y)
+START_AREA = {"navigation": ("world_spawning_x", "world_spawning_y")}
 # The scenario arguments that shape its reward toward the goal: all 0 leaves a sparse reward
 SHAPING_ARGS = {"navigation": ("pos_shaping_factor",), "give_way": ("pos_shaping_factor",),
                 "joint_passage": ("pos_shaping_factor", "rot_shaping_factor")}
@@ -333,6 +335,16 @@ class VmasEnv(BatchedEnv):
     def agent_names(self) -> tuple[str, ...]:
         """VMAS's own agent names."""
         return tuple(agent.name for agent in self._agents)
+
+    @property
+    def arena(self) -> Arena | None:
+        """The world's semidims, walls the physics enforces, where it has any; else the start
+        area of a scenario in START_AREA; None for an unbounded world starting elsewhere."""
+        world = self.env.world
+        if world.x_semidim is not None or world.y_semidim is not None:
+            return Arena(world.x_semidim, world.y_semidim, walls=True)
+        names = START_AREA.get(self.cfg.scenario)
+        return Arena(*(float(getattr(self.env.scenario, n)) for n in names), walls=False) if names else None
 
     def action_mask(self) -> torch.Tensor:
         """[N, A] bool: which of the padded actions each agent really has."""
