@@ -31,7 +31,7 @@ from lero.graph.configuration import (
 from lero.graph.schedule import SCHEDULES
 from lero.sandbox.backends import KINDS as SANDBOX_KINDS
 from lero.sandbox.types import JOB_WALL_S
-from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
+from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES, EVAL_EVERY
 
 RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
@@ -316,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--n-envs", type=_positive_int, help="parallel envs (default: algo's)")
     train.add_argument("--eval-episodes", type=_positive_int, default=EVAL_EPISODES,
                        help=f"greedy evaluation episodes after training (default {EVAL_EPISODES})")
+    train.add_argument("--eval-every", type=_non_negative_int, default=EVAL_EVERY, metavar="N",
+                       help=f"the greedy evaluation curve: the policy on the evaluation's episodes every N updates, "
+                            f"in curve.csv as greedy/<metric> (default {EVAL_EVERY}; 0: none)")  # fmt: skip
     train.add_argument("--threads", type=_positive_int,
                        help="torch threads (default: every core on an idle machine, 1 on a busy one)")
 

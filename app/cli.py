@@ -375,7 +375,8 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         require_logger(args.logger)
     cfgs = [
         TrainConfig(env=args.env, env_kwargs=env_kwargs, algo=args.algo, steps=args.steps, seed=seed,
-                    n_envs=args.n_envs, eval_episodes=args.eval_episodes, threads=args.threads, hparams=hparams)
+                    n_envs=args.n_envs, eval_episodes=args.eval_episodes, threads=args.threads, hparams=hparams,
+                    eval_every=args.eval_every or None)
         for seed in seeds
     ]  # fmt: skip
     make_env(args.env, 1, **env_kwargs)  # bad env kwargs (N=0, typos) fail before any output

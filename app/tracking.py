@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lero.graph.configuration import LOGGERS
+from lero.training.curves import GREEDY_PREFIX, split_greedy
 
 PROJECT = "lero"  # W&B project and MLflow experiment when the tracker's own settings name none
 RUN_ID_TAG = "lero.run_id"  # MLflow: the tag a resumed run is found by
@@ -192,12 +193,16 @@ def open_tracker(kind: str, where: Path, who: Identity) -> Tracker:
     return require(kind).tracker.open(where, who)
 
 
-def log_curves(tracker: Tracker, prefix: str, curves: Mapping[str, Iterable[float]], steps_key: str = "steps") -> None:
-    """Curves {steps_key: [S], name: [S], ...} as metric points PREFIX/name against PREFIX/env_steps."""
-    steps = list(curves.get(steps_key) or [])
+def log_curves(tracker: Tracker, prefix: str, curves: Mapping[str, Iterable[float]]) -> None:
+    """Curves {"steps": [S], name: [S], ...} as metric points PREFIX/name against
+    PREFIX/env_steps; the greedy evaluation curve among them (`greedy/steps`, `greedy/<metric>`)
+    as PREFIX/greedy/<metric> against its own steps, on the same axis."""
     axis = metric_key(prefix, "env_steps")
-    columns = {name: list(values) for name, values in curves.items() if name != steps_key}
-    for i, step in enumerate(steps):
-        point = finite({metric_key(prefix, name): values[i] for name, values in columns.items() if i < len(values)})
-        if point:
-            tracker.metrics(point, axis, int(step))
+    training, greedy = split_greedy({name: list(values) for name, values in curves.items()})
+    for series, part in ((training, ""), (greedy, GREEDY_PREFIX)):
+        columns = {name: values for name, values in series.items() if name != "steps"}
+        for i, step in enumerate(series.get("steps") or []):
+            point = finite({metric_key(prefix, part + name): values[i]
+                            for name, values in columns.items() if i < len(values)})  # fmt: skip
+            if point:
+                tracker.metrics(point, axis, int(step))

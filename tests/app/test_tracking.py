@@ -17,7 +17,7 @@ from tests.support.tiny_runs import make_runs
 from tests.support.wandb_files import read_offline_runs
 
 TRAIN = ["train", "--env", "simple_spread", "--algo", "mappo", "--steps", "800", "--hparam", "n_envs=8",
-         "--hparam", "rollout_len=25", "--eval-episodes", "16"]  # fmt: skip
+         "--hparam", "rollout_len=25", "--eval-episodes", "16", "--eval-every", "2"]  # fmt: skip
 
 
 @pytest.fixture
@@ -57,6 +57,9 @@ def test_train_logs_curves_eval_config_and_result_to_wandb_offline(tmp_path: Pat
     assert logged == list(zip(result["curves"]["steps"], result["curves"]["return"], strict=True)) and logged
     (final,) = run.series("seed-0/eval/return", "seed-0/env_steps")
     assert final == (result["curves"]["steps"][-1], result["eval"]["return"])
+    greedy = run.series("seed-0/greedy/return", "seed-0/env_steps")  # every 2 of its 4 updates
+    assert greedy == list(zip(result["curves"]["greedy/steps"], result["curves"]["greedy/return"], strict=True))
+    assert [step for step, _ in greedy] == [400, 800]
     assert "result.json" in run.files and (run.run_dir / "files" / "result.json").read_text() == (
         out / "result.json").read_text()  # fmt: skip
 
