@@ -37,4 +37,5 @@ def app_front(cancels: CancelScope | None = None) -> Front:
         report_files(rundir)
         trackers.run_end(rundir)
 
-    return Front(hooks=RunHooks(on_job_result=job_result, on_run_end=run_end), cancels=cancels)
+    return Front(hooks=RunHooks(on_job_result=job_result, on_run_end=run_end,
+                                on_generation_end=trackers.generation_end), cancels=cancels)

@@ -1,10 +1,10 @@
 """What a run with `--logger` sends its tracker (app.tracking), through the engine's RunHooks.
 
 Each train job's curves and held-out evaluation as it finishes (`<candidate>/seed-<n>/...`
-against that job's env steps), and at the run's end the configuration (the stored spec),
-the loop's numbers per generation (`loop/...` against `generation`), the baseline's, the
-best candidate's and the confirmation's held-out metrics, and report.md / report.json as
-artifacts. A run without a logger costs nothing here.
+against that job's env steps), the loop's numbers as each generation ends (`loop/...`
+against `generation`), and at the run's end the configuration (the stored spec), the
+baseline's, the best candidate's and the confirmation's held-out metrics, and report.md /
+report.json as artifacts. A run without a logger costs nothing here.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 from lero.app.tracking import Identity, Tracker, finite, log_curves, metric_key, open_tracker
 from lero.graph.configuration import RunSpec
 from lero.graph.rundir import REPORT_JSON, RunDir
+from lero.graph.summary import load_run, summarize
 from lero.sandbox import JobResult
 
 GENERATION_AXIS = "generation"
@@ -73,6 +74,16 @@ class RunTrackers:
         if tracker is not None:
             log_job(tracker, candidate_id, seed, result)
 
+    def generation_end(self, rundir: RunDir, generation: int) -> None:
+        """The loop's numbers of GENERATION as they stand (report.json's row for it), live."""
+        tracker = self.tracker(rundir)
+        if tracker is None:
+            return
+        for row in summarize(load_run(rundir.path))["generations"]:
+            loop = finite({metric_key("loop", k): row.get(k) for k in LOOP_KEYS})
+            if loop and row.get("generation") == generation:
+                tracker.metrics(loop, GENERATION_AXIS, generation)
+
     def run_end(self, rundir: RunDir) -> None:
         tracker = self.tracker(rundir)
         if tracker is None:
@@ -80,10 +91,6 @@ class RunTrackers:
         try:
             tracker.config(rundir.read_spec().model_dump(mode="json"))
             report = rundir.read_summary() or {}
-            for row in report.get("generations") or []:
-                loop = finite({metric_key("loop", k): row.get(k) for k in LOOP_KEYS})
-                if loop and isinstance(row.get("generation"), int):
-                    tracker.metrics(loop, GENERATION_AXIS, row["generation"])
             if headline := summary_metrics(report):
                 tracker.metrics(headline, GENERATION_AXIS, len(report.get("generations") or []))
             for path in (rundir.report_md_path, rundir.path / REPORT_JSON):

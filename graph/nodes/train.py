@@ -257,6 +257,7 @@ def select(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
              best_fitness=max((r["fitness"] for r in records if r["fitness"] is not None
                                and r["candidate_id"] != BASELINE_ID and r["stopped_at"] is None), default=None),
              valid=sum(1 for r in records if r["candidate_id"] != BASELINE_ID and r["status"] == "ok"))
+    res.hooks.generation_end(res.rundir, generation)
     return {"evaluated": evaluated, "elites": elites,
             "candidates": replace(state["candidates"], trained)}
 
