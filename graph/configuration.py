@@ -40,6 +40,9 @@ CONFIRM_STEPS_ENV = "LERO_CONFIRM_STEPS"  # the --confirm-steps default where th
 # the held-out episodes, return breaking ties (the default where the task's reward is sparse)
 Fitness = Literal["final", "auc", "success"]
 FITNESS_KINDS: tuple[str, ...] = get_args(Fitness)
+# `--logger`: the experiment tracker a run's, a training's or a study's metrics also go to (app.reports.tracking)
+Logger = Literal["wandb", "mlflow"]
+LOGGERS: tuple[str, ...] = get_args(Logger)
 # RunSpec fields that are LLMConfig settings (`--llm-timeout`, `--context-tokens`, `--design`)
 LLM_SETTINGS = {"llm_timeout_s": "timeout_s", "context_tokens": "context_tokens", "design": "design"}
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a safe path part
@@ -170,6 +173,7 @@ class RunSpec(BaseModel):
     # a person's label for the run (lists, compare, legends): the id stays what identifies it
     name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
     tags: tuple[str, ...] = Field(default=(), max_length=MAX_TAGS)
+    logger: Logger | None = None  # also log to W&B or MLflow (app.reports.tracking); None: the run dir only
 
     @field_validator("name")
     @classmethod

@@ -165,15 +165,21 @@ class RunHooks:
     """App code the engine calls at fixed points; the engine itself never imports the app.
 
     `on_job_result(rundir, candidate_id, seed, result)` after each train job (for example
-    a TensorBoard export); `on_run_end(rundir)` after report.json is written (for example
-    report.md and plots). A hook's failure is logged, never the run's.
+    a TensorBoard export); `on_generation_end(rundir, generation)` once a generation's results
+    are written (for example an experiment tracker's live loop numbers); `on_run_end(rundir)`
+    after report.json is written (for example report.md and plots). A hook's failure is
+    logged, never the run's.
     """
 
     on_job_result: Callable[[RunDir, str, int, JobResult], None] | None = None
     on_run_end: Callable[[RunDir], None] | None = None
+    on_generation_end: Callable[[RunDir, int], None] | None = None
 
     def job_result(self, rundir: RunDir, candidate_id: str, seed: int, result: JobResult) -> None:
         self._call(self.on_job_result, rundir, candidate_id, seed, result)
+
+    def generation_end(self, rundir: RunDir, generation: int) -> None:
+        self._call(self.on_generation_end, rundir, generation)
 
     def run_end(self, rundir: RunDir) -> None:
         self._call(self.on_run_end, rundir)

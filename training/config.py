@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from lero.training.algos import ALGORITHMS, ALGOS, Hparams
-from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
+from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES, EVAL_EVERY
 from lero.training.envs.registry import check_env_name
 from lero.training.validation import is_int, require
 
@@ -32,6 +32,8 @@ class TrainConfig:
     # the HRF's progress) always follow `steps`, so the pieces make one plan.
     stop_at: int | None = None
     resume: str | None = None
+    # updates between the greedy evaluation curve's points (training.greedy); None: no curve
+    eval_every: int | None = EVAL_EVERY
 
     def __post_init__(self) -> None:
         check_env_name(self.env)
@@ -64,6 +66,10 @@ class TrainConfig:
         require(
             self.checkpoint_every is None or (is_int(self.checkpoint_every) and self.checkpoint_every > 0),
             f"checkpoint_every must be a positive int or None, got {self.checkpoint_every!r}",
+        )
+        require(
+            self.eval_every is None or (is_int(self.eval_every) and self.eval_every > 0),
+            f"eval_every must be a positive int or None, got {self.eval_every!r}",
         )
         require(
             self.stop_at is None or (is_int(self.stop_at) and 0 < self.stop_at <= self.steps),

@@ -46,11 +46,14 @@ class HookedEnv:
         start_steps: int = 0,
         stop_steps: int | None = None,
         gamma: float = 0.99,
+        after_update: Callable[[int, Policy], None] | None = None,
     ) -> None:
         """`total_steps` is the plan the schedules follow; this piece of it trains from
         `start_steps` (a continuation) until `stop_steps` (None: the whole plan). `gamma`:
-        the learner's discount, which the potential-based shaping must use."""
+        the learner's discount, which the potential-based shaping must use. `after_update(done_steps,
+        policy)`: called after every update (the greedy evaluation curve)."""
         self.env = env
+        self.after_update = after_update
         self.checkpoint = checkpoint
         self.checkpoint_every = checkpoint_every
         self.next_checkpoint = checkpoint_every and (start_steps // checkpoint_every + 1) * checkpoint_every
@@ -143,6 +146,8 @@ class HookedEnv:
             self.checkpoint(self.done_steps, policy)
             while self.next_checkpoint <= self.done_steps:
                 self.next_checkpoint += self.checkpoint_every
+        if self.after_update is not None:
+            self.after_update(self.done_steps, policy)
         now = time.monotonic()
         if self.report_progress is not None and now - self.last_report >= self.progress_interval_s:
             self.last_report = now

@@ -14,12 +14,15 @@ from typing import Any
 
 import torch
 
+from lero.training.curves import GREEDY_PREFIX
+
 # Curve names the engine owns whatever the task; the task's metric names are reserved too.
 # With a potential: `potential_shaping`, the episode sum of F = gamma Phi(s') - Phi(s)
 # (training.shaping), and `hrf_change`, of |hybrid reward - native reward| (0 throughout:
 # the HRF kept the native reward, so the candidate is policy-invariant)
 SHAPING_CURVE, HRF_CHANGE_CURVE = "potential_shaping", "hrf_change"
 ENGINE_CURVE_NAMES = ("steps", "return", "train_reward", SHAPING_CURVE, HRF_CHANGE_CURVE)
+# and every name under the greedy evaluation curve's prefix (training.curves)
 
 
 class HookError(ValueError):
@@ -176,10 +179,10 @@ class RewardShaper:
                 raise HookError(
                     self.hook, f"component names must be non-empty strings, got {name!r}"
                 )
-            if name in self.reserved:
+            if name in self.reserved or name.startswith(GREEDY_PREFIX):
                 raise HookError(
                     self.hook,
-                    f"component name {name!r} is reserved ({', '.join(self.reserved)})",
+                    f"component name {name!r} is reserved ({', '.join(self.reserved)}, {GREEDY_PREFIX}...)",
                 )
             value = _check_float_tensor(self.hook, f"component {name!r}", value)
             if value.shape not in ((batch, n_agents), (batch,)):

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lero.training.curves import GREEDY_PREFIX, split_greedy
 from lero.training.policy import save_policy
 from lero.training.trainer import TrainResult
 
@@ -24,12 +25,21 @@ WriteAtomic = Callable[[Path, str], None]
 
 
 def write_curve_csv(curves: dict[str, list[float]], path: Path) -> None:
-    """One row per logged point; columns = curve names (`steps` first)."""
-    names = ["steps", *sorted(k for k in curves if k != "steps")]
+    """One row per env-step count where a training point or a greedy evaluation point was
+    logged; columns `steps`, the training curves, then `greedy/<metric>` (training.curves); a
+    row leaves empty what was not measured at its steps."""
+    training, greedy = split_greedy(curves)
+    names = sorted(k for k in training if k != "steps")
+    measured = sorted(k for k in greedy if k != "steps")
+    rows: dict[float, dict[str, float]] = {}
+    for series, columns, prefix in ((training, names, ""), (greedy, measured, GREEDY_PREFIX)):
+        for i, step in enumerate(series.get("steps") or []):
+            rows.setdefault(step, {}).update({prefix + n: series[n][i] for n in columns})
+    header = ["steps", *names, *(GREEDY_PREFIX + n for n in measured)]
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(names)
-        writer.writerows(zip(*(curves[n] for n in names), strict=True))
+        writer.writerow(header)
+        writer.writerows([step, *(row.get(n, "") for n in header[1:])] for step, row in sorted(rows.items()))
 
 
 def train_result_document(result: TrainResult, measured_on: dict[str, Any]) -> dict[str, Any]:

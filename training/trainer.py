@@ -14,6 +14,7 @@ from lero.training.algos import ALGORITHMS
 from lero.training.config import TrainConfig
 from lero.training.envs import make_env
 from lero.training.evaluation import evaluate
+from lero.training.greedy import GreedyCurve
 from lero.training.hooked_env import HookedEnv
 from lero.training.hooks import Hooks
 from lero.training.policy import Policy, policy_meta
@@ -37,7 +38,7 @@ def torch_threads(threads: int | None) -> Iterator[None]:
 class TrainResult:
     config: TrainConfig
     eval: dict[str, float]  # the task metrics (env.task.metric_names; native reward, greedy); {} unevaluated
-    curves: dict[str, list[float]]  # "steps" + task metrics + "train_reward" + HRF components
+    curves: dict[str, list[float]]  # "steps" + task metrics + "train_reward" + HRF components; greedy/* (training.curves)
     reflection_stats: dict[str, dict]  # name -> {"snapshots", "max", "mean", "min"}
     policy: Policy
     learner: dict  # the learner's state at the end (training.resume.save_learner keeps it)
@@ -119,6 +120,8 @@ def train_seeds(
         raise ValueError(f"the seeds of one job must continue from the same step, got {sorted(starts)}")
     start = starts.pop()
     joint = JointProgress(progress, n_seeds)
+    greedy = [None if c.eval_every is None else GreedyCurve(c.env, c.env_kwargs, h.enhance_observation, c.eval_episodes,
+                                                            c.eval_every) for c, h in zip(cfgs, hooks, strict=True)]  # fmt: skip
     with torch_threads(cfg.threads):
         started = time.perf_counter()
         runs = []
@@ -136,6 +139,7 @@ def train_seeds(
                     start_steps=start,
                     stop_steps=c.stop_at,
                     gamma=hparams.gamma,
+                    after_update=greedy[k],
                 )
             runs.append(SeedRun(env, loaded[k][1], rng))
         if len({run.env.obs_dim for run in runs}) != 1:
@@ -159,7 +163,7 @@ def train_seeds(
         TrainResult(
             config=c,
             eval=seed_metrics,
-            curves=run.env.log.curves,
+            curves={**run.env.log.curves, **(curve.curves if curve is not None else {})},
             reflection_stats=run.env.log.reflection_stats(),
             policy=policy,
             learner=learner,
@@ -169,7 +173,7 @@ def train_seeds(
             train_s=train_s,
             steps_per_s=(run.env.done_steps - start) / max(train_s, 1e-9),
         )
-        for c, run, (policy, learner), seed_metrics in zip(cfgs, runs, trained, metrics, strict=True)
+        for c, run, (policy, learner), seed_metrics, curve in zip(cfgs, runs, trained, metrics, greedy, strict=True)
     ]
 
 

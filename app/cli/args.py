@@ -21,6 +21,7 @@ from lero.graph.configuration import (
     DISK_BUDGET_MB,
     FITNESS_KINDS,
     LLM_SETTINGS,
+    LOGGERS,
     MIN_CONFIRM_SEEDS,
     MIN_CONTEXT_TOKENS,
     RunSpec,
@@ -30,14 +31,14 @@ from lero.graph.configuration import (
 from lero.graph.schedule import SCHEDULES
 from lero.sandbox.backends import KINDS as SANDBOX_KINDS
 from lero.sandbox.types import JOB_WALL_S
-from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
+from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES, EVAL_EVERY
 
 RUN_FLAGS = (
     "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
     "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
     "wall_clock_s", "exploit_fraction", "task", "offline_prior", "executor", "ray_address",
     "llm_timeout_s", "context_tokens", "max_parallel", "job_timeout_s", "schedule", "designer_seed", "design",
-    "confirm_steps", "confirm_top", "fitness", "disk_budget_mb", "name",
+    "confirm_steps", "confirm_top", "fitness", "disk_budget_mb", "name", "logger",
 )  # fmt: skip
 
 
@@ -170,6 +171,12 @@ def _add_hparams(p: argparse.ArgumentParser) -> None:
                         "algorithm's typed hyper-parameters")  # fmt: skip
 
 
+def _add_logger(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--logger", choices=LOGGERS,
+                   help="also log the metrics, the configuration and the report to W&B or MLflow (the optional "
+                        "extra of that name: pip install 'lero[wandb]'); docs/internals.md, app.reports.tracking")  # fmt: skip
+
+
 def checked_hparams(algos: tuple[str, ...], base: dict[str, Any], given: list[tuple[str, object]]) -> dict[str, Any]:
     """BASE (a config file's) with `--hparam` GIVEN over it, checked against every one of ALGOS'
     typed hyper-parameters (`TrainConfig.algo_hparams`: known names, types, signs); a refused
@@ -233,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--env", help=f"environment: a name (lero.envs entry points included) or a PettingZoo package.module:factory (default {DEFAULT_ENV})")
     _add_env_args(run)
     _add_hparams(run)
+    _add_logger(run)
     run.add_argument("--name", help="a label for the run, shown by runs, compare, legends and the web UI")
     run.add_argument("--tag", dest="tags", action="append", default=[], metavar="TAG",
                      help="a tag for the run, repeatable (letters, digits, _ . + -)")
@@ -299,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--env", required=True, help="environment name or package.module:factory")
     _add_env_args(train)
     _add_hparams(train)
+    _add_logger(train)
     train.add_argument("--algo", required=True, help="learning algorithm")
     train.add_argument("--steps", required=True, type=_positive_int, help="joint env steps")
     train.add_argument("--seed", required=True, type=_non_negative_int, nargs="+",
@@ -307,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--n-envs", type=_positive_int, help="parallel envs (default: algo's)")
     train.add_argument("--eval-episodes", type=_positive_int, default=EVAL_EPISODES,
                        help=f"greedy evaluation episodes after training (default {EVAL_EPISODES})")
+    train.add_argument("--eval-every", type=_non_negative_int, default=EVAL_EVERY, metavar="N",
+                       help=f"the greedy evaluation curve: the policy on the evaluation's episodes every N updates, "
+                            f"in curve.csv as greedy/<metric> (default {EVAL_EVERY}; 0: none)")  # fmt: skip
     train.add_argument("--threads", type=_positive_int,
                        help="torch threads (default: every core on an idle machine, 1 on a busy one)")
 
@@ -434,6 +446,7 @@ def _add_study_parser(sub: argparse._SubParsersAction) -> None:
                        "package.module:factory env to confirm importing it")
     _add_env_args(study)
     _add_hparams(study)
+    _add_logger(study)
     study.add_argument("--eval-episodes", type=_positive_int, help="held-out episodes per evaluation seed")
     study.add_argument("--target-return", type=float, help="return for steps-to-reach (default: native's)")
     study.add_argument("--study-id", help="directory name (default: from the settings)")

@@ -33,6 +33,7 @@ from lero.app.cli.args import (
     study_export,
     study_fields,
 )
+from lero.app.reports.tracking import require as require_logger
 from lero.graph.configuration import (
     DEFAULT_RUNS_DIR,
     RunSpec,
@@ -59,6 +60,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     fields = spec_fields(args)
     fields.update(llm_fields(fields.get("llm"), args.model, fields.get("base_url")))
     spec = RunSpec.parse(fields).with_run_id()  # validated before heavy imports
+    if spec.logger is not None:
+        require_logger(spec.logger)
     from lero.app.chat.desk import estimate_in_background
     from lero.app.cli.run_hooks import app_front
     from lero.app.console.progress import RichUI
@@ -277,6 +280,8 @@ def cmd_study(args: argparse.Namespace, console: Console) -> int:
     if args.out is not None:
         raise UsageError("--out goes with --combine")
     spec = StudySpec.parse(study_fields(args))
+    if args.logger is not None:
+        require_logger(args.logger)
     study = run_study(spec, progress=lambda line: console.print(line, markup=False, soft_wrap=True),
                       confirm=args.env)
     for line in [*seed_notes(study), *map(cell_line, study["cells"])]:
@@ -288,6 +293,10 @@ def cmd_study(args: argparse.Namespace, console: Console) -> int:
                       f"(native return past the budget: {check['trends'].get('return', {}).get('direction')})")
     if export is not None:
         console.print(f"export: {write_export(export[0], [study], export[1])}", soft_wrap=True)
+    if args.logger is not None:
+        from lero.app.reports.command_tracking import log_study
+
+        log_study(args.logger, study, Path(spec.runs_dir))
     console.print(f"study {study['study_id']}: {study['status']}; report: {study['study_md']}", soft_wrap=True)
     return EXIT_OK if study["status"] == "completed" else EXIT_FAILED
 
@@ -369,9 +378,12 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(f"--seed values must differ, got {' '.join(map(str, seeds))}")
     env_kwargs = dict(args.env_args)
     hparams = checked_hparams((args.algo,), {}, args.hparams)  # recorded in result.json's config
+    if args.logger is not None:
+        require_logger(args.logger)
     cfgs = [
         TrainConfig(env=args.env, env_kwargs=env_kwargs, algo=args.algo, steps=args.steps, seed=seed,
-                    n_envs=args.n_envs, eval_episodes=args.eval_episodes, threads=args.threads, hparams=hparams)
+                    n_envs=args.n_envs, eval_episodes=args.eval_episodes, threads=args.threads, hparams=hparams,
+                    eval_every=args.eval_every or None)
         for seed in seeds
     ]  # fmt: skip
     make_env(args.env, 1, **env_kwargs)  # bad env kwargs (N=0, typos) fail before any output
@@ -390,6 +402,10 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     wall_s, train_s = (sum(getattr(result, name) for result in results) for name in ("wall_s", "train_s"))
     console.print(f"{steps} steps in {wall_s:.1f} s ({steps / train_s:.0f} steps/s on {measured_on['threads']} "
                   f"thread(s), OpenMP wait {measured_on['omp_wait']}) -> {written}")
+    if args.logger is not None:
+        from lero.app.reports.command_tracking import log_training
+
+        log_training(args.logger, args.out, results, written)
     return EXIT_OK
 
 

@@ -31,6 +31,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lero.app.console.approvals import Approvals, Asker
+from lero.app.console.eta import SteadyEta
 from lero.app.reports.numbers import fmt_duration, fmt_number
 from lero.graph.summary import is_number, metric_names
 from lero.sandbox import EVALUATE, TRAIN
@@ -166,10 +167,17 @@ def run_eta(total: float, completed: float, elapsed: float, estimate: float | No
     return left / speed
 
 
+def _clock_text(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
 class EstimatedTimeRemaining(TimeRemainingColumn):
     """Rich's time remaining; for the run's bar (a task with an `eta` field) `run_eta`: from
-    the estimator at the start (`estimated_speed`, app.chat.desk.estimated_steps_per_s), then the
-    run's own average speed, with "~" while the estimate still weighs in."""
+    the estimator at the start (`estimated_speed`, app.desk.estimated_steps_per_s), then the
+    run's own average speed, with "~" while the estimate still weighs in, shown steady and with
+    its error margin (`app.console.eta.SteadyEta`, the task's `steady` field)."""
 
     def render(self, task: Any) -> Text:
         if "eta" not in task.fields or task.total is None or task.finished:
@@ -178,10 +186,10 @@ class EstimatedTimeRemaining(TimeRemainingColumn):
         left = run_eta(task.total, task.completed, task.elapsed or 0.0, estimate, start)
         if left is None:
             return Text("-:--:--", style="progress.remaining")
-        measured = task.completed - start >= MEASURED_FROM * max(task.total - start, 1)
-        minutes, seconds = divmod(int(left), 60)
-        hours, minutes = divmod(minutes, 60)
-        return Text(f"{'' if measured or not estimate else '~'}{hours}:{minutes:02d}:{seconds:02d}",
+        share = min((task.completed - start) / (MEASURED_FROM * max(task.total - start, 1)), 1.0) if estimate else 1.0
+        steady = task.fields.get("steady") or SteadyEta()
+        shown, margin = steady.read(task.elapsed or 0.0, left, share)
+        return Text(f"{'' if share >= 1.0 else '~'}{_clock_text(shown)} ±{_clock_text(margin)}",
                     style="progress.remaining")  # fmt: skip
 
 
@@ -336,8 +344,7 @@ class RichUI:
         self._close_bar(key)
         self.queued.discard(key)
         self._show_queued()
-        if event.get("cached") and self.env_steps and isinstance(event.get("env_steps"), int):
-            self._count(event["env_steps"])  # a result from the cache: its steps are done, never reported
+        self._count_cached(event)
         cached = " (cached)" if event.get("cached") else ""
         colour = "green" if status == "ok" else "red"
         fitness = (
@@ -384,6 +391,12 @@ class RichUI:
             self._count(done - self.trained.get(key, 0))
         self.trained[key] = max(done, self.trained.get(key, 0))
 
+    def _count_cached(self, event: dict) -> None:
+        """A result from the cache (a loop's training, a confirmation's seed): its env steps
+        are done, and no progress ever reported them."""
+        if event.get("cached") and self.env_steps and isinstance(event.get("env_steps"), int):
+            self._count(event["env_steps"])
+
     def _count(self, steps: int) -> None:
         """STEPS more env steps on the run's bar, which never passes its total (a rollout can
         overshoot a job's budget)."""
@@ -395,7 +408,8 @@ class RichUI:
         if "run" not in self.bars:
             done = min(self.env_steps_done, self.env_steps or 0)
             self.bars["run"] = self.progress.add_task("run (env steps)", total=self.env_steps, completed=done,
-                                                      note="", eta=True, resumed_from=done)  # fmt: skip
+                                                      note="", eta=True, resumed_from=done,
+                                                      steady=SteadyEta())  # fmt: skip
         return self.bars["run"]
 
     def estimate(self, steps_per_s: float) -> None:
@@ -420,7 +434,9 @@ class RichUI:
         self._say(f"[yellow]waiting for approval: {event.get('kind')}[/]")
 
     def _on_log(self, event: dict) -> None:
-        """Sentences for people only; the key=value records stay in events.jsonl."""
+        """Sentences for people only; the key=value records stay in events.jsonl. A cached
+        confirmation seed (`confirm_finished`) counts on the run bar."""
+        self._count_cached(event)
         if event.get("message"):
             self._say(escape(str(event["message"])))
 

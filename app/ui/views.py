@@ -32,6 +32,7 @@ from lero.graph.configuration import RUN_ID
 from lero.graph.rundir import BASELINE_ID, PLOT_LIMIT, REPORT_MD, STUDIES_DIR, RunDir
 from lero.graph.summary import CandidateRecord, RunFiles, best_candidate, metric_names, summarize
 from lero.sandbox import VALIDATE
+from lero.training.curves import split_greedy
 
 PLOT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}\.png$")
 STUDY_ID = re.compile(r"^[A-Za-z0-9_+][A-Za-z0-9_.+-]{0,199}$")  # app.study's folder names: no path, no dot first
@@ -206,7 +207,7 @@ def candidate_view(run: RunFiles, candidate_id: str) -> dict[str, Any]:
     curves = result.get("curves") or {}
     per_seed = result.get("per_seed") or []
     metrics = metric_names(*(s.get("metrics") or {} for s in per_seed), result.get("eval") or {})
-    components = [k for k in curves if k not in ("steps", "train_reward", *metrics)]
+    components = [k for k in split_greedy(curves)[0] if k not in ("steps", "train_reward", *metrics)]
     validations = [e for e in run.events if e.get("candidate_id") == candidate_id and e.get("kind") == VALIDATE.name
                    and e.get("event") == "job_finished"]
     history = [e for e in run.events if e.get("event") == "candidate" and e.get("candidate_id") == candidate_id]

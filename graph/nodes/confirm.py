@@ -116,7 +116,7 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
             res.hooks.job_result(res.rundir, cid, seeds[i], result)
             shown = f"held-out return {result.fitness:.3f}" if result.fitness is not None else result.status
             res.emit("confirm_finished", candidate_id=cid, seed=seeds[i], status=result.status,
-                     cached=result.cached, fitness=result.fitness,
+                     cached=result.cached, fitness=result.fitness, env_steps=record["steps"],
                      message=f"confirmation {_name(arm)} seed {seeds[i]}: {shown}{' (cached)' if result.cached else ''}")  # fmt: skip
 
     with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:  # each in a copy of this context: events stream

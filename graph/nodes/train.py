@@ -133,7 +133,7 @@ def train(task: TrainTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
         if (done is not None and done.get("generation") == task["generation"] and done.get("status") == "ok"
                 and done.get("rung", 0) == rung):  # fmt: skip
             res.emit("train_finished", kind=TRAIN.name, status="ok", cached=True, fitness=done.get("fitness"),
-                     elapsed_s=done.get("elapsed_s"), **ids(seed))  # fmt: skip
+                     elapsed_s=done.get("elapsed_s"), env_steps=done.get("env_steps"), **ids(seed))  # fmt: skip
             records[seed] = done
     todo = [(seed, resume_dir) for seed, resume_dir in zip(seeds, resume_dirs, strict=True) if seed not in records]
     for seed, _ in todo:
@@ -257,6 +257,7 @@ def select(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
              best_fitness=max((r["fitness"] for r in records if r["fitness"] is not None
                                and r["candidate_id"] != BASELINE_ID and r["stopped_at"] is None), default=None),
              valid=sum(1 for r in records if r["candidate_id"] != BASELINE_ID and r["status"] == "ok"))
+    res.hooks.generation_end(res.rundir, generation)
     return {"evaluated": evaluated, "elites": elites,
             "candidates": replace(state["candidates"], trained)}
 

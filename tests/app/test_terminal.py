@@ -146,3 +146,13 @@ def test_the_confirmed_verdict_heads_the_summary_runs_report_and_ui(tmp_path: Pa
         assert re.search(r"elapsed_s=\d+\.\d\b", log) and not re.search(r"=-?\d+\.\d{4,}", log), log[-2000:]
     finally:
         server.close()
+
+
+@pytest.mark.slow
+def test_the_run_bar_shows_its_eta_with_its_error_margin(tmp_path: Path) -> None:
+    """`lero run` on a terminal: the run bar's ETA reads `H:MM:SS ±H:MM:SS` (app.console.eta)."""
+    (tmp_path / "fast.json").write_text(json.dumps(FAST))
+    terminal = Terminal([*RUN, "--generations", "1", "--population", "1", "--approve", "none", "--run-id", "eta"],
+                        tmp_path)  # fmt: skip
+    terminal.expect(r"run \(env steps\).*\d+:\d\d:\d\d ±\d+:\d\d:\d\d")
+    assert terminal.wait() == 0

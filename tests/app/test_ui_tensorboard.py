@@ -53,3 +53,11 @@ def test_rewriting_a_job_replaces_its_events_and_untrained_jobs_write_nothing(tm
 
 def test_tags_group_task_metrics_training_reward_and_components():
     assert [scalar_tag(n, ("return", "coverage")) for n in ("return", "train_reward", "assigned")] == ["task/return", "train/train_reward", "hrf/assigned"]
+
+
+def test_the_greedy_evaluation_curve_is_its_own_tag_against_its_own_steps(tmp_path):
+    curves = {**CURVES, "greedy/steps": [1600, 2400], "greedy/return": [-22.0, -18.0], "greedy/coverage": [0.0, 0.25]}
+    scalars = read_scalars(write_job_scalars(tmp_path / "seed-0", curves, METRICS))
+    assert scalars["greedy/return"] == [(1600, -22.0), (2400, -18.0)]
+    assert scalars["greedy/coverage"] == [(1600, 0.0), (2400, 0.25)]
+    assert "hrf/greedy/return" not in scalars and "hrf/greedy/steps" not in scalars

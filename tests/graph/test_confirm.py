@@ -174,6 +174,9 @@ def test_a_later_run_of_the_same_task_and_budget_reuses_natives_confirmation(con
     assert groups == {2: 2, 1: 1}
     block = json.loads((later / "report.json").read_text())["confirmation"]
     assert next(a for a in block["arms"] if a["arm"] == "native")["cached"] == 3
+    # native's cached seeds say their env steps: the run bar counts them (no progress ever comes)
+    cached = [e for e in read_events(later) if e["event"] == "confirm_finished" and e["cached"]]
+    assert [(e["candidate_id"], e["env_steps"]) for e in cached] == [("baseline", 3200)] * 3
 
 
 def test_confirm_steps_0_leaves_the_run_as_before(tmp_path):
