@@ -101,3 +101,13 @@ def test_the_sparse_prior_validates_and_trains_as_policy_invariant_shaping(spars
     assert trained.status == "ok", trained.error
     stats = trained.reflection_stats
     assert stats["potential_shaping"]["max"] != 0.0 and stats["hrf_change"]["max"] == 0.0  # invariant
+
+
+def test_the_structured_prompt_lists_the_potentials_and_says_what_they_do(sparse) -> None:
+    from lero.agents.structured import grammar_text
+    from lero.agents.templates import render as prompt
+
+    listed = grammar_text(design_schema(sparse))
+    assert "- team_coverage_potential: potential Phi: team: minus the summed distance" in listed
+    assert "- assigned_potential: potential Phi: minus the distance to the landmark assigned" in listed
+    assert "`*_potential` is a potential Phi of the state, not a reward" in prompt("designer_structured_system")
