@@ -82,7 +82,8 @@ class OfflineDesigner:
             elite = refine[slot] if slot < len(refine) else None
             for attempt in range(MAX_TRIES_PER_CHILD):
                 if elite is None:
-                    child = self._explore(rng, first=self.prior and not parents and slot == 0 and attempt == 0)
+                    child = self._explore(rng, first=self.prior and not parents and slot == 0 and attempt == 0,
+                                          sparse=task.task_spec.sparse)
                 else:
                     child = self._exploit(rng, elite, parents, attempt)
                 if edits:
@@ -130,9 +131,9 @@ class OfflineDesigner:
         return random.Random(int(digest[:16], 16))
 
     @staticmethod
-    def _explore(rng: random.Random, first: bool) -> Child:
+    def _explore(rng: random.Random, first: bool, sparse: bool) -> Child:
         if first:
-            return Child(prior_genome(), ("prior design",))
+            return Child(prior_genome(sparse), ("prior design",))
         return Child(random_genome(rng), ("fresh sample",))
 
     @staticmethod

@@ -50,9 +50,13 @@ class Child:
     parents: tuple[str, ...] = ()
 
 
-def prior_genome() -> Genome:
-    """The first guess: team coverage, individual credit that fades, a collision penalty."""
+def prior_genome(sparse: bool = False) -> Genome:
+    """The first guess: team coverage, individual credit that fades, a collision penalty. On
+    a SPARSE task (its TaskSpec's: the reward pays only for occupied landmarks) the native
+    reward shaped through the team coverage potential instead: policy-invariant shaping."""
     terms = [Term("team_coverage", 1.0), Term("assigned", 1.0, "ramp_down"), Term("collision", 0.5)]
+    if sparse:
+        terms = [Term("env", 1.0), Term("team_coverage_potential", 1.0)]
     features = ("nearest_landmark", "occupancy", "free_landmark")
     return Genome.build(terms, features, "optimal")
 

@@ -113,6 +113,8 @@ FEATURES: dict[str, tuple[str, str]] = {  # name -> (expression on obs [M, D], m
 TERM_ORDER = tuple(dict.fromkeys([*TERMS, *(k for g in TASK_GRAMMARS.values() for k in g.terms)]))
 FEATURE_ORDER = tuple(dict.fromkeys([*FEATURES, *(f for g in TASK_GRAMMARS.values() for f in g.features)]))
 GOALS = frozenset([*TASK_TERMS, *(k for g in TASK_GRAMMARS.values() for k in g.goals)])
+# every grammar's potential terms (the generic ones and each task grammar's declared `potentials`)
+ALL_POTENTIALS = frozenset([*POTENTIALS, *(k for g in TASK_GRAMMARS.values() for k in g.potentials)])
 
 
 @dataclass(frozen=True)
@@ -216,7 +218,7 @@ class GenericGenome:
     ) -> GenericGenome:
         if not any(kind in terms for kind in GOALS):
             raise ValueError(f"a generic genome needs a task term ({', '.join(sorted(GOALS))})")
-        ordered = tuple((k, round(min(terms[k][0], WEIGHT_MAX), 4), "constant" if k in POTENTIALS else terms[k][1])
+        ordered = tuple((k, round(min(terms[k][0], WEIGHT_MAX), 4), "constant" if k in ALL_POTENTIALS else terms[k][1])
                         for k in TERM_ORDER if k in terms)
         return cls(ordered, tuple(f for f in FEATURE_ORDER if f in set(features)))
 
@@ -355,11 +357,18 @@ def _state_setup(kinds: set[str], vocab: Vocabulary, state: str) -> list[str]:
     return lines
 
 
+def _task_setup(kinds: set[str], vocab: Vocabulary, state: str) -> list[str]:
+    """The task grammar's setup lines (indented) reading STATE, where KINDS use its terms."""
+    if not kinds & set(vocab.task_terms):
+        return []
+    return [f"    {line.format(state=state)}" for line in TASK_GRAMMARS[vocab.grammar].reward_setup]
+
+
 def render(genome: GenericGenome, vocab: Vocabulary) -> str:
     """The candidate module: a docstring listing the genes, the genome tag, both functions
     (and `potential` when the genome has potential terms)."""
-    kinds = {kind for kind, _, _ in genome.terms if kind not in POTENTIALS}
-    potentials = [(kind, weight) for kind, weight, _ in genome.terms if kind in POTENTIALS]
+    kinds = {kind for kind, _, _ in genome.terms if kind not in ALL_POTENTIALS}
+    potentials = [(kind, weight) for kind, weight, _ in genome.terms if kind in ALL_POTENTIALS]
     header = [
         f'"""Hybrid reward and observation enhancement written by lero\'s offline designer ({vocab.grammar or "generic"} grammar).',
         "",
@@ -385,11 +394,10 @@ def render(genome: GenericGenome, vocab: Vocabulary) -> str:
         ]
     if "speed" in kinds:
         reward.append(f'    agent_vel = ctx.state["{vocab.agent_vel}"]  # [B, N, k]')
-    if kinds & set(vocab.task_terms):
-        reward += [f"    {line}" for line in TASK_GRAMMARS[vocab.grammar].reward_setup]
+    reward += _task_setup(kinds, vocab, "ctx.state")
     reward.append("    components = {}")
     for kind, weight, schedule in genome.terms:
-        if kind in POTENTIALS:
+        if kind in ALL_POTENTIALS:
             continue
         shape, raw, _ = vocab.term(kind)
         reward += [
@@ -420,6 +428,7 @@ def render(genome: GenericGenome, vocab: Vocabulary) -> str:
             '    """Phi [B, N] of one state: the potential terms listed above (lero adds gamma Phi(s\') - Phi(s))."""',
             "    n_agents = obs.shape[1]",
             *(f"    {line}" for line in _state_setup({kind for kind, _ in potentials}, vocab, "state")),
+            *_task_setup({kind for kind, _ in potentials}, vocab, "state"),
             "    phi = torch.zeros(obs.shape[0], n_agents, dtype=torch.float32, device=obs.device)  # [B, N]",
         ]
         for kind, weight in potentials:

@@ -7,6 +7,8 @@ features in `agents/prompts/offline_grammar.md`).
     schedule   := constant | ramp_up | ramp_down     (x 1, x progress, x (1 - progress))
     kind       := env | team_coverage | nearest | assigned          (task terms)
                 | team_occupancy | on_target | collision | approach | settle | spread
+                | team_coverage_potential | nearest_potential | assigned_potential
+                                 (potentials: Phi, rendered into `potential(state, obs)`)
     features   := feature+       landmark_dist | sorted_landmarks | nearest_landmark
                                  | occupancy | free_landmark | nearest_agent | speed
     assignment := greedy | optimal        (which landmark each agent is credited for)
@@ -37,9 +39,14 @@ INDIVIDUAL_TERMS = (
     "settle",
     "spread",
 )
-TERM_KINDS = TEAM_TERMS + INDIVIDUAL_TERMS
+# Potential forms of the distance task terms: Phi = that term's raw value, rendered into
+# `potential(state, obs)` (lero adds gamma Phi(s') - Phi(s): the optimal policies stay the
+# task's); their schedule is always constant (Phi may not change over training).
+POTENTIAL_OF = {"team_coverage_potential": "team_coverage", "nearest_potential": "nearest",
+                "assigned_potential": "assigned"}
+TERM_KINDS = TEAM_TERMS + INDIVIDUAL_TERMS + tuple(POTENTIAL_OF)
 TASK_TERMS = ("env", "team_coverage", "nearest", "assigned")  # terms that measure the goal itself
-ASSIGNMENT_TERMS = ("assigned", "on_target", "approach", "settle")  # need a landmark per agent
+ASSIGNMENT_TERMS = ("assigned", "on_target", "approach", "settle", "assigned_potential")  # need a landmark per agent
 SCHEDULES = ("constant", "ramp_up", "ramp_down")  # weight x 1, x progress, x (1 - progress)
 ASSIGNMENTS = ("greedy", "optimal")
 
@@ -69,6 +76,7 @@ TERM_SCALE = {
     "settle": 0.3,
     "spread": 0.5,
 }
+TERM_SCALE.update({kind: TERM_SCALE[base] for kind, base in POTENTIAL_OF.items()})
 GENOME_TAG = "# lero-genome: "
 WEIGHT_MAX = 100.0  # no term needs more; mutations stop here (and the design schema's bound)
 
@@ -84,6 +92,8 @@ class Term:
             raise ValueError(f"unknown reward term {self.kind!r}; known: {', '.join(TERM_KINDS)}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
+        if self.kind in POTENTIAL_OF:  # Phi is fixed over training
+            object.__setattr__(self, "schedule", "constant")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import re
 from lero.agents.offline.genome import (
     FEATURE_SLOTS,
     GENOME_TAG,
+    POTENTIAL_OF,
     TEAM_TERMS,
     Genome,
     Term,
@@ -25,6 +26,8 @@ def raw_term(kind: str, notes: dict) -> str:
     """One reward term as code; thresholds are the task's own (its TaskSpec notes:
     `occupy_dist` a landmark counts as occupied, `collision_dist` two agents touch)."""
     occupy, collide = notes["occupy_dist"], notes["collision_dist"]
+    if kind in POTENTIAL_OF:
+        return raw_term(POTENTIAL_OF[kind], notes)
     return {
     "env": "ctx.env_reward",
     "team_coverage": "-dist.min(dim=1).values.sum(dim=-1)",
@@ -49,6 +52,8 @@ TERM_MEANING = {
     "settle": "minus the speed, weighted by closeness to the assigned landmark",
     "spread": "distance to the closest other agent, capped at 0.5",
 }
+TERM_MEANING.update({kind: f"potential Phi: {TERM_MEANING[base]} (lero adds gamma Phi(s') - Phi(s): "
+                           "policy-invariant shaping)" for kind, base in POTENTIAL_OF.items()})
 SCHEDULE_FACTOR = {"constant": "", "ramp_up": "progress * ", "ramp_down": "(1.0 - progress) * "}
 
 GREEDY_HELPER = '''
@@ -196,26 +201,57 @@ def render(genome: Genome, task: Problem) -> str:
         *helpers,
         _render_reward(genome, task.task_spec.notes),
         _render_features(genome, task.obs_layout),
+        *_render_potential(genome, task.task_spec.notes),
     ]
     return "\n\n".join(part.strip("\n") + "\n" for part in parts).replace("\n\n\n\n", "\n\n\n")
 
 
+def _distances(state: str, assignment: str | None) -> list[str]:
+    """The lines reading positions off STATE (`ctx.state` or `state`) into `dist` [B, N, L],
+    and with an ASSIGNMENT each agent's landmark `target` and its `target_dist`."""
+    lines = [
+        f'    agent_pos = {state}["agent_pos"]  # [B, N, 2]',
+        f'    agent_vel = {state}["agent_vel"]  # [B, N, 2]',
+        f'    landmark_pos = {state}["landmark_pos"]  # [B, L, 2]',
+        "    dist = torch.linalg.norm(agent_pos[:, :, None, :] - landmark_pos[:, None, :, :], dim=-1)  # [B, N, L]",
+    ]
+    if assignment:
+        lines += [
+            f"    target = {assignment}_assignment(dist)  # [B, N] landmark index per agent",
+            "    target_dist = dist.gather(2, target[..., None]).squeeze(-1)  # [B, N]",
+        ]
+    return lines
+
+
+def _render_potential(genome: Genome, notes: dict) -> list[str]:
+    """`potential(state, obs)` -> Phi [B, N], the sum of the genome's potential terms (none: [])."""
+    potentials = [t for t in genome.terms if t.kind in POTENTIAL_OF]
+    if not potentials:
+        return []
+    needs = any(t.kind == "assigned_potential" for t in potentials)
+    lines = [
+        "def potential(state, obs):",
+        '    """Phi [B, N] of one state: the potential terms listed above (lero adds gamma Phi(s\') - Phi(s))."""',
+        *_distances("state", genome.assignment if needs else None),
+        "    phi = torch.zeros(dist.shape[0], dist.shape[1], dtype=torch.float32, device=dist.device)  # [B, N]",
+    ]
+    for term in potentials:
+        broadcast = "[:, None]" if POTENTIAL_OF[term.kind] in TEAM_TERMS else ""  # a team Phi: every agent's
+        lines += [f"    # term: {term.kind}",
+                  f"    phi = phi + ({term.weight!r} * ({raw_term(term.kind, notes)})).float(){broadcast}"]
+    lines.append("    return phi")
+    return ["\n".join(lines)]
+
+
 def _render_reward(genome: Genome, notes: dict) -> str:
     kinds = {t.kind for t in genome.terms}
+    rewarded = [t for t in genome.terms if t.kind not in POTENTIAL_OF]
     lines = [
         "def hybrid_reward(ctx):",
         '    """Per-agent rewards [B, N] as the weighted sum of the terms listed above."""',
-        '    agent_pos = ctx.state["agent_pos"]  # [B, N, 2]',
-        '    agent_vel = ctx.state["agent_vel"]  # [B, N, 2]',
-        '    landmark_pos = ctx.state["landmark_pos"]  # [B, L, 2]',
         "    progress = float(ctx.progress)",
-        "    dist = torch.linalg.norm(agent_pos[:, :, None, :] - landmark_pos[:, None, :, :], dim=-1)  # [B, N, L]",
+        *_distances("ctx.state", genome.assignment if genome.needs_assignment() else None),
     ]
-    if genome.needs_assignment():
-        lines += [
-            f"    target = {genome.assignment}_assignment(dist)  # [B, N] landmark index per agent",
-            "    target_dist = dist.gather(2, target[..., None]).squeeze(-1)  # [B, N]",
-        ]
     if "approach" in kinds:
         lines += [
             "    target_pos = landmark_pos.gather(1, target[..., None].expand(-1, -1, 2))  # [B, N, 2]",
@@ -227,7 +263,7 @@ def _render_reward(genome: Genome, notes: dict) -> str:
             f"    gaps = gaps + {FAR} * torch.eye(gaps.shape[1], dtype=gaps.dtype, device=gaps.device)",
         ]
     lines.append("    components = {}")
-    for term in genome.terms:
+    for term in rewarded:
         shape = "[B]" if term.kind in TEAM_TERMS else "[B, N]"
         lines += [
             f"    # term: {term.kind}",

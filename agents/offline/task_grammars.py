@@ -26,8 +26,11 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class TaskGrammar:
     """One task's genes beyond the generic ones. Reward expressions read the names
-    `reward_setup` defines; feature expressions read `obs`, `M`, `L` and the names
-    `feature_setup` defines, whose `{slot}` fields are the task's `obs_layout` columns."""
+    `reward_setup` defines (its `{state}` is the state dict: `ctx.state` in the reward,
+    `state` in the potential); feature expressions read `obs`, `M`, `L` and the names
+    `feature_setup` defines, whose `{slot}` fields are the task's `obs_layout` columns.
+    `potentials` are terms rendered into `potential(state, obs)` as Phi (lero adds
+    gamma Phi(s') - Phi(s)): the potential forms of the distance goals."""
 
     name: str
     goals: tuple[str, ...]  # terms that measure the task itself (a genome keeps one)
@@ -38,13 +41,14 @@ class TaskGrammar:
     slots: tuple[str, ...]  # the obs_layout slots the features read
     prior_terms: dict[str, tuple[float, str]]  # the hand-written first guess
     prior_features: tuple[str, ...]
+    potentials: tuple[str, ...] = ()  # kinds of `terms` that are potentials, not reward terms
 
 
 # Both tasks' landmarks and messages, as reward-context tensors (N = 2 agents, L = 3 landmarks).
 _WORLD = (
-    'agent_pos = ctx.state["agent_pos"]  # [B, N, 2]',
-    'agent_vel = ctx.state["agent_vel"]  # [B, N, 2]',
-    'landmark_pos = ctx.state["landmark_pos"]  # [B, L, 2]',
+    'agent_pos = {state}["agent_pos"]  # [B, N, 2]',
+    'agent_vel = {state}["agent_vel"]  # [B, N, 2]',
+    'landmark_pos = {state}["landmark_pos"]  # [B, L, 2]',
     "L = landmark_pos.shape[1]",
 )
 _HEARD = (  # the heard symbol's landmark, on obs rows
@@ -67,6 +71,10 @@ SIMPLE_REFERENCE = TaskGrammar(
                     "team: share of agents on their own target"),
         "goal_approach": ("[B, N]", "(agent_vel * goal_offset).sum(dim=-1) / (goal_dist + 1e-6)",
                           "the agent's speed towards its own target"),
+        "own_goal_potential": ("[B, N]", "-goal_dist", "potential Phi: minus the agent's distance to its own "
+                               "target (lero adds gamma Phi(s') - Phi(s): policy-invariant shaping)"),
+        "partner_goal_potential": ("[B, N]", "-goal_dist.flip(1)", "potential Phi: minus the partner's distance "
+                                   "to its target (policy-invariant shaping)"),
         "names_partner_goal": ("[B, N]", "(said == target.flip(1)).float() * spoke",
                                "1 when the agent's last symbol names its partner's target (symbol l = landmark l)"),
         "follows_message": ("[B, N]", "(agent_vel * named_offset).sum(dim=-1) / (named_dist + 1e-6) * named",
@@ -74,11 +82,11 @@ SIMPLE_REFERENCE = TaskGrammar(
     },
     reward_setup=(
         *_WORLD,
-        'target = ctx.state["target"]  # [B, N] the landmark each agent must reach',
+        'target = {state}["target"]  # [B, N] the landmark each agent must reach',
         "goal_offset = landmark_pos.gather(1, target[..., None].expand(-1, -1, 2)) - agent_pos  # [B, N, 2]",
         "goal_dist = torch.linalg.norm(goal_offset, dim=-1)  # [B, N]",
-        'said = ctx.state["comm"].argmax(dim=-1)  # [B, N] each agent\'s last symbol',
-        'spoke = (ctx.state["comm"].sum(dim=-1) > 0).float()  # [B, N] 0 while silent',
+        'said = {state}["comm"].argmax(dim=-1)  # [B, N] each agent\'s last symbol',
+        'spoke = ({state}["comm"].sum(dim=-1) > 0).float()  # [B, N] 0 while silent',
         "heard = said.flip(1)  # [B, N] the partner's last symbol",
         "named = spoke.flip(1) * (heard < L).float()  # [B, N] the partner named a landmark",
         "named_offset = landmark_pos.gather(1, heard.clamp(max=L - 1)[..., None].expand(-1, -1, 2)) - agent_pos",
@@ -97,6 +105,7 @@ SIMPLE_REFERENCE = TaskGrammar(
     prior_terms={"env": (1.0, "constant"), "names_partner_goal": (0.5, "ramp_down"),
                  "follows_message": (0.5, "ramp_down")},
     prior_features=("partner_goal_symbol", "heard_landmark"),
+    potentials=("own_goal_potential", "partner_goal_potential"),
 )
 
 SIMPLE_SPEAKER_LISTENER = TaskGrammar(
@@ -107,6 +116,8 @@ SIMPLE_SPEAKER_LISTENER = TaskGrammar(
         "reached": ("[B]", "(goal_dist < {reach_dist}).float()", "team: 1 when the listener is on the target"),
         "goal_approach": ("[B]", "(listener_vel * goal_offset).sum(dim=-1) / (goal_dist + 1e-6)",
                           "team: the listener's speed towards the target"),
+        "listener_goal_potential": ("[B]", "-goal_dist", "potential Phi, team: minus the listener's distance to "
+                                    "the target (policy-invariant shaping)"),
         "names_goal": ("[B, N]", "torch.stack([(said == target).float() * spoke, torch.zeros_like(spoke)], dim=1)",
                        "the speaker only: 1 when its last symbol names the target (symbol l = landmark l)"),
         "follows_message": ("[B, N]",
@@ -116,12 +127,12 @@ SIMPLE_SPEAKER_LISTENER = TaskGrammar(
     },
     reward_setup=(
         *_WORLD,
-        'target = ctx.state["target"]  # [B] the landmark the listener must reach',
+        'target = {state}["target"]  # [B] the landmark the listener must reach',
         "listener_vel = agent_vel[:, 1]  # [B, 2]; row 0 is the speaker, which cannot move",
         "goal_offset = landmark_pos.gather(1, target[:, None, None].expand(-1, 1, 2)).squeeze(1) - agent_pos[:, 1]  # [B, 2]",
         "goal_dist = torch.linalg.norm(goal_offset, dim=-1)  # [B]",
-        'said = ctx.state["comm"][:, 0].argmax(dim=-1)  # [B] the speaker\'s last symbol',
-        'spoke = (ctx.state["comm"][:, 0].sum(dim=-1) > 0).float()  # [B] 0 while silent',
+        'said = {state}["comm"][:, 0].argmax(dim=-1)  # [B] the speaker\'s last symbol',
+        'spoke = ({state}["comm"][:, 0].sum(dim=-1) > 0).float()  # [B] 0 while silent',
         "named_offset = landmark_pos.gather(1, said.clamp(max=L - 1)[:, None, None].expand(-1, 1, 2)).squeeze(1) - agent_pos[:, 1]",
         "named_dist = torch.linalg.norm(named_offset, dim=-1)  # [B]",
     ),
@@ -143,6 +154,7 @@ SIMPLE_SPEAKER_LISTENER = TaskGrammar(
     slots=("self_vel", "landmark_rel", "goal_color", "heard"),
     prior_terms={"env": (1.0, "constant"), "names_goal": (0.5, "ramp_down"), "follows_message": (0.5, "ramp_down")},
     prior_features=("goal_symbol", "heard_landmark"),
+    potentials=("listener_goal_potential",),
 )
 
 TASK_GRAMMARS = {g.name: g for g in (SIMPLE_REFERENCE, SIMPLE_SPEAKER_LISTENER)}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from lero.app.reports.provenance import native_task
 from lero.graph.summary import RunFiles, is_number
 from lero.training.hooks import HRF_CHANGE_CURVE, SHAPING_CURVE
 
@@ -41,11 +42,26 @@ def shaped_without_success(result: dict[str, Any], success: str) -> bool:
     return rose and not any(v for v in curves.get(success) or [] if is_number(v))
 
 
+def hollow_note(result: dict[str, Any], success: str | None) -> str | None:
+    """The sentence naming a candidate that learned its shaping, not the task (SUCCESS: the
+    task's success metric; None: not known, nothing said); None for any other candidate."""
+    if not success or not shaped_without_success(result, success):
+        return None
+    return f"its shaped training return rose while {success} stayed 0: it learned the shaping, not the task"
+
+
+def success_metric_of(spec: dict[str, Any]) -> str | None:
+    """The success metric of a stored spec's task where it is one of lero's envs (read from
+    its TaskSpec without building it); None for a custom env, which is not imported."""
+    task = native_task(spec.get("env"), spec.get("env_kwargs") or {})
+    return task.success_metric if task else None
+
+
 def shaping_markdown(run: RunFiles, success: str | None) -> list[str]:
     """report.md's section: each candidate with a potential, invariant or not, and each whose
     shaped return rose while SUCCESS (the task's success metric; None: not shown) stayed 0."""
     kinds = {c.candidate_id: shaping_kind(c.result) for c in run.candidates}
-    hollow = [c.candidate_id for c in run.candidates if success and shaped_without_success(c.result, success)]
+    hollow = {c.candidate_id: note for c in run.candidates if (note := hollow_note(c.result, success))}
     if not any(kinds.values()) and not hollow:
         return []
     lines = ["", "## Shaping", "", "Potential-based shaping (lero adds gamma Phi(s') - Phi(s)) keeps the task's "
@@ -53,6 +69,5 @@ def shaping_markdown(run: RunFiles, success: str | None) -> list[str]:
     lines += [f"- `{cid}`: {kind}" + (" (shapes only through its potential)" if kind == INVARIANT
                                       else " (its potential is beside an HRF that changes the native reward)")
               for cid, kind in kinds.items() if kind]  # fmt: skip
-    lines += [f"- `{cid}`: its shaped training return rose while {success} stayed 0: it learned the shaping, "
-              "not the task" for cid in hollow]
+    lines += [f"- `{cid}`: {note}" for cid, note in hollow.items()]
     return lines

@@ -25,7 +25,7 @@ from lero.agents.records import code_digest
 from lero.app.console.approval_view import candidate_card
 from lero.app.reports.run_report import llm_request_row, run_rows
 from lero.app.reports.run_status import run_label, run_status, unanswered_question
-from lero.app.reports.shaping_notes import shaping_kind
+from lero.app.reports.shaping_notes import hollow_note, shaping_kind, success_metric_of
 from lero.app.ui.charts import chart
 from lero.app.ui.page_cache import RunCache
 from lero.graph.configuration import RUN_ID
@@ -120,11 +120,13 @@ def run_view(run: RunFiles) -> dict[str, Any]:
     """Everything the run page shows besides the live stream."""
     summary = summarize(run)
     best = best_candidate(run)
+    success = success_metric_of(run.spec)
     return {
         "run_id": run.run_id, "label": run_label(run.spec), "summary": summary, "spec": run.spec, "state": run.state,
         "status": summary["status"], "shown": run_status(run, summary["status"]), "best": best,
         "candidates": [{"id": c.candidate_id, "generation": c.generation, "status": c.status,
-                        "fitness": c.fitness, "stopped_at": c.stopped_at, "shaping": shaping_kind(c.result)}
+                        "fitness": c.fitness, "stopped_at": c.stopped_at, "shaping": shaping_kind(c.result),
+                        "hollow": hollow_note(c.result, success)}
                        for c in run.candidates],
         "pending": (pending := pending_question(run)),
         "cards": decision_cards(pending),

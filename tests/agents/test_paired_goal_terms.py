@@ -110,3 +110,18 @@ def test_own_goal_module_validates_and_trains_on_navigation(task) -> None:
         assert "paired_goal" in stats and "success" in trained.curves  # the task metric, during training
     finally:
         sandbox.close()
+
+
+def test_the_critic_can_name_own_goal_shaping_that_is_not_policy_invariant(task) -> None:
+    from lero.agents.critic import review_targets
+    from lero.agents.evidence import valid_points
+
+    schema = design_schema(task)
+    code = schema.render({"goal": {"kind": "env", "weight": 1.0, "schedule": "constant"},
+                          "shaping": {"paired_goal": {"weight": 1.0, "schedule": "constant"},
+                                      "paired_goal_potential": {"weight": 1.0, "schedule": "constant"}},
+                          "features": {"norm": True}})
+    targets = review_targets(task, code)
+    assert {"paired_goal", "paired_goal_potential"} <= set(targets)
+    point = {"target": "paired_goal", "rubric_item": "not-invariant", "why": "its potential form keeps the optimum"}
+    assert [(p.target, p.rubric_item) for p in valid_points([point], targets, code)] == [("paired_goal", "not-invariant")]

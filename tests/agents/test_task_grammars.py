@@ -22,7 +22,7 @@ from lero.graph.configuration import RunSpec
 from lero.graph.context import problem
 from lero.training.candidate import load_candidate
 from lero.training.envs.registry import make_env
-from lero.training.hooks import ObservationEnhancer, RewardShaper
+from lero.training.hooks import ObservationEnhancer, PotentialCheck, RewardShaper
 
 B = 4
 
@@ -31,9 +31,10 @@ def task(env: str) -> Problem:
     return problem(RunSpec(env=env), None)
 
 
-def every_gene(env: str) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
+def every_gene(env: str) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
     """Every term (weight 1, constant) and every feature of the env's grammar, run through
-    lero's hook checks on the env's own world: (components, rewards [B, N], enhanced obs [B, N, D+k])."""
+    lero's hook checks on the env's own world: (components, rewards [B, N], enhanced obs
+    [B, N, D+k], Phi [B, N] of the potential terms)."""
     spec = task(env)
     vocab = Vocabulary.of(spec)
     genome = GenericGenome.build({k: (1.0, "constant") for k in vocab.terms}, vocab.features)
@@ -47,7 +48,7 @@ def every_gene(env: str) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.T
     rewards, components = shaper(obs, next_obs, torch.zeros(B, spec.n_agents, dtype=torch.long), env_reward,
                                  world_env.world(), torch.ones(B, dtype=torch.long), 0.5)
     enhancer = ObservationEnhancer(hooks.enhance_observation, spec.obs_dim)
-    return components, rewards, enhancer(next_obs)
+    return components, rewards, enhancer(next_obs), PotentialCheck(hooks.potential)(world_env.world(), next_obs)
 
 
 @pytest.mark.parametrize("env", list(TASK_GRAMMARS))
@@ -56,8 +57,9 @@ def test_every_gene_of_a_task_grammar_runs_together_on_its_env(env: str) -> None
     vocab = Vocabulary.of(spec)
     assert spec.task_spec.grammar == env and vocab.grammar == env
     assert set(TASK_GRAMMARS[env].goals) <= set(vocab.goals) and "env" in vocab.terms
-    components, rewards, enhanced = every_gene(env)
-    assert set(components) == set(vocab.terms) and rewards.shape == (B, spec.n_agents)
+    components, rewards, enhanced, phi = every_gene(env)
+    assert set(TASK_GRAMMARS[env].potentials) <= set(vocab.terms) and phi.shape == (B, spec.n_agents)
+    assert set(components) == set(vocab.terms) - generic.ALL_POTENTIALS and rewards.shape == (B, spec.n_agents)
     widths = {"landmark_dist": 3, "partner_goal_symbol": 3, "goal_symbol": 3, "heard_landmark": 3, "speed": 1}
     assert enhanced.shape == (B, spec.n_agents, spec.obs_dim + sum(widths[f] for f in vocab.features))
 
@@ -70,6 +72,33 @@ def reward_of(env: str, genes: dict[str, float], world: dict[str, torch.Tensor])
     n = spec.n_agents
     ctx = SimpleNamespace(env_reward=torch.zeros(1, n), state=world, progress=0.0)
     return hooks.hybrid_reward(ctx)[1]
+
+
+def potential_of(env: str, genes: dict[str, float], world: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Phi [B, N] of a design whose potential terms are `genes` (kind -> weight), beside `env`."""
+    vocab = Vocabulary.of(task(env))
+    terms = {"env": (1.0, "constant"), **{k: (w, "constant") for k, w in genes.items()}}
+    hooks = load_candidate(generic.render(GenericGenome.build(terms, ["speed"]), vocab))
+    return hooks.potential(world, torch.zeros(1, task(env).n_agents, task(env).obs_dim))
+
+
+def test_the_task_grammars_distance_goals_have_potential_forms() -> None:
+    reference = {  # agent 0 targets landmark 2 at distance 2, agent 1 landmark 0 at distance 1
+        "agent_pos": torch.tensor([[[0.0, 0.0], [1.0, 0.0]]]), "agent_vel": torch.zeros(1, 2, 2),
+        "landmark_pos": torch.tensor([[[1.0, 1.0], [-1.0, 0.0], [0.0, 2.0]]]),
+        "comm": torch.zeros(1, 2, 10), "target": torch.tensor([[2, 0]]),
+    }
+    assert potential_of("simple_reference", {"own_goal_potential": 1.0}, reference).tolist() == [[-2.0, -1.0]]
+    assert potential_of("simple_reference", {"own_goal_potential": 0.5, "partner_goal_potential": 1.0},
+                        reference).tolist() == [[-2.0, -2.5]]  # 0.5 x own + the partner's distance
+    listener = {"agent_pos": torch.tensor([[[5.0, 5.0], [0.0, 0.0]]]), "agent_vel": torch.zeros(1, 2, 2),
+                "landmark_pos": torch.tensor([[[0.0, 1.0], [2.0, 0.0], [0.0, -1.0]]]),
+                "comm": torch.zeros(1, 2, 3), "target": torch.tensor([1])}
+    assert potential_of("simple_speaker_listener", {"listener_goal_potential": 1.0}, listener).tolist() == [[-2.0, -2.0]]
+    genome = GenericGenome.build({"own_goal": (1.0, "constant"), "own_goal_potential": (1.0, "ramp_down")}, ["speed"])
+    assert genome.term_map()["own_goal_potential"] == (1.0, "constant")  # Phi may not change over training
+    code = generic.render(genome, Vocabulary.of(task("simple_reference")))
+    assert '# term: own_goal_potential' in code.split("def potential")[1] and 'components["own_goal_potential"]' not in code
 
 
 def test_simple_reference_terms_measure_each_agents_target_and_message() -> None:
@@ -137,6 +166,11 @@ def test_the_designer_and_schema_speak_the_task_grammar(env: str) -> None:
     first = OfflineDesigner(seed=0).design(spec, 3, [], "")
     assert f"({env} grammar)" in first[0].code and first[0].reply.endswith("prior design")
     assert set(schema.object_of(first[0].code)["shaping"]) == set(TASK_GRAMMARS[env].prior_terms) - {"env"}
+    shaping = schema.schema["properties"]["shaping"]["properties"]
+    assert set(TASK_GRAMMARS[env].potentials) <= set(shaping)  # the schema accepts the potential forms
+    potential = TASK_GRAMMARS[env].potentials[0]
+    design = {**schema.object_of(first[0].code), "shaping": {potential: {"weight": 2.0, "schedule": "constant"}}}
+    assert "def potential(state, obs):" in schema.render(design) and schema.object_of(schema.render(design)) == design
 
 
 def test_an_elite_with_genes_of_another_grammar_is_kept_to_this_tasks_genes() -> None:

@@ -81,3 +81,43 @@ def test_the_lero_table_gives_the_success_rate_of_sparse_tasks_beside_the_return
     assert success["improvement"]["mappo:native@loop"]["versus"] == "mappo:native"
     assert "Success rate (each task's own success metric" in render_combined(combined, [])
     assert combine_studies([dense])["success"] is None
+
+
+def test_report_and_run_page_name_policy_invariant_candidates_and_those_that_learned_only_their_shaping(
+        tmp_path) -> None:
+    import json
+
+    from starlette.testclient import TestClient
+
+    from lero.agents import LLMConfig
+    from lero.app.reports.run_report import write_report
+    from lero.app.ui.app import create_app
+    from tests.app.test_report import make_run_dir
+
+    run = make_run_dir(tmp_path, "sparse-page")
+    spec = json.loads((run / "spec.json").read_text())
+    spec.update(env="vmas:navigation", env_kwargs={"n_agents": 2, "pos_shaping_factor": 0}, fitness="success")
+    (run / "spec.json").write_text(json.dumps(spec))
+    rising = [0.1, 0.3, 0.6, 1.0, 1.5, 2.1]
+    shaped = {  # 0-0 shapes only through its potential and solves the task; 1-0 learned only its shaping
+        "0-0": (stats(0.4, 0.0)["reflection_stats"], {"train_reward": rising, "success": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]}, 0.5),
+        "1-0": (stats(0.4, 0.3)["reflection_stats"], {"train_reward": rising, "success": [0.0] * 6}, 0.0),
+    }
+    for cid, (found, curves, success) in shaped.items():
+        path = run / "candidates" / cid / "result.json"
+        result = json.loads(path.read_text())
+        result["reflection_stats"] = found
+        result["curves"] = {**result["curves"], "steps": [0, 200, 400, 600, 800, 1000], **curves}
+        result["eval"] = {**result["eval"], "success": success}
+        path.write_text(json.dumps(result))
+    write_report(run)
+    markdown = (run / "report.md").read_text()
+    hollow = "its shaped training return rose while success stayed 0: it learned the shaping, not the task"
+    assert "- `0-0`: policy-invariant (shapes only through its potential)" in markdown
+    assert f"- `1-0`: {hollow}" in markdown and markdown.count(hollow) == 1
+    app = create_app(str(tmp_path), "t0ken", 8765, LLMConfig.from_spec("offline"))
+    with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+        page = client.get("/runs/sparse-page?token=t0ken").text
+    app.state.workers.close()
+    assert '<span class="shaping">policy-invariant</span>' in page
+    assert f'<span class="hollow">{hollow}</span>' in page and page.count('class="hollow"') == 1
