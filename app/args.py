@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, NoReturn
 
-from lero.agents.config import DESIGNS
+from lero.agents.config import DESIGNS, designs_help
 from lero.graph.configuration import (
     APPROVE_MODES,
     CONFIRM_FACTOR,
@@ -152,10 +152,7 @@ def _add_llm_args(p: argparse.ArgumentParser) -> None:
                    help="seconds one LLM request may take (default 600; a CPU-served model is slow)")
     p.add_argument("--context-tokens", type=_context_tokens, metavar="N",
                    help="the model's context window when the server does not say (docs/llm.md)")
-    p.add_argument("--design", choices=DESIGNS,
-                   help="how the LLM designs: auto (default) edits modules, falling back to expression or "
-                        "structured; code writes modules; structured picks from the task's grammar as JSON; "
-                        "expression writes each term and feature as an expression under the task's grammar")
+    p.add_argument("--design", choices=DESIGNS, help=designs_help())
 
 
 def _add_budget_args(p: argparse.ArgumentParser) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from lero.agents.config import Design
+from lero.agents.config import DEFAULT_DESIGN, Design
 from lero.graph.schedule import Schedule, loop_env_steps, planned
 from lero.sandbox.types import JOB_WALL_S
 from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES, MAX_EVAL_EPISODES
@@ -143,7 +143,7 @@ class RunSpec(BaseModel):
     max_llm_tokens: int | None = Field(default=None, ge=1)
     llm_timeout_s: float | None = Field(default=None, gt=0)  # one LLM request; None = LLMConfig's default
     context_tokens: int | None = Field(default=None, ge=MIN_CONTEXT_TOKENS)  # the model's window when the server does not say
-    design: Design = "auto"  # how an LLM designs (`--design`, agents.config)
+    design: Design = DEFAULT_DESIGN  # how an LLM designs (`--design`, agents.config.DESIGN_MODES)
     wall_clock_s: float | None = Field(default=None, gt=0)
     critic_rounds: int = Field(default=1, ge=0, le=10)
     debug_attempts: int = Field(default=2, ge=0, le=10)
