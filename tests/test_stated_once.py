@@ -196,3 +196,22 @@ def test_the_mode_list_scan_sees_a_restated_list():
     assert mode_lists(old_help, names) == [1]
     assert mode_lists('Design = Literal["auto", "code"]', names) == [1]
     assert mode_lists('sandbox: Literal["auto", "docker", "process"] = "auto"', names) == []
+
+
+def test_the_run_flags_are_the_spec_fields_and_their_help():
+    """Each `lero run` flag that sets a RunSpec field takes its help from the field's
+    description, and spec_fields passes it on by its dest (no list of flags to keep up)."""
+    import argparse
+
+    from lero.app.args import MERGED_FIELDS, build_parser, spec_fields
+    from lero.graph.configuration import RunSpec, field_help
+
+    run = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["run"]
+    flags = {a.dest: a for a in run._actions if a.dest in RunSpec.model_fields and a.dest not in MERGED_FIELDS}
+    described = {name for name, info in RunSpec.model_fields.items() if info.description}
+    assert set(flags) == described
+    for name, action in flags.items():
+        assert action.help == field_help(name), name
+    assert field_help("population") == f"{RunSpec.model_fields['population'].description} (default 4)"
+    given = spec_fields(run.parse_args(["--population", "5", "--designer-seed", "7", "--job-timeout", "9"]))
+    assert (given["population"], given["designer_seed"], given["job_timeout_s"]) == (5, 7, 9.0)
