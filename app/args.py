@@ -30,7 +30,7 @@ from lero.sandbox.backends import KINDS as SANDBOX_KINDS
 from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES
 
 # RunSpec fields a flag gives that spec_fields merges itself (over a config file's), not as given
-MERGED_FIELDS = ("tags", "hparams", "env_kwargs")
+MERGED_FIELDS = ("tags", "hparams", "env_kwargs", "bounds")
 
 
 BUDGET_FLAGS = ("max_llm_requests", "max_llm_tokens", "wall_clock_s")
@@ -168,6 +168,14 @@ def checked_hparams(algos: tuple[str, ...], base: dict[str, Any], given: list[tu
     return hparams
 
 
+def _bound(text: str) -> tuple[str, int]:
+    """`--bound NAME=N`: a stage bound's name and a count (the spec checks it is declared)."""
+    name, value = env_arg(text)
+    if type(value) is not int or value < 0:
+        raise argparse.ArgumentTypeError(f"expected NAME=N with N an integer >= 0, got {text!r}")
+    return name, value
+
+
 def _add_env_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--env-arg",
@@ -206,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--env", help=field_help("env"))
     _add_env_args(run)
     _add_hparams(run)
+    run.add_argument("--bound", dest="bounds", action="append", type=_bound, default=[], metavar="NAME=N",
+                     help="a declared candidate stage's bound on its rounds, repeatable (graph.stages.Bound)")
     run.add_argument("--name", help=field_help("name"))
     run.add_argument("--tag", dest="tags", action="append", default=[], metavar="TAG",
                      help="a tag for the run, repeatable (letters, digits, _ . + -)")
@@ -330,6 +340,8 @@ def spec_fields(args: argparse.Namespace) -> dict:
     fields.update(executor_fields(args))
     if args.tags:
         fields["tags"] = [*(fields.get("tags") or []), *args.tags]
+    if args.bounds:
+        fields["bounds"] = {**(fields.get("bounds") or {}), **dict(args.bounds)}
     if args.hparams:
         fields["hparams"] = checked_hparams((fields.get("algo") or DEFAULT_ALGO,), fields.get("hparams") or {},
                                             args.hparams)  # fmt: skip

@@ -164,6 +164,7 @@ class RunSpec(BaseModel):
                                                    "(docs/llm.md)")  # fmt: skip
     design: Design = Field(default=DEFAULT_DESIGN, description=designs_help())  # agents.config.DESIGN_MODES
     wall_clock_s: float | None = Field(default=None, gt=0, description="wall-clock budget in seconds")
+    bounds: dict[str, int] = Field(default_factory=dict)  # a declared stage's own bound (graph.stages.Bound)
     critic_rounds: int = Field(default=1, ge=0, le=10)
     debug_attempts: int = Field(default=2, ge=0, le=10)
     max_parallel: int | None = Field(default=None, ge=1, le=64,  # None: parallel_jobs fills the cores
@@ -226,6 +227,25 @@ class RunSpec(BaseModel):
         if bad:
             raise ValueError(f"tag {bad[0]!r}: letters, digits and _ . + - (up to 32, a letter or digit first)")
         return tuple(dict.fromkeys(value))
+
+    @field_validator("bounds")
+    @classmethod
+    def _bounds_declared(cls, value: dict[str, int]) -> dict[str, int]:
+        from lero.graph.stages import bounds
+
+        declared = bounds()
+        for name, rounds in value.items():
+            if name not in declared:
+                raise ValueError(f"no stage declares a bound {name!r} (declared: {', '.join(declared) or 'none'})")
+            if not 0 <= rounds <= declared[name].maximum:
+                raise ValueError(f"bound {name} must be 0..{declared[name].maximum}, got {rounds}")
+        return value
+
+    def bound(self, name: str) -> int:
+        """The run's value of a declared stage bound NAME (its default where the run sets none)."""
+        from lero.graph.stages import bounds
+
+        return self.bounds.get(name, bounds()[name].default)
 
     @field_validator("env")
     @classmethod

@@ -28,16 +28,33 @@ def once(spec: RunSpec) -> int:
 
 
 @dataclass(frozen=True)
+class Bound:
+    """A stage's own bound on its rounds, set per run as `RunSpec.bounds[name]` (`lero run
+    --bound NAME=N`), from 0 to `maximum`; `default` where the run sets none."""
+
+    name: str
+    default: int
+    maximum: int
+    help: str
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier() or not 0 <= self.default <= self.maximum:
+            raise ValueError(f"bound {self.name!r}: a Python name and 0 <= default <= maximum")
+
+
+@dataclass(frozen=True)
 class CandidateStage:
     """One stage: `node(state, runtime)` serves every candidate waiting in it (its __name__
     names the node); `rounds(spec)`: how often the node may run per pass through the gate
-    (the recursion limit sums them)."""
+    (the recursion limit sums them); `bound`: its own bound, if it has one (read it with
+    `spec.bound(name)`)."""
 
     name: str
     node: Callable[..., Any]
     after: str | None = None
     beside: str | None = None
     rounds: Callable[[RunSpec], int] = once
+    bound: Bound | None = None
 
     def __post_init__(self) -> None:
         if self.after is not None and self.beside is not None:
@@ -53,6 +70,8 @@ def register_stage(stage: CandidateStage) -> None:
     names = [s.name for s in STAGES]
     if stage.name in names or stage.name in END_STAGES:
         raise ValueError(f"stage {stage.name!r} is declared already")
+    if stage.bound is not None and stage.bound.name in bounds():
+        raise ValueError(f"bound {stage.bound.name!r} is declared already")
     anchor = stage.after or stage.beside
     if anchor is None:
         if STAGES:
@@ -65,6 +84,11 @@ def register_stage(stage: CandidateStage) -> None:
     while at < len(STAGES) and STAGES[at].beside is not None:  # past the anchor's side stages
         at += 1
     STAGES.insert(at, stage)
+
+
+def bounds() -> dict[str, Bound]:
+    """The declared stages' own bounds, by name."""
+    return {stage.bound.name: stage.bound for stage in STAGES if stage.bound is not None}
 
 
 def ordered() -> tuple[CandidateStage, ...]:

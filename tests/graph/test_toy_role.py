@@ -44,12 +44,17 @@ class Auditor:
         return reply.text.strip().upper().startswith("PASS")
 
 
+AUDIT_ROUNDS = stages.Bound("audit_rounds", default=1, maximum=3, help="opinions asked before a candidate is failed")
+
+
 def audit(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """Every candidate waiting in `audit`: on to what follows, or dropped."""
+    """Every candidate waiting in `audit`: on to what follows once an opinion passes it, or
+    dropped when `audit_rounds` opinions all failed it."""
 
     def one(res: RunContext, candidate: Candidate) -> Candidate:
-        if res.team.auditor.passes(candidate["code"]):
-            return {**candidate, "stage": stages.onward("audit")}
+        for _ in range(res.spec.bound(AUDIT_ROUNDS.name)):
+            if res.team.auditor.passes(candidate["code"]):
+                return {**candidate, "stage": stages.onward("audit")}
         return drop(candidate, "rejected_by_auditor", "the auditor failed it")
 
     def unaudited(res: RunContext, candidate: Candidate) -> Candidate:  # the LLM stopped: no audit
@@ -64,7 +69,7 @@ def declare_auditor(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stages, "STAGES", list(stages.STAGES))
     monkeypatch.setattr(team_module, "ROLES", dict(team_module.ROLES))
     team_module.register_role("auditor", team_module.Role(lambda model, cfg: Auditor(model)))
-    stages.register_stage(stages.CandidateStage("audit", audit, after="review"))
+    stages.register_stage(stages.CandidateStage("audit", audit, after="review", bound=AUDIT_ROUNDS))
 
 
 @pytest.fixture
@@ -92,6 +97,20 @@ def test_a_registered_stage_is_wired_after_its_anchor(auditor) -> None:
         team_module.register_role("critic", team_module.Role(lambda model, cfg: None))
 
 
+def test_a_declared_bound_is_a_run_setting_and_a_flag(auditor) -> None:
+    from lero.app.args import build_parser, spec_fields
+    from lero.graph.configuration import RunError
+
+    assert RunSpec().bound("audit_rounds") == 1  # the declared default
+    assert RunSpec.parse({"bounds": {"audit_rounds": 3}}).bound("audit_rounds") == 3
+    with pytest.raises(RunError, match=r"audit_rounds must be 0\.\.3"):
+        RunSpec.parse({"bounds": {"audit_rounds": 4}})
+    with pytest.raises(RunError, match="no stage declares a bound 'review_rounds'"):
+        RunSpec.parse({"bounds": {"review_rounds": 1}})
+    args = build_parser().parse_args(["run", "--bound", "audit_rounds=2"])
+    assert RunSpec.parse(spec_fields(args)).bound("audit_rounds") == 2
+
+
 def test_the_recursion_limit_counts_a_registered_stage(monkeypatch) -> None:
     spec = RunSpec(generations=1, critic_rounds=0, debug_attempts=2)
     before = recursion_limit(spec)
@@ -105,11 +124,11 @@ def test_the_toy_role_audits_candidates_in_a_scripted_run(tmp_path, auditor) -> 
     passed, failed = module(0.3), module(0.1)
     with OpenAIServer() as server:
         server.script = AuditScript(first_designs=[passed, failed])
-        outcome = start_run(llm_spec(tmp_path, server, population=2), RecordingUI())
+        outcome = start_run(llm_spec(tmp_path, server, population=2, bounds={"audit_rounds": 2}), RecordingUI())
         requests = list(server.requests)
     assert outcome.status == "completed"
     roles = ["auditor" if r["messages"][0]["content"].startswith("You are the auditor") else "other" for r in requests]
-    assert roles[-2:] == ["auditor", "auditor"] and roles.count("auditor") == 2  # after both critic reviews
+    assert roles[-3:] == ["auditor"] * 3 and roles.count("auditor") == 3  # after both critic reviews
     log = events(outcome.run_dir)
 
     def stages_of(candidate_id: str) -> list[tuple[str, str | None]]:
@@ -121,4 +140,4 @@ def test_the_toy_role_audits_candidates_in_a_scripted_run(tmp_path, auditor) -> 
     assert read(outcome.run_dir / "candidates" / "0-0" / "result.json")["status"] == "ok"
     records = RunDir(outcome.run_dir).read_llm_records()  # kept under llm/ like every role's
     assert [(r["role"], r["candidate_id"]) for r in records if r["role"] == "auditor"] == [
-        ("auditor", "0-0"), ("auditor", "0-1")]
+        ("auditor", "0-0"), ("auditor", "0-1"), ("auditor", "0-1")]  # its bound: two opinions on 0-1
