@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from lero.graph.configuration import RunSpec
+# what `rounds` takes: the run's RunSpec (graph.configuration imports this module to check
+# `RunSpec.bounds`, so the type is not imported here)
+RunSpec = Any
 
 END_STAGES = ("approved", "trained", "dropped")  # after approval: no stage node serves them
 
