@@ -6,7 +6,7 @@ import functools
 import logging
 import os
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
@@ -113,13 +113,51 @@ def choose_llm(
     return ModelChoice(f"openai:{listed[0]}", base_url, f"{why}, the server's first model")
 
 
-# How an LLM designs (`--design`): `code` writes modules free-form; `structured` fills in the
-# task's design schema (agents/structured.py); `expression` writes each term, the potential and
-# each feature as an expression under the task's grammar (agents/expression/); `auto` edits
-# complete modules and gives a slot whose code stays invalid an expression draft where the
-# server takes a grammar, else a structured one.
-Design = Literal["code", "structured", "expression", "auto"]
-DESIGNS: tuple[str, ...] = get_args(Design)
+@dataclass(frozen=True)
+class DesignMode:
+    """One way an LLM designs (`--design`), declared once: the CLI's choices and help, the
+    spec's and LLMConfig's validation and `make_team` read these.
+
+    `writes`: what the designer writes (`code`: modules, free-form; `structured`: the task's
+    design schema as JSON, agents/structured.py; `expression`: each term, the potential and
+    each feature as an expression under the task's grammar, agents/expression/);
+    `edits`: the designer edits complete modules; `fallback`: a slot whose code stays invalid
+    gets a rendered draft, an expression one where the server takes a grammar, else a
+    structured one; `expressions`: designs may be expressions, so the debugger replaces a
+    failing expression; `rendered_review`: the critic answers a verdict schema and sees a
+    rendered design beside its code."""
+
+    name: str
+    help: str
+    writes: Literal["code", "structured", "expression"]
+    edits: bool = False
+    fallback: bool = False
+    expressions: bool = False
+    rendered_review: bool = True
+
+
+DESIGN_MODES: tuple[DesignMode, ...] = (
+    DesignMode("auto", "edits modules, falling back to expression or structured", "code", edits=True, fallback=True,
+               expressions=True),
+    DesignMode("code", "writes modules", "code", rendered_review=False),
+    DesignMode("structured", "picks from the task's grammar as JSON", "structured"),
+    DesignMode("expression", "writes each term and feature as an expression under the task's grammar", "expression",
+               expressions=True),
+)
+DESIGNS: tuple[str, ...] = tuple(mode.name for mode in DESIGN_MODES)
+DEFAULT_DESIGN = DESIGNS[0]
+Design = Literal[DESIGNS]  # type: ignore[valid-type]  # one of DESIGNS, checked where a spec or config is read
+
+
+def design_mode(name: str) -> DesignMode:
+    """The declared mode NAME (a validated config's `design` always is one)."""
+    return DESIGN_MODES[DESIGNS.index(name)]
+
+
+def designs_help() -> str:
+    """`--design`'s help, from the declarations."""
+    modes = "; ".join(f"{m.name}{' (default)' if m.name == DEFAULT_DESIGN else ''} {m.help}" for m in DESIGN_MODES)
+    return f"how the LLM designs: {modes}"
 
 
 class LLMConfig(BaseModel):
@@ -146,8 +184,7 @@ class LLMConfig(BaseModel):
     # offline designer: start generation 0 from its hand-written prior design (False = the
     # first generation is sampled from the grammar only, so evolution gets no head start)
     offline_prior: bool = True
-    # how an LLM designs (`--design`, `Design`)
-    design: Design = "auto"
+    design: Design = DEFAULT_DESIGN  # how an LLM designs (`--design`, DESIGN_MODES)
 
     @model_validator(mode="after")
     def _openai_needs_a_model(self) -> LLMConfig:

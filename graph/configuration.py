@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from lero.agents.llm_config import Design
+from lero.agents.llm_config import DEFAULT_DESIGN, DEFAULT_TIMEOUT_S, Design, designs_help
 from lero.graph.schedule import Schedule, loop_env_steps, planned
 from lero.sandbox.types import JOB_WALL_S
 from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES, MAX_EVAL_EPISODES
@@ -118,6 +118,15 @@ def validated(model: type[Model], values: dict[str, Any], what: str) -> Model:
         raise RunError(f"invalid {what} setting {where}: {message}") from None
 
 
+def field_help(name: str) -> str:
+    """RunSpec field NAME's description (its flag's help), with its default where the text
+    names none and the field has one."""
+    info = RunSpec.model_fields[name]
+    default = None if info.default_factory is not None else info.default
+    shown = f"{default:g}" if isinstance(default, float) else default
+    return info.description + ("" if default is None or "default" in info.description else f" (default {shown})")
+
+
 def llm_settings(fields: dict[str, Any]) -> dict[str, Any]:
     """The LLM_SETTINGS among RunSpec-named `fields`, renamed for LLMConfig (None = not given)."""
     return {setting: fields[name] for name, setting in LLM_SETTINGS.items() if fields.get(name) is not None}
@@ -128,52 +137,87 @@ class RunSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    env: str = DEFAULT_ENV
+    # a field's `description` is its flag's help (`lero run --help`, app.args), with its default
+    env: str = Field(default=DEFAULT_ENV, description="environment: a name (lero.envs entry points included) or a "
+                                                      "PettingZoo package.module:factory")
     env_kwargs: dict[str, Any] | None = None  # None = the env's LERO default (its TaskSpec)
-    algo: str = DEFAULT_ALGO
-    generations: int = Field(default=3, ge=1, le=100)
-    population: int = Field(default=4, ge=1, le=64)
-    steps: int = Field(default=300_000, ge=1, le=MAX_STEPS)  # joint env steps per candidate and seed
-    seeds: int = Field(default=2, ge=1, le=MAX_SEEDS)  # fitness = mean over seeds (one is noise)
-    llm: str = "offline"
-    base_url: str | None = None
-    sandbox: Literal["auto", "docker", "process"] = "auto"
-    approve: ApproveMode = "none"
-    run_id: str | None = None
-    runs_dir: str = Field(default=DEFAULT_RUNS_DIR, validate_default=True)  # relative to the cwd; stored absolute
-    task: str | None = None  # None = the env's own task text (its TaskSpec)
-    max_llm_requests: int | None = Field(default=None, ge=1)
-    max_llm_tokens: int | None = Field(default=None, ge=1)
-    llm_timeout_s: float | None = Field(default=None, gt=0)  # one LLM request; None = LLMConfig's default
-    context_tokens: int | None = Field(default=None, ge=MIN_CONTEXT_TOKENS)  # the model's window when the server does not say
-    design: Design = "auto"  # how an LLM designs (`--design`, agents.llm_config)
-    wall_clock_s: float | None = Field(default=None, gt=0)
+    algo: str = Field(default=DEFAULT_ALGO, description="learning algorithm (an unknown name lists the others)")
+    generations: int = Field(default=3, ge=1, le=100, description="generations of the evolutionary loop")
+    population: int = Field(default=4, ge=1, le=64, description="candidates the designer writes per generation")
+    steps: int = Field(default=300_000, ge=1, le=MAX_STEPS, description="env steps per candidate and seed")  # joint
+    # fitness = mean over seeds (one is noise)
+    seeds: int = Field(default=2, ge=1, le=MAX_SEEDS, description="seeds per candidate and baseline")
+    llm: str = Field(default="offline", description="offline | openai | openai:MODEL (default: by environment)")
+    base_url: str | None = Field(default=None, description="OpenAI-compatible server URL (else OPENAI_BASE_URL)")
+    sandbox: Literal["auto", "docker", "process"] = Field(
+        default="auto", description="where LLM code runs: docker, process (trusted code only) or auto")
+    approve: ApproveMode = Field(default="none", description="what waits for your answer")
+    run_id: str | None = Field(default=None, description="the run's directory name under --runs-dir (default: from "
+                                                         "the time)")
+    runs_dir: str = Field(default=DEFAULT_RUNS_DIR, validate_default=True,  # relative to the cwd; stored absolute
+                          description=f"where runs live (default {DEFAULT_RUNS_DIR}/ in the working directory)")
+    task: str | None = Field(default=None, description="the task for the LLM in words (default: the env's own text)")
+    max_llm_requests: int | None = Field(default=None, ge=1, description="LLM request budget of the run")
+    max_llm_tokens: int | None = Field(default=None, ge=1, description="LLM token budget of the run")
+    llm_timeout_s: float | None = Field(  # None = LLMConfig's default
+        default=None, gt=0,
+        description=f"seconds one LLM request may take (default {DEFAULT_TIMEOUT_S:.0f}; a CPU-served model is slow)")
+    context_tokens: int | None = Field(default=None, ge=MIN_CONTEXT_TOKENS,
+                                       description="the model's context window when the server does not say "
+                                                   "(docs/llm.md)")  # fmt: skip
+    design: Design = Field(default=DEFAULT_DESIGN, description=designs_help())  # agents.llm_config.DESIGN_MODES
+    wall_clock_s: float | None = Field(default=None, gt=0, description="wall-clock budget in seconds")
+    bounds: dict[str, int] = Field(default_factory=dict)  # a declared stage's own bound (graph.stages.Bound)
     critic_rounds: int = Field(default=1, ge=0, le=10)
     debug_attempts: int = Field(default=2, ge=0, le=10)
-    max_parallel: int | None = Field(default=None, ge=1, le=64)  # None: parallel_jobs fills the cores
-    # every sandbox job's wall-clock limit: a candidate that hangs, or leaves a fork bomb
-    # behind, holds its job slot this long before it is killed as `timeout`
-    job_timeout_s: float = Field(default=JOB_WALL_S, gt=0, le=86_400)
-    disk_budget_mb: float = Field(default=DISK_BUDGET_MB, gt=0)  # the run's job directories, in MiB
+    max_parallel: int | None = Field(default=None, ge=1, le=64,  # None: parallel_jobs fills the cores
+                                     description="sandbox jobs at a time (default: one per core, each job one "
+                                                 "torch thread)")  # fmt: skip
+    job_timeout_s: float = Field(default=JOB_WALL_S, gt=0, le=86_400,
+                                 description="a sandbox job's wall-clock limit: a candidate that hangs or leaves a "
+                                             "fork bomb holds a job slot this long")  # fmt: skip
+    disk_budget_mb: float = Field(default=DISK_BUDGET_MB, gt=0,  # the run's job directories, in MiB
+                                  description="the run stops after a generation once its job directories take more")
     eval_episodes: int = Field(default=EVAL_EPISODES, ge=1, le=MAX_EVAL_EPISODES)
-    schedule: Schedule = "full"  # how a generation spends its steps (graph.schedule)
+    schedule: Schedule = Field(  # how a generation spends its steps (graph.schedule)
+        default="full",
+        description="full: every candidate trains the whole --steps; halving: all train 1/4, the best half by "
+                    "evaluation go on to 1/2, the best half of those to the whole budget (about half the env steps)")
     hparams: dict[str, Any] = Field(default_factory=dict)
     n_elites: int = Field(default=2, ge=1, le=16)
-    exploit_fraction: float = Field(default=0.75, ge=0.0, le=1.0)  # share of drafts refining an elite
-    offline_prior: bool = True  # offline designer: generation 0 starts from its hand-written prior
-    designer_seed: int = Field(default=0, ge=0)  # the designer's draws (offline, and the LLM's sampling seed): repeat a run with another to see its spread
-    executor: Literal["local", "ray"] = "local"  # where train/evaluate jobs run
-    ray_address: str | None = None  # `auto`, `host:port`; None = a new local Ray instance
+    exploit_fraction: float = Field(default=0.75, ge=0.0, le=1.0,
+                                    description="share of each generation refining an elite (0..1)")
+    offline_prior: bool = Field(default=True, description="offline designer: generation 0 starts from its "
+                                                          "hand-written prior (--no-prior: sampled designs only)")
+    designer_seed: int = Field(default=0, ge=0,
+                               description="the designer's random draws: the offline designer's, and the seed each "
+                                           "LLM request samples with; another seed, another run of the loop")
+    executor: Literal["local", "ray"] = Field(default="local",
+                                              description="where train/evaluate jobs run (ray: docs/ray.md)")
+    ray_address: str | None = Field(default=None, description="Ray cluster: auto | HOST:PORT (default: a new local "
+                                                              "instance); implies --executor ray")
     # after the last generation the best candidate(s) and native train again at this budget
     # on fresh seeds (graph.nodes.confirm); None = CONFIRM_FACTOR x steps, 0 = no confirmation
     confirm_steps: int | None = Field(default_factory=lambda: os.environ.get(CONFIRM_STEPS_ENV) or None,
-                                      validate_default=True, ge=0, le=MAX_STEPS)
-    confirm_top: int = Field(default=1, ge=1, le=16)  # candidates confirmed, best first
-    fitness: Fitness | None = None  # None: `success` where the task marks its reward sparse, else `final`
+                                      validate_default=True, ge=0, le=MAX_STEPS,
+                                      description=f"after the last generation, train the best candidate and native "
+                                                  f"again with N env steps on {MIN_CONFIRM_SEEDS}+ fresh seeds, "
+                                                  f"measured on held-out episodes (default {CONFIRM_FACTOR} x "
+                                                  f"--steps; 0: no confirmation)")  # fmt: skip
+    confirm_top: int = Field(default=1, ge=1, le=16, description="confirm the K best candidates")
+    fitness: Fitness | None = Field(  # None: `success` where the task marks its reward sparse, else `final`
+        default=None,
+        description="final: held-out return of the trained policy (default for a dense reward); auc: held-out "
+                    "return averaged over the learning curve's checkpoints (learning speed); success: the task's "
+                    "success metric on the held-out episodes, return breaking ties (default where the task's "
+                    "native reward is sparse)")
     # a person's label for the run (lists, compare, legends): the id stays what identifies it
-    name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
+    name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME,
+                             description="a label for the run, shown by runs, compare, legends and the web UI")
     tags: tuple[str, ...] = Field(default=(), max_length=MAX_TAGS)
-    logger: Logger | None = None  # also log to W&B or MLflow (app.reports.tracking); None: the run dir only
+    logger: Logger | None = Field(  # None: the run dir only
+        default=None, description="also log the metrics, the configuration and the report to W&B or MLflow (the "
+                                  "optional extra of that name: pip install 'lero[wandb]'; app.reports.tracking)")
 
     @field_validator("name")
     @classmethod
@@ -189,6 +233,25 @@ class RunSpec(BaseModel):
         if bad:
             raise ValueError(f"tag {bad[0]!r}: letters, digits and _ . + - (up to 32, a letter or digit first)")
         return tuple(dict.fromkeys(value))
+
+    @field_validator("bounds")
+    @classmethod
+    def _bounds_declared(cls, value: dict[str, int]) -> dict[str, int]:
+        from lero.graph.stages import bounds
+
+        declared = bounds()
+        for name, rounds in value.items():
+            if name not in declared:
+                raise ValueError(f"no stage declares a bound {name!r} (declared: {', '.join(declared) or 'none'})")
+            if not 0 <= rounds <= declared[name].maximum:
+                raise ValueError(f"bound {name} must be 0..{declared[name].maximum}, got {rounds}")
+        return value
+
+    def bound(self, name: str) -> int:
+        """The run's value of a declared stage bound NAME (its default where the run sets none)."""
+        from lero.graph.stages import bounds
+
+        return self.bounds.get(name, bounds()[name].default)
 
     @field_validator("env")
     @classmethod

@@ -6,7 +6,7 @@
           -> finish        (confirm: the winner and native again at a longer budget, graph.nodes.confirm)
 
 One router after every candidate-level node sends the generation to the earliest stage
-any candidate is waiting in; each loop is bounded (critic_rounds, debug_attempts,
+any candidate is waiting in (the stages and their nodes are declarations, `graph.stages`); each loop is bounded (critic_rounds, debug_attempts,
 generations), and `recursion_limit` covers the worst case explicitly.
 
 The nodes and routers read the spec and their live objects from LangGraph's runtime
@@ -28,26 +28,22 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy, Send
 
+from lero.graph import stages
 from lero.graph.configuration import RunSpec
 from lero.graph.context import RunContext
 from lero.graph.nodes import (
-    approve_candidates,
     approve_generation,
     approve_spec,
     confirm,
-    critique,
-    debug,
     design,
     finish,
     promote,
     reflect,
-    revise,
     route_rungs,
     select,
     setup,
     train,
     training_sends,
-    validate,
 )
 from lero.graph.schedule import last_rung
 from lero.graph.state import RunInput, RunState
@@ -57,10 +53,6 @@ class SetupInput(RunState, RunInput, total=False):
     """`setup`'s input: the state and a request's spec (RunInput), which only a host's
     `context_for` reads."""
 
-# candidate stage -> node that handles it, in the order the router serves them
-STAGE_NODES = (("review", "critique"), ("revise", "revise"), ("validate", "validate"),
-               ("debug", "debug"), ("ready", "approve_candidates"))
-CANDIDATE_NODES = ("design", "critique", "revise", "validate", "debug", "approve_candidates")
 
 
 ContextFor = Callable[[dict[str, Any], RunnableConfig], RunContext]  # (node input, config) -> context
@@ -68,10 +60,10 @@ ContextFor = Callable[[dict[str, Any], RunnableConfig], RunContext]  # (node inp
 
 def route_candidates(state: RunState, runtime: Runtime[RunContext]) -> str | list[Send]:
     """Serve the earliest waiting stage; when none waits, fan out training (or select)."""
-    stages = {c["stage"] for c in state.get("candidates", [])}
-    for stage, node in STAGE_NODES:
-        if stage in stages:
-            return node
+    waiting = {c["stage"] for c in state.get("candidates", [])}
+    for stage in stages.ordered():
+        if stage.name in waiting:
+            return stage.node.__name__
     return training_sends(state, runtime.context.spec) or "select"
 
 
@@ -93,9 +85,11 @@ def route_next_generation(state: RunState, runtime: Runtime[RunContext]) -> str:
 
 
 def recursion_limit(spec: RunSpec) -> int:
-    """Supersteps of the worst case: every critic round, every repair (each re-reviewed) twice."""
+    """Supersteps of the worst case, twice over: every declared stage's rounds on every pass
+    through the gate (the first, and one per repair)."""
     rungs = 2 * (last_rung(spec.schedule) + 1)  # train and promote, per rung
-    per_generation = 16 + rungs + 2 * spec.critic_rounds + 2 * spec.debug_attempts * (3 + 2 * spec.critic_rounds)
+    passes = 1 + spec.debug_attempts
+    per_generation = 16 + rungs + 2 * passes * sum(stage.rounds(spec) for stage in stages.ordered())
     return 12 + spec.generations * per_generation  # + confirm, finish
 
 
@@ -143,15 +137,16 @@ def build_graph(context_for: ContextFor | None = None) -> StateGraph:
         "setup": {"input_schema": SetupInput},  # a host's context_for reads the request's input spec
         "train": {"retry_policy": RetryPolicy(max_attempts=2)},
     }
-    for node in (setup, approve_spec, design, critique, revise, validate, debug, approve_candidates, train,
-                 promote, select, reflect, approve_generation, confirm, finish):
+    served = [stage.node for stage in stages.ordered()]
+    for node in (setup, approve_spec, design, *served, train, promote, select, reflect, approve_generation,
+                 confirm, finish):
         builder.add_node(node.__name__, bound(node), **options.get(node.__name__, {}))
 
     builder.add_edge(START, "setup")
     builder.add_edge("setup", "approve_spec")
     builder.add_conditional_edges("approve_spec", route_after_spec, ["design", "finish"])
-    targets = [node for _, node in STAGE_NODES] + ["train", "select"]
-    for node in CANDIDATE_NODES:
+    targets = [node.__name__ for node in served] + ["train", "select"]
+    for node in ("design", *targets[:-2]):  # every candidate-level node hands on through the router
         builder.add_conditional_edges(node, routed(route_candidates), targets)
     builder.add_edge("train", "promote")  # one promote per rung, once all its branches joined
     builder.add_conditional_edges("promote", routed(route_rungs), ["train", "select"])

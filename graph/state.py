@@ -49,9 +49,11 @@ kind "generation" — after the reflection, when another generation follows:
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict
 
-Stage = Literal["review", "revise", "validate", "debug", "ready", "approved", "trained", "dropped"]
+# a declared stage's name (graph.stages: review, revise, validate, debug, ready and any a role
+# adds), or approved, trained, dropped
+Stage = str
 
 
 class Candidate(TypedDict, total=False):

@@ -15,7 +15,7 @@ was started earlier with `sandbox.harness --wait` (it imports the engine, then p
 job.json). One spare per `Limits` is kept ready (`spares_per_limits`); each container
 still serves exactly one job, and the job's deadline starts when its job.json is written.
 
-Containers keep stdin open: an evaluate job's key (`sandbox.seal`) is written there, over
+Containers keep stdin open: a sealed kind's job key (`sandbox.seal`) is written there, over
 an attach of its own, when the job is handed to the container (warm or cold).
 """
 

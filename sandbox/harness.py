@@ -11,14 +11,14 @@ job kind). Trusted code running next to untrusted code, so the order of things m
    the handler its kind declares in the kinds table (`sandbox.types.JobKind`; job.json
    only names the kind: a kind outside lero is found only as the module file the host
    copied into the read-only kinds folder it names on the command line, `--kinds`);
-   a sealed kind (evaluate) keeps all candidate code in a separate worker, see
+   a sealed kind keeps all candidate code in a separate worker, see
    `sandbox.oef_worker`, and reads the host's key from stdin only after forking that
    worker, see `sandbox.seal`;
 3. when it is PID 1 of its own PID namespace (Docker, or the process backend as root) it
    SIGKILLs every other process in the namespace, so nothing the candidate left behind
    can race it;
 4. only then it replaces whatever `result.json` the candidate may have written (sealed
-   with the key where the kind is declared sealed: evaluate).
+   with the key where the kind is declared sealed, `sandbox.jobkinds`).
 Validation and training results therefore reflect candidate code (it ran in-process);
 the fitness, computed by `evaluate`, does not.
 """
@@ -189,7 +189,7 @@ def main(argv: list[str]) -> int:
     """`python -m lero.sandbox.harness JOB_DIR [--wait] [--kinds DIR]`; --wait imports the
     engine first, then waits; --kinds: where shipped kind modules are (`load_kind`).
 
-    An evaluate job's key comes on stdin (sandbox.seal); job.json is deleted once read, so
+    A sealed kind's job key comes on stdin (sandbox.seal); job.json is deleted once read, so
     it is gone before any candidate code runs.
     """
     make_non_dumpable()

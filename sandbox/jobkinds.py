@@ -16,9 +16,11 @@ from lero.training.resume import LEARNER_FILE
 HANDLERS_MODULE = "lero.sandbox.jobs"
 
 # what the host reads of a custom env (registry.describe_env), built in the sandbox
-DESCRIBE = register_kind(JobKind("describe", f"{HANDLERS_MODULE}:describe", result_fields=frozenset({"info"})))
+DESCRIBE = register_kind(JobKind("describe", f"{HANDLERS_MODULE}:describe", result_fields=frozenset({"info"}),
+                                          label="description"))
 # both hooks on real env batches; near the LLM loop, so never on a cluster node
-VALIDATE = register_kind(JobKind("validate", f"{HANDLERS_MODULE}:validate", on_cluster=False))
+VALIDATE = register_kind(JobKind("validate", f"{HANDLERS_MODULE}:validate", on_cluster=False,
+                                          label="validation"))
 TRAIN = register_kind(JobKind(
     "train", f"{HANDLERS_MODULE}:train",
     # eval_seed: carried for the evaluation that follows (graph.protocol's combined key)
@@ -28,6 +30,7 @@ TRAIN = register_kind(JobKind(
     outputs=Outputs(POLICY_SUBDIR, (POLICY_FILE, LEARNER_FILE), also=(f"{CHECKPOINT_PREFIX}*/{POLICY_FILE}",)),
     cache_if_set=("checkpoint_every", "stop_at"),
     progress=True,
+    label="training",
 ))  # fmt: skip
 # the trusted measurement: weights loaded before any candidate code, OEF in a worker
 EVALUATE = register_kind(JobKind(
@@ -37,4 +40,5 @@ EVALUATE = register_kind(JobKind(
     sealed=True,
     result_fields=frozenset({"fitness", "episodes", "trajectories"}),
     cache_if_set=("eval_seed", "record_episodes"),
+    label="evaluation",
 ))  # fmt: skip

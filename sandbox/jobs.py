@@ -7,9 +7,9 @@ the handler is ready for it) and returns the result document; `run_job` maps eve
 failure to a status. The harness around them (PID 1, the seal, the signals, the warm
 wait) is `sandbox.harness`.
 
-Validation and training run candidate code in this process, so their results reflect it;
-evaluation keeps all candidate code in a forked worker (`OEFWorker`, `sandbox.oef_worker`)
-and is the only kind whose result the harness seals.
+A handler that runs candidate code in this process gives a result that reflects it; the
+trusted measurement keeps all candidate code in a forked worker (`OEFWorker`,
+`sandbox.oef_worker`), so its kind may be declared sealed (`sandbox.jobkinds`).
 """
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ def read_capped(path: Path, max_bytes: int) -> bytes | None:
 def read_result(job_dir: Path, kind: str, key: bytes | None = None) -> JobResult:
     """Read JOB_DIR/result.json defensively; every problem becomes a `crashed` result.
 
-    With KEY (evaluate jobs) the result must carry the runner's seal made with it: a
+    With KEY (a sealed kind's jobs) the result must carry the runner's seal made with it: a
     result.json the candidate wrote is `crashed` (ForgedResult), whatever it claims.
     """
     data = _read_sealed(job_dir, key)
@@ -139,8 +139,8 @@ def read_result(job_dir: Path, kind: str, key: bytes | None = None) -> JobResult
 
 
 def read_group_result(job_dir: Path, kind: str, seeds: list[int], key: bytes | None = None) -> list[JobResult]:
-    """A group job's result.json (`jobs.train`, `jobs.evaluate`: sealed as a whole with
-    KEY), read once like `read_result`: one result per seed, in SEEDS' order; a failure (or
+    """A group job's result.json (`JobKind.groups`; sealed as a whole with
+    KEY where its kind is), read once like `read_result`: one result per seed, in SEEDS' order; a failure (or
     anything malformed) is every seed's."""
     data = _read_sealed(job_dir, key)
     try:

@@ -1,7 +1,8 @@
-"""Seals an evaluate result with the job's secret key, so the host knows the runner wrote it.
+"""Seals a sealed kind's result with the job's secret key, so the host knows the runner wrote it.
 
-The fitness comes only from `evaluate`, and the candidate shares the job directory, so a
-result.json that merely parses is not enough: the host makes a fresh key per evaluate job,
+A fitness comes only from a kind declared `sealed` (`sandbox.types.JobKind`; which of lero's
+kinds are is `sandbox.jobkinds`'), and the candidate shares the job directory, so a
+result.json that merely parses is not enough: the host makes a fresh key per such job,
 hands it to the runner on stdin (read only after the OEF worker is forked, so no
 candidate process ever holds it), and accepts only a result whose `seal` is
 HMAC-SHA256(key, the rest of the result). A MAC rather than the key itself: a process that

@@ -168,6 +168,7 @@ class JobKind:
     limits: Limits = field(default_factory=Limits)  # a Job's limits unless it names its own
     progress: bool = False  # the runner writes progress.json; the host relays it
     on_cluster: bool = True  # a distributed executor runs it on a node (else on the host)
+    label: str = ""  # what reports call its work ("training"); empty: its name
 
     def __post_init__(self) -> None:
         require(bool(_KIND_NAME.match(self.name)), f"JobKind.name must match {_KIND_NAME.pattern}, got {self.name!r}")
@@ -193,6 +194,13 @@ def register_kind(kind: JobKind) -> JobKind:
     known = KINDS.setdefault(kind.name, kind)
     require(known == kind, f"another job kind is registered as {kind.name!r}")
     return kind
+
+
+def work_label(name: str) -> str:
+    """What reports call the work of kind NAME: its declared label, else the name (a kind
+    this installation does not declare, read from another's run directory, included)."""
+    kind = KINDS.get(name)
+    return (kind.label or kind.name) if kind is not None else name
 
 
 def kind_of(name: str) -> JobKind:

@@ -1,13 +1,17 @@
-"""docs/internals.md's recipes, held against the registries they extend.
+"""docs/internals.md's recipes, held against their rehearsals and the registries they extend.
 
-Each recipe ("### A new ...", then a line "Files: ...") names the files a new entry
-touches. These tests walk every registry (tasks, algorithms, sandbox job kinds, LLM roles,
-CLI commands) and check that each entry lives in the files its recipe names and that a test
-in the recipe's test folder names it, so a recipe that drifts from the code fails here.
+Each recipe ("### A new ...", then "Files: ..." and "Rehearsal: ...") names the files a new
+entry of lero's own touches and the test module that performs the recipe from that module
+alone. These tests perform the cheap part of each rehearsal with its toy (its stage wired
+and routed to, its kind declared and typed, its task made and stepped), check that the
+graph's wiring names no candidate stage, and walk every registry (tasks, algorithms,
+sandbox job kinds, LLM roles, CLI commands) to check that each entry lives in the files its
+recipe names and that a test in the recipe's test folder names it.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
 import re
 import typing
@@ -22,6 +26,13 @@ def recipes() -> dict[str, list[str]]:
     text = INTERNALS.read_text()
     found = re.findall(r"^### A new (.+?)\nFiles: (.+)$", text, flags=re.MULTILINE)
     return {title: re.findall(r"`([^`]+)`", files) for title, files in found}
+
+
+def rehearsals() -> dict[str, str]:
+    """Recipe title -> the test module its Rehearsal line names (recipes without one left out)."""
+    found = re.findall(r"^### A new (.+?)\nFiles: .+\nRehearsal: `(tests/[^`]+\.py)`", INTERNALS.read_text(),
+                       flags=re.MULTILINE)
+    return dict(found)
 
 
 def _test_folder(title: str) -> Path:
@@ -57,6 +68,73 @@ def test_every_recipe_is_there_with_its_files() -> None:
     for title, paths in found.items():
         assert paths, f"the {title} recipe names no file"
         assert not _existing([p for p in paths if "<" not in p]), title
+
+
+def test_every_rehearsal_is_a_test_module() -> None:
+    found = rehearsals()
+    assert set(found) == {"task", "sandbox job kind", "LLM role"}
+    for title, path in found.items():
+        tree = ast.parse((REPO / path).read_text())
+        tests = [node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")]
+        assert tests, f"the {title} rehearsal {path} holds no test"
+
+
+def test_the_role_rehearsal_is_wired_through_the_declarations(monkeypatch) -> None:
+    """The toy auditor's two declarations alone put its node into the graph, route candidates
+    waiting in its stage to it, hand the critic's passes on to it, and build it in the team."""
+    from lero.agents import LLMConfig, make_team
+    from lero.graph import stages
+    from lero.graph.graph import build_graph, route_candidates
+    from tests.graph import test_toy_role as toy
+
+    assert "audit" not in build_graph().nodes
+    toy.declare_auditor(monkeypatch)
+    graph = build_graph()
+    assert "audit" in graph.nodes
+    assert "audit" in graph.branches["critique"]["route_candidates"].ends
+    waiting = {"candidates": [{"stage": "validate"}, {"stage": "audit"}]}
+    assert route_candidates(waiting, None) == "audit"  # served before the stage it precedes
+    assert stages.onward("review") == "audit"
+    team = make_team(LLMConfig(backend="offline"))
+    assert team.added == {"auditor": None} and team.auditor is None  # no offline stand-in
+
+
+def test_the_job_kind_rehearsal_declares_its_kinds() -> None:
+    from lero.sandbox.types import Job, kind_of
+    from tests.sandbox import test_toy_kind as toy
+
+    for kind in (toy.WRITE, toy.SCORE):
+        assert kind_of(kind.name) is kind and kind.source == toy.__file__
+    assert Job(kind=toy.SCORE.name, code=None, policy_dir="/x").limits == toy.TOY_LIMITS
+
+
+def test_the_task_rehearsal_makes_and_steps_its_env() -> None:
+    import torch
+
+    from lero.training import make_env
+    from tests.graph import test_custom_env_loop as toy
+
+    env = make_env(toy.SPEC, n_envs=2)
+    obs = env.reset(seed=0)  # [B, N, obs_dim]
+    _, reward, done, _ = env.step(torch.zeros(obs.shape[:2], dtype=torch.int64))
+    assert reward.shape == obs.shape[:2] and done.shape == (2,)
+
+
+def _code_strings(path: Path) -> set[str]:
+    """String constants of a module's code, docstrings left out."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    return {node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings}
+
+
+def test_the_graph_wiring_names_no_candidate_stage() -> None:
+    """graph.py and state.py read the stage declarations: a new stage edits neither."""
+    from lero.graph import stages
+
+    names = {stage.name for stage in stages.ordered()} | {stage.node.__name__ for stage in stages.ordered()}
+    for module in ("graph/graph.py", "graph/state.py"):
+        assert not _code_strings(REPO / module) & names, module
 
 
 def test_every_task_follows_the_task_recipe() -> None:
@@ -111,7 +189,7 @@ def _graph_node_modules() -> set[str]:
 
 
 def test_every_role_follows_the_role_recipe() -> None:
-    from lero.agents.team import ROLES, Team
+    from lero.agents.team import FIELD_ROLES, ROLES, Team
 
     paths = recipes()["LLM role"]
     files = [path for path in paths if not path.startswith("tests/")]
@@ -119,7 +197,7 @@ def test_every_role_follows_the_role_recipe() -> None:
     callers = [*(REPO / "graph" / "nodes").glob("*.py"), REPO / "app" / "chat" / "dialogues.py"]
     wired = _graph_node_modules()
     hints = typing.get_type_hints(Team)
-    assert list(ROLES) == [field for field in hints if field != "ledger"], "ROLES and Team's fields differ"
+    assert tuple(ROLES) == FIELD_ROLES == tuple(f for f in hints if f not in ("ledger", "added")), "ROLES and Team differ"
     for role in ROLES:
         classes = [c for c in typing.get_args(hints[role]) if c is not type(None)] or [hints[role]]
         source = _source_file(classes[0])  # a role's module, or its package's

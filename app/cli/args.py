@@ -16,30 +16,22 @@ from typing import Any, NoReturn
 from lero.agents.llm_config import DESIGNS
 from lero.graph.configuration import (
     APPROVE_MODES,
-    CONFIRM_FACTOR,
     DEFAULT_RUNS_DIR,
-    DISK_BUDGET_MB,
     FITNESS_KINDS,
     LLM_SETTINGS,
     LOGGERS,
-    MIN_CONFIRM_SEEDS,
     MIN_CONTEXT_TOKENS,
     RunSpec,
     absolute_runs_dir,
+    field_help,
     load_json,
 )
 from lero.graph.schedule import SCHEDULES
 from lero.sandbox.backends import KINDS as SANDBOX_KINDS
-from lero.sandbox.types import JOB_WALL_S
 from lero.training.defaults import DEFAULT_ALGO, DEFAULT_ENV, EVAL_EPISODES, EVAL_EVERY
 
-RUN_FLAGS = (
-    "env", "algo", "generations", "population", "steps", "seeds", "llm", "base_url",
-    "sandbox", "approve", "run_id", "runs_dir", "max_llm_requests", "max_llm_tokens",
-    "wall_clock_s", "exploit_fraction", "task", "offline_prior", "executor", "ray_address",
-    "llm_timeout_s", "context_tokens", "max_parallel", "job_timeout_s", "schedule", "designer_seed", "design",
-    "confirm_steps", "confirm_top", "fitness", "disk_budget_mb", "name", "logger",
-)  # fmt: skip
+# RunSpec fields a flag gives that spec_fields merges itself (over a config file's), not as given
+MERGED_FIELDS = ("tags", "hparams", "env_kwargs", "bounds")
 
 
 BUDGET_FLAGS = ("max_llm_requests", "max_llm_tokens", "wall_clock_s")
@@ -131,38 +123,29 @@ def _runs_dir(text: str) -> Path:
     return Path(absolute_runs_dir(text))
 
 
-def _default(field: str) -> object:
-    """RunSpec's default for FIELD, for help text (the spec owns its defaults)."""
-    return RunSpec.model_fields[field].default
-
-
 def _add_runs_dir(p: argparse.ArgumentParser, default: str | None = DEFAULT_RUNS_DIR) -> None:
     p.add_argument(
         "--runs-dir",
         type=_runs_dir,
         default=None if default is None else _runs_dir(default),
-        help=f"where runs live (default {DEFAULT_RUNS_DIR}/ in the working directory)",
+        help=field_help("runs_dir"),
     )
 
 
 def _add_llm_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--llm", help="offline | openai | openai:MODEL (default: by environment)")
+    p.add_argument("--llm", help=field_help("llm"))
     p.add_argument("--model", help="model name for openai (else LERO_MODEL, else the server's first)")
-    p.add_argument("--base-url", help="OpenAI-compatible server URL (else OPENAI_BASE_URL)")
+    p.add_argument("--base-url", help=field_help("base_url"))
     p.add_argument("--llm-timeout", dest="llm_timeout_s", type=_positive_float, metavar="SECONDS",
-                   help="seconds one LLM request may take (default 600; a CPU-served model is slow)")
-    p.add_argument("--context-tokens", type=_context_tokens, metavar="N",
-                   help="the model's context window when the server does not say (docs/llm.md)")
-    p.add_argument("--design", choices=DESIGNS,
-                   help="how the LLM designs: auto (default) edits modules, falling back to expression or "
-                        "structured; code writes modules; structured picks from the task's grammar as JSON; "
-                        "expression writes each term and feature as an expression under the task's grammar")
+                   help=field_help("llm_timeout_s"))
+    p.add_argument("--context-tokens", type=_context_tokens, metavar="N", help=field_help("context_tokens"))
+    p.add_argument("--design", choices=DESIGNS, help=field_help("design"))
 
 
 def _add_budget_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-llm-requests", type=_positive_int, help="LLM request budget of the run")
-    p.add_argument("--max-llm-tokens", type=_positive_int, help="LLM token budget of the run")
-    p.add_argument("--wall-clock-s", type=_positive_float, help="wall-clock budget in seconds")
+    p.add_argument("--max-llm-requests", type=_positive_int, help=field_help("max_llm_requests"))
+    p.add_argument("--max-llm-tokens", type=_positive_int, help=field_help("max_llm_tokens"))
+    p.add_argument("--wall-clock-s", type=_positive_float, help=field_help("wall_clock_s"))
 
 
 def _add_hparams(p: argparse.ArgumentParser) -> None:
@@ -172,9 +155,7 @@ def _add_hparams(p: argparse.ArgumentParser) -> None:
 
 
 def _add_logger(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--logger", choices=LOGGERS,
-                   help="also log the metrics, the configuration and the report to W&B or MLflow (the optional "
-                        "extra of that name: pip install 'lero[wandb]'); docs/internals.md, app.reports.tracking")  # fmt: skip
+    p.add_argument("--logger", choices=LOGGERS, help=field_help("logger"))
 
 
 def checked_hparams(algos: tuple[str, ...], base: dict[str, Any], given: list[tuple[str, object]]) -> dict[str, Any]:
@@ -192,6 +173,14 @@ def checked_hparams(algos: tuple[str, ...], base: dict[str, Any], given: list[tu
     return hparams
 
 
+def _bound(text: str) -> tuple[str, int]:
+    """`--bound NAME=N`: a stage bound's name and a count (the spec checks it is declared)."""
+    name, value = env_arg(text)
+    if type(value) is not int or value < 0:
+        raise argparse.ArgumentTypeError(f"expected NAME=N with N an integer >= 0, got {text!r}")
+    return name, value
+
+
 def _add_env_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--env-arg",
@@ -205,24 +194,14 @@ def _add_env_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_executor_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--executor", choices=("local", "ray"),
-                   help="where train/evaluate jobs run (default local; ray: docs/ray.md)")
-    p.add_argument("--ray-address", help="Ray cluster: auto | HOST:PORT (default: a new local "
-                   "instance); implies --executor ray")
+    p.add_argument("--executor", choices=("local", "ray"), help=field_help("executor"))
+    p.add_argument("--ray-address", help=field_help("ray_address"))
 
 
 def _add_confirm_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--confirm-steps", type=_non_negative_int, metavar="N",
-                   help=f"after the last generation, train the best candidate and native again with N env "
-                        f"steps on {MIN_CONFIRM_SEEDS}+ fresh seeds, measured on held-out episodes "
-                        f"(default {CONFIRM_FACTOR} x --steps; 0: no confirmation)")  # fmt: skip
-    p.add_argument("--confirm-top", type=_positive_int, metavar="K",
-                   help="confirm the K best candidates (default 1)")
-    p.add_argument("--fitness", choices=FITNESS_KINDS,
-                   help="final: held-out return of the trained policy (default for a dense reward); auc: "
-                        "held-out return averaged over the learning curve's checkpoints (learning speed); "
-                        "success: the task's success metric on the held-out episodes, return breaking ties "
-                        "(default where the task's native reward is sparse)")
+    p.add_argument("--confirm-steps", type=_non_negative_int, metavar="N", help=field_help("confirm_steps"))
+    p.add_argument("--confirm-top", type=_positive_int, metavar="K", help=field_help("confirm_top"))
+    p.add_argument("--fitness", choices=FITNESS_KINDS, help=field_help("fitness"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -237,47 +216,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the evolutionary LLM loop (unattended or with approvals)")
     run.add_argument("--config", type=Path, help="TOML or JSON file with RunSpec fields")
-    run.add_argument("--env", help=f"environment: a name (lero.envs entry points included) or a PettingZoo package.module:factory (default {DEFAULT_ENV})")
+    run.add_argument("--env", help=field_help("env"))
     _add_env_args(run)
     _add_hparams(run)
     _add_logger(run)
-    run.add_argument("--name", help="a label for the run, shown by runs, compare, legends and the web UI")
+    run.add_argument("--bound", dest="bounds", action="append", type=_bound, default=[], metavar="NAME=N",
+                     help="a declared candidate stage's bound on its rounds, repeatable (graph.stages.Bound)")
+    run.add_argument("--name", help=field_help("name"))
     run.add_argument("--tag", dest="tags", action="append", default=[], metavar="TAG",
                      help="a tag for the run, repeatable (letters, digits, _ . + -)")
-    run.add_argument("--task", help="the task for the LLM in words (default: the env's own text)")
-    run.add_argument("--algo", help=f"learning algorithm (default {DEFAULT_ALGO}; an unknown name lists the others)")
-    run.add_argument("--generations", type=_positive_int, help=f"generations of the evolutionary loop (default {_default('generations')})")
-    run.add_argument("--population", type=_positive_int, help=f"candidates the designer writes per generation (default {_default('population')})")
-    run.add_argument("--steps", type=_positive_int, help="env steps per candidate and seed")
-    run.add_argument("--seeds", type=_positive_int, help="seeds per candidate and baseline")
+    run.add_argument("--task", help=field_help("task"))
+    run.add_argument("--algo", help=field_help("algo"))
+    run.add_argument("--generations", type=_positive_int, help=field_help("generations"))
+    run.add_argument("--population", type=_positive_int, help=field_help("population"))
+    run.add_argument("--steps", type=_positive_int, help=field_help("steps"))
+    run.add_argument("--seeds", type=_positive_int, help=field_help("seeds"))
     _add_llm_args(run)
     _add_budget_args(run)
-    run.add_argument("--sandbox", choices=SANDBOX_KINDS,
-                     help="where LLM code runs: docker, process (trusted code only) or auto (default)")
-    run.add_argument("--max-parallel", type=_positive_int,
-                     help="sandbox jobs at a time (default: one per core, each job one torch thread)")  # fmt: skip
+    run.add_argument("--sandbox", choices=SANDBOX_KINDS, help=field_help("sandbox"))
+    run.add_argument("--max-parallel", type=_positive_int, help=field_help("max_parallel"))
     run.add_argument("--job-timeout", dest="job_timeout_s", type=_positive_float, metavar="SECONDS",
-                     help=f"a sandbox job's wall-clock limit (default {JOB_WALL_S:.0f}): a candidate that hangs "
-                          "or leaves a fork bomb holds a job slot this long")  # fmt: skip
+                     help=field_help("job_timeout_s"))
     run.add_argument("--disk-budget-mb", dest="disk_budget_mb", type=_positive_float, metavar="MIB",
-                     help=f"the run stops after a generation once its job directories take more "
-                          f"(default {DISK_BUDGET_MB:.0f})")  # fmt: skip
-    run.add_argument("--schedule", choices=SCHEDULES,
-                     help="full: every candidate trains the whole --steps (default); halving: all train "
-                          "1/4, the best half by evaluation go on to 1/2, the best half of those to the "
-                          "whole budget (about half the env steps)")  # fmt: skip
-    run.add_argument("--designer-seed", type=_non_negative_int, metavar="N",
-                     help="the designer's random draws (default 0): the offline designer's, and the seed each LLM "
-                          "request samples with; another seed, another run of the loop")
+                     help=field_help("disk_budget_mb"))
+    run.add_argument("--schedule", choices=SCHEDULES, help=field_help("schedule"))
+    run.add_argument("--designer-seed", type=_non_negative_int, metavar="N", help=field_help("designer_seed"))
     _add_confirm_args(run)
-    run.add_argument("--approve", choices=APPROVE_MODES, help=f"what waits for your answer (default {_default('approve')})")
-    run.add_argument("--exploit-fraction", type=float, help="share of each generation refining an elite (0..1, default 0.75)")
-    run.add_argument("--run-id", help="the run's directory name under --runs-dir (default: from the time)")
+    run.add_argument("--approve", choices=APPROVE_MODES, help=field_help("approve"))
+    run.add_argument("--exploit-fraction", type=float, help=field_help("exploit_fraction"))
+    run.add_argument("--run-id", help=field_help("run_id"))
     _add_runs_dir(run, default=None)  # None: the config file's, else RunSpec's default
-    run.add_argument(
-        "--no-prior", dest="offline_prior", action="store_const", const=False,
-        help="offline designer: no hand-written prior in generation 0 (sampled designs only)",
-    )  # fmt: skip
+    run.add_argument("--no-prior", dest="offline_prior", action="store_const", const=False,
+                     help=field_help("offline_prior"))
     _add_executor_args(run)
 
     resume = sub.add_parser("resume", help="continue an interrupted or stopped run")
@@ -373,12 +343,15 @@ def load_config_file(path: Path) -> dict:
 def spec_fields(args: argparse.Namespace) -> dict:
     """RunSpec fields: config file, then CLI flags; --env-arg entries update env_kwargs."""
     fields = load_config_file(args.config) if args.config else {}
-    fields.update({k: getattr(args, k) for k in RUN_FLAGS if getattr(args, k) is not None})
+    given = {k: v for k, v in vars(args).items() if k in RunSpec.model_fields and k not in MERGED_FIELDS}
+    fields.update({k: v for k, v in given.items() if v is not None})
     if fields.get("runs_dir") is not None:
         fields["runs_dir"] = str(fields["runs_dir"])
     fields.update(executor_fields(args))
     if args.tags:
         fields["tags"] = [*(fields.get("tags") or []), *args.tags]
+    if args.bounds:
+        fields["bounds"] = {**(fields.get("bounds") or {}), **dict(args.bounds)}
     if args.hparams:
         fields["hparams"] = checked_hparams((fields.get("algo") or DEFAULT_ALGO,), fields.get("hparams") or {},
                                             args.hparams)  # fmt: skip

@@ -26,6 +26,7 @@ from lero.graph.summary import (
     seed_fitnesses,
     summarize,
 )
+from lero.sandbox.types import work_label
 
 UNREADABLE = "unreadable"  # the status of a listed run whose files cannot be read
 
@@ -110,9 +111,6 @@ def llm_requests_markdown(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-WORK = {"train": "training", "evaluate": "evaluation", "validate": "validation"}
-
-
 def schedule_markdown(summary: dict) -> list[str]:
     """Successive halving's rungs and what they saved (nothing for a `full` run)."""
     schedule = summary.get("schedule") or {}
@@ -142,7 +140,7 @@ def time_markdown(summary: dict) -> list[str]:
         lines.append(
             f"| {kind} | {row['jobs']} ({row['cached']}) | {row.get('sandboxes', '—')} | {fmt_number(row['elapsed_s'], 1)} | "
             f"{fmt_number(row['wait_s'], 1)} | {fmt_number(row['start_s'], 1)} | "
-            f"{fmt_number(row['run_s'], 1)} ({WORK.get(kind, kind)}) |"
+            f"{fmt_number(row['run_s'], 1)} ({work_label(kind)}) |"
         )
     if loop:
         lines += ["", "The loop's own steps (wall seconds per graph node; `validate` includes its "

@@ -1,4 +1,5 @@
-"""The graph's nodes, one module per phase of a generation."""
+"""The graph's nodes, one module per phase of a generation, and the candidate stages they
+serve (`graph.stages`), declared in the order of the main line."""
 
 from lero.graph.nodes.approval import (
     approve_candidates,
@@ -11,6 +12,16 @@ from lero.graph.nodes.design import critique, design, revise, setup
 from lero.graph.nodes.reflect import finish, reflect
 from lero.graph.nodes.train import promote, route_rungs, select, train, training_sends
 from lero.graph.nodes.validate import debug, validate
+from lero.graph.stages import CandidateStage, register_stage
+
+for _stage in (
+    CandidateStage("review", critique, rounds=lambda spec: 1 + spec.critic_rounds),
+    CandidateStage("revise", revise, beside="review", rounds=lambda spec: spec.critic_rounds),
+    CandidateStage("validate", validate, after="review"),
+    CandidateStage("debug", debug, beside="validate"),
+    CandidateStage("ready", approve_candidates, after="validate"),
+):
+    register_stage(_stage)
 
 __all__ = [
     "approve_candidates", "approve_generation", "approve_spec", "confirm", "critique", "debug", "design",

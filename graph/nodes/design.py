@@ -26,6 +26,7 @@ from lero.graph.nodes.candidates import (
     review_dict,
     with_code,
 )
+from lero.graph.stages import onward
 from lero.graph.state import Candidate, RunState, Stage
 
 LLM_STOPS = (BudgetExceeded, LLMError)
@@ -158,7 +159,7 @@ def _after_review(candidate: Candidate, review: Review, critic_rounds: int) -> C
         return {**reviewed, "stage": "revise"}
     if review.rules:  # the static rules still fail and no revision is left
         return drop(reviewed, "rejected", review.text)
-    return {**reviewed, "stage": "validate"}
+    return {**reviewed, "stage": onward("review")}
 
 
 def instead_if_rejected(res: RunContext, candidate: Candidate) -> Candidate:
@@ -193,7 +194,7 @@ def _unrevised(res: RunContext, candidate: Candidate) -> Candidate:
     rules = (candidate.get("review") or {}).get("rules")
     if rules:
         return drop(candidate, "rejected", (candidate.get("review") or {}).get("text"))
-    return {**candidate, "stage": "validate", "review_rounds": candidate["review_rounds"] + 1}
+    return {**candidate, "stage": onward("review"), "review_rounds": candidate["review_rounds"] + 1}
 
 
 def _revise_one(res: RunContext, candidate: Candidate) -> Candidate:

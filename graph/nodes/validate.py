@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 from lero.graph.context import RunContext
 from lero.graph.nodes.candidates import at_stage, drop, record, replace, with_code
 from lero.graph.nodes.design import llm_pass, structured_instead
+from lero.graph.stages import onward
 from lero.graph.state import Candidate, RunState
 from lero.sandbox import VALIDATE, Job, JobResult
 
@@ -53,7 +54,7 @@ def _after_validation(candidate: Candidate, result: JobResult, debug_attempts: i
     """`fallback`: a run with a structured designer (`--design auto`) sends code past the
     debugger's bound to the debug node too, which drafts the slot anew in structured mode."""
     if result.status == "ok":
-        stage = "approved" if candidate.get("human") == "edit" else "ready"
+        stage = "approved" if candidate.get("human") == "edit" else onward("validate")
         return {**candidate, "stage": stage, "status": "ok", "error": None}
     failed: Candidate = {**candidate, "status": result.status, "error": error_text(result)}
     structured = "structured" in (candidate.get("origin") or "")
