@@ -72,7 +72,7 @@ def test_every_recipe_is_there_with_its_files() -> None:
 
 def test_every_rehearsal_is_a_test_module() -> None:
     found = rehearsals()
-    assert set(found) == {"task", "sandbox job kind", "LLM role"}
+    assert set(found) == set(recipes())
     for title, path in found.items():
         tree = ast.parse((REPO / path).read_text())
         tests = [node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")]
@@ -106,6 +106,32 @@ def test_the_job_kind_rehearsal_declares_its_kinds() -> None:
     for kind in (toy.WRITE, toy.SCORE):
         assert kind_of(kind.name) is kind and kind.source == toy.__file__
     assert Job(kind=toy.SCORE.name, code=None, policy_dir="/x").limits == toy.TOY_LIMITS
+
+
+def test_the_algorithm_rehearsal_declares_its_algorithm(monkeypatch) -> None:
+    """The toy's registration alone makes it a choice of every algorithm reader, with its
+    own typed hyper-parameters, until the monkeypatch undoes it."""
+    from lero.training import ALGOS, TrainConfig
+    from lero.training.algos import ALGORITHMS
+    from tests.training import test_toy_algorithm as toy
+
+    assert toy.TOY not in ALGOS
+    toy.declare_lite(monkeypatch)
+    assert ALGORITHMS[toy.TOY].learner is toy.train_lite and ALGORITHMS[toy.TOY].centralised
+    assert TrainConfig(algo=toy.TOY, hparams={"hidden": 8}).algo_hparams() == toy.LiteHparams(hidden=8)
+
+
+def test_the_command_rehearsal_declares_its_command(monkeypatch) -> None:
+    """The toy's registration alone gives `lero` a sub-parser with its flags and a function
+    to run, until the monkeypatch undoes it."""
+    from lero.app.cli.args import build_parser
+    from lero.app.cli.main import command_function
+    from tests.app import test_toy_command as toy
+
+    toy.declare_greet(monkeypatch)
+    args = build_parser().parse_args(["greet", "you", "--times", "3"])
+    assert (args.command, args.who, args.times) == ("greet", "you", 3)
+    assert command_function("greet") is toy.cmd_greet
 
 
 def test_the_task_rehearsal_makes_and_steps_its_env() -> None:
@@ -158,6 +184,7 @@ def test_every_algorithm_follows_the_algorithm_recipe() -> None:
         assert home == _source_file(row.hparams), f"{name}: learner and hyper-parameters in one file"
         family = Path(home).stem
         assert home == f"training/algos/{family}.py"
+        assert "algo ==" not in Path(REPO, home).read_text(), f"{home} reads a name, not the declaration"
         assert not _existing(paths, family=family), name
         assert _named_by_a_test("algorithm", f'"{name}"'), f"no test in tests/training/ names {name}"
 
@@ -260,15 +287,17 @@ def test_a_node_keeps_its_own_state_beside_it(tmp_path) -> None:
 def test_every_command_follows_the_command_recipe() -> None:
     import argparse
 
-    from lero.app.cli.args import build_parser
-    from lero.app.cli.main import COMMANDS
+    from lero.app.cli.args import COMMANDS, build_parser
+    from lero.app.cli.main import command_function
 
     parser = build_parser()
     actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     assert len(actions) == 1
-    assert set(actions[0].choices) == set(COMMANDS)
+    assert list(actions[0].choices) == list(COMMANDS)
     for name, command in COMMANDS.items():
-        assert command.__name__ == f"cmd_{name}" and _source_file(command) == "app/cli/main.py", name
+        run = command_function(name)
+        assert run.__name__ == f"cmd_{name}" and _source_file(run) == "app/cli/main.py", name
+        assert _source_file(command.flags) == "app/cli/args.py", name
         assert _named_by_a_test("CLI command", f'"{name}"'), f"no test in tests/app/ runs lero {name}"
 
 

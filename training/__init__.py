@@ -18,6 +18,7 @@ _HOMES = {
     "ALGORITHMS": "lero.training.algos",
     "ALGOS": "lero.training.algos",
     "Algorithm": "lero.training.algos",
+    "register_algorithm": "lero.training.algos",
     "ENV_NAMES": "lero.training.envs",
     "EpisodeTrace": "lero.training.evaluation",
     "HookError": "lero.training.hooks",

@@ -145,7 +145,8 @@ def train_seeds(
         if len({run.env.obs_dim for run in runs}) != 1:
             raise ValueError("the seeds' enhanced observations differ in width; the OEF must not depend on the seed")
         meta = policy_meta(cfg.algo, runs[0].env, hparams.hidden, cfg.env, cfg.env_kwargs)
-        trained = ALGORITHMS[cfg.algo].learner(meta, hparams, runs)
+        algorithm = ALGORITHMS[cfg.algo]
+        trained = algorithm.learner(meta, hparams, runs, algorithm.centralised)
         for run in runs:
             run.env.finish()
         train_s = (time.perf_counter() - started) / n_seeds

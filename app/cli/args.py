@@ -9,7 +9,11 @@ imports no torch (help strings take defaults from `training.defaults`).
 from __future__ import annotations
 
 import argparse
+import re
 import tomllib
+from collections import ChainMap
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -204,17 +208,7 @@ def _add_confirm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fitness", choices=FITNESS_KINDS, help=field_help("fitness"))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="lero",
-        description="LLM-evolved hybrid rewards and observation enhancement for cooperative MARL.",
-        epilog="exit status: 0 done, 1 run failed, 2 bad input, 3 run waiting for an answer",
-    )
-    sub = parser.add_subparsers(
-        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
-    )
-
-    run = sub.add_parser("run", help="run the evolutionary LLM loop (unattended or with approvals)")
+def _run_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument("--config", type=Path, help="TOML or JSON file with RunSpec fields")
     run.add_argument("--env", help=field_help("env"))
     _add_env_args(run)
@@ -250,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help=field_help("offline_prior"))
     _add_executor_args(run)
 
-    resume = sub.add_parser("resume", help="continue an interrupted or stopped run")
+
+def _resume_flags(resume: argparse.ArgumentParser) -> None:
     resume.add_argument("run_id", help="the run to continue (`lero runs` lists them)")
     _add_runs_dir(resume)
     resume.add_argument("--answer", type=Path, help="JSON file answering the pending question")
@@ -262,18 +257,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where LLM code runs from now on (default: the run's; a copied run's process "
                              "sandbox runs only when given again)")
 
-    chat = sub.add_parser("chat", help="design an experiment in a conversation, then run it")
+
+def _chat_flags(chat: argparse.ArgumentParser) -> None:
     _add_llm_args(chat)
     _add_runs_dir(chat)
 
-    runs = sub.add_parser("runs", help="list runs")
-    _add_runs_dir(runs)
 
-    report = sub.add_parser("report", help="rebuild and summarise a run's report")
+def _report_flags(report: argparse.ArgumentParser) -> None:
     report.add_argument("run_id", help="the run to report on (`lero runs` lists them)")
     _add_runs_dir(report)
 
-    train = sub.add_parser("train", help="train one policy on the native reward (no LLM)")
+
+def _train_flags(train: argparse.ArgumentParser) -> None:
     train.add_argument("--env", required=True, help="environment name or package.module:factory")
     _add_env_args(train)
     _add_hparams(train)
@@ -292,7 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--threads", type=_positive_int,
                        help="torch threads (default: every core on an idle machine, 1 on a busy one)")
 
-    bench = sub.add_parser("bench", help="env throughput vs mpe2, and MAPPO training")
+
+def _bench_flags(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--env", default=DEFAULT_ENV, help="environment to measure")
     _add_env_args(bench)
     bench.add_argument("--n-envs", type=_positive_int, default=4096, help="batch size (envs)")
@@ -302,20 +298,21 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--train-steps", type=_positive_int, default=200_000, help="env steps of the training row")
     bench.add_argument("--skip-train", action="store_true", help="only the env throughput")
 
-    _add_study_parser(sub)
-    _add_eval_parser(sub)
-    compare = sub.add_parser("compare", help="several runs side by side: one table (markdown, CSV) and their curves")
+
+def _compare_flags(compare: argparse.ArgumentParser) -> None:
     compare.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="the runs (`lero runs` lists them)")
     _add_runs_dir(compare)
     compare.add_argument("--out", type=Path, help="output folder (default RUNS_DIR/comparisons/<ids>)")
 
-    ui = sub.add_parser("ui", help="web app: watch runs, answer approvals, design experiments")
+
+def _ui_flags(ui: argparse.ArgumentParser) -> None:
     _add_runs_dir(ui)
     ui.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     ui.add_argument("--port", type=_non_negative_int, default=8765, help="default 8765; 0 picks a free one")
     _add_llm_args(ui)  # the chat page's assistant
 
-    sandbox = sub.add_parser("sandbox", help="build or check the Docker sandbox image")
+
+def _sandbox_flags(sandbox: argparse.ArgumentParser) -> None:
     sandbox_commands = sandbox.add_subparsers(dest="action", required=True, metavar="ACTION")
     build = sandbox_commands.add_parser("build", help="build the sandbox image locally")
     build.add_argument("--mode", choices=("auto", "dockerfile", "offline"), default="auto",
@@ -323,7 +320,6 @@ def build_parser() -> argparse.ArgumentParser:
     check = sandbox_commands.add_parser("check", help="daemon, image and a contained smoke run")
     check.add_argument("--env", help="also say whether this env (a lero.envs name or "
                        "package.module:factory in the working directory) runs in Docker, and why")
-    return parser
 
 
 def load_config_file(path: Path) -> dict:
@@ -398,10 +394,7 @@ def resume_overrides(args: argparse.Namespace) -> dict[str, object]:
     return {**overrides, **executor_fields(args)}
 
 
-def _add_study_parser(sub: argparse._SubParsersAction) -> None:
-    study = sub.add_parser(
-        "study", help="ablations: native / hrf / oef / hrf+oef x algorithms x seeds, held out"
-    )
+def _study_flags(study: argparse.ArgumentParser) -> None:
     study.add_argument("run_id", nargs="?", help="study this run's best candidate")
     study.add_argument("--candidate", type=Path, help="study a candidate module file instead")
     study.add_argument("--candidate-id", help="a candidate of the run other than the best")
@@ -438,10 +431,9 @@ def _add_study_parser(sub: argparse._SubParsersAction) -> None:
     study.add_argument("--out", type=Path, help="--combine's output folder (default RUNS_DIR/studies/combined)")
 
 
-def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
+def _eval_flags(ev: argparse.ArgumentParser) -> None:
     from lero.sandbox.types import MAX_RECORD_EPISODES
 
-    ev = sub.add_parser("eval", help="measure a run's saved policies again on held-out episodes; draw episodes")
     ev.add_argument("run_id", help="the run (`lero runs` lists them)")
     ev.add_argument("candidate", nargs="?", help="a candidate of the run (e.g. 1-0) or baseline (default: the run's best)")
     _add_runs_dir(ev)
@@ -453,6 +445,68 @@ def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--sandbox", choices=SANDBOX_KINDS,
                     help="where the candidate's OEF runs (default: the run's sandbox)")
     ev.add_argument("--env", help="confirm the run's package.module:factory env (it is imported and runs here)")
+
+
+@dataclass(frozen=True)
+class Command:
+    """One `lero` subcommand, declared once: `build_parser` adds it, `main` runs it."""
+
+    name: str  # `lero NAME` (`COMMAND_NAME`)
+    help: str  # its line in `lero --help`
+    flags: Callable[[argparse.ArgumentParser], None]  # adds its arguments to its sub-parser
+    # "module:function": its `cmd_<name>(args, console) -> int`, imported by `main` when it
+    # runs (this module, the grammar every front-end shares, imports no command's code)
+    run: str
+
+
+COMMAND_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
+MAIN = "lero.app.cli.main"  # where lero's own `cmd_<name>` functions live
+
+# lero's own, in `lero --help`'s order; a registered command is written to the first map (a
+# test puts a fresh map in front, with monkeypatch, and its registrations go when it ends)
+COMMANDS: ChainMap[str, Command] = ChainMap({command.name: command for command in (
+    Command("run", "run the evolutionary LLM loop (unattended or with approvals)", _run_flags, f"{MAIN}:cmd_run"),
+    Command("resume", "continue an interrupted or stopped run", _resume_flags, f"{MAIN}:cmd_resume"),
+    Command("chat", "design an experiment in a conversation, then run it", _chat_flags, f"{MAIN}:cmd_chat"),
+    Command("runs", "list runs", _add_runs_dir, f"{MAIN}:cmd_runs"),
+    Command("report", "rebuild and summarise a run's report", _report_flags, f"{MAIN}:cmd_report"),
+    Command("train", "train one policy on the native reward (no LLM)", _train_flags, f"{MAIN}:cmd_train"),
+    Command("bench", "env throughput vs mpe2, and MAPPO training", _bench_flags, f"{MAIN}:cmd_bench"),
+    Command("study", "ablations: native / hrf / oef / hrf+oef x algorithms x seeds, held out", _study_flags,
+            f"{MAIN}:cmd_study"),
+    Command("eval", "measure a run's saved policies again on held-out episodes; draw episodes", _eval_flags,
+            f"{MAIN}:cmd_eval"),
+    Command("compare", "several runs side by side: one table (markdown, CSV) and their curves", _compare_flags,
+            f"{MAIN}:cmd_compare"),
+    Command("ui", "web app: watch runs, answer approvals, design experiments", _ui_flags, f"{MAIN}:cmd_ui"),
+    Command("sandbox", "build or check the Docker sandbox image", _sandbox_flags, f"{MAIN}:cmd_sandbox"),
+)})
+
+
+def register_command(command: Command) -> Command:
+    """Add COMMAND (`lero <name>` from then on, in every parser built after); returns it.
+    ValueError for a taken name or one that is not `[a-z][a-z0-9-]*` (at most 40)."""
+    if COMMAND_NAME.fullmatch(command.name) is None:
+        raise ValueError(f"command name {command.name!r} must match {COMMAND_NAME.pattern}")
+    if command.name in COMMANDS:
+        raise ValueError(f"command {command.name!r} is declared already")
+    COMMANDS[command.name] = command
+    return command
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """`lero`'s parser: one sub-parser per declared command (`COMMANDS`)."""
+    parser = _Parser(
+        prog="lero",
+        description="LLM-evolved hybrid rewards and observation enhancement for cooperative MARL.",
+        epilog="exit status: 0 done, 1 run failed, 2 bad input, 3 run waiting for an answer",
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
+    for command in COMMANDS.values():
+        command.flags(sub.add_parser(command.name, help=command.help))
+    return parser
 
 
 def study_export(args: argparse.Namespace) -> tuple[str, Path] | None:

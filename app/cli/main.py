@@ -9,11 +9,12 @@ Errors the user can fix (bad flags, bad config, unknown run, invalid spec) print
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from lero.app.cli.args import (
+    COMMANDS,
     UsageError,
     build_parser,
     checked_hparams,
@@ -471,20 +473,11 @@ def cmd_ui(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-COMMANDS = {
-    "run": cmd_run,
-    "resume": cmd_resume,
-    "chat": cmd_chat,
-    "runs": cmd_runs,
-    "report": cmd_report,
-    "train": cmd_train,
-    "bench": cmd_bench,
-    "study": cmd_study,
-    "eval": cmd_eval,
-    "compare": cmd_compare,
-    "sandbox": cmd_sandbox,
-    "ui": cmd_ui,
-}
+def command_function(name: str) -> Callable[[argparse.Namespace, Console], int]:
+    """The `cmd_` function that `lero NAME`'s declaration (`args.COMMANDS`) names, imported
+    now: a command declared outside lero runs from its own module."""
+    module, _, function = COMMANDS[name].run.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 OPERATIONAL_ERRORS = (
@@ -515,7 +508,7 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> int:
     console = console or Console()
     try:
         args = build_parser().parse_args(argv)
-        return COMMANDS[args.command](args, console)
+        return command_function(args.command)(args, console)
     except (UsageError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         return _fail(one_line(exc), EXIT_USAGE)
     except KeyboardInterrupt:

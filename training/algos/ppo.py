@@ -73,10 +73,12 @@ class PPOHparams:
         )
 
 
-def train_ppo(meta: PolicyMeta, hp: PPOHparams, runs: list[SeedRun]) -> list[tuple[Policy, dict[str, Any]]]:
-    """Train MAPPO (`meta.algo == "mappo"`) or IPPO for each seed of RUNS until its env is
-    finished, from its learner state when given; returns per seed the actor and the learner
-    state to continue from.
+def train_ppo(
+    meta: PolicyMeta, hp: PPOHparams, runs: list[SeedRun], centralised: bool
+) -> list[tuple[Policy, dict[str, Any]]]:
+    """Train MAPPO (CENTRALISED: a critic on the global state) or IPPO (a critic on each
+    agent's obs) for each seed of RUNS until its env is finished, from its learner state
+    when given; returns per seed the actor and the learner state to continue from.
 
     Small batches are bound by per-op dispatch: there the seeds train in lockstep with their
     networks stacked, each op running once for all of them. Large ones are bound by
@@ -85,18 +87,19 @@ def train_ppo(meta: PolicyMeta, hp: PPOHparams, runs: list[SeedRun]) -> list[tup
     """
     env = runs[0].env
     if len(runs) > 1 and env.n_envs * env.n_agents > STACK_ROWS:
-        return [trained for run in runs for trained in train_stacked(meta, hp, [run])]
-    return train_stacked(meta, hp, runs)
+        return [trained for run in runs for trained in train_stacked(meta, hp, [run], centralised)]
+    return train_stacked(meta, hp, runs, centralised)
 
 
-def train_stacked(meta: PolicyMeta, hp: PPOHparams, runs: list[SeedRun]) -> list[tuple[Policy, dict[str, Any]]]:
+def train_stacked(
+    meta: PolicyMeta, hp: PPOHparams, runs: list[SeedRun], centralised: bool
+) -> list[tuple[Policy, dict[str, Any]]]:
     """The seeds of RUNS in lockstep with their networks stacked (`networks.stacked_mlp`):
     every reduction stays within a seed."""
     envs = [run.env for run in runs]
     env = envs[0]  # the seeds' envs are alike (sizes, plan); each has its own episodes
     n_seeds = len(runs)  # S
     n_envs, n_agents, n_actions, obs_dim = env.n_envs, env.n_agents, env.n_actions, env.obs_dim
-    centralised = meta.algo == "mappo"
 
     policies, critic_nets = [], []
     for run in runs:

@@ -126,31 +126,27 @@ def lambda_returns(
 
 
 def train_value_decomposition(
-    meta: PolicyMeta, hp: ValueDecompositionHparams, runs: list[SeedRun]
+    meta: PolicyMeta, hp: ValueDecompositionHparams, runs: list[SeedRun], centralised: bool
 ) -> list[tuple[Policy, dict[str, Any]]]:
-    """Train VDN (`meta.algo == "vdn"`) or QMIX for each seed of RUNS, one after another,
-    each on its own random stream; returns per seed the shared Q-network as the policy and
-    the learner state to continue from."""
+    """Train QMIX (CENTRALISED: a mixer on the global state) or VDN (a sum) for each seed of
+    RUNS, one after another, each on its own random stream; returns per seed the shared
+    Q-network as the policy and the learner state to continue from."""
     trained = []
     for run in runs:
         with run.rng:
-            trained.append(train_one_seed(meta, hp, run.env, run.resume))
+            trained.append(train_one_seed(meta, hp, run.env, run.resume, centralised))
     return trained
 
 
 def train_one_seed(
-    meta: PolicyMeta, hp: ValueDecompositionHparams, env: HookedEnv, resume: dict[str, Any] | None
+    meta: PolicyMeta, hp: ValueDecompositionHparams, env: HookedEnv, resume: dict[str, Any] | None, centralised: bool
 ) -> tuple[Policy, dict[str, Any]]:
     """One seed's VDN or QMIX on `env` until `env.finished`, from the learner state RESUME when given."""
     n_envs, n_agents = env.n_envs, env.n_agents
     obs_dim, state_dim, horizon = env.obs_dim, env.state_dim, hp.rollout_len
 
     q_net = Policy(meta)
-    mixer = (
-        VDNMixer()
-        if meta.algo == "vdn"
-        else QMixer(n_agents, state_dim + 1, hp.mixer_embed, hp.hidden)
-    )
+    mixer = QMixer(n_agents, state_dim + 1, hp.mixer_embed, hp.hidden) if centralised else VDNMixer()
     params = [*q_net.parameters(), *mixer.parameters()]
     optimizer = FlatAdam(StackedParameters([params]).flat, lr=hp.lr, rectified=True)  # RAdam
     if resume is not None:
