@@ -3,10 +3,11 @@
 Each recipe ("### A new ...", then "Files: ..." and "Rehearsal: ...") names the files a new
 entry of lero's own touches and the test module that performs the recipe from that module
 alone. These tests perform the cheap part of each rehearsal with its toy (its stage wired
-and routed to, its kind declared and typed, its task made and stepped), check that the
-graph's wiring names no candidate stage, and walk every registry (tasks, algorithms,
-sandbox job kinds, LLM roles, CLI commands) to check that each entry lives in the files its
-recipe names and that a test in the recipe's test folder names it.
+and routed to, its kind declared and typed, its task made and stepped, its algorithm's
+hyper-parameters typed, its command parsed and found), check that the graph's wiring names
+no candidate stage, and walk every registry (tasks, algorithms, sandbox job kinds, LLM
+roles, CLI commands) to check that each entry lives in the files its recipe names and that
+a test in the recipe's test folder names it.
 """
 
 from __future__ import annotations
