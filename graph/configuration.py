@@ -322,13 +322,27 @@ class RunSpec(BaseModel):
         sparse task its native@loop (every step before it, on each confirmation seed)."""
         jobs, steps = planned(self.steps, self.schedule, self.population)
         arms = (self.confirm_top + 1) * self.confirm_seeds if self.confirm_budget() else 0
-        selection = (self.generations * steps + self.steps) * self.seeds
-        spent = selection + arms * self.confirm_budget()
-        if arms and self.sparse_task():
-            loop = min(loop_env_steps(selection, self.confirm_budget(), self.confirm_seeds, self.confirm_top + 1),
-                       MAX_STEPS)
+        spent = (self.generations * steps + self.steps) * self.seeds + arms * self.confirm_budget()
+        if (loop := self.loop_arm_steps()) is not None:
             return (self.generations * jobs + 1) * self.seeds + arms + self.confirm_seeds, spent + self.confirm_seeds * loop
         return (self.generations * jobs + 1) * self.seeds + arms, spent
+
+    def loop_arm_steps(self) -> int | None:
+        """native@loop's planned env steps per seed: every step the loop plans (the baseline
+        included) and the confirmation's other arms; None where the run has no such arm (a
+        dense task, or a run that confirms nothing)."""
+        if not self.confirm_budget() or not self.sparse_task():
+            return None
+        selection = (self.generations * planned(self.steps, self.schedule, self.population)[1] + self.steps) * self.seeds
+        return min(loop_env_steps(selection, self.confirm_budget(), self.confirm_seeds, self.confirm_top + 1), MAX_STEPS)
+
+    def job_wall_s(self, steps: int) -> float:
+        """The wall-clock limit of a job training STEPS env steps: `job_timeout_s` holds for the
+        run's usual jobs (up to the confirmation's budget, the longest the loop plans); a longer
+        one, native@loop (native code only, no candidate to hold a slot), gets it in proportion,
+        i.e. the same slowest speed every other job is allowed."""
+        usual = max(self.confirm_budget(), self.steps)
+        return self.job_timeout_s * max(1.0, steps / usual)
 
     def confirm_budget(self) -> int:
         """Env steps of one confirmation training (0: the run confirms nothing)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lero.graph.configuration import CANDIDATE_ID
+from lero.graph.configuration import CANDIDATE_ID, RunSpec
 from lero.graph.rundir import BASELINE_ID, RunDir, UnsafeFile
 from lero.training.envs.task import RETURN, TaskSpec
 
@@ -30,6 +30,21 @@ FIRST_CONFIRM_EVAL_SEED = 300_000  # held-out episodes of training seed i: FIRST
 CURVE = "return"  # the training curve read for steps-to-reach (native per-agent return)
 LOOP_ARM = "native@loop"  # native trained with every env step the run spent (`lero study`'s arm too)
 LOOP_ID = "baseline-loop"  # the confirmation's native@loop arm: its files' id (configuration.CANDIDATE_ID)
+
+
+def loop_arm_plan(spec: RunSpec, steps_per_s: float | None = None) -> str | None:
+    """What SPEC's plan says of native@loop before it runs: its env steps per seed and its job
+    limit (`RunSpec.job_wall_s`: `--job-timeout` scaled with its steps); at STEPS_PER_S (an
+    estimate, None: not known) the time one of its jobs takes. None: the run has no such arm."""
+    steps = spec.loop_arm_steps()
+    if steps is None:
+        return None
+    usual, wall = max(spec.confirm_budget(), spec.steps), spec.job_wall_s(steps)
+    scaled = (f"{steps / usual:.1f}x a confirmation job's {usual:,}: its job limit is --job-timeout "
+              f"{spec.job_timeout_s:,.0f} s x {steps / usual:.1f} = {wall:,.0f} s") if wall > spec.job_timeout_s \
+        else f"its job limit is --job-timeout {spec.job_timeout_s:,.0f} s"  # fmt: skip
+    took = f"; at ~{steps_per_s:,.0f} steps/s one takes ~{steps / steps_per_s:,.0f} s" if steps_per_s else ""
+    return f"{LOOP_ARM} trains {steps:,} env steps per seed (every step the run spends), {scaled}{took}"
 
 
 def arm_name(candidate_id: str) -> str:

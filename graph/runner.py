@@ -25,6 +25,7 @@ from lero.agents import Problem
 from lero.agents.llm_config import LLMSetupError, server_models
 from lero.graph.checkpoints import check_checkpoints, open_saver
 from lero.graph.configuration import LLM_SETTINGS, RunError, RunSpec
+from lero.graph.confirmation import loop_arm_plan
 from lero.graph.context import (
     CancelScope,
     RunHooks,
@@ -104,10 +105,13 @@ def preflight(spec: RunSpec, confirmed: ConfirmedEnv | None = None) -> tuple[Run
 
 
 def _announce(ui: RunUI, spec: RunSpec, verb: str) -> None:
-    """The first thing a run says: which LLM and which sandbox it uses."""
+    """The first thing a run says: which LLM and which sandbox it uses, and on a sparse task
+    what its native@loop arm will train and may take (`loop_arm_plan`)."""
     where = f" at {spec.base_url}" if spec.base_url else ""
+    plan = loop_arm_plan(spec)
     ui.on_event({"type": "log", "event": f"run_{verb}",
-                 "message": f"{verb} run {spec.run_id}: llm {spec.llm}{where}, sandbox {spec.sandbox}"})
+                 "message": f"{verb} run {spec.run_id}: llm {spec.llm}{where}, sandbox {spec.sandbox}"
+                            + (f"; {plan}" if plan else "")})  # fmt: skip
 
 
 @dataclass(frozen=True)

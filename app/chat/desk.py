@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from lero.app.console.approvals import Asker
 from lero.graph.configuration import CANDIDATE_ID, RunError, RunSpec, check_run_id
+from lero.graph.confirmation import LOOP_ARM, loop_arm_plan
 from lero.graph.rundir import CODE_FILE, RESULT_FILE, REVIEW_FILE, RunDir
 from lero.graph.schedule import planned
 from lero.graph.trust import OPERATOR_CAPS, OPERATOR_FIELDS, confirm_env, confirm_hint
@@ -53,14 +54,16 @@ class CostEstimate:
     confirm_steps_per_job: int  # rounded up
     iteration: int
     steps_per_s: float
+    loop_arm_jobs: int = 0  # native@loop's, one per confirmation seed (a sparse task's run); 0: none
+    loop_arm_steps_per_job: int = 0  # every env step the run spends, rounded up
 
     @property
     def jobs(self) -> int:
-        return self.loop_jobs + self.confirm_jobs
+        return self.loop_jobs + self.confirm_jobs + self.loop_arm_jobs
 
     @property
     def env_steps(self) -> int:
-        return self.loop_steps + self.confirm_jobs * self.confirm_steps_per_job
+        return self.loop_steps + self.confirm_jobs * self.confirm_steps_per_job + self.loop_arm_jobs * self.loop_arm_steps_per_job
 
     @property
     def train_s(self) -> float:
@@ -76,13 +79,14 @@ def training_estimate(spec: RunSpec, steps_per_s: float, iteration: int) -> Cost
     the loop's and the confirmation's)."""
     per_generation, generation_steps = planned(spec.steps, spec.schedule, spec.population)
     steps_per_job = _rounded(spec.steps, iteration)
-    confirm = spec.confirm_budget()
+    confirm, loop_arm = spec.confirm_budget(), spec.loop_arm_steps()
     return CostEstimate(
         loop_jobs=(spec.generations * per_generation + 1) * spec.seeds, steps_per_job=steps_per_job,
         loop_steps=(spec.generations * generation_steps + spec.steps) * spec.seeds * steps_per_job // spec.steps,
         confirm_jobs=(spec.confirm_top + 1) * spec.confirm_seeds if confirm else 0,
         confirm_steps_per_job=_rounded(confirm, iteration) if confirm else 0, iteration=iteration,
-        steps_per_s=steps_per_s,
+        steps_per_s=steps_per_s, loop_arm_jobs=spec.confirm_seeds if loop_arm else 0,
+        loop_arm_steps_per_job=_rounded(loop_arm, iteration) if loop_arm else 0,
     )  # fmt: skip
 
 
@@ -473,9 +477,12 @@ def cost_lines(spec: RunSpec, cost: CostEstimate) -> list[str]:
     confirm = (f" + {cost.confirm_jobs} confirming ({spec.confirm_top} best + native, x {spec.confirm_seeds} seeds) "
                f"x {cost.confirm_steps_per_job:,} steps = {cost.confirm_jobs * cost.confirm_steps_per_job:,}"
                if cost.confirm_jobs else "")  # fmt: skip
+    loop_arm = (f" + {cost.loop_arm_jobs} {LOOP_ARM} (x {spec.confirm_seeds} seeds) x {cost.loop_arm_steps_per_job:,} "
+                f"steps = {cost.loop_arm_jobs * cost.loop_arm_steps_per_job:,}" if cost.loop_arm_jobs else "")  # fmt: skip
     asked = f"{spec.steps:,}" + (f" and {spec.confirm_budget():,}" if cost.confirm_jobs else "")
-    return [f"{cost.jobs} training jobs: {loop}{confirm}; {cost.env_steps:,} env steps in all "
-            f"({asked} requested per job, rounded up to whole {cost.iteration:,}-step iterations)"]
+    plan = loop_arm_plan(spec, cost.steps_per_s)
+    return [f"{cost.jobs} training jobs: {loop}{confirm}{loop_arm}; {cost.env_steps:,} env steps in all "
+            f"({asked} requested per job, rounded up to whole {cost.iteration:,}-step iterations)", *([plan] if plan else [])]
 
 
 COMMAND_HELP = (

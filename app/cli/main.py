@@ -312,6 +312,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         evaluate_target,
         evaluation_lines,
         open_target,
+        render_title,
         save_evaluation,
     )
     from lero.sandbox.types import MAX_RECORD_EPISODES
@@ -332,8 +333,8 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         from lero.app.reports.eval_render import write_gif
 
         seed, episodes_drawn = next(iter(document["trajectories"].items()))
-        title = f"run {target.spec.run_id}, {target.name}, seed {seed}: held-out episodes"
-        console.print(f"rendered: {write_gif(episodes_drawn, args.render, title)}", soft_wrap=True)
+        drawn = write_gif(episodes_drawn, args.render, render_title(target, seed))
+        console.print(f"rendered: {drawn}", soft_wrap=True)
     return EXIT_OK if document["status"] == "completed" else EXIT_FAILED
 
 

@@ -38,16 +38,17 @@ def _loop_values(result: dict | None) -> dict[str, list[float]]:
 def compare_arms(arm: dict[str, list[float]], native: dict[str, list[float]], names: list[str],
              better: dict[str, str]) -> dict[str, Any]:
     """Per metric both arms have: each arm's summary, the difference, P(better than native)
-    in the metric's direction (BETTER; higher where the env does not say), verdict."""
+    in the metric's direction (BETTER; higher where the env does not say; its CI only from
+    stats.MIN_INTERVAL_SEEDS seeds per arm, `stats.stored_poi`), verdict."""
     rows = {}
     for metric in names:
         a, b = arm.get(metric), native.get(metric)
         if not a or not b:
             continue
-        test = stats.compare(a, b, better.get(metric, "higher") == "higher")
+        test, seeds = stats.compare(a, b, better.get(metric, "higher") == "higher"), min(len(a), len(b))
         rows[metric] = {"arm": stats.summary(a), "native": stats.summary(b), "diff": test["diff"],
-                        "poi": test["poi"], "welch_p": test["welch_p"],
-                        "verdict": stats.poi_verdict(test["poi"], min(len(a), len(b)))}  # fmt: skip
+                        "poi": stats.stored_poi(test["poi"], seeds), "welch_p": test["welch_p"],
+                        "verdict": stats.poi_verdict(test["poi"], seeds)}  # fmt: skip
     return rows
 
 

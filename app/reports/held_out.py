@@ -19,6 +19,7 @@ from typing import Any
 
 from lero.app.cli.named_run import open_named_run
 from lero.app.reports.numbers import fmt_number
+from lero.app.reports.run_status import run_label
 from lero.app.study.spec import FIRST_EVAL_SEED
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.rundir import BASELINE_ID, CACHE_DIR, EVALS_DIR, JOBS_DIR, RunDir
@@ -37,6 +38,13 @@ class EvalTarget:
     name: str  # the candidate's folder name, or `baseline`
     code: str | None  # the module its policies were trained with (None: the baseline)
     policies: dict[int, Path]  # training seed -> its policy folder inside the run's job folders
+
+
+def render_title(target: EvalTarget, seed: int | str) -> str:
+    """The GIF's caption: the run by its name and tags as legends show it (`run_label`), by
+    its id only when it has neither; then the candidate and the training seed drawn."""
+    run = run_label(target.spec.model_dump(mode="json")) or f"run {target.spec.run_id}"
+    return f"{run}, {target.name}, seed {seed}: held-out episodes"
 
 
 def open_target(runs_dir: str | Path, run_id: str, candidate: str | None = None) -> EvalTarget:

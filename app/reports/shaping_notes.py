@@ -4,7 +4,9 @@ Potential-based shaping (training.shaping) provably keeps the task's optimal pol
 hybrid reward that changes the native reward does not. The engine's curves say which a
 candidate did (`potential_shaping`: it has a potential; `hrf_change`, 0 throughout: its HRF
 kept the native reward). On a sparse task the opposite failure is the one to name: the
-shaped training return rises while the task is never solved.
+shaped training return rises while the task is never solved. Only a candidate that shapes
+is named so: one whose training reward is the native reward up to a positive scale (native
+itself, `env` x 1.366) learned the task's own reward, whatever its success.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from lero.training.hooks import HRF_CHANGE_CURVE, SHAPING_CURVE
 
 INVARIANT, CHANGES_REWARD = "policy-invariant", "not policy-invariant"
 SHAPED_CURVE = "train_reward"  # the per-agent training (shaped) return during training
+NATIVE_CURVE = "return"  # the native return of the same training episodes
+SCALE_TOLERANCE = 1e-4  # relative: float32 episode sums of c * r against c times those of r
 
 
 def shaping_kind(result: dict[str, Any]) -> str | None:
@@ -28,6 +32,24 @@ def shaping_kind(result: dict[str, Any]) -> str | None:
     if SHAPING_CURVE not in stats or not is_number(change):
         return None
     return INVARIANT if change == 0 else CHANGES_REWARD
+
+
+def adds_shaping(result: dict[str, Any]) -> bool:
+    """Whether the candidate's training reward adds shaping to the native reward: it has a
+    potential (`shaping_kind`), or its training return is not the native return of the same
+    episodes times one positive constant. False for native and for a scaled native reward."""
+    if shaping_kind(result):
+        return True
+    curves = result.get("curves") or {}
+    shaped, native = curves.get(SHAPED_CURVE) or [], curves.get(NATIVE_CURVE) or []
+    pairs = [(s, n) for s, n in zip(shaped, native, strict=False) if is_number(s) and is_number(n)]
+    if not pairs or len(shaped) != len(native):
+        return True  # not comparable: say what the curves show
+    power = sum(n * n for _, n in pairs)
+    scale = sum(s * n for s, n in pairs) / power if power else 0.0
+    largest = max(abs(s) for s, _ in pairs)
+    scaled = scale > 0 and all(abs(s - scale * n) <= SCALE_TOLERANCE * largest for s, n in pairs)
+    return not scaled
 
 
 def shaped_without_success(result: dict[str, Any], success: str) -> bool:
@@ -44,8 +66,9 @@ def shaped_without_success(result: dict[str, Any], success: str) -> bool:
 
 def hollow_note(result: dict[str, Any], success: str | None) -> str | None:
     """The sentence naming a candidate that learned its shaping, not the task (SUCCESS: the
-    task's success metric; None: not known, nothing said); None for any other candidate."""
-    if not success or not shaped_without_success(result, success):
+    task's success metric; None: not known, nothing said); None for any other candidate,
+    native and a scaled native reward included (`adds_shaping`)."""
+    if not success or not adds_shaping(result) or not shaped_without_success(result, success):
         return None
     return f"its shaped training return rose while {success} stayed 0: it learned the shaping, not the task"
 

@@ -236,6 +236,16 @@ def shown_poi(poi: dict[str, Any] | None, seeds: int) -> str:
     return f"{value} ({seeds} seed{'s' * (seeds != 1)} per arm, no CI)"
 
 
+def stored_poi(poi: dict[str, Any], seeds: int) -> dict[str, Any]:
+    """POI as report.json keeps it: with its 95% CI from MIN_INTERVAL_SEEDS seeds per arm;
+    below, the bootstrap bounds (computed for `poi_verdict`, as coarse as the seeds' order) are
+    null and `no_ci` says why, as `summary` does for a mean."""
+    if seeds >= MIN_INTERVAL_SEEDS:
+        return poi
+    return {**poi, "ci_low": None, "ci_high": None,
+            "no_ci": f"no CI: {seeds} seed{'s' * (seeds != 1)} per arm; an interval needs >= {MIN_INTERVAL_SEEDS}"}
+
+
 def poi_verdict(poi: dict[str, float], seeds: int) -> str:
     """"better" / "worse" when the probability of improvement's CI excludes 1/2, else "no
     difference"; below MIN_VERDICT_SEEDS per arm the bootstrap CI is too coarse to say.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextvars
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -80,7 +81,8 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
                                    if (res.rundir.read_confirm_seed(a["candidate_id"], seed) or {}).get("status") != "ok"]
                for a in arms}  # fmt: skip
     todo = [a for a in arms if missing[a["candidate_id"]]]
-    names = ", ".join(_name(a) + (f" ({a['steps']:,} steps)" if "steps" in a else "") for a in arms)
+    names = ", ".join(_name(a) + (f" ({a['steps']:,} steps, job limit {spec.job_wall_s(a['steps']):,.0f} s)"
+                                  if "steps" in a else "") for a in arms)  # fmt: skip
     res.emit("confirm_started", steps=steps, seeds=seeds, arms=[a["candidate_id"] for a in arms],
              todo={a["candidate_id"]: len(missing[a["candidate_id"]]) for a in todo},
              message=f"confirmation: {names} at {steps:,} env steps on {len(seeds)} fresh seeds, "
@@ -92,7 +94,7 @@ def confirm(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         return {"code": arm["code"], "env": res.job_env, "algo": spec.algo, "steps": arm.get("steps", steps),
                 "seeds": [seeds[i] for i in indexes], "eval_seeds": [eval_seeds[i] for i in indexes],
                 "candidate_id": f"confirm:{arm['candidate_id']}", "eval_episodes": spec.eval_episodes,
-                "hparams": spec.hparams, "limits": res.job_limits,
+                "hparams": spec.hparams, "limits": replace(res.job_limits, wall_s=spec.job_wall_s(arm.get("steps", steps))),
                 "cache": shared if arm["code"] is None else None}  # fmt: skip
 
     # the slots are planned for the seeds that train: with native's read from the cache, the

@@ -58,3 +58,44 @@ def test_the_headline_is_the_confirmed_verdict_on_return_with_its_caveat() -> No
     worse = confirmation({"return": NATIVE["return"]}, {"return": WINNER["return"]})
     assert short_verdict(worse) == "worse*" and "0-1 worse (return lower)" in headline(worse)
     assert headline(None) == UNCONFIRMED and short_verdict(None) == "-"
+
+
+def _stored_block(seeds: int) -> dict[str, Any]:
+    """report.json's raw confirmation block (graph.confirmation): native and the winner 0-0,
+    SEEDS seeds each, every winner seed above every native seed."""
+    def arm(cid: str, shift: float) -> dict[str, Any]:
+        returns = [-20.0 + shift + 0.1 * s for s in range(seeds)]
+        return {"arm": "native" if cid == "baseline" else cid, "candidate_id": cid, "steps": None,
+                "seeds": list(range(3000, 3000 + seeds)), "failed": {}, "per_seed": {"return": returns},
+                "curves": [{"steps": [0, 1500, 3000], "return": [-30.0, -25.0, r]} for r in returns]}  # fmt: skip
+
+    return {"status": "completed", "steps": 3000, "loop_steps": 1000, "seeds": list(range(3000, 3000 + seeds)),
+            "eval_seeds": list(range(300000, 300000 + seeds)), "eval_episodes": 8, "env_steps": 6 * seeds * 1000,
+            "arms": [arm("baseline", 0.0), arm("0-0", 5.0)], "better": BETTER, "success_metric": "return"}  # fmt: skip
+
+
+def test_report_json_stores_no_95_ci_of_p_better_below_five_seeds(tmp_path) -> None:
+    """The quick start's 3 seeds: P(better) 1.00 whose bootstrap "CI" [1.00, 1.00] is only the
+    seeds' order; report.json keeps it null with the reason, as report.md says "no CI"."""
+    import json
+
+    from lero.app.reports.run_report import write_report_files
+    from lero.app.study.stats import MIN_INTERVAL_SEEDS
+    from lero.graph.summary import load_run, summarize
+    from tests.app.test_report import make_run_dir
+
+    for seeds in (3, MIN_INTERVAL_SEEDS):
+        run = load_run(make_run_dir(tmp_path, f"seeds-{seeds}"))
+        write_report_files(run, {**summarize(run), "confirmation": _stored_block(seeds)})
+        stored = json.loads((run.run_dir / "report.json").read_text())["confirmation"]["verdict"]["0-0"]
+        row = stored["at_confirm"]["metrics"]["return"]
+        assert row["poi"]["value"] == 1.0 and row["verdict"] == "better"
+        markdown = (run.run_dir / "report.md").read_text()
+        if seeds < MIN_INTERVAL_SEEDS:
+            assert row["poi"]["ci_low"] is None and row["poi"]["ci_high"] is None
+            assert row["poi"]["no_ci"] == f"no CI: {seeds} seeds per arm; an interval needs >= {MIN_INTERVAL_SEEDS}"
+            assert row["arm"]["ci_low"] is None and row["arm"]["no_ci"]  # each arm: its seeds' range
+            assert f"1.00 ({seeds} seeds per arm, no CI)" in markdown and "1.00 [1.00, 1.00]" not in markdown
+        else:
+            assert row["poi"]["ci_low"] == row["poi"]["ci_high"] == 1.0 and "no_ci" not in row["poi"]
+            assert "1.00 [1.00, 1.00]" in markdown

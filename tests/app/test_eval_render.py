@@ -128,3 +128,17 @@ def test_each_env_declares_its_arena_and_the_trace_records_it(env: str, kwargs: 
     trace.add(built.world(), np.zeros(2), np.ones(2, dtype=bool))
     record = trace.to_json()
     assert arena_of(record) == (arena.x, arena.y, arena.walls)
+
+
+def test_the_caption_names_the_run_as_legends_do(tmp_path) -> None:
+    from lero.app.reports.held_out import EvalTarget, render_title
+    from lero.graph.configuration import RunSpec
+    from lero.graph.rundir import RunDir
+
+    def target(**named: object) -> EvalTarget:
+        spec = RunSpec(env="simple_spread", run_id="20261205-111808-abcd", **named)
+        return EvalTarget(rundir=RunDir(tmp_path), spec=spec, name="1-2", code=None, policies={})
+
+    assert render_title(target(name="shaped-spread"), 0) == "shaped-spread, 1-2, seed 0: held-out episodes"
+    assert render_title(target(name="lr-low", tags=("ablation",)), 1).startswith("lr-low #ablation, 1-2, seed 1")
+    assert render_title(target(), 0) == "run 20261205-111808-abcd, 1-2, seed 0: held-out episodes"  # no name: its id

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from lero.app.reports.shaping_notes import INVARIANT, shaped_without_success, shaping_kind
+from lero.app.reports.shaping_notes import (
+    INVARIANT,
+    adds_shaping,
+    hollow_note,
+    shaped_without_success,
+    shaping_kind,
+)
 from lero.app.study.execute import spent_env_steps
 from lero.app.study.report import _success_metric
 from lero.graph.confirmation import LOOP_ID
@@ -38,6 +44,25 @@ def test_a_shaped_return_that_rises_while_success_stays_zero_is_named() -> None:
     assert not shaped_without_success({"curves": flat, "eval": {"success": 0.0}}, "success")
     once = {**rising, "success": [0.0, 0.0, 0.1, 0.0, 0.0, 0.0]}
     assert not shaped_without_success({"curves": once, "eval": {"success": 0.0}}, "success")
+
+
+def test_only_a_candidate_that_shapes_is_said_to_have_learned_its_shaping() -> None:
+    collisions_fade = [-2.0, -1.5, -1.1, -0.6, -0.3, -0.1]  # native return: rises, success stays 0
+    never = {"success": [0.0] * 6}
+    native = {"curves": {"return": collisions_fade, "train_reward": collisions_fade, **never}, "eval": {"success": 0.0}}
+    scaled = {"curves": {"return": collisions_fade, "train_reward": [1.366 * r for r in collisions_fade], **never},
+              "eval": {"success": 0.0}}  # `env` x 1.366: the task's own reward
+    toward = [r + d for r, d in zip(collisions_fade, [0.1, 0.4, 0.9, 1.2, 1.6, 2.0], strict=True)]
+    hrf = {"curves": {"return": collisions_fade, "train_reward": toward, **never}, "eval": {"success": 0.0}}
+    potential = {**scaled, **stats(0.4, 0.4)}  # a potential beside the scaled reward: it shapes
+    for result in (native, scaled, hrf, potential):
+        assert shaped_without_success(result, "success")  # every training return rose
+    assert not adds_shaping(native) and not adds_shaping(scaled)
+    assert adds_shaping(hrf) and adds_shaping(potential)
+    assert hollow_note(native, "success") is None and hollow_note(scaled, "success") is None
+    assert "learned the shaping" in hollow_note(hrf, "success") and "learned the shaping" in hollow_note(potential, "success")
+    negated = {"curves": {**scaled["curves"], "train_reward": [-r for r in collisions_fade]}, "eval": {"success": 0.0}}
+    assert adds_shaping(negated)  # minus the task's reward is not the task's reward
 
 
 def test_native_at_loop_counts_the_confirmation_but_not_itself() -> None:

@@ -263,3 +263,32 @@ def test_a_bad_confirm_steps_default_from_the_environment_is_one_line(tmp_path, 
     monkeypatch.setenv("LERO_CONFIRM_STEPS", "lots")
     code, _, err = lero(["run", "--sandbox", "process"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "confirm_steps" in err, err
+
+
+def test_native_at_loops_job_limit_scales_with_its_steps_and_the_plan_says_so():
+    """The default sparse run: native@loop trains 13.2M env steps per seed, 14.7 confirmation
+    jobs' worth, so its job limit is 14.7 x --job-timeout; the plan (the start line, /estimate)
+    says so, with the time one of its jobs takes at a forced estimate of the speed."""
+    pytest.importorskip("vmas")
+    from lero.app.chat.desk import cost_lines, training_estimate
+    from lero.graph.confirmation import loop_arm_plan
+    from lero.sandbox.types import JOB_WALL_S
+
+    sparse = RunSpec.parse({"env": "vmas:navigation", "env_kwargs": {"n_agents": 3, "pos_shaping_factor": 0},
+                            "confirm_steps": None})  # the default confirmation (the tests set 0)
+    assert sparse.loop_arm_steps() == (3 * 4 + 1) * 2 * 300_000 + 2 * 3 * 900_000 == 13_200_000
+    assert sparse.job_wall_s(sparse.steps) == sparse.job_wall_s(sparse.confirm_budget()) == JOB_WALL_S
+    assert sparse.job_wall_s(13_200_000) == pytest.approx(JOB_WALL_S * 13_200_000 / 900_000) == 52_800
+    plan = loop_arm_plan(sparse, steps_per_s=2_000.0)
+    assert plan == ("native@loop trains 13,200,000 env steps per seed (every step the run spends), 14.7x a "
+                    "confirmation job's 900,000: its job limit is --job-timeout 3,600 s x 14.7 = 52,800 s; "
+                    "at ~2,000 steps/s one takes ~6,600 s")  # fmt: skip
+    longer = sparse.model_copy(update={"job_timeout_s": 7_200.0})
+    assert "= 105,600 s" in loop_arm_plan(longer)  # --job-timeout is what scales
+    cost = training_estimate(sparse, 2_000.0, 3_000)
+    total, second = cost_lines(sparse, cost)
+    assert second == plan and "+ 3 native@loop (x 3 seeds) x 13,200,000 steps = 39,600,000" in total
+    assert (cost.jobs, cost.env_steps) == sparse.budget() == (35, 52_800_000)  # /estimate adds up with it
+    dense = RunSpec(confirm_steps=None)
+    assert dense.loop_arm_steps() is None and loop_arm_plan(dense) is None and len(cost_lines(dense, training_estimate(dense, 2_000.0, 3_000))) == 1
+    assert sparse.model_copy(update={"confirm_steps": 0}).loop_arm_steps() is None  # no confirmation: no arm

@@ -19,7 +19,7 @@ from lero.agents import LLMConfig
 from lero.app.cli.run_hooks import app_front
 from lero.app.ui.app import create_app
 from lero.graph.configuration import RunSpec
-from lero.graph.confirmation import LOOP_ID
+from lero.graph.confirmation import LOOP_ID, loop_arm_plan
 from lero.graph.runner import start_run
 from lero.graph.schedule import loop_env_steps
 from tests.graph.test_resume import QuietUI, read_events
@@ -33,10 +33,21 @@ SPEC = {"env": "vmas:navigation", "env_kwargs": ENV_KWARGS, "generations": 1, "p
         "sandbox": "docker", "llm": "offline", "confirm_steps": 1600}  # fmt: skip
 
 
+class HeardUI(QuietUI):
+    """Keeps what the run says on the terminal (its start line is in no file)."""
+
+    def __init__(self) -> None:
+        self.heard: list[dict] = []
+
+    def on_event(self, event: dict) -> None:
+        self.heard.append(event)
+
+
 def test_a_sparse_run_selects_on_success_and_confirms_against_native_at_the_loops_compute(sandbox_image, tmp_path):
     spec = RunSpec.parse({**SPEC, "run_id": "sparse", "runs_dir": str(tmp_path / "runs")})
     assert spec.fitness == "success"  # the sparse task's default
-    outcome = start_run(spec, QuietUI(), front=app_front())
+    ui = HeardUI()
+    outcome = start_run(spec, ui, front=app_front())
     assert outcome.status == "completed", outcome
     run_dir = Path(outcome.run_dir)
     report = json.loads((run_dir / "report.json").read_text())
@@ -58,8 +69,11 @@ def test_a_sparse_run_selects_on_success_and_confirms_against_native_at_the_loop
                (a["per_seed"] for a in arms.values()))
     records = [json.loads(p.read_text()) for p in (run_dir / "confirm" / LOOP_ID).glob("seed-*.json")]
     assert len(records) == 3 and all(r["curves"]["steps"][-1] >= spent for r in records)
+    start_line = next(e["message"] for e in ui.heard if e.get("event") == "run_starting")
+    assert start_line.endswith(f"; {loop_arm_plan(spec)}") and "native@loop trains 14,400 env steps per seed" in start_line
     started = next(e for e in read_events(run_dir) if e["event"] == "confirm_started")
-    assert f"native@loop ({spent:,} steps)" in started["message"]
+    limit = spec.job_timeout_s * spent / 1600  # --job-timeout scaled with its steps (RunSpec.job_wall_s)
+    assert f"native@loop ({spent:,} steps, job limit {limit:,.0f} s)" in started["message"]
 
     markdown = (run_dir / "report.md").read_text()
     assert "fitness: success (the task's success on the held-out episodes" in markdown
