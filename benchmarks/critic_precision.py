@@ -22,10 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lero.agents import LLMConfig, make_team
+from lero.agents import LLMConfig, LLMError, make_team
 from lero.agents.critic import Critic
 from lero.agents.evidence import rubric_items
 from lero.agents.expression.design import parse_design
@@ -105,15 +106,30 @@ def score(items: list[Labelled], reviews: list[Review]) -> dict:
     }
 
 
-def run_arm(critic: Critic, items: list[Labelled]) -> dict:
+def run_arm(critic: Critic, items: list[Labelled], progress: Callable[[dict], None] = lambda arm: None) -> dict:
+    """The arm's score over the designs its critic answered (`unanswered`: those whose request
+    failed, a server too slow or gone); `progress` gets it after each design."""
     started = time.monotonic()
-    reviews = [critic.review(item.task, item.code) for item in items]
-    return {**score(items, reviews), "seconds": round(time.monotonic() - started, 1)}
+    answered: list[tuple[Labelled, Review]] = []
+    unanswered: list[str] = []
+
+    def scored() -> dict:
+        done = [item for item, _ in answered]
+        return {**score(done, [review for _, review in answered]), "unanswered": list(unanswered),
+                "seconds": round(time.monotonic() - started, 1)}
+
+    for item in items:
+        try:
+            answered.append((item, critic.review(item.task, item.code)))
+        except LLMError:
+            unanswered.append(item.id)
+        progress(scored())
+    return scored()
 
 
-def model_critic(model: str, base_url: str, context_tokens: int | None) -> Critic:
+def model_critic(model: str, base_url: str, context_tokens: int | None, timeout_s: float | None = None) -> Critic:
     """The critic a `--design expression` run with this model builds."""
-    extra = {"context_tokens": context_tokens} if context_tokens else {}
+    extra = {k: v for k, v in {"context_tokens": context_tokens, "timeout_s": timeout_s}.items() if v}
     cfg = LLMConfig.from_spec(f"openai:{model}", base_url=base_url, design="expression", **extra)
     return make_team(cfg).critic
 
@@ -137,6 +153,7 @@ def main(argv: list[str] | None = None) -> dict:
                         help="a model's critic (repeatable); the static rules are always an arm")
     parser.add_argument("--set", type=Path, default=SET_PATH, help="the labelled designs (JSON)")
     parser.add_argument("--context-tokens", type=int, default=None)
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per LLM request")
     parser.add_argument("--out", type=Path, default=None, help="the results as JSON")
     args = parser.parse_args(argv)
     items = load_set(args.set)
@@ -145,17 +162,20 @@ def main(argv: list[str] | None = None) -> dict:
         model, sep, url = arm.partition("=")
         if not sep or not model or not url:
             parser.error(f"--arm {arm!r}: expected MODEL=BASE_URL")
-        critics[model] = model_critic(model, url, args.context_tokens)
-    arms = {}
+        critics[model] = model_critic(model, url, args.context_tokens, args.timeout)
+    arms: dict[str, dict] = {}
+
+    def keep(name: str, arm: dict) -> None:
+        arms[name] = arm
+        if args.out is not None:
+            args.out.write_text(json.dumps({"set": str(args.set), "arms": arms}, indent=1) + "\n")
+
     for name, critic in critics.items():
-        arms[name] = run_arm(critic, items)
+        keep(name, run_arm(critic, items, lambda arm, name=name: keep(name, arm)))
         print(f"{name}: precision {arms[name]['precision']}, recall {arms[name]['recall']}", flush=True)
     print()
     print(table(arms))
-    result = {"set": str(args.set), "arms": arms}
-    if args.out is not None:
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
-    return result
+    return {"set": str(args.set), "arms": arms}
 
 
 if __name__ == "__main__":
