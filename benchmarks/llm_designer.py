@@ -64,6 +64,8 @@ class TaskTally:
     passed: Counter = field(default_factory=Counter)  # stage -> rounds that passed it
     no_judgement: int = 0  # critic verdicts that named no evidence (agents.evidence)
     novel: int = 0  # expression designs with an expression the prompt's example does not hold
+    novel_lines: list[str] = field(default_factory=list)  # those expressions' lines, as the model wrote them
+    valid_novel: int = 0  # valid (after the debugger) designs among `novel`
     failures: Counter = field(default_factory=Counter)  # failure kind -> count
     requests: int = 0
     tokens: int = 0
@@ -77,11 +79,12 @@ def failure_kind(status: str, error: str) -> str:
     return f"{status}: {parts[1]}" if len(parts) > 2 and parts[1] else status
 
 
-def novel(code: str, task) -> bool:
-    """An expression design holding an expression that is not one of the prompt's example's."""
+def novel_lines(code: str, task) -> list[str]:
+    """The lines of an expression design whose expression is not one of the prompt's example's
+    (the model's own writing); none for other code."""
     design = design_of(code)
     shown = {slot.expr for slot in parse_design(example_design(task)).slots}
-    return design is not None and any(slot.expr not in shown for slot in design.slots)
+    return [] if design is None else [slot.line() for slot in design.slots if slot.expr not in shown]
 
 
 def run_task(name: str, args: argparse.Namespace, cfg: LLMConfig, sandbox, record_dir: Path | None) -> TaskTally:
@@ -128,7 +131,9 @@ def run_task(name: str, args: argparse.Namespace, cfg: LLMConfig, sandbox, recor
             tally.failures["cut off at max_tokens" if kind == CUT_OFF else kind] += 1
             continue
         tally.passed["extracted"] += 1
-        tally.novel += novel(draft.code, task)
+        own = novel_lines(draft.code, task)
+        tally.novel += bool(own)
+        tally.novel_lines += own
         static_ok = not check_candidate(draft.code, fields)
         tally.passed["static"] += static_ok
         review = team.critic.review(task, draft.code)
@@ -148,6 +153,7 @@ def run_task(name: str, args: argparse.Namespace, cfg: LLMConfig, sandbox, recor
             code = fix.code
             ok, error = validate(code)
         tally.passed["valid_after_debugger"] += ok
+        tally.valid_novel += ok and bool(own)
     ok_calls = [c for c in calls if c.get("status") == "ok"]
     tally.requests = len(calls)
     tally.tokens = sum(c["prompt_tokens"] + c["completion_tokens"] for c in ok_calls)
@@ -212,7 +218,8 @@ def main() -> None:
     print(f"\nwall {time.monotonic() - started:.0f} s")
     if args.out is not None:
         payload = {name: {"rounds": t.rounds, "passed": dict(t.passed), "failures": dict(t.failures),
-                          "no_judgement": t.no_judgement, "novel": t.novel,
+                          "no_judgement": t.no_judgement, "novel": t.novel, "novel_lines": t.novel_lines,
+                          "valid_novel": t.valid_novel,
                           "requests": t.requests, "tokens": t.tokens, "seconds": round(t.seconds, 1)}
                    for name, t in tallies.items()}
         args.out.write_text(json.dumps({"model": args.model, "design": args.design, "tasks": payload}, indent=2) + "\n")

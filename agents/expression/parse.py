@@ -20,6 +20,7 @@ REDUCTIONS = ("norm", "min", "max", "mean", "sum")
 COMPARISONS = ("<=", ">=", "<", ">")
 TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d+)?)|([A-Za-z_]\w*)|(<=|>=|[-+*/<>(),\[\]]))")
 MAX_CHARS = 2000  # one expression; its reply's max_tokens bounds what a model writes
+MAX_DEPTH = 40  # nested negations, brackets and calls: a model's run of `(` or `-` is an error, not a RecursionError
 
 
 class ExpressionError(ValueError):
@@ -82,6 +83,7 @@ class _Parser:
     def __init__(self, text: str):
         self.tokens = tokens(text)
         self.at = 0
+        self.depth = 0
 
     def peek(self) -> str | None:
         return self.tokens[self.at] if self.at < len(self.tokens) else None
@@ -112,10 +114,16 @@ class _Parser:
         return node
 
     def unary(self) -> Node:
-        if self.peek() == "-":
-            self.take()
-            return Neg(self.unary())
-        return self.atom()
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise ExpressionError(f"nested deeper than {MAX_DEPTH} levels")
+            if self.peek() == "-":
+                self.take()
+                return Neg(self.unary())
+            return self.atom()
+        finally:
+            self.depth -= 1
 
     def number(self) -> float:
         sign = -1.0 if self.peek() == "-" and self.take() else 1.0

@@ -100,6 +100,15 @@ def test_an_expression_that_does_not_check_is_named(line: str, named: str | None
     assert str(raised.value).startswith(named)
 
 
+def test_a_run_of_brackets_or_minus_signs_is_an_expression_error_not_a_recursion() -> None:
+    """A debugger reply from SmolLM2 once nested so deep that the parser's recursion, not an
+    ExpressionError, ended the benchmark; the depth is bounded, ordinary nesting still checks."""
+    for expr in ("(" * 600 + "1" + ")" * 600, "-" * 1500 + "1"):
+        with pytest.raises(ExpressionError, match="nested deeper than 40 levels"):
+            render_text(f"term deep: 1 constant = {expr}", SPREAD)
+    assert design_of(render_text("term ok: 1 constant = " + "(" * 20 + "env_reward" + ")" * 20, SPREAD))
+
+
 def test_a_rendered_module_names_each_expressions_line_for_the_debugger() -> None:
     code = render_text(GOOD, SPREAD)
     lines = code.splitlines()
