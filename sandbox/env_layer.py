@@ -26,6 +26,7 @@ a shared library `ldd` cannot resolve, a distribution without a file list)
 from __future__ import annotations
 
 import ast
+import csv
 import hashlib
 import json
 import os
@@ -162,13 +163,24 @@ def _providers(tops: set[str]) -> set[str]:
     return {normalized(dist) for top in tops for dist in mapping.get(top, ())}
 
 
+def _recorded_files(dist: metadata.Distribution) -> list[metadata.PackagePath] | None:
+    """The files DIST's RECORD lists as written, gone ones included. Not `dist.files`: the
+    importlib_metadata backport, which importing mlflow puts first on `sys.meta_path`, leaves
+    out of `files` every entry whose file is gone: the missing compiled file looked for here."""
+    record = dist.read_text("RECORD")
+    if record is None:
+        return None if dist.files is None else list(dist.files)
+    return [metadata.PackagePath(row[0]) for row in csv.reader(record.splitlines()) if row]
+
+
 def _dist_files(env: str, dist: metadata.Distribution, roots: list[Path]) -> dict[str, Path]:
     """{path in the image: host file} of an installed distribution, placed in the image's
     site-packages; EnvNotServed when its file list is missing or a compiled file is gone."""
-    if dist.files is None:
+    listed = _recorded_files(dist)
+    if listed is None:
         raise _not_served(env, f"{dist.metadata['Name']} does not list its installed files")
     target, placed = image_site(), {}
-    for file in dist.files:
+    for file in listed:
         # RECORD's `../` entries (scripts, headers, data) lie outside site-packages and are
         # never imported; placed by a sys.path entry (a console script's bin/ heads sys.path)
         # `bin/tabulate` became a file where the package `tabulate/` goes.
@@ -184,7 +196,7 @@ def _dist_files(env: str, dist: metadata.Distribution, roots: list[Path]) -> dic
         where = _under_root(source, roots)
         if where is not None and not where[1].parts[0].startswith(EDITABLE_PREFIX):
             placed[str(target / where[1])] = source.resolve()
-    hooks = [Path(os.path.abspath(dist.locate_file(file))) for file in dist.files
+    hooks = [Path(os.path.abspath(dist.locate_file(file))) for file in listed
              if file.name.startswith(EDITABLE_PREFIX)]  # fmt: skip
     if hooks:
         placed.update(_editable_files(env, dist, hooks))

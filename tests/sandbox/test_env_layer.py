@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from lero.sandbox.env_layer import (
     ENV_IMAGE_REPO,
     ENV_ROOT,
     EnvNotServed,
+    _dist_files,
     base_image_id,
     ensure_env_layer,
     plan_layer,
@@ -111,6 +113,17 @@ def broken_compiled_dependency(directory: Path) -> Path:
     (info / "RECORD").write_text("brokenext/__init__.py,,\nbrokenext/_speed.cpython-311-x86_64-linux-gnu.so,,\n"
                                  "brokenext-1.0.dist-info/RECORD,,\n")
     return site
+
+
+def test_a_missing_compiled_file_is_seen_whichever_metadata_library_found_it(tmp_path: Path) -> None:
+    """The importlib_metadata backport (mlflow's import puts its finder first) drops a gone
+    file from `Distribution.files`: the check reads RECORD itself, so it still sees it."""
+    backport = pytest.importorskip("importlib_metadata")
+    site = broken_compiled_dependency(tmp_path)
+    for dist in (backport.PathDistribution(site / "brokenext-1.0.dist-info"),
+                 metadata.PathDistribution(site / "brokenext-1.0.dist-info")):
+        with pytest.raises(EnvNotServed, match=r"brokenext's compiled file brokenext/_speed\..* is missing"):
+            _dist_files("broken_env:make_env", dist, [site])
 
 
 def test_a_missing_compiled_file_stops_the_run_in_one_line(sandbox_image, tmp_path: Path, monkeypatch,
