@@ -10,6 +10,7 @@ report.json as artifacts. A run without a logger costs nothing here.
 from __future__ import annotations
 
 import statistics
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,34 +65,44 @@ def summary_metrics(report: dict[str, Any]) -> dict[str, float]:
 @dataclass
 class RunTrackers:
     """The open tracker of each run this process drives (keyed by run dir), opened at its
-    first job and closed at its end."""
+    first job and closed at its end. The hooks come from the run's parallel job threads:
+    `lock` makes the first job's opening the only one (two threads opening at once made two
+    MLflow runs, one without the configuration) and keeps one call at a time on a tracker."""
 
     open: dict[Path, Tracker] = field(default_factory=dict)
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     def tracker(self, rundir: RunDir) -> Tracker | None:
-        if rundir.path not in self.open:
-            spec = rundir.read_spec()
-            if spec.logger is None:
-                return None
-            self.open[rundir.path] = open_tracker(spec.logger, Path(spec.runs_dir), run_identity(spec))
-        return self.open[rundir.path]
+        with self.lock:
+            if rundir.path not in self.open:
+                spec = rundir.read_spec()
+                if spec.logger is None:
+                    return None
+                self.open[rundir.path] = open_tracker(spec.logger, Path(spec.runs_dir), run_identity(spec))
+            return self.open[rundir.path]
 
     def job_result(self, rundir: RunDir, candidate_id: str, seed: int, result: JobResult) -> None:
-        tracker = self.tracker(rundir)
-        if tracker is not None:
-            log_job(tracker, candidate_id, seed, result)
+        with self.lock:
+            tracker = self.tracker(rundir)
+            if tracker is not None:
+                log_job(tracker, candidate_id, seed, result)
 
     def generation_end(self, rundir: RunDir, generation: int) -> None:
         """The loop's numbers of GENERATION as they stand (report.json's row for it), live."""
-        tracker = self.tracker(rundir)
-        if tracker is None:
-            return
-        for row in summarize(load_run(rundir.path))["generations"]:
-            loop = finite({metric_key("loop", k): row.get(k) for k in LOOP_KEYS})
-            if loop and row.get("generation") == generation:
-                tracker.metrics(loop, GENERATION_AXIS, generation)
+        with self.lock:
+            tracker = self.tracker(rundir)
+            if tracker is None:
+                return
+            for row in summarize(load_run(rundir.path))["generations"]:
+                loop = finite({metric_key("loop", k): row.get(k) for k in LOOP_KEYS})
+                if loop and row.get("generation") == generation:
+                    tracker.metrics(loop, GENERATION_AXIS, generation)
 
     def run_end(self, rundir: RunDir) -> None:
+        with self.lock:
+            self._run_end(rundir)
+
+    def _run_end(self, rundir: RunDir) -> None:
         tracker = self.tracker(rundir)
         if tracker is None:
             return

@@ -139,3 +139,31 @@ def test_run_logs_to_mlflow_and_its_study_to_wandb(tmp_path: Path, mlflow_store,
         (mean,) = [v for _, v in logged_study.series(f"mappo/{cell['variant']}/mean/return", "seed")]
         assert mean == pytest.approx(cell["summary"]["return"]["mean"])
     assert {"study.md", "study.json"} <= set(logged_study.files)
+
+
+def test_jobs_finishing_at_once_open_one_tracker_run(tmp_path: Path, mlflow_store) -> None:
+    """The run's job threads report at once: one MLflow run, holding every job's metrics."""
+    import threading
+
+    from lero.app.reports.run_tracking import RunTrackers
+    from lero.graph.configuration import RunSpec
+    from lero.graph.rundir import RunDir
+    from lero.sandbox import JobResult
+
+    rundir = RunDir.create(RunSpec(runs_dir=str(tmp_path / "runs"), run_id="raced", logger="mlflow"))
+    trackers, start = RunTrackers(), threading.Barrier(8)
+    result = JobResult(status="ok", curves={"steps": [100, 200], "return": [-2.0, -1.0]}, metrics={"return": -1.0})
+
+    def job(seed: int) -> None:
+        start.wait()
+        trackers.job_result(rundir, "0-0", seed, result)
+
+    threads = [threading.Thread(target=job, args=(seed,)) for seed in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    trackers.run_end(rundir)
+    (run,) = _mlflow_runs(mlflow_store)
+    assert {f"0-0/seed-{seed}/return" for seed in range(8)} <= set(run.data.metrics)
+    assert run.data.params["logger"] == "mlflow"
