@@ -320,12 +320,21 @@ class RunSpec(BaseModel):
         """(train jobs, env steps) the whole run plans: every generation's candidates at
         this schedule, and the baseline once, for every seed; then the confirmation, and on a
         sparse task its native@loop (every step before it, on each confirmation seed)."""
-        jobs, steps = planned(self.steps, self.schedule, self.population)
+        jobs = planned(self.steps, self.schedule, self.population)[0]
         arms = (self.confirm_top + 1) * self.confirm_seeds if self.confirm_budget() else 0
-        spent = (self.generations * steps + self.steps) * self.seeds + arms * self.confirm_budget()
+        spent = self.selection_steps() + arms * self.confirm_budget()
         if (loop := self.loop_arm_steps()) is not None:
             return (self.generations * jobs + 1) * self.seeds + arms + self.confirm_seeds, spent + self.confirm_seeds * loop
         return (self.generations * jobs + 1) * self.seeds + arms, spent
+
+    def selection_steps(self) -> int:
+        """Env steps the loop plans before its confirmation: every generation's candidates at
+        this schedule and the baseline once, for every seed."""
+        return (self.generations * planned(self.steps, self.schedule, self.population)[1] + self.steps) * self.seeds
+
+    def usual_job_steps(self) -> int:
+        """The longest training job the loop plans: a confirmation's, else a candidate's."""
+        return max(self.confirm_budget(), self.steps)
 
     def loop_arm_steps(self) -> int | None:
         """native@loop's planned env steps per seed: every step the loop plans (the baseline
@@ -333,16 +342,15 @@ class RunSpec(BaseModel):
         dense task, or a run that confirms nothing)."""
         if not self.confirm_budget() or not self.sparse_task():
             return None
-        selection = (self.generations * planned(self.steps, self.schedule, self.population)[1] + self.steps) * self.seeds
-        return min(loop_env_steps(selection, self.confirm_budget(), self.confirm_seeds, self.confirm_top + 1), MAX_STEPS)
+        return min(loop_env_steps(self.selection_steps(), self.confirm_budget(), self.confirm_seeds,
+                                  self.confirm_top + 1), MAX_STEPS)  # fmt: skip
 
     def job_wall_s(self, steps: int) -> float:
         """The wall-clock limit of a job training STEPS env steps: `job_timeout_s` holds for the
         run's usual jobs (up to the confirmation's budget, the longest the loop plans); a longer
         one, native@loop (native code only, no candidate to hold a slot), gets it in proportion,
         i.e. the same slowest speed every other job is allowed."""
-        usual = max(self.confirm_budget(), self.steps)
-        return self.job_timeout_s * max(1.0, steps / usual)
+        return self.job_timeout_s * max(1.0, steps / self.usual_job_steps())
 
     def confirm_budget(self) -> int:
         """Env steps of one confirmation training (0: the run confirms nothing)."""

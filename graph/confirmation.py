@@ -39,7 +39,7 @@ def loop_arm_plan(spec: RunSpec, steps_per_s: float | None = None) -> str | None
     steps = spec.loop_arm_steps()
     if steps is None:
         return None
-    usual, wall = max(spec.confirm_budget(), spec.steps), spec.job_wall_s(steps)
+    usual, wall = spec.usual_job_steps(), spec.job_wall_s(steps)
     scaled = (f"{steps / usual:.1f}x a confirmation job's {usual:,}: its job limit is --job-timeout "
               f"{spec.job_timeout_s:,.0f} s x {steps / usual:.1f} = {wall:,.0f} s") if wall > spec.job_timeout_s \
         else f"its job limit is --job-timeout {spec.job_timeout_s:,.0f} s"  # fmt: skip
