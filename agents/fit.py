@@ -1,9 +1,9 @@
 """Prompts that fit the model: estimate their tokens, and shorten parts in a stated priority.
 
 What a role's prompt keeps longest, first to last: the contract (the system prompt, never
-shortened), the task, the elites' code, the reflection, the environment description. So
-the environment description is shortened first, then the reflection, then the elites, then
-the task. A part is halved (its head kept, a marker saying so) until the prompt fits, and
+shortened), the task, the elites' code, the refined elite's statistics, the reflection, the
+environment description. So the environment description is shortened first, then the
+reflection, then the statistics, then the elites, then the task. A part is halved (its head kept, a marker saying so) until the prompt fits, and
 left out once it is short; a prompt that still does not fit is an `LLMError` naming the
 window, not a request the server would refuse.
 
@@ -28,7 +28,7 @@ from lero.agents.templates import render
 CHARS_PER_TOKEN = 3.2
 MESSAGE_OVERHEAD_TOKENS = 8  # chat-template tags around each message
 # Parts in the order they are shortened (the first goes first); names are template values.
-SHORTEN_ORDER = ("env_description", "history", "reflection", "review", "elites", "task")
+SHORTEN_ORDER = ("env_description", "history", "reflection", "statistics", "review", "elites", "task")
 SHORTENED = "\n[... shortened to fit the model's context window]"
 LEFT_OUT = "(left out to fit the model's context window)"
 MIN_PART_CHARS = 240  # below this a part is left out rather than halved again

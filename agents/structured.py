@@ -90,6 +90,15 @@ def grammar_text(schema: DesignSchema) -> str:
     return "\n".join(lines)
 
 
+def exploit_statistics(refine: Elite | None) -> str:
+    """The refined elite's statistics as their own prompt part (`$statistics`), so a window
+    too small for them shortens them (`fit.SHORTEN_ORDER`) rather than refusing the request;
+    "" in an explore slot."""
+    if refine is None:
+        return ""
+    return f"\nIts statistics:\n\n{refine.reflection.strip() or 'No statistics recorded.'}\n"
+
+
 def drafts_per_request(slots: list[tuple[Elite | None, int]],
                        sample: Callable[[Elite | None, int], list[Draft]]) -> list[Draft]:
     """The drafts of each request (`request_slots`); when the budget runs out midway, the
@@ -159,9 +168,10 @@ class StructuredDesigner:
         designs = "\n".join(f"- {e.candidate_id} (fitness {e.fitness:.4g}"
                             + "".join(f", {m} {v:.3g}" for m, v in sorted(e.metrics.items()))
                             + f"): {json.dumps(schema.object_of(e.code))}" for e in shown)
-        if refine is not None and (example := schema.object_of(refine.code)) is not None:
-            instruction = render("designer_structured_exploit", elite_id=refine.candidate_id,
-                                 statistics=refine.reflection.strip() or "No statistics recorded.")
+        refined = refine if refine is not None and schema.object_of(refine.code) is not None else None
+        if refined is not None:
+            example = schema.object_of(refined.code)
+            instruction = render("designer_structured_exploit", elite_id=refined.candidate_id)
         else:
             drawn = self.examples.design(task, 1, [], "")[0].code or ""
             example = schema.object_of(drawn)
@@ -172,7 +182,7 @@ class StructuredDesigner:
             "reflection": f"# Reflection\n\n{reflection.strip()}\n" if reflection.strip() else "",
             "elites": f"# Designs trained so far (best first)\n\n{designs}\n" if designs else "",
             "feedback": f"# Feedback from the researcher\n\n{feedback.strip()}\n" if feedback else "",
-            "instruction": instruction, "example": json.dumps(example),
+            "instruction": instruction, "statistics": exploit_statistics(refined), "example": json.dumps(example),
         }
 
     def revise(self, task: Problem, code: str, review: Review) -> Draft:

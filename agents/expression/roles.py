@@ -31,7 +31,7 @@ from lero.agents.llm import ChatModel
 from lero.agents.records import Draft, Elite, Problem, Review, request_slots
 from lero.agents.retry import LLMError
 from lero.agents.similarity import is_duplicate
-from lero.agents.structured import drafts_per_request, fresh_drafts
+from lero.agents.structured import drafts_per_request, exploit_statistics, fresh_drafts
 from lero.agents.templates import format_history, render, trim_error
 
 ORIGIN = "designer:expression"
@@ -138,9 +138,9 @@ class ExpressionDesigner:
             if text := design_lines(elite.code):
                 metrics = "".join(f", {m} {v:.3g}" for m, v in sorted(elite.metrics.items()))
                 shown.append(f"## {elite.candidate_id} (fitness {elite.fitness:.4g}{metrics})\n\n{text}")
-        if refine is not None and design_lines(refine.code):
-            instruction = render("designer_expression_exploit", elite_id=refine.candidate_id,
-                                 statistics=refine.reflection.strip() or "No statistics recorded.")
+        refined = refine if refine is not None and design_lines(refine.code) else None
+        if refined is not None:
+            instruction = render("designer_expression_exploit", elite_id=refined.candidate_id)
         else:
             instruction = render("designer_expression_explore")
         return {
@@ -149,7 +149,7 @@ class ExpressionDesigner:
             "reflection": f"# Reflection\n\n{reflection.strip()}\n" if reflection.strip() else "",
             "elites": "# Designs trained so far (best first)\n\n" + "\n\n".join(shown) + "\n" if shown else "",
             "feedback": f"# Feedback from the researcher\n\n{feedback.strip()}\n" if feedback else "",
-            "instruction": instruction, "example": example_design(task),
+            "instruction": instruction, "statistics": exploit_statistics(refined), "example": example_design(task),
         }
 
     def revise(self, task: Problem, code: str, review: Review) -> Draft:

@@ -229,6 +229,20 @@ def test_exploit_prompts_show_the_elite_as_its_design_and_a_revision_is_a_struct
     assert revised.origin == "designer:structured-revise" and revised.code is not None
 
 
+def test_an_elites_long_statistics_are_shortened_to_fit_a_small_window(openai_server) -> None:
+    """A default-budget SmolLM2 run (n_ctx 2048) stopped in generation 1: the exploit slot's
+    statistics sat inside the instruction, which is never shortened, and the prompt did not fit
+    even with every other part left out. They are now a part of their own, shortened in turn."""
+    openai_server.script = llama_cpp_python
+    statistics = "".join(f"term_{i}: mean -3.1 std 0.4 share 0.2 (dominant in phase {i})\n" for i in range(150))
+    elite = Elite("0-1", design_schema(SPREAD).render(GOOD), -20.5, {"coverage": 0.4}, {}, statistics)
+    designer = make_team(llm_config(openai_server, design="structured", context_tokens=2048)).designer
+    designer.design(SPREAD, 1, [elite], "", exploit=1)
+    exploit = openai_server.requests[-1]["messages"][-1]["content"]
+    assert "Refine design 0-1" in exploit and "Its statistics:" in exploit and "term_0: mean -3.1" in exploit
+    assert "shortened to fit the model's context window" in exploit and "term_149" not in exploit
+
+
 def test_the_structured_critic_reads_a_verdict_object_and_falls_back_to_a_verdict_line(openai_server) -> None:
     point = {"target": "collision", "rubric_item": "drowning-weight", "why": "it swamps the coverage goal"}
     openai_server.push("yes", "yes", json.dumps({"verdict": "reject", "points": [point]}), "VERDICT: accept\n- fine")
