@@ -31,6 +31,7 @@ from lero.agents.templates import render
 NOT_JSON = "not JSON"  # failure kinds of a structured reply (the start of Draft.error)
 OUTSIDE_SCHEMA = "outside the schema"
 ORIGIN = "designer:structured"
+REPEAT_ASKS = 1  # more requests for a slot whose replies only repeated a known design
 MAX_ELITES_IN_PROMPT = 2
 FENCED_JSON = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 
@@ -149,16 +150,30 @@ class StructuredDesigner:
 
     def sample(self, task: Problem, schema: DesignSchema, elites: list[Elite], reflection: str,
                feedback: str | None, refine: Elite | None, wanted: int, known: set[str]) -> list[Draft]:
-        """`wanted` structured drafts from one prompt (designs in `known` dropped)."""
-        try:
-            prompt = self.model.fit("designer", render("designer_structured_system"), "designer_structured_user",
-                                    self.values(task, schema, elites, reflection, feedback, refine))
-            replies = self.model.replies("designer", prompt.messages, n=wanted, temperature=self.temperature,
-                                         shortened=prompt.shortened, schema=schema.schema)
-        except PromptTooLarge as error:  # nothing of the design request can be left out
-            raise LLMError(str(error)) from None
-        return fresh_drafts([design_draft(r.text, r.cut_off, schema, ORIGIN) for r in replies], _design_line, known,
-                            refine)
+        """`wanted` structured drafts from one prompt (designs in `known` dropped). Replies that
+        only repeat a known design are asked for again once, naming it: a small model copies
+        the exploit slot's example (the elite itself), and a dropped repeat leaves its slot
+        empty (SmolLM2-135M: 2 of generation 1's 4 slots in a default run)."""
+        values = self.values(task, schema, elites, reflection, feedback, refine)
+        drafts: list[Draft] = []
+        for _ in range(1 + REPEAT_ASKS):
+            try:
+                prompt = self.model.fit("designer", render("designer_structured_system"), "designer_structured_user",
+                                        values)
+                replies = self.model.replies("designer", prompt.messages, n=wanted - len(drafts),
+                                             temperature=self.temperature, shortened=prompt.shortened,
+                                             schema=schema.schema)
+            except PromptTooLarge as error:  # nothing of the design request can be left out
+                raise LLMError(str(error)) from None
+            made = [design_draft(r.text, r.cut_off, schema, ORIGIN) for r in replies]
+            repeats = [json.dumps(schema.object_of(d.code)) for d in made
+                       if d.code is not None and _design_line(d.code) in known]
+            drafts += fresh_drafts(made, _design_line, known, refine)
+            if not repeats or len(drafts) >= wanted:
+                break
+            values = {**values, "instruction": values["instruction"] + "\n\n"
+                      + render("designer_structured_repeat", designs="\n".join(dict.fromkeys(repeats)))}
+        return drafts
 
     def values(self, task: Problem, schema: DesignSchema, elites: list[Elite], reflection: str,
                feedback: str | None, refine: Elite | None) -> dict[str, object]:

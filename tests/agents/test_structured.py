@@ -229,6 +229,29 @@ def test_exploit_prompts_show_the_elite_as_its_design_and_a_revision_is_a_struct
     assert revised.origin == "designer:structured-revise" and revised.code is not None
 
 
+def test_a_reply_that_repeats_a_trained_design_is_asked_for_again_once_naming_it(openai_server) -> None:
+    """SmolLM2-135M answered 2 of generation 1's 4 slots in a default run with the elite it was
+    shown, and both slots stayed empty."""
+    changed = {**GOOD, "shaping": {"collision": {"weight": 0.7, "schedule": "constant"}}}
+    answers = iter([GOOD, changed, GOOD, GOOD])
+
+    def repeating(request: dict) -> Reply:  # the probe as llama-cpp-python answers it, then the answers
+        form = request.get("response_format") or {}
+        if form.get("type") == "json_schema" or form.get("schema") == PROBE_SCHEMA:
+            return llama_cpp_python(request)
+        return Reply(content=json.dumps(next(answers)))
+
+    openai_server.script = repeating
+    elite = Elite("0-1", design_schema(SPREAD).render(GOOD), -20.5, {"coverage": 0.4}, {}, "collision: mean -3.1")
+    designer = make_team(llm_config(openai_server, design="structured")).designer
+    [draft] = designer.design(SPREAD, 1, [elite], "", exploit=1)
+    assert design_schema(SPREAD).object_of(draft.code) == changed and draft.parents == ("0-1",)
+    asked_again = openai_server.requests[-1]["messages"][-1]["content"]
+    assert "repeated a design" in asked_again and json.dumps(GOOD) in asked_again
+    assert designer.design(SPREAD, 1, [elite], "", exploit=1) == []  # asked once more only
+    assert sum("repeated a design" in r["messages"][-1]["content"] for r in openai_server.requests) == 2
+
+
 def test_an_elites_long_statistics_are_shortened_to_fit_a_small_window(openai_server) -> None:
     """A default-budget SmolLM2 run (n_ctx 2048) stopped in generation 1: the exploit slot's
     statistics sat inside the instruction, which is never shortened, and the prompt did not fit
