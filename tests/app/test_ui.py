@@ -121,38 +121,6 @@ def wait_for_question(page, generation: int) -> None:
     page.wait_for_selector(f"#pending:has-text('Generation {generation}.')", timeout=WAIT_MS)
 
 
-def test_an_edit_the_gate_refuses_comes_back_with_its_reason_and_the_text_kept(tmp_path, browser, shots):
-    """The edit a researcher typed with a syntax error is not trained, says why where it was
-    made, and comes back as they left it; fixed, it trains, and report.md lists both."""
-    run_dir = start_waiting_run(tmp_path, "ui-refused", "--generations", "1", "--population", "1")
-    with browsing(tmp_path, browser) as (_server, watched):
-        page = watched.page
-        page.click("text=ui-refused")
-        wait_for_question(page, 0)
-        page.click("#decide-0-0 summary")
-        editor = page.locator("textarea[name='code:0-0']")
-        broken = editor.input_value().replace("def hybrid_reward(ctx", "def hybrid_reward(ctx:", 1)
-        editor.fill(broken)
-        page.check("input[name='action:0-0'][value='edit']")
-        page.click("#submit-decisions")
-
-        page.wait_for_selector("#refused-0-0", timeout=WAIT_MS)  # asked again, with the reason
-        reason = page.locator("#refused-0-0").inner_text()
-        assert "Your edit was not trained" in reason and "syntax" in reason.lower()
-        kept = page.locator("textarea[name='code:0-0']")
-        assert kept.is_visible() and "def hybrid_reward(ctx:" in kept.input_value()  # the person's text
-        assert page.locator("input[name='action:0-0'][value='edit']").is_checked()
-        page.screenshot(path=shots / "approval-refused.png", full_page=True)
-        kept.fill(kept.input_value().replace("def hybrid_reward(ctx:", "def hybrid_reward(ctx", 1) + f"{EDIT_MARK}\n")
-        page.click("#submit-decisions")
-        wait_for_status(page, "completed")
-        page.wait_for_selector("#run[data-working='no'] #report-link", timeout=WAIT_MS)
-        assert watched.dialogs == [] and watched.errors == []
-    assert EDIT_MARK in (run_dir / "candidates/0-0/candidate.py").read_text()
-    md = (run_dir / "report.md").read_text()
-    assert "| 0 | `0-0` | edit refused by the gate (not trained) |" in md and md.count("| 0 | `0-0` | edit |") == 2
-
-
 def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shots):
     """Test 1: a CLI run waiting at `--approve candidates` is answered in the browser."""
     run_dir = start_waiting_run(tmp_path, "ui-flow", "--generations", "2", "--population", "2")
@@ -232,8 +200,11 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
     assert components and components | {"task/return", "eval/return"} <= set(board.Tags()["scalars"])
 
 
-def test_hostile_comment_and_model_reply_run_nothing(tmp_path, browser, shots):
-    """Test 2: `<script>` in a candidate comment and in a model reply is shown, never run."""
+def test_hostile_text_runs_nothing_and_a_refused_edit_comes_back_with_its_reason(tmp_path, browser, shots):
+    """Test 2: `<script>` in a candidate comment and in a model reply is shown, never run.
+    Then, on the same waiting run (one run trained, not two): the edit a researcher typed with a
+    syntax error is not trained, says why where it was made, and comes back as they left it;
+    fixed, it trains, and report.md lists both."""
     run_dir = start_waiting_run(tmp_path, "ui-xss", "--generations", "1", "--population", "1")
     with OpenAIServer() as llm:
         # the schema probe and the spec filled from the words (nothing), then the hostile reply
@@ -248,8 +219,24 @@ def test_hostile_comment_and_model_reply_run_nothing(tmp_path, browser, shots):
             page.click("#submit-decisions")
             # the designer revises from the comment; the revision comes back for approval
             page.wait_for_selector("#pending:has-text('offline:revise')", timeout=WAIT_MS)
+
+            page.click("#decide-0-0 summary")
+            editor = page.locator("textarea[name='code:0-0']")
+            broken = editor.input_value().replace("def hybrid_reward(ctx", "def hybrid_reward(ctx:", 1)
+            editor.fill(broken)
+            page.check("input[name='action:0-0'][value='edit']")
+            page.click("#submit-decisions")
+            page.wait_for_selector("#refused-0-0", timeout=WAIT_MS)  # asked again, with the reason
+            reason = page.locator("#refused-0-0").inner_text()
+            assert "Your edit was not trained" in reason and "syntax" in reason.lower()
+            kept = page.locator("textarea[name='code:0-0']")
+            assert kept.is_visible() and "def hybrid_reward(ctx:" in kept.input_value()  # the person's text
+            assert page.locator("input[name='action:0-0'][value='edit']").is_checked()
+            page.screenshot(path=shots / "approval-refused.png", full_page=True)
+            kept.fill(kept.input_value().replace("def hybrid_reward(ctx:", "def hybrid_reward(ctx", 1) + f"{EDIT_MARK}\n")
             page.click("#submit-decisions")
             wait_for_status(page, "completed")
+            page.wait_for_selector("#run[data-working='no'] #report-link", timeout=WAIT_MS)
             page.goto(f"{server.base}/runs/ui-xss/candidates/0-0")
             assert HOSTILE in page.locator("#review").inner_text()  # shown as text
 
@@ -264,6 +251,9 @@ def test_hostile_comment_and_model_reply_run_nothing(tmp_path, browser, shots):
     comments = [e for e in events(run_dir) if e["event"] == "interrupt_answered"]
     assert comments[0]["answer"]["decisions"]["0-0"] == {"action": "comment", "comment": HOSTILE}
     assert llm.requests[-1]["messages"][-1]["content"] == "plan an experiment please"
+    assert EDIT_MARK in (run_dir / "candidates/0-0/candidate.py").read_text()
+    md = (run_dir / "report.md").read_text()
+    assert "| 0 | `0-0` | edit refused by the gate (not trained) |" in md and md.count("| 0 | `0-0` | edit |") == 2
 
 
 def test_token_and_csrf_are_required(tmp_path, tiny_runs):

@@ -51,7 +51,7 @@ from tests.support.openai_server import OpenAIServer, Reply
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 ENV = "attack_run_env:make_env"
 SANDBOX_UID = 10001
-JOB_TIMEOUT_S = 120  # the fork bomb's train job ends here; every honest job of this run takes seconds
+JOB_TIMEOUT_S = 60  # the fork bomb's validation job ends here; every honest job of this run takes seconds
 HOSTILE = '''import contextlib
 import io
 import json

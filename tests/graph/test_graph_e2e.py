@@ -85,6 +85,7 @@ def test_offline_run_with_process_sandbox_completes(tmp_path):
     outcome = start_run(spec(tmp_path, generations=2), ui)
     assert outcome.status == "completed" and outcome.run_dir == tmp_path / "runs" / "t"
     assert_complete_run_dir(outcome.run_dir, generations=2)
+    assert read(outcome.run_dir / "report.json").get("stop_reason") is None  # the default disk budget left it
     streamed = {e["type"] for e in ui.events}
     assert {"generation", "candidate", "job"} <= streamed
     assert resume_run("t", tmp_path / "runs", ui).status == "completed"  # nothing left to do
@@ -265,8 +266,7 @@ def test_the_disk_budget_stops_the_run_after_the_generation_that_spent_it(tmp_pa
     assert report["stop_reason"].endswith("over the run's disk_budget_mb of 0.01")
     assert "\n" not in report["stop_reason"] and state["generation"] == 0
     assert sorted(p.name for p in (outcome.run_dir / "candidates").iterdir()) == ["0-0"]
-    roomy = start_run(spec(tmp_path, generations=2, population=1, run_id="roomy"), RecordingUI())
-    assert roomy.status == "completed" and read(roomy.run_dir / "report.json").get("stop_reason") is None
+    # a run within the default budget goes past the generation: test_offline_run_with_process_sandbox_completes
 
 
 def test_the_job_timeout_bounds_the_runs_train_jobs_too(tmp_path):
