@@ -6,15 +6,13 @@ is named by validation, so the debugger is shown that slot, not the first."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from lero.agents.expression.expression_design import design_of
 from lero.agents.grammar_form import PROBE_GRAMMAR
 from lero.app.reports.run_report import write_report
 from lero.graph.runner import start_run
-from tests.agents.test_auto_design import is_verdict
+from tests.graph.test_expression_loop import server_script
 from tests.graph.test_graph_e2e import RecordingUI, events, read, spec
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -28,21 +26,13 @@ SOUND = ("term task: 1 constant = env_reward\n"
 
 
 def scripted(design: str, revised: str, debugger_replies: list[str] = ()):
-    """A server taking grammars: the critic accepts; the designer answers DESIGN, then REVISED
-    to a revision request; the debugger answers DEBUGGER_REPLIES in turn."""
-    repairs = iter(debugger_replies)
+    """`server_script`'s server whose designer answers REVISED to a measured revision."""
+    base = server_script(list(debugger_replies), design)
 
     def reply(request: dict) -> Reply:
-        if request.get("grammar") == PROBE_GRAMMAR:
-            return Reply(content="lero-07")
-        if is_verdict((request.get("response_format") or {}).get("schema")):
-            return Reply(content=json.dumps({"verdict": "accept", "points": []}))
-        if (request.get("response_format") or {}).get("type") == "json_schema":
-            return Reply(content='{"answer": "yes"}')  # the structured-output probe
-        if "the debugger" in request["messages"][0]["content"]:
-            return Reply(content=next(repairs))
-        return Reply(content=revised if "Measured on the validation rollout" in request["messages"][-1]["content"]
-                     else design)
+        if "Measured on the validation rollout" in request["messages"][-1]["content"]:
+            return Reply(content=revised)
+        return base(request)
 
     return reply
 
