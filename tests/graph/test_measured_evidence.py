@@ -7,10 +7,13 @@ is named by validation, so the debugger is shown that slot, not the first."""
 from __future__ import annotations
 
 import pytest
+from starlette.testclient import TestClient
 
+from lero.agents import LLMConfig
 from lero.agents.expression.expression_design import design_of
 from lero.agents.grammar_form import PROBE_GRAMMAR
 from lero.app.reports.run_report import write_report
+from lero.app.ui.app import create_app
 from lero.graph.runner import start_run
 from tests.graph.test_expression_loop import server_script
 from tests.graph.test_graph_e2e import RecordingUI, events, read, spec
@@ -68,6 +71,11 @@ def test_a_design_whose_rollout_breaks_the_rubric_is_revised_with_the_measured_p
     assert "## Measured evidence" in (run / "report.md").read_text()
     review_md = (run / "candidates" / "0-0" / "review.md").read_text()
     assert "(evidence, code " in review_md and "term far [rewards-penalised]" in review_md
+    app = create_app(str(run.parent), "t0ken", 8765, LLMConfig.from_spec("offline"))
+    with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+        page = client.get(f"/runs/{run.name}?token=t0ken").text
+    app.state.workers.close()
+    assert '<span class="measured">term far [rewards-penalised]: its contribution correlates' in page
 
 
 BROKEN_SECOND = ("term task: 1 constant = env_reward\n"
