@@ -21,7 +21,8 @@ from lero.agents.expression.expression_design import design_of
 from lero.agents.records import Point, Problem
 
 # A feature that moves less than this over the rollout's envs, agents and steps tells the
-# policy nothing (the sound set's features move by 0.36 to 0.55).
+# policy nothing (the sound set's features move by 0.36 to 0.55); a hybrid reward that moves
+# less than this from step to step pays for nothing the agents do.
 CONSTANT_STD = 1e-6
 # A term whose contribution correlates this well with the native reward is the task's own
 # reward (rescaled), never a shaping term (the sound set's shaping terms: 0.18 to 0.94).
@@ -102,6 +103,11 @@ def evidence_points(task: Problem, code: str, evidence: dict[str, Any]) -> list[
             if why := rule(name, stats, evidence, task):
                 points.append(Point(term_target(design, name), item, why))
                 break
+    if evidence["hybrid_step_std"] <= CONSTANT_STD and evidence["terms"]:  # the same threshold: it does not move
+        name = max(evidence["terms"], key=lambda n: spread(evidence["terms"][n]))
+        points.append(Point(term_target(design, name), "drops-task", f"the hybrid reward does not change while the "
+                            f"agents act (its std over a rollout's steps is {evidence['hybrid_step_std']:.3g}, threshold "
+                            f"{CONSTANT_STD:g}) and this term makes most of it: it pays for nothing they do"))
     features = design.of("feature") if design is not None else ()
     for column, stats in enumerate(evidence["features"]):
         target = features[column].label if column < len(features) else "enhance_observation"

@@ -6,6 +6,8 @@ component the HRF returns): its mean and std, its effective weight in the hybrid
 (least squares of the reward on the components, so a term that enters with a minus shows
 it), the correlation of its contribution (weight x term) with the native reward and with
 each per-step penalty the task reports (a metric where lower is better, e.g. collisions);
+how much the hybrid reward changes from step to step in one env while the agents act
+(`hybrid_step_std`: its std over the steps, averaged over envs and agents);
 per enhanced-observation column: its std over agents, envs and steps, and whether it moved
 when other agents' rows were left out of the OEF's batch (`row_leak`). A non-finite term
 never gets here: `RewardShaper` fails validation naming it.
@@ -29,6 +31,7 @@ MAX_FEATURES = 64
 MAX_PENALTIES = 8
 MAX_NAME = 64
 TERM_KEYS = ("mean", "std", "weight", "native_corr")
+SUMMARY_KEYS = ("native_std", "native_mean", "explained", "hybrid_step_std")
 LEAK_TOLERANCE = 1e-4  # a row-wise OEF gives the same row whatever else is in the batch (float noise is ~1e-7)
 
 
@@ -109,6 +112,7 @@ class EvidenceRecorder:
         leaks = self.leaks.tolist() if self.leaks is not None else [False] * len(stds)
         return {
             "native_std": float(native.std()), "native_mean": float(native.mean()), "explained": explained,
+            "hybrid_step_std": float(torch.stack(self.hybrid).std(dim=0).mean()) if len(self.hybrid) > 1 else 0.0,
             "terms": terms,
             "features": [{"std": s, "row_leak": bool(leak)} for s, leak in zip(stds, leaks, strict=True)][:MAX_FEATURES],
         }
@@ -142,8 +146,8 @@ def checked_evidence(raw: Any) -> dict[str, Any]:
             raise ValueError(f"evidence: {where} must be a name of 1 to {MAX_NAME} characters")
         return value
 
-    if not isinstance(raw, dict) or set(raw) != {"native_std", "native_mean", "explained", "terms", "features"}:
-        raise ValueError("evidence must be {native_std, native_mean, explained, terms, features}")
+    if not isinstance(raw, dict) or set(raw) != {*SUMMARY_KEYS, "terms", "features"}:
+        raise ValueError(f"evidence must be {{{', '.join(SUMMARY_KEYS)}, terms, features}}")
     terms, features = raw["terms"], raw["features"]
     if not isinstance(terms, dict) or len(terms) > MAX_TERMS:
         raise ValueError(f"evidence: terms must map at most {MAX_TERMS} names to their statistics")
@@ -165,5 +169,5 @@ def checked_evidence(raw: Any) -> dict[str, Any]:
         if not isinstance(column, dict) or set(column) != {"std", "row_leak"} or not isinstance(column["row_leak"], bool):
             raise ValueError(f"evidence: feature {index} must be {{std, row_leak (a bool)}}")
         out_features.append({"std": number(column["std"], f"feature {index} std"), "row_leak": column["row_leak"]})
-    return {**{k: number(raw[k], k) for k in ("native_std", "native_mean", "explained")},
+    return {**{k: number(raw[k], k) for k in SUMMARY_KEYS},
             "terms": out_terms, "features": out_features}

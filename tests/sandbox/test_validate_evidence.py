@@ -55,7 +55,7 @@ def hybrid_reward(ctx):
 def enhance_observation(obs):
     return torch.cat([obs, obs[:, :1]], dim=-1)
 """
-CLEAN = {"native_std": 0.3, "native_mean": -1.0, "explained": 1.0, "features": [{"std": 0.5, "row_leak": False}],
+CLEAN = {"native_std": 0.3, "native_mean": -1.0, "explained": 1.0, "hybrid_step_std": 0.2, "features": [{"std": 0.5, "row_leak": False}],
          "terms": {"task": {"mean": -1.0, "std": 0.3, "weight": 1.0, "native_corr": 1.0, "penalty_corr": {}}}}
 FORGERIES = {
     "NaN": ({**CLEAN, "native_std": float("nan")}, "malformed result.json"),  # json writes NaN; the host refuses it

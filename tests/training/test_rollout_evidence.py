@@ -62,7 +62,7 @@ def test_a_negated_team_term_shows_its_minus_and_a_paid_distance_its_anticorrela
     assert terms["own"]["weight"] == pytest.approx(0.5, abs=1e-3) and terms["own"]["native_corr"] > 0.99
     assert terms["team"]["native_corr"] < -0.9
     assert terms["far"]["native_corr"] < -0.25
-    assert evidence["explained"] > 0.999
+    assert evidence["explained"] > 0.999 and evidence["hybrid_step_std"] > 0.01  # it moves as the agents act
     assert evidence["features"][0] == {"std": 0.0, "row_leak": False}  # the constant column
     assert evidence["features"][1]["std"] > 0.1 and not evidence["features"][1]["row_leak"]
     assert checked_evidence(evidence) == evidence
@@ -91,7 +91,7 @@ def test_a_feature_that_reads_other_agents_rows_moves_when_they_leave_the_batch(
 
 
 def sound() -> dict:
-    return {"native_std": 0.3, "native_mean": -1.0, "explained": 1.0,
+    return {"native_std": 0.3, "native_mean": -1.0, "explained": 1.0, "hybrid_step_std": 0.2,
             "terms": {"task": {"mean": -1.0, "std": 0.3, "weight": 1.0, "native_corr": 1.0,
                                "penalty_corr": {"collisions": -0.4}}},
             "features": [{"std": 0.5, "row_leak": False}]}
@@ -126,3 +126,12 @@ def test_forged_evidence_is_refused_in_one_line(case: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)) as raised:
         checked_evidence(hostile(edit))
     assert "\n" not in str(raised.value)
+
+
+def test_a_reward_of_the_layout_alone_does_not_move_while_the_agents_act() -> None:
+    def hrf(reward, world):
+        layout = -world["landmark_pos"].amax(dim=-1).amin(dim=-1)  # [B]: landmarks never move
+        return layout[:, None].expand_as(reward).clone(), {"task": layout}
+
+    evidence = measured(hrf, lambda obs: obs)
+    assert evidence["hybrid_step_std"] == 0.0 and evidence["terms"]["task"]["std"] > 0.1  # varies across envs only
