@@ -237,7 +237,7 @@ def time_hooks(env: Any, enhancer: Any, shaper: Any, seed: int, potential: Any =
     """Fastest of VALIDATE_STEPS calls of each hook (POTENTIAL: on the state each step
     reached, when the candidate defines one) and of the env's own step, in seconds; RECORDER,
     when given, gets every step's tensors outside the timed calls (and, on the first step,
-    the OEF on the first half of the envs alone, for its leak check)."""
+    the OEF again and on the first half of the envs alone, for its leak check)."""
     import torch
 
     generator = torch.Generator().manual_seed(seed)
@@ -260,7 +260,7 @@ def time_hooks(env: Any, enhancer: Any, shaper: Any, seed: int, potential: Any =
             recorder.add_step(reward, hybrid, components, info)
             recorder.add_features(enhanced)
             if index == 0:
-                recorder.add_leak_check(enhanced, enhancer(obs[: max(1, env.n_envs // 2)]))
+                recorder.add_leak_check(enhanced, enhancer(obs), enhancer(obs[: max(1, env.n_envs // 2)]))
         if potential is not None:
             started = time.perf_counter()
             potential(env.world(), next_obs)  # Phi [B, N] of the state the slots are in now

@@ -77,15 +77,21 @@ class EvidenceRecorder:
         """enhanced [B, N, D + k]: its last k columns are the features."""
         self.features.append(enhanced[..., self.raw_dim:].flatten(0, -2).float())  # [B * N, k]
 
-    def add_leak_check(self, whole: torch.Tensor, part: torch.Tensor) -> None:
-        """whole [B, N, D + k] from the full batch, part [b, N, D + k] from its first b envs alone."""
+    def add_leak_check(self, whole: torch.Tensor, again: torch.Tensor, part: torch.Tensor) -> None:
+        """whole and again [B, N, D + k]: two calls on the full batch; part [b, N, D + k]: its
+        first b envs alone. A column that differs between the two full calls is random, which
+        says nothing of what it reads: no leak is claimed for it."""
         k = whole.shape[-1] - self.raw_dim
         if k == 0:
             self.leaks = torch.zeros(0, dtype=torch.bool)
             return
-        gap = (whole[: part.shape[0], :, self.raw_dim:] - part[..., self.raw_dim:]).abs().flatten(0, -2)  # [b*N, k]
         scale = whole[..., self.raw_dim:].abs().flatten(0, -2).amax(dim=0).clamp_min(1.0)  # [k]
-        self.leaks = gap.amax(dim=0) > LEAK_TOLERANCE * scale
+
+        def moved(other: torch.Tensor) -> torch.Tensor:  # [k]: the column changed beyond the tolerance
+            gap = (whole[: other.shape[0], :, self.raw_dim:] - other[..., self.raw_dim:]).abs().flatten(0, -2)
+            return gap.amax(dim=0) > LEAK_TOLERANCE * scale  # gap [rows, k]
+
+        self.leaks = moved(part) & ~moved(again)
 
     @staticmethod
     def _per_agent(value: torch.Tensor, shape: torch.Size) -> torch.Tensor:

@@ -37,7 +37,7 @@ def measured(hrf, oef) -> dict:
         recorder.add_step(reward, hybrid, components, info)
         recorder.add_features(enhanced)
         if index == 0:
-            recorder.add_leak_check(enhanced, oef(obs[:128]))
+            recorder.add_leak_check(enhanced, oef(obs), oef(obs[:128]))
         obs = next_obs
     return recorder.to_json()
 
@@ -88,6 +88,13 @@ def test_a_feature_that_reads_other_agents_rows_moves_when_they_leave_the_batch(
 
     evidence = measured(lambda reward, world: (reward, {"task": reward}), oef)
     assert [f["row_leak"] for f in evidence["features"]] == [True, True]
+
+
+def test_a_random_feature_is_no_leak() -> None:
+    """Noise differs between two calls on the same batch: that says nothing of what it reads."""
+    evidence = measured(lambda reward, world: (reward, {"task": reward}),
+                        lambda obs: torch.cat([obs, torch.rand(*obs.shape[:-1], 1)], dim=-1))
+    assert evidence["features"][0]["row_leak"] is False and evidence["features"][0]["std"] > 0.1
 
 
 def sound() -> dict:
