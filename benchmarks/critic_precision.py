@@ -5,6 +5,9 @@ the critic's rubric (`agents/prompts/critic_rubric.md`) planted each, as express
 (rendered by lero, as `--design expression` makes them) and as code modules. Every arm reviews
 every design once:
 - `static`: the gate alone (`Critic(None)`: the contract's and the critic's static rules);
+- `evidence` (with `--evidence`): the gate, then the evidence rules on the design's validation
+  rollout (`agents.evidence_rules`), run in the sandbox (`--sandbox`, process by default, as
+  `benchmarks.debugger_repair`) as a run validates it: what a run sends back before training;
 - each `--arm MODEL=BASE_URL`: the structured, evidence-bound critic of a run in expression
   mode (`Critic(model, structured=True)`, temperature 0).
 
@@ -14,7 +17,8 @@ designs that carry a flaw / rejected designs; recall: flawed designs rejected / 
 designs; `named`: rejections whose evidence names the planted rubric item.
 
     python -m benchmarks.critic_precision --arm smollm2-135m=http://127.0.0.1:8091/v1 \
-        [--arm gemma3-270m=URL] [--set FILE] [--context-tokens 2048] [--out results.json]
+        [--arm gemma3-270m=URL] [--evidence [--sandbox process|docker]] [--set FILE] [--context-tokens 2048]
+        [--out results.json]
 """
 
 from __future__ import annotations
@@ -29,16 +33,21 @@ from pathlib import Path
 from lero.agents import LLMConfig, LLMError, make_team
 from lero.agents.critic import Critic
 from lero.agents.evidence import rubric_items
+from lero.agents.evidence_rules import evidence_points
 from lero.agents.expression.expression_design import parse_design
 from lero.agents.expression.parse import ExpressionError
 from lero.agents.expression.render import render_module
-from lero.agents.records import Problem, Review
+from lero.agents.records import Problem, Review, code_digest
 from lero.graph.configuration import RunSpec
 from lero.graph.context import problem
+from lero.graph.nodes.validate import error_text
+from lero.graph.trust import job_env
+from lero.sandbox import VALIDATE, Job, Sandbox, get_sandbox
 
 SET_PATH = Path(__file__).parent / "data" / "critic_set.json"
 REJECTIONS = ("revise", "reject")
 STATIC = "static"
+EVIDENCE = "evidence"
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,7 @@ class Labelled:
     code: str
     flaw: str | None
     target: str | None
+    spec: RunSpec  # the run the design would be a candidate of (its env's arguments)
 
 
 def load_set(path: Path = SET_PATH) -> list[Labelled]:
@@ -60,8 +70,9 @@ def load_set(path: Path = SET_PATH) -> list[Labelled]:
     for raw in json.loads(path.read_text())["designs"]:
         name, flaw, target = raw["id"], raw.get("flaw"), raw.get("target")
         given = {"env_kwargs": raw["env_kwargs"]} if "env_kwargs" in raw else {}  # a task's own arguments
+        spec = RunSpec(env=raw["task"], **given)
         key = (raw["task"], json.dumps(given, sort_keys=True))
-        task = tasks.get(key) or tasks.setdefault(key, problem(RunSpec(env=raw["task"], **given), None))
+        task = tasks.get(key) or tasks.setdefault(key, problem(spec, None))
         if "expression" in raw:
             try:
                 design = parse_design(raw["expression"], task.task_spec.metric_names)
@@ -76,7 +87,7 @@ def load_set(path: Path = SET_PATH) -> list[Labelled]:
             raise ValueError(f"{name}: flaw {flaw!r} needs a rubric item ({', '.join(rubric_items())}) and a target")
         if not present:
             raise ValueError(f"{name}: target {target!r} is not in the design")
-        items.append(Labelled(name, task, code, flaw, target))
+        items.append(Labelled(name, task, code, flaw, target, spec))
     return items
 
 
@@ -108,8 +119,36 @@ def score(items: list[Labelled], reviews: list[Review]) -> dict:
     }
 
 
-def run_arm(critic: Critic, items: list[Labelled], progress: Callable[[dict], None] = lambda arm: None) -> dict:
-    """The arm's score over the designs its critic answered (`unanswered`: those whose request
+Reviewer = Callable[[Labelled], Review]  # one arm's verdict on a labelled design
+
+
+def critic_reviewer(critic: Critic) -> Reviewer:
+    return lambda item: critic.review(item.task, item.code)
+
+
+def evidence_reviewer(sandbox: Sandbox) -> Reviewer:
+    """The gate, then the design's validation rollout in SANDBOX read by the evidence rules:
+    a revise with the points as evidence, else accept (a design that fails validation is
+    `invalid`, no rejection of the critic's)."""
+    gate = Critic(None)
+
+    def review(item: Labelled) -> Review:
+        static = gate.review(item.task, item.code)
+        if static.verdict != "accept":
+            return static
+        result = sandbox.run_job(Job(kind=VALIDATE.name, code=item.code, env=job_env(item.spec, None),
+                                     algo=item.spec.algo, seed=0))
+        if result.status != "ok":
+            return Review(verdict="accept", points=[f"invalid: {error_text(result)}"], text="", by=EVIDENCE)
+        points = evidence_points(item.task, item.code, result.evidence)
+        return Review(verdict="revise" if points else "accept", points=[p.line() for p in points], text="",
+                      code_sha=code_digest(item.code), by=EVIDENCE, evidence=tuple(points))
+
+    return review
+
+
+def run_arm(review: Reviewer, items: list[Labelled], progress: Callable[[dict], None] = lambda arm: None) -> dict:
+    """The arm's score over the designs its reviewer answered (`unanswered`: those whose request
     failed, a server too slow or gone); `progress` gets it after each design."""
     started = time.monotonic()
     answered: list[tuple[Labelled, Review]] = []
@@ -122,7 +161,7 @@ def run_arm(critic: Critic, items: list[Labelled], progress: Callable[[dict], No
 
     for item in items:
         try:
-            answered.append((item, critic.review(item.task, item.code)))
+            answered.append((item, review(item)))
         except LLMError:
             unanswered.append(item.id)
         progress(scored())
@@ -153,18 +192,23 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arm", action="append", default=[], metavar="MODEL=BASE_URL",
                         help="a model's critic (repeatable); the static rules are always an arm")
+    parser.add_argument("--evidence", action="store_true", help="add the evidence rules' arm (validation rollouts)")
+    parser.add_argument("--sandbox", default="process", choices=("process", "docker"), help="where --evidence validates")
     parser.add_argument("--set", type=Path, default=SET_PATH, help="the labelled designs (JSON)")
     parser.add_argument("--context-tokens", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=None, help="seconds per LLM request")
     parser.add_argument("--out", type=Path, default=None, help="the results as JSON")
     args = parser.parse_args(argv)
     items = load_set(args.set)
-    critics = {STATIC: Critic(None)}
+    critics = {STATIC: critic_reviewer(Critic(None))}
     for arm in args.arm:
         model, sep, url = arm.partition("=")
         if not sep or not model or not url:
             parser.error(f"--arm {arm!r}: expected MODEL=BASE_URL")
-        critics[model] = model_critic(model, url, args.context_tokens, args.timeout)
+        critics[model] = critic_reviewer(model_critic(model, url, args.context_tokens, args.timeout))
+    sandbox = get_sandbox(args.sandbox) if args.evidence else None
+    if sandbox is not None:
+        critics[EVIDENCE] = evidence_reviewer(sandbox)
     arms: dict[str, dict] = {}
 
     def keep(name: str, arm: dict) -> None:
@@ -172,9 +216,13 @@ def main(argv: list[str] | None = None) -> dict:
         if args.out is not None:
             args.out.write_text(json.dumps({"set": str(args.set), "arms": arms}, indent=1) + "\n")
 
-    for name, critic in critics.items():
-        keep(name, run_arm(critic, items, lambda arm, name=name: keep(name, arm)))
-        print(f"{name}: precision {arms[name]['precision']}, recall {arms[name]['recall']}", flush=True)
+    try:
+        for name, review in critics.items():
+            keep(name, run_arm(review, items, lambda arm, name=name: keep(name, arm)))
+            print(f"{name}: precision {arms[name]['precision']}, recall {arms[name]['recall']}", flush=True)
+    finally:
+        if sandbox is not None:
+            sandbox.close()
     print()
     print(table(arms))
     return {"set": str(args.set), "arms": arms}

@@ -74,6 +74,7 @@ class Candidate(TypedDict, total=False):
     debug_attempts: int  # debugger repairs so far
     debug_history: list[list[str]]  # [[code, error], ...] fed back to the debugger
     error: str | None  # latest validation error text
+    measured: list[dict[str, str]]  # rubric points its latest validation rollout showed (agents.evidence_rules)
     human: str | None  # the human's decision once given: approve / edit / comment
     human_comment: str | None
     previous: dict[str, Any] | None  # code, review, origin before a human edit (restored if the gate stops it)

@@ -316,6 +316,7 @@ def summarize(run: RunFiles) -> dict:
         "generations": _generation_rows(run),
         "design": design_modes(run.events),
         "verdicts": critic_verdicts(run.events),
+        "measured": measured_points(run.events),
         "lineage": _elite_lineage(run),
         "llm": _llm_usage(run),
         "env_steps": int(env_steps) if is_number(env_steps) else None,
@@ -331,6 +332,26 @@ def design_modes(events: list[dict]) -> dict[str, str]:
     """Candidate id -> how its last code was designed (`agents.records.design_mode`)."""
     return {e["candidate_id"]: design_mode(e["origin"]) for e in events
             if e.get("event") == "candidate" and isinstance(e.get("origin"), str) and e.get("candidate_id")}
+
+
+MEASURED_KEYS = ("target", "rubric_item", "why")
+MAX_MEASURED = 16  # points kept per candidate
+
+
+def measured_points(events: list[dict]) -> dict[str, list[dict]]:
+    """Candidate id -> the rubric points its validation rollouts showed (`measured` events,
+    `agents.evidence_rules`), each with `revised`: whether they sent it to revision. Read
+    from the run directory, so only string fields of the declared keys are kept."""
+    points: dict[str, list[dict]] = {}
+    for event in events:
+        if event.get("event") != "measured" or not isinstance(event.get("candidate_id"), str):
+            continue
+        kept = points.setdefault(event["candidate_id"], [])
+        for point in event.get("points") if isinstance(event.get("points"), list) else []:
+            if isinstance(point, dict) and all(isinstance(point.get(k), str) for k in MEASURED_KEYS):
+                kept.append({**{k: point[k] for k in MEASURED_KEYS}, "revised": event.get("revised") is True})
+        del kept[MAX_MEASURED:]
+    return points
 
 
 def critic_verdicts(events: list[dict]) -> dict[str, dict[str, int]]:

@@ -19,8 +19,9 @@ HANDLERS_MODULE = "lero.sandbox.jobs"
 DESCRIBE = register_kind(JobKind("describe", f"{HANDLERS_MODULE}:describe", result_fields=frozenset({"info"}),
                                           label="description"))
 # both hooks on real env batches; near the LLM loop, so never on a cluster node
+# and what they did on that rollout, measured: the critic's evidence (training.rollout_evidence)
 VALIDATE = register_kind(JobKind("validate", f"{HANDLERS_MODULE}:validate", on_cluster=False,
-                                          label="validation"))
+                                          result_fields=frozenset({"evidence"}), label="validation"))
 TRAIN = register_kind(JobKind(
     "train", f"{HANDLERS_MODULE}:train",
     # eval_seed: carried for the evaluation that follows (graph.protocol's combined key)

@@ -37,6 +37,7 @@ from lero.sandbox.oef_worker import (
 from lero.sandbox.tracebacks import error_dict, raised_in_candidate, register_source
 from lero.sandbox.types import Job
 from lero.training.defaults import EVAL_SEED
+from lero.training.rollout_evidence import EvidenceRecorder, penalty_signals
 
 POLICY_SUBDIR = "policy"
 CHECKPOINT_PREFIX = "step-"  # policy/step-<env steps>/: an interval checkpoint
@@ -202,7 +203,8 @@ def validate(job: Job, inside: Inside) -> dict[str, Any]:
     enhancer = ObservationEnhancer(hooks.enhance_observation, env.obs_dim)
     shaper = RewardShaper(hooks.hybrid_reward, env.task.metric_names)
     potential = None if hooks.potential is None else PotentialCheck(hooks.potential)
-    seconds, enhanced, components = time_hooks(env, enhancer, shaper, job.seed, potential)
+    recorder = EvidenceRecorder(env.obs_dim, penalty_signals(env.task))
+    seconds, enhanced, components = time_hooks(env, enhancer, shaper, job.seed, potential, recorder)
     if slowest_ratio(seconds)[1] > MAX_STEP_RATIO:  # machine noise: measure once more
         again, enhanced, components = time_hooks(env, enhancer, shaper, job.seed, potential)
         seconds = {name: min(first, again[name]) for name, first in seconds.items()}
@@ -226,13 +228,16 @@ def validate(job: Job, inside: Inside) -> dict[str, Any]:
         "curves": {},
         "reflection_stats": {},
         "components": sorted(components),
+        "evidence": recorder.to_json(),
     }
 
 
-def time_hooks(env: Any, enhancer: Any, shaper: Any, seed: int,
-               potential: Any = None) -> tuple[dict[str, float], Any, dict]:
+def time_hooks(env: Any, enhancer: Any, shaper: Any, seed: int, potential: Any = None,
+               recorder: EvidenceRecorder | None = None) -> tuple[dict[str, float], Any, dict]:
     """Fastest of VALIDATE_STEPS calls of each hook (POTENTIAL: on the state each step
-    reached, when the candidate defines one) and of the env's own step, in seconds."""
+    reached, when the candidate defines one) and of the env's own step, in seconds; RECORDER,
+    when given, gets every step's tensors outside the timed calls (and, on the first step,
+    the OEF again and on the first half of the envs alone, for its leak check)."""
     import torch
 
     generator = torch.Generator().manual_seed(seed)
@@ -246,11 +251,16 @@ def time_hooks(env: Any, enhancer: Any, shaper: Any, seed: int,
         seconds["enhance_observation"].append(time.perf_counter() - started)
         actions = env.random_actions(generator)  # [B, N], valid for every agent
         started = time.perf_counter()
-        next_obs, reward, done, _ = env.step(actions)
+        next_obs, reward, done, info = env.step(actions)
         seconds["env_step"].append(time.perf_counter() - started)
         started = time.perf_counter()
-        _, components = shaper(obs, next_obs, actions, reward, env.world(), step, index / VALIDATE_STEPS)
+        hybrid, components = shaper(obs, next_obs, actions, reward, env.world(), step, index / VALIDATE_STEPS)
         seconds["hybrid_reward"].append(time.perf_counter() - started)
+        if recorder is not None:
+            recorder.add_step(reward, hybrid, components, info)
+            recorder.add_features(enhanced)
+            if index == 0:
+                recorder.add_leak_check(enhanced, enhancer(obs), enhancer(obs[: max(1, env.n_envs // 2)]))
         if potential is not None:
             started = time.perf_counter()
             potential(env.world(), next_obs)  # Phi [B, N] of the state the slots are in now

@@ -27,6 +27,7 @@ from lero.sandbox.seal import is_sealed
 from lero.sandbox.types import JOB_STATUSES, JobResult, Outputs, kind_of
 from lero.training.defaults import MAX_EVAL_EPISODES
 from lero.training.policy import POLICY_FILE
+from lero.training.rollout_evidence import checked_evidence
 
 MAX_RESULT_BYTES = 16 * 2**20
 MAX_POLICY_BYTES = 64 * 2**20
@@ -97,6 +98,8 @@ def _check_schema(data: Any, kind: str) -> JobResult:
         raise ValueError("'elapsed_s' must be a finite number >= 0")
     declared = {"info": data.get("info", {}), "episodes": episodes, "trajectories": trajectories,
                 "fitness": None if fitness is None else float(fitness)}  # fmt: skip
+    if "evidence" in kind_of(kind).result_fields:  # measured next to candidate code: checked, or none
+        declared["evidence"] = checked_evidence(data["evidence"]) if "evidence" in data else {}
     return JobResult(
         status=data["status"],
         error=error,

@@ -111,7 +111,7 @@ class GroupMember:
 OPTIONAL_FIELDS = ("policy_dir", "eval_seed", "checkpoint_every", "stop_at", "resume_dir", "record_episodes", "group")
 MEMBER_FIELDS = ("eval_seed", "resume_dir", "policy_dir")  # set per seed in a group (GroupMember)
 # What every result carries; a kind declares the rest (`JobKind.result_fields`)
-RESULT_FIELDS = ("info", "episodes", "trajectories", "fitness")
+RESULT_FIELDS = ("info", "episodes", "trajectories", "fitness", "evidence")
 CACHE_FIELDS = ("env", "algo", "steps", "hparams", "n_envs", "eval_episodes")  # a kind's default cache key
 _KIND_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")  # also the file name of a shipped kind module
 
@@ -348,6 +348,7 @@ class JobResult:
     info: dict = field(default_factory=dict)  # describe: the env's facts (registry.describe_env)
     episodes: dict = field(default_factory=dict)  # evaluate: metric -> its value in each episode
     trajectories: dict = field(default_factory=dict)  # evaluate with record_episodes: training.EpisodeTrace's
+    evidence: dict = field(default_factory=dict)  # validate: the rollout's measurements (training.rollout_evidence)
 
     def __post_init__(self) -> None:
         require(

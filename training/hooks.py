@@ -158,13 +158,16 @@ class RewardShaper:
             raise HookError(self.hook, "must return a tuple (rewards [B, N], components dict)")
         rewards, components = output
         batch, n_agents = env_reward.shape
+        # the terms first: a non-finite reward is then named by its first non-finite term
+        # (`component 'x' contains NaN or inf`), which is the slot the debugger must see
+        checked = self._check_components(components, batch, n_agents)
         rewards = _check_float_tensor(self.hook, "rewards", rewards)
         if rewards.shape != (batch, n_agents):
             raise HookError(
                 self.hook,
                 f"rewards must have shape [B, N] = [{batch}, {n_agents}], got {list(rewards.shape)}",
             )
-        return rewards, self._check_components(components, batch, n_agents)
+        return rewards, checked
 
     def _check_components(
         self, components: Any, batch: int, n_agents: int

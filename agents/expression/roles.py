@@ -10,6 +10,7 @@ then sends the module through the gate and validation like any repair.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from lero.agents.debugger import HISTORY_SHOWN, UNCHANGED, Debugger
@@ -207,12 +208,19 @@ class ExpressionDebugger:
 HOOK_KINDS = {"hybrid_reward": "term", "potential": POTENTIAL, "enhance_observation": "feature"}  # function -> slots
 
 
+NAMED_COMPONENT = re.compile(r"component '([^']+)'")  # how training.hooks names a failing term
+
+
 def failing_slots(design: ExpressionDesign, code: str, error: str) -> list[Slot]:
-    """The slots the error may be about: the one on the traceback's line, else those of the
-    function it names (a non-finite value has no line), else all of them."""
+    """The slots the error may be about: the one on the traceback's line, else the term whose
+    component it names (a non-finite term has no line, validation names it), else those of
+    the function it names, else all of them."""
     label = slot_at(code, error)
     if label is not None and (slot := design.slot(label)) is not None:
         return [slot]
+    named = {m[1] for m in NAMED_COMPONENT.finditer(error)}
+    if terms := [slot for slot in design.of("term") if slot.name in named]:
+        return terms
     for function, kind in HOOK_KINDS.items():
         if function in error and (slots := design.of(kind)):
             return slots

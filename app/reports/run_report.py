@@ -202,6 +202,19 @@ def human_markdown(events: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def measured_markdown(measured: dict[str, list[dict]]) -> list[str]:
+    """The "Measured evidence" section: the rubric points candidates' validation rollouts
+    showed (nothing when none did)."""
+    if not measured:
+        return []
+    lines = ["", "## Measured evidence", "", "Rubric points read off each candidate's validation rollout "
+             "(`agents.evidence_rules`); `revised`: they sent it back to the designer.", "",
+             "| candidate | target | rubric item | why | revised |", "|---|---|---|---|---|"]
+    lines += [f"| `{cid}` | {_cell(p['target'])} | {_cell(p['rubric_item'])} | {_cell(p['why'])} | {'yes' if p['revised'] else 'no'} |"
+              for cid, points in measured.items() for p in points]
+    return lines
+
+
 def verdicts_markdown(verdicts: dict[str, dict[str, int]]) -> list[str]:
     """The "Critic verdicts" section: each model's LLM verdicts (nothing when no LLM reviewed)."""
     if not verdicts:
@@ -297,6 +310,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, tuple[Path, s
         lines.append(f"| `{c.candidate_id}` | {modes.get(c.candidate_id, '—')} | {c.status} | {spread_text(c.result)} | {shown} |")
     lines += shaping_markdown(run, success)
     lines += verdicts_markdown(summary.get("verdicts") or {})
+    lines += measured_markdown(summary.get("measured") or {})
     lines += human_markdown(run.events)
     lines += time_markdown(summary)
     lines += lineage_markdown(summary.get("lineage") or [])

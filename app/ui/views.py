@@ -126,7 +126,8 @@ def run_view(run: RunFiles) -> dict[str, Any]:
         "status": summary["status"], "shown": run_status(run, summary["status"]), "best": best,
         "candidates": [{"id": c.candidate_id, "generation": c.generation, "status": c.status,
                         "fitness": c.fitness, "stopped_at": c.stopped_at, "shaping": shaping_kind(c.result),
-                        "hollow": hollow_note(c.result, success)}
+                        "hollow": hollow_note(c.result, success),
+                        "measured": summary["measured"].get(c.candidate_id, [])}
                        for c in run.candidates],
         "pending": (pending := pending_question(run)),
         "cards": decision_cards(pending),

@@ -17,7 +17,8 @@ from lero.graph.stages import CandidateStage, register_stage
 for _stage in (
     CandidateStage("review", critique, rounds=lambda spec: 1 + spec.critic_rounds),
     CandidateStage("revise", revise, beside="review", rounds=lambda spec: spec.critic_rounds),
-    CandidateStage("validate", validate, after="review"),
+    # a measured revision (graph.nodes.validate) sends a candidate back through validation once per critic round
+    CandidateStage("validate", validate, after="review", rounds=lambda spec: 1 + spec.critic_rounds),
     CandidateStage("debug", debug, beside="validate"),
     CandidateStage("ready", approve_candidates, after="validate"),
 ):

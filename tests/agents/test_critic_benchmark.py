@@ -111,3 +111,23 @@ def test_bare_rejects_are_no_judgement_and_rejecting_everything_scores_the_base_
     assert (arm["rejected"], arm["true_rejections"], arm["false_rejections"]) == (len(items), flawed, len(items) - flawed)
     assert arm["precision"] == pytest.approx(flawed / len(items)) and arm["recall"] == 1.0
     assert arm["named"] == sum(i.flaw == "drowning-weight" for i in items)
+
+
+@pytest.mark.slow
+def test_the_evidence_rules_catch_every_planted_flaw_and_no_sound_design(tmp_path: Path, items) -> None:
+    """The `evidence` arm: each design validated in the process sandbox, its rollout read by
+    `agents.evidence_rules`. Every rule fires on its planted design, naming the planted item,
+    and none fires on the sound ones (the static rules alone catch none)."""
+    out = tmp_path / "critic.json"
+    critic_precision.main(["--evidence", "--out", str(out)])
+    arms = json.loads(out.read_text())["arms"]
+    arm = arms[critic_precision.EVIDENCE]
+    flawed = sum(i.flaw is not None for i in items)
+    assert arms[STATIC]["recall"] == 0.0
+    assert (arm["precision"], arm["recall"], arm["named"], arm["false_rejections"]) == (1.0, 1.0, flawed, 0)
+    for item in items:
+        verdict = arm["per_item"][item.id]
+        if item.flaw is None:
+            assert verdict["verdict"] == "accept" and verdict["points"] == [], item.id
+        else:
+            assert any(f"[{item.flaw}]" in line for line in verdict["points"]), (item.id, verdict["points"])

@@ -287,7 +287,7 @@ def test_the_critics_schema_names_the_designs_targets_and_the_rubric_items() -> 
     point = schema["properties"]["points"]["items"]["properties"]
     assert point["target"]["enum"] == ["team_coverage", "collision", "nearest_landmark"]
     assert point["rubric_item"]["enum"] == ["rewards-penalised", "team-sign", "constant-feature", "drowning-weight",
-                                            "unobservable-feature", "not-invariant"]
+                                            "unobservable-feature", "not-invariant", "drops-task"]
 
 
 @pytest.mark.parametrize("reply", [

@@ -15,7 +15,7 @@ from lero.graph.summary import load_run
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 REPORT_KEYS = {
     "run_id", "status", "stop_reason", "baseline", "best", "generations", "lineage", "llm", "env_steps", "wall_s",
-    "time", "schedule", "confirmation", "design", "verdicts",
+    "time", "schedule", "confirmation", "design", "verdicts", "measured",
 }  # fmt: skip
 
 CANDIDATE_CODE = """import torch
@@ -234,3 +234,22 @@ def test_corrupt_result_json_names_the_file(tmp_path: Path) -> None:
     (run / "candidates" / "0-0" / "result.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"0-0.result\.json"):
         write_report(run)
+
+
+def test_measured_points_keep_only_string_fields_from_the_events() -> None:
+    """events.jsonl is read from a run directory: a `measured` event's points are kept only
+    as the strings of their declared keys, at most MAX_MEASURED a candidate."""
+    from lero.graph.summary import MAX_MEASURED, measured_points
+
+    good = {"target": "term far", "rubric_item": "rewards-penalised", "why": "correlates -0.35"}
+    events = [
+        {"event": "measured", "candidate_id": "0-0", "points": [good, {**good, "why": 3}, "x", {**good, "extra": 1}],
+         "revised": True},
+        {"event": "measured", "candidate_id": "0-1", "points": "not a list"},
+        {"event": "measured", "candidate_id": 7, "points": [good]},
+        {"event": "measured", "candidate_id": "0-2", "points": [good] * (MAX_MEASURED + 5), "revised": "yes"},
+    ]
+    measured = measured_points(events)
+    assert measured["0-0"] == [{**good, "revised": True}, {**good, "revised": True}]
+    assert measured["0-1"] == [] and 7 not in measured
+    assert len(measured["0-2"]) == MAX_MEASURED and measured["0-2"][0]["revised"] is False

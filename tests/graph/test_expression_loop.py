@@ -21,7 +21,8 @@ BROKEN = "term near: 1 constant = env_reward / (obs[0] - obs[0])\nfeature speed 
 REPAIR = "term near: 1 constant = env_reward / (1 + norm(obs_self_vel, xy))"
 
 
-def server_script(debugger_replies: list[str]):
+def server_script(debugger_replies: list[str], design: str = BROKEN):
+    """The critic accepts, the designer answers DESIGN, the debugger DEBUGGER_REPLIES in turn."""
     replies = iter(debugger_replies)
 
     def reply(request: dict) -> Reply:
@@ -33,7 +34,7 @@ def server_script(debugger_replies: list[str]):
             return Reply(content='{"answer": "yes"}')  # the structured-output probe
         if "the debugger" in request["messages"][0]["content"]:
             return Reply(content=next(replies))
-        return Reply(content=BROKEN)
+        return Reply(content=design)
 
     return reply
 
