@@ -32,6 +32,7 @@ NOT_JSON = "not JSON"  # failure kinds of a structured reply (the start of Draft
 OUTSIDE_SCHEMA = "outside the schema"
 ORIGIN = "designer:structured"
 REPEAT_ASKS = 1  # more requests for a slot whose replies only repeated a known design
+MUTATION_ORIGIN = ORIGIN + "+mutation"  # a repeated design, mutated by the offline designer
 MAX_ELITES_IN_PROMPT = 2
 FENCED_JSON = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 
@@ -150,12 +151,16 @@ class StructuredDesigner:
 
     def sample(self, task: Problem, schema: DesignSchema, elites: list[Elite], reflection: str,
                feedback: str | None, refine: Elite | None, wanted: int, known: set[str]) -> list[Draft]:
-        """`wanted` structured drafts from one prompt (designs in `known` dropped). Replies that
-        only repeat a known design are asked for again once, naming it: a small model copies
-        the exploit slot's example (the elite itself), and a dropped repeat leaves its slot
-        empty (SmolLM2-135M: 2 of generation 1's 4 slots in a default run)."""
+        """`wanted` structured drafts from one prompt (designs in `known` dropped).
+
+        A small model copies what it is shown (SmolLM2-135M answered 2 of a default run's 4
+        generation-1 slots with the elite or with its other reply, and both slots stayed
+        empty). So replies that only repeat a known design are asked for again once, naming
+        them, and a slot still short then gets a grammar mutation of the repeated design
+        (origin `MUTATION_ORIGIN`: the model's choice, changed by the offline designer)."""
         values = self.values(task, schema, elites, reflection, feedback, refine)
         drafts: list[Draft] = []
+        repeated: list[str] = []  # the modules the replies repeated, in order
         for _ in range(1 + REPEAT_ASKS):
             try:
                 prompt = self.model.fit("designer", render("designer_structured_system"), "designer_structured_user",
@@ -166,14 +171,29 @@ class StructuredDesigner:
             except PromptTooLarge as error:  # nothing of the design request can be left out
                 raise LLMError(str(error)) from None
             made = [design_draft(r.text, r.cut_off, schema, ORIGIN) for r in replies]
-            repeats = [json.dumps(schema.object_of(d.code)) for d in made
-                       if d.code is not None and _design_line(d.code) in known]
-            drafts += fresh_drafts(made, _design_line, known, refine)
+            kept = fresh_drafts(made, _design_line, known, refine)
+            repeats = [d.code for d in made if d.code is not None]  # less the kept: the dropped ones
+            for draft in kept:
+                if draft.code is not None:
+                    repeats.remove(draft.code)
+            drafts += kept
             if not repeats or len(drafts) >= wanted:
                 break
+            repeated = list(dict.fromkeys(repeated + repeats))
+            objects = "\n".join(json.dumps(schema.object_of(code)) for code in repeated)
             values = {**values, "instruction": values["instruction"] + "\n\n"
-                      + render("designer_structured_repeat", designs="\n".join(dict.fromkeys(repeats)))}
+                      + render("designer_structured_repeat", designs=objects)}
+        else:
+            drafts += self.mutations(task, repeated, wanted - len(drafts), known, refine)
         return drafts
+
+    def mutations(self, task: Problem, repeated: list[str], wanted: int, known: set[str],
+                  refine: Elite | None) -> list[Draft]:
+        """Up to `wanted` new designs, each the offline designer's mutation of a repeated one."""
+        parents = [Elite(f"repeat-{i}", code, 0.0) for i, code in enumerate(repeated)]
+        children = self.examples.design(task, wanted, parents, "", exploit=wanted)
+        return fresh_drafts([replace(c, origin=MUTATION_ORIGIN, error=None) for c in children if c.code],
+                            _design_line, known, refine)[:wanted]
 
     def values(self, task: Problem, schema: DesignSchema, elites: list[Elite], reflection: str,
                feedback: str | None, refine: Elite | None) -> dict[str, object]:

@@ -28,7 +28,7 @@ from lero.agents.offline.genome import genome_of
 from lero.agents.offline.schema import WEIGHT_MAX, design_schema, schema_errors
 from lero.agents.probe import PROBE_SCHEMA
 from lero.agents.records import Problem
-from lero.agents.structured import NOT_JSON, OUTSIDE_SCHEMA, StructuredDesigner, parse_object
+from lero.agents.structured import MUTATION_ORIGIN, NOT_JSON, OUTSIDE_SCHEMA, StructuredDesigner, parse_object
 from lero.graph.configuration import RunSpec
 from lero.graph.context import problem
 from lero.graph.trust import confirm_env, job_env
@@ -248,8 +248,22 @@ def test_a_reply_that_repeats_a_trained_design_is_asked_for_again_once_naming_it
     assert design_schema(SPREAD).object_of(draft.code) == changed and draft.parents == ("0-1",)
     asked_again = openai_server.requests[-1]["messages"][-1]["content"]
     assert "repeated a design" in asked_again and json.dumps(GOOD) in asked_again
-    assert designer.design(SPREAD, 1, [elite], "", exploit=1) == []  # asked once more only
+    [mutated] = designer.design(SPREAD, 1, [elite], "", exploit=1)  # a repeat again: asked once more only,
     assert sum("repeated a design" in r["messages"][-1]["content"] for r in openai_server.requests) == 2
+    assert mutated.origin == MUTATION_ORIGIN and mutated.parents == ("0-1",)  # then the repeat is mutated
+    assert design_schema(SPREAD).object_of(mutated.code) not in (GOOD, changed)
+
+
+def test_two_equal_replies_to_one_request_count_as_a_repeat(openai_server) -> None:
+    other = {**GOOD, "shaping": {"collision": {"weight": 0.2, "schedule": "ramp_up"}}}
+    answers = iter([GOOD, GOOD, other])
+    openai_server.script = lambda request: (
+        llama_cpp_python(request) if (request.get("response_format") or {}).get("schema") == PROBE_SCHEMA
+        or (request.get("response_format") or {}).get("type") == "json_schema"
+        else Reply(content=[json.dumps(next(answers)) for _ in range(request.get("n") or 1)]))
+    drafts = make_team(llm_config(openai_server, design="structured")).designer.design(SPREAD, 2, [], "")
+    assert [design_schema(SPREAD).object_of(d.code) for d in drafts] == [GOOD, other]
+    assert "repeated a design" in openai_server.requests[-1]["messages"][-1]["content"]
 
 
 def test_an_elites_long_statistics_are_shortened_to_fit_a_small_window(openai_server) -> None:
