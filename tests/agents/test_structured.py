@@ -28,7 +28,13 @@ from lero.agents.offline.genome import genome_of
 from lero.agents.offline.schema import WEIGHT_MAX, design_schema, schema_errors
 from lero.agents.probe import PROBE_SCHEMA
 from lero.agents.records import Problem
-from lero.agents.structured import MUTATION_ORIGIN, NOT_JSON, OUTSIDE_SCHEMA, StructuredDesigner, parse_object
+from lero.agents.structured import (
+    MUTATION_ORIGIN,
+    NOT_JSON,
+    OUTSIDE_SCHEMA,
+    StructuredDesigner,
+    parse_object,
+)
 from lero.graph.configuration import RunSpec
 from lero.graph.context import problem
 from lero.graph.trust import confirm_env, job_env
@@ -171,14 +177,15 @@ def test_the_probe_finds_the_form_the_server_takes_once_and_sends_the_schema_in_
     drafts = team.designer.design(SPREAD, 2, [], "")
     review = team.critic.review(SPREAD, drafts[0].code or "")
     forms = [(r.get("response_format") or {}).get("type") for r in openai_server.requests]
-    assert forms == ["json_schema", "json_object", "json_object", "json_object"]  # probed once, 500 not retried
+    # probed once (500 not retried); the design, its repeat asked again, the review
+    assert forms == ["json_schema", "json_object", "json_object", "json_object", "json_object"]
     sent = openai_server.requests[2]["response_format"]["schema"]
     assert sent == design_schema(SPREAD).schema
-    assert [d.origin for d in drafts] == ["designer:structured"] and drafts[0].code  # the duplicate was dropped
+    assert [d.origin for d in drafts] == ["designer:structured", MUTATION_ORIGIN] and drafts[0].code  # repeat mutated
     assert genome_of(drafts[0].code).to_json() == genome_of(design_schema(SPREAD).render(GOOD)).to_json()
     assert check_candidate(drafts[0].code, state_names(SPREAD)) == []
     assert review.verdict == "accept" and review.points == []
-    assert [c["role"] for c in calls] == ["probe", "probe", "designer", "critic"]
+    assert [c["role"] for c in calls] == ["probe", "probe", "designer", "designer", "critic"]
     assert calls[2]["response_format"] == "json_object"
 
 
