@@ -101,14 +101,16 @@ class Review:
     evidence: tuple[Point, ...] = ()
 
 
+MUTATED = "+mutation"  # an origin's suffix: the model's design, changed by the offline designer's mutation
+
+
 def design_mode(origin: str) -> str:
     """How a candidate's code was designed, from its Draft origin: `structured` (a schema'd
     JSON design, rendered), `expression` (expressions under the task's grammar, rendered),
-    `edit` (a changed complete module), `offline`, `human`, else `code`."""
-    for mode in ("structured", "expression", "edit", "offline", "human"):
-        if mode in origin:
-            return mode
-    return "code"
+    `edit` (a changed complete module), `offline`, `human`, else `code`; with `MUTATED`
+    after it where the offline designer mutated the model's design."""
+    mode = next((m for m in ("structured", "expression", "edit", "offline", "human") if m in origin), "code")
+    return mode + MUTATED if origin.endswith(MUTATED) else mode
 
 
 def exploit_parents(elites: list[Elite], slots: int, limit: int) -> list[Elite]:

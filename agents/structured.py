@@ -24,7 +24,7 @@ from lero.agents.fit import PromptTooLarge
 from lero.agents.llm import ChatModel
 from lero.agents.offline.designer import OfflineDesigner
 from lero.agents.offline.schema import DesignSchema, design_schema, schema_errors
-from lero.agents.records import Draft, Elite, Problem, Review, request_slots
+from lero.agents.records import MUTATED, Draft, Elite, Problem, Review, request_slots
 from lero.agents.retry import LLMError
 from lero.agents.templates import render
 
@@ -32,7 +32,7 @@ NOT_JSON = "not JSON"  # failure kinds of a structured reply (the start of Draft
 OUTSIDE_SCHEMA = "outside the schema"
 ORIGIN = "designer:structured"
 REPEAT_ASKS = 1  # more requests for a slot whose replies only repeated a known design
-MUTATION_ORIGIN = ORIGIN + "+mutation"  # a repeated design, mutated by the offline designer
+MUTATION_ORIGIN = ORIGIN + MUTATED  # a repeated design, mutated by the offline designer
 MAX_ELITES_IN_PROMPT = 2
 FENCED_JSON = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 

@@ -27,7 +27,7 @@ from lero.agents.offline.designer import OfflineDesigner, sampled_module
 from lero.agents.offline.genome import genome_of
 from lero.agents.offline.schema import WEIGHT_MAX, design_schema, schema_errors
 from lero.agents.probe import PROBE_SCHEMA
-from lero.agents.records import Problem
+from lero.agents.records import Problem, design_mode
 from lero.agents.structured import (
     MUTATION_ORIGIN,
     NOT_JSON,
@@ -258,6 +258,7 @@ def test_a_reply_that_repeats_a_trained_design_is_asked_for_again_once_naming_it
     [mutated] = designer.design(SPREAD, 1, [elite], "", exploit=1)  # a repeat again: asked once more only,
     assert sum("repeated a design" in r["messages"][-1]["content"] for r in openai_server.requests) == 2
     assert mutated.origin == MUTATION_ORIGIN and mutated.parents == ("0-1",)  # then the repeat is mutated
+    assert design_mode(mutated.origin) == "structured+mutation" and design_mode(draft.origin) == "structured"
     assert design_schema(SPREAD).object_of(mutated.code) not in (GOOD, changed)
 
 
