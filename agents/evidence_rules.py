@@ -103,7 +103,9 @@ def evidence_points(task: Problem, code: str, evidence: dict[str, Any]) -> list[
             if why := rule(name, stats, evidence, task):
                 points.append(Point(term_target(design, name), item, why))
                 break
-    if evidence["hybrid_step_std"] <= CONSTANT_STD and evidence["terms"]:  # the same threshold: it does not move
+    # a hybrid reward that does not move while the native one does (the same threshold): it pays for nothing the
+    # agents do. Where the native reward does not move either (a sparse task on a short rollout), that is the task.
+    if evidence["hybrid_step_std"] <= CONSTANT_STD < evidence["native_std"] and evidence["terms"]:
         name = max(evidence["terms"], key=lambda n: spread(evidence["terms"][n]))
         points.append(Point(term_target(design, name), "drops-task", f"the hybrid reward does not change while the "
                             f"agents act (its std over a rollout's steps is {evidence['hybrid_step_std']:.3g}, threshold "
