@@ -193,7 +193,7 @@ class StructuredDesigner:
         parents = [Elite(f"repeat-{i}", code, 0.0) for i, code in enumerate(repeated)]
         children = self.examples.design(task, wanted, parents, "", exploit=wanted)
         return fresh_drafts([replace(c, origin=MUTATION_ORIGIN, error=None) for c in children if c.code],
-                            _design_line, known, refine)[:wanted]
+                            _design_line, known, refine)
 
     def values(self, task: Problem, schema: DesignSchema, elites: list[Elite], reflection: str,
                feedback: str | None, refine: Elite | None) -> dict[str, object]:
@@ -203,9 +203,9 @@ class StructuredDesigner:
         designs = "\n".join(f"- {e.candidate_id} (fitness {e.fitness:.4g}"
                             + "".join(f", {m} {v:.3g}" for m, v in sorted(e.metrics.items()))
                             + f"): {json.dumps(schema.object_of(e.code))}" for e in shown)
-        refined = refine if refine is not None and schema.object_of(refine.code) is not None else None
+        example = schema.object_of(refine.code) if refine is not None else None
+        refined = refine if example is not None else None  # an elite outside the schema: an explore slot
         if refined is not None:
-            example = schema.object_of(refined.code)
             instruction = render("designer_structured_exploit", elite_id=refined.candidate_id)
         else:
             drawn = self.examples.design(task, 1, [], "")[0].code or ""

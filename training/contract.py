@@ -25,6 +25,7 @@ Rules (each `Violation.rule`):
 from __future__ import annotations
 
 import ast
+import re
 import threading
 from dataclasses import dataclass
 
@@ -33,6 +34,14 @@ ALLOWED_IMPORTS = frozenset({"math", "numpy", "torch"})
 REQUIRED_FUNCTIONS = ("hybrid_reward", "enhance_observation")
 OPTIONAL_FUNCTIONS = ("potential",)  # the shaping potential Phi (training.shaping)
 FUNCTION_ARITY = {"hybrid_reward": 1, "enhance_observation": 1, "potential": 2}  # positional parameters
+# how a hook error names a reward term (training.hooks), read back by the debugger's slot choice
+NAMED_COMPONENT = re.compile(r"component '([^']+)'")
+
+
+def component_label(name: str) -> str:
+    """A reward term as hook errors name it (`NAMED_COMPONENT` reads it back)."""
+    return f"component {name!r}"
+
 
 FORBIDDEN_NAMES = frozenset(
     {

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from lero.training.contract import component_label
 from lero.training.curves import GREEDY_PREFIX
 
 # Curve names the engine owns whatever the task; the task's metric names are reserved too.
@@ -187,11 +188,11 @@ class RewardShaper:
                     self.hook,
                     f"component name {name!r} is reserved ({', '.join(self.reserved)}, {GREEDY_PREFIX}...)",
                 )
-            value = _check_float_tensor(self.hook, f"component {name!r}", value)
+            value = _check_float_tensor(self.hook, component_label(name), value)
             if value.shape not in ((batch, n_agents), (batch,)):
                 raise HookError(
                     self.hook,
-                    f"component {name!r} must have shape [B, N] or [B] = [{batch}, {n_agents}] or [{batch}], "
+                    f"{component_label(name)} must have shape [B, N] or [B] = [{batch}, {n_agents}] or [{batch}], "
                     f"got {list(value.shape)}",
                 )
             checked[name] = value

@@ -10,7 +10,6 @@ then sends the module through the gate and validation like any repair.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from lero.agents.debugger import HISTORY_SHOWN, UNCHANGED, Debugger
@@ -34,6 +33,7 @@ from lero.agents.retry import LLMError
 from lero.agents.similarity import is_duplicate
 from lero.agents.structured import drafts_per_request, exploit_statistics, fresh_drafts
 from lero.agents.templates import format_history, render, trim_error
+from lero.training.contract import NAMED_COMPONENT
 
 ORIGIN = "designer:expression"
 REPAIR_ORIGIN = "debugger:expression"
@@ -206,9 +206,6 @@ class ExpressionDebugger:
 
 
 HOOK_KINDS = {"hybrid_reward": "term", "potential": POTENTIAL, "enhance_observation": "feature"}  # function -> slots
-
-
-NAMED_COMPONENT = re.compile(r"component '([^']+)'")  # how training.hooks names a failing term
 
 
 def failing_slots(design: ExpressionDesign, code: str, error: str) -> list[Slot]:
