@@ -28,6 +28,8 @@ from lero.agents.expression.readable import (
 from lero.agents.offline.genome import SCHEDULES
 from lero.agents.records import Problem
 
+MAX_NESTING = 4  # brackets and calls one expression may nest in the grammar (the parser's own bound: 40)
+
 COMMON = r'''name ::= [a-z] [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]?
 num ::= [0-9] [0-9]? [0-9]? ("." [0-9] [0-9]? [0-9]?)?
 weight ::= "100" | [0-9] [0-9]? ("." [0-9] [0-9]?)?
@@ -37,9 +39,10 @@ mulop ::= " * " | " / "
 cmpop ::= " < " | " > " | " <= " | " >= "'''
 
 
-def rule(scope: str, dims: Dims, part: str = "") -> str:
-    """A rule name: `reward-L-xy-prod`; `scalar` for no dims."""
-    return "-".join([scope, *(dims or ("scalar",)), *([part] if part else [])])
+def rule(scope: str, dims: Dims, part: str = "", depth: int = 0) -> str:
+    """A rule name: `reward-L-xy-prod`; `scalar` for no dims; `n2` for a value nested in 2
+    brackets or calls."""
+    return "-".join([scope, *(dims or ("scalar",)), *([f"n{depth}"] if depth else []), *([part] if part else [])])
 
 
 def _literal(text: str) -> str:
@@ -50,32 +53,53 @@ def _alternatives(options: list[str]) -> str:
     return " | ".join(options)
 
 
+def _reductions(types: list[Dims]) -> dict[Dims, list[tuple[Dims, str]]]:
+    """For each dims, the (wider dims, dim) pairs a reduction takes it from."""
+    return {dims: [(wider, dim) for wider in types for k, dim in enumerate(wider) if wider[:k] + wider[k + 1:] == dims]
+            for dims in types}
+
+
 def expression_rules(task: Problem, scope: str, inputs: dict[str, Input] | None = None) -> list[str]:
-    """The rules of `scope`'s expressions; `rule(scope, ())` is one number per agent."""
+    """The rules of `scope`'s expressions; `rule(scope, ())` is one number per agent.
+
+    Brackets and calls nest at most `MAX_NESTING` deep, each level its own rules: the grammar
+    has no recursion, so a server's sampler never follows an unbounded nest (llama.cpp keeps a
+    stack for every way a prefix may still parse; typed rules share prefixes, so each open
+    bracket multiplied them, and a 135M model's run of brackets took minutes per token)."""
     inputs = inputs if inputs is not None else task_inputs(task)
     types = scope_types(inputs, scope)
+    leaves = {dims: [_literal(i.name) for i in inputs.values() if scope in i.scopes and i.dims == dims] for dims in types}
+    leaves[()] = [*leaves.get((), []), "num"]
+    if task.obs_dim <= MAX_ENUMERATED_COLUMNS:
+        leaves[()].append('"obs[" (' + _alternatives([_literal(str(c)) for c in range(task.obs_dim)]) + ') "]"')
+    reductions = _reductions(types)
+    # the dims a value at each depth can have: a leaf, or one more level of nesting
+    live: list[set[Dims]] = [set() for _ in range(MAX_NESTING + 1)]
+    for depth in reversed(range(MAX_NESTING + 1)):
+        deeper = live[depth + 1] if depth < MAX_NESTING else set()
+        live[depth] = {d for d in types if leaves[d] or d in deeper or any(w in deeper for w, _ in reductions[d])}
+    calls = _alternatives([_literal(r) for r in REDUCTIONS])
     lines = []
-    for dims in types:
-        suffixes = [d for d in types if len(d) <= len(dims) and dims[len(dims) - len(d):] == d]
-        rhs = {part: _alternatives([rule(scope, d, part) for d in suffixes]) for part in ("prod", "un")}
-        atoms = [_literal(i.name) for i in inputs.values() if scope in i.scopes and i.dims == dims]
-        if not dims:
-            atoms.append("num")
-            if task.obs_dim <= MAX_ENUMERATED_COLUMNS:
-                atoms.append('"obs[" (' + _alternatives([_literal(str(c)) for c in range(task.obs_dim)]) + ') "]"')
-        atoms += [f'"(" {rule(scope, dims)} ")"', f'"(" {rule(scope, dims, "cmp")} ")"',
-                  f'"exp(" {rule(scope, dims)} ")"', f'"clamp(" {rule(scope, dims)} ", " signed ", " signed ")"',
-                  f'"where(" {rule(scope, dims, "cmp")} ", " {rule(scope, dims)} ", " {rule(scope, dims)} ")"']
-        for wider in types:
-            for k, dim in enumerate(wider):
-                if wider[:k] + wider[k + 1:] == dims:
-                    reductions = _alternatives([_literal(r) for r in REDUCTIONS])
-                    atoms.append(f'({reductions}) "(" {rule(scope, wider)} ", " {_literal(dim)} ")"')
-        lines += [f"{rule(scope, dims)} ::= {rule(scope, dims, 'prod')} (addop ({rhs['prod']}))*",
-                  f"{rule(scope, dims, 'prod')} ::= {rule(scope, dims, 'un')} (mulop ({rhs['un']}))*",
-                  f'{rule(scope, dims, "un")} ::= "-" {rule(scope, dims, "atom")} | {rule(scope, dims, "atom")}',
-                  f"{rule(scope, dims, 'cmp')} ::= {rule(scope, dims)} cmpop {rule(scope, dims)}",
-                  f"{rule(scope, dims, 'atom')} ::= {_alternatives(atoms)}"]
+    for depth, dims_here in enumerate(live):
+        inner = live[depth + 1] if depth < MAX_NESTING else set()
+        for dims in (d for d in types if d in dims_here):
+            suffixes = [d for d in types if d in dims_here and len(d) <= len(dims) and dims[len(dims) - len(d):] == d]
+            rhs = {part: _alternatives([rule(scope, d, part, depth) for d in suffixes]) for part in ("prod", "un")}
+            atoms = list(leaves[dims])
+            if dims in inner:
+                value, cmp = rule(scope, dims, "", depth + 1), rule(scope, dims, "cmp", depth + 1)
+                atoms += [f'"(" {value} (cmpop {value})? ")"', f'"exp(" {value} ")"',
+                          f'"clamp(" {value} ", " signed ", " signed ")"', f'"where(" {cmp} ", " {value} ", " {value} ")"']
+            atoms += [f'({calls}) "(" {rule(scope, wider, "", depth + 1)} ", " {_literal(dim)} ")"'
+                      for wider, dim in reductions[dims] if wider in inner]
+            lines += [f"{rule(scope, dims, '', depth)} ::= {rule(scope, dims, 'prod', depth)} (addop ({rhs['prod']}))*",
+                      f"{rule(scope, dims, 'prod', depth)} ::= {rule(scope, dims, 'un', depth)} (mulop ({rhs['un']}))*",
+                      f'{rule(scope, dims, "un", depth)} ::= "-" {rule(scope, dims, "atom", depth)} | '
+                      f'{rule(scope, dims, "atom", depth)}',
+                      f"{rule(scope, dims, 'atom', depth)} ::= {_alternatives(atoms)}"]
+            if depth:  # a comparison is where()'s first argument, so one level in or deeper
+                lines.append(f"{rule(scope, dims, 'cmp', depth)} ::= {rule(scope, dims, '', depth)} cmpop "
+                             f"{rule(scope, dims, '', depth)}")
     return lines
 
 

@@ -17,7 +17,7 @@ from lero.agents.checks import state_names
 from lero.agents.critic import review_targets
 from lero.agents.debugger import UNCHANGED
 from lero.agents.expression.expression_design import design_of, parse_design
-from lero.agents.expression.grammar import design_grammar, repair_grammar
+from lero.agents.expression.grammar import MAX_NESTING, design_grammar, repair_grammar
 from lero.agents.expression.parse import ExpressionError
 from lero.agents.expression.readable import task_inputs
 from lero.agents.expression.render import render_module, slot_at
@@ -35,7 +35,7 @@ from lero.graph.context import problem
 from lero.training.envs.task import Pairing, TaskSpec
 from tests.agents.conftest import SPREAD, llm_config
 from tests.agents.test_structured import MPE, PETTINGZOO, task_of
-from tests.support.gbnf import Sentences
+from tests.support.gbnf import Sentences, parse_gbnf
 from tests.support.openai_server import Reply
 
 GOOD = """Here is my design.
@@ -66,6 +66,49 @@ def test_random_sentences_of_each_tasks_grammar_parse_check_and_render_through_t
         kinds |= {s.kind for s in design.slots}
     assert kinds == {"term", "potential", "feature"}
     assert "own(" in grammar or env == PETTINGZOO  # agent i's own entities, where the state has them
+
+
+def _references(items: list) -> set[str]:
+    found = set()
+    for kind, value, _ in items:
+        if kind == "ref":
+            found.add(value)
+        elif kind == "group":
+            found |= {name for alt in value for name in _references(alt)}
+    return found
+
+
+def _deepest(items: list, rules: dict, peak: dict) -> int:
+    """The most brackets open at once in a sentence of `items` (each rule's own brackets close)."""
+    level = deepest = 0
+    for kind, value, _ in items:
+        if kind == "lit":
+            for char in value:
+                level += (char == "(") - (char == ")")
+                deepest = max(deepest, level)
+        elif kind in ("ref", "group"):
+            inner = peak[value] if kind == "ref" else max(_deepest(alt, rules, peak) for alt in value)
+            deepest = max(deepest, level + inner)
+    return deepest
+
+
+@pytest.mark.parametrize("env", [*MPE, PETTINGZOO])
+def test_the_grammar_has_no_recursion_so_a_sampler_never_follows_an_endless_nest(env: str) -> None:
+    """Each open bracket of a recursive typed grammar multiplied llama.cpp's parse stacks: a
+    real SmolLM2 request on the PettingZoo task ran past 420 s (61 s with this grammar). Every
+    rule refers only to rules below it, and no sentence nests deeper than MAX_NESTING (one
+    more inside an input's own `own(...)` name)."""
+    task, _ = task_of(env)
+    for grammar in (design_grammar(task), repair_grammar(task, parse_design(example_design(task)).slots)):
+        rules = parse_gbnf(grammar)
+        refs = {name: {r for alt in alts for r in _references(alt)} for name, alts in rules.items()}
+        assert all(r in rules for names in refs.values() for r in names)  # no rule is missing
+        peak: dict[str, int] = {}
+        while len(peak) < len(rules):  # peel the rules whose references are all peeled: a cycle is left over
+            ready = [name for name in rules if name not in peak and refs[name] <= peak.keys()]
+            assert ready, f"recursive rules: {sorted(set(rules) - peak.keys())[:4]}"
+            peak |= {name: max(_deepest(alt, rules, peak) for alt in rules[name]) for name in ready}
+        assert 2 <= peak["root"] <= MAX_NESTING + 1
 
 
 def test_the_feature_grammar_reads_only_the_agents_own_observation() -> None:
