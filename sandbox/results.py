@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import math
 import os
 import re
 import stat
@@ -23,34 +22,14 @@ from typing import Any
 
 from lero.sandbox.harness import RESULT_FILE
 from lero.sandbox.jobs import CHECKPOINT_PREFIX, GROUP_SEED_PREFIX, PROGRESS_FILE
+from lero.sandbox.result_checks import finite_number
 from lero.sandbox.seal import is_sealed
 from lero.sandbox.types import JOB_STATUSES, JobResult, Outputs, kind_of
-from lero.training.defaults import MAX_EVAL_EPISODES
 from lero.training.policy import POLICY_FILE
-from lero.training.rollout_evidence import checked_evidence
 
 MAX_RESULT_BYTES = 16 * 2**20
 MAX_POLICY_BYTES = 64 * 2**20
 MAX_PROGRESS_BYTES = 4096
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-TRAJECTORY_DEPTH = 4  # [K][T + 1][X][2]: episodes, steps, entities, x/y
-
-
-def _nested_numbers(value: Any, depth: int) -> bool:
-    """VALUE is a list nested at most DEPTH deep whose leaves are finite numbers."""
-    level = [value]
-    for _ in range(depth):
-        if not all(isinstance(item, list) for item in level):
-            return False
-        level = [x for item in level for x in item]
-        if all(_is_number(x) for x in level):
-            return True
-    return False
 
 
 def _check_schema(data: Any, kind: str) -> JobResult:
@@ -65,41 +44,21 @@ def _check_schema(data: Any, kind: str) -> JobResult:
         raise ValueError("'error' must be {type, message, traceback} strings")
     metrics = data.get("metrics", {})
     if not isinstance(metrics, dict) or not all(
-        isinstance(k, str) and _is_number(v) for k, v in metrics.items()
+        isinstance(k, str) and finite_number(v) for k, v in metrics.items()
     ):
         raise ValueError("'metrics' must map names to finite numbers")
     curves = data.get("curves", {})
     if not isinstance(curves, dict) or not all(
-        isinstance(k, str) and isinstance(v, list) and all(_is_number(x) for x in v)
+        isinstance(k, str) and isinstance(v, list) and all(finite_number(x) for x in v)
         for k, v in curves.items()
     ):
         raise ValueError("'curves' must map names to lists of finite numbers")
-    episodes = data.get("episodes", {})
-    if not isinstance(episodes, dict) or not all(
-        isinstance(k, str) and isinstance(v, list) and len(v) <= MAX_EVAL_EPISODES
-        and all(_is_number(x) for x in v)
-        for k, v in episodes.items()
-    ):
-        raise ValueError(f"'episodes' must map names to at most {MAX_EVAL_EPISODES} finite numbers")
-    trajectories = data.get("trajectories", {})
-    if not isinstance(trajectories, dict) or not all(
-        isinstance(k, str) and _nested_numbers(v, TRAJECTORY_DEPTH) for k, v in trajectories.items()
-    ):
-        raise ValueError("'trajectories' must map names to nested lists of finite numbers")
     if not isinstance(data.get("reflection_stats", {}), dict):
         raise ValueError("'reflection_stats' must be a dict")
-    if not isinstance(data.get("info", {}), dict):
-        raise ValueError("'info' must be a dict")
-    fitness = data.get("fitness")
-    if fitness is not None and not _is_number(fitness):
-        raise ValueError("'fitness' must be a finite number or null")
     run_s = data.get("elapsed_s", 0.0)  # the runner's own clock; only shown, never trusted
-    if not _is_number(run_s) or run_s < 0:
+    if not finite_number(run_s) or run_s < 0:
         raise ValueError("'elapsed_s' must be a finite number >= 0")
-    declared = {"info": data.get("info", {}), "episodes": episodes, "trajectories": trajectories,
-                "fitness": None if fitness is None else float(fitness)}  # fmt: skip
-    if "evidence" in kind_of(kind).result_fields:  # measured next to candidate code: checked, or none
-        declared["evidence"] = checked_evidence(data["evidence"]) if "evidence" in data else {}
+    declared = {f.name: f.check(data[f.name]) for f in kind_of(kind).result_fields if f.name in data}
     return JobResult(
         status=data["status"],
         error=error,
@@ -107,7 +66,7 @@ def _check_schema(data: Any, kind: str) -> JobResult:
         curves=curves,
         reflection_stats=data.get("reflection_stats", {}),
         run_s=float(run_s),
-        **{name: value for name, value in declared.items() if name in kind_of(kind).result_fields},
+        **declared,
     )
 
 
@@ -271,7 +230,7 @@ def read_progress(job_dir: Path) -> Progress | None:
     done, total, latest = data.get("done"), data.get("total"), data.get("return")
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (done, total)):
         return None
-    return done, total, float(latest) if _is_number(latest) else None
+    return done, total, float(latest) if finite_number(latest) else None
 
 
 class ProgressRelay:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
@@ -110,7 +111,7 @@ class GroupMember:
 # that does not leaves them at their defaults. Every other field is every kind's.
 OPTIONAL_FIELDS = ("policy_dir", "eval_seed", "checkpoint_every", "stop_at", "resume_dir", "record_episodes", "group")
 MEMBER_FIELDS = ("eval_seed", "resume_dir", "policy_dir")  # set per seed in a group (GroupMember)
-# What every result carries; a kind declares the rest (`JobKind.result_fields`)
+# The JobResult fields beyond every result's: a kind declares which it gives (`JobKind.result_fields`)
 RESULT_FIELDS = ("info", "episodes", "trajectories", "fitness", "evidence")
 CACHE_FIELDS = ("env", "algo", "steps", "hparams", "n_envs", "eval_episodes")  # a kind's default cache key
 _KIND_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")  # also the file name of a shipped kind module
@@ -129,6 +130,20 @@ class Input:
 
     def __post_init__(self) -> None:
         require(self.field in MEMBER_FIELDS, f"Input.field must be one of {MEMBER_FIELDS}, got {self.field!r}")
+
+
+@dataclass(frozen=True)
+class ResultField:
+    """A field of RESULT_FIELDS a kind's result carries, with the host's check of what the
+    sandbox wrote there (candidate code may have): CHECK(raw) returns the value the host
+    keeps, or raises ValueError/TypeError in one line (the job is then `crashed`, BadResult).
+    A result without the field keeps JobResult's default."""
+
+    name: str
+    check: Callable[[Any], Any]
+
+    def __post_init__(self) -> None:
+        require(self.name in RESULT_FIELDS, f"ResultField.name must be one of {RESULT_FIELDS}, got {self.name!r}")
 
 
 @dataclass(frozen=True)
@@ -162,7 +177,7 @@ class JobKind:
     # the runner seals its result with the host's per-job key, after killing every other
     # process: no candidate code may run before its trusted part
     sealed: bool = False
-    result_fields: frozenset[str] = frozenset()  # of RESULT_FIELDS, the ones the host takes from it
+    result_fields: tuple[ResultField, ...] = ()  # the fields the host takes from its result, each checked
     cache_fields: tuple[str, ...] = CACHE_FIELDS  # Job fields its cache key always holds
     cache_if_set: tuple[str, ...] = ()  # ... and these, where not at their default
     limits: Limits = field(default_factory=Limits)  # a Job's limits unless it names its own
@@ -174,12 +189,12 @@ class JobKind:
         require(bool(_KIND_NAME.match(self.name)), f"JobKind.name must match {_KIND_NAME.pattern}, got {self.name!r}")
         module, _, function = self.handler.partition(":")
         require(bool(module and function), f"JobKind.handler must be 'module:function', got {self.handler!r}")
-        for names, allowed in ((self.fields, OPTIONAL_FIELDS), (self.result_fields, RESULT_FIELDS)):
-            require(set(names) <= set(allowed), f"JobKind {self.name}: {sorted(set(names) - set(allowed))} "
-                                                f"are not among {allowed}")  # fmt: skip
+        require(set(self.fields) <= set(OPTIONAL_FIELDS), f"JobKind {self.name}: "
+                f"{sorted(set(self.fields) - set(OPTIONAL_FIELDS))} are not among {OPTIONAL_FIELDS}")  # fmt: skip
+        given = [f.name for f in self.result_fields]
+        require(len(set(given)) == len(given), f"JobKind {self.name}: a result field is declared twice")
         require({i.field for i in self.inputs} <= set(self.fields), f"JobKind {self.name}: an input's field is not taken")
-        require(self.sealed or "fitness" not in self.result_fields,
-                f"JobKind {self.name}: only a sealed kind gives a fitness")  # fmt: skip
+        require(self.sealed or "fitness" not in given, f"JobKind {self.name}: only a sealed kind gives a fitness")
 
     def groups(self) -> bool:
         """Whether several seeds of it run together in one sandbox."""

@@ -16,7 +16,7 @@ from langgraph.types import interrupt
 from lero.agents.records import code_digest
 from lero.graph.configuration import RunError
 from lero.graph.context import RunContext
-from lero.graph.nodes.candidates import at_stage, drop, record, replace, with_code
+from lero.graph.nodes.candidates import at_stage, drop, record, replace, with_code, with_review
 from lero.graph.reflection import merge_feedback
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.state import Candidate, RunState
@@ -133,8 +133,8 @@ def _apply(candidate: Candidate, decision: dict[str, Any]) -> Candidate:
         return {**with_code(candidate, decision["code"], "human"), "human": "edit", "previous": previous,
                 "debug_attempts": 0, "debug_history": [], "error": None}
     human_review = {"verdict": "revise", "points": [decision["comment"]], "text": decision["comment"], "by": "human"}
-    return {**candidate, "stage": "revise", "human": "comment", "human_comment": decision["comment"],
-            "review": human_review, "reviews": [*candidate.get("reviews", []), human_review]}
+    return {**with_review(candidate, human_review), "stage": "revise", "human": "comment",
+            "human_comment": decision["comment"]}
 
 
 def approve_generation(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:

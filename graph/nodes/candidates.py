@@ -65,6 +65,12 @@ def review_dict(review: Review) -> dict[str, Any]:
             "evidence": [asdict(point) for point in review.evidence]}
 
 
+def with_review(candidate: Candidate, review: dict[str, Any]) -> Candidate:
+    """The candidate with REVIEW (critic, measured evidence or human) as its latest, appended
+    to its reviews: every review reaches review.md the same way, whoever wrote it."""
+    return {**candidate, "review": review, "reviews": [*candidate.get("reviews", []), review]}
+
+
 def review_markdown(candidate: Candidate) -> str:
     """review.md: every critic round and human decision, oldest first."""
     lines = [f"# Reviews of candidate {candidate['candidate_id']}", ""]

@@ -25,6 +25,7 @@ from lero.graph.nodes.candidates import (
     replace,
     review_dict,
     with_code,
+    with_review,
 )
 from lero.graph.stages import onward
 from lero.graph.state import Candidate, RunState, Stage
@@ -148,7 +149,7 @@ def critique(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
 def _after_review(candidate: Candidate, review: Review, critic_rounds: int) -> Candidate:
     verdict = review_dict(review)
-    reviewed: Candidate = {**candidate, "review": verdict, "reviews": [*candidate.get("reviews", []), verdict],
+    reviewed: Candidate = {**with_review(candidate, verdict),
                            "llm_reviews": candidate.get("llm_reviews", 0) + (review.by == "critic")}
     if candidate.get("human") == "edit" and review.verdict != "accept":
         return _edit_stopped(reviewed)

@@ -19,7 +19,15 @@ from lero.agents import Review
 from lero.agents.evidence_rules import evidence_points
 from lero.agents.records import Point, code_digest
 from lero.graph.context import RunContext
-from lero.graph.nodes.candidates import at_stage, drop, record, replace, review_dict, with_code
+from lero.graph.nodes.candidates import (
+    at_stage,
+    drop,
+    record,
+    replace,
+    review_dict,
+    with_code,
+    with_review,
+)
 from lero.graph.nodes.design import llm_pass, structured_instead
 from lero.graph.stages import onward
 from lero.graph.state import Candidate, RunState
@@ -78,8 +86,7 @@ def measured_revision(candidate: Candidate, points: list[Point]) -> Candidate:
     text = "Measured on the validation rollout:\n" + "\n".join(f"- {line}" for line in lines)
     review = review_dict(Review(verdict="revise", points=lines, text=text, code_sha=code_digest(candidate["code"]),
                                 by="evidence", evidence=tuple(points)))
-    return {**candidate, "review": review, "reviews": [*candidate.get("reviews", []), review], "stage": "revise",
-            "status": "ok", "error": None}
+    return {**with_review(candidate, review), "stage": "revise", "status": "ok", "error": None}
 
 
 def _after_validation(candidate: Candidate, result: JobResult, debug_attempts: int, fallback: bool) -> Candidate:

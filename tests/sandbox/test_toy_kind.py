@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from lero.sandbox.jobs import Inside
-from lero.sandbox.types import Input, Job, JobKind, Limits, Outputs, register_kind
+from lero.sandbox.result_checks import checked_fitness
+from lero.sandbox.types import Input, Job, JobKind, Limits, Outputs, ResultField, register_kind
 
 try:
     import pytest
@@ -49,7 +50,24 @@ WRITE = register_kind(JobKind("toy_write", f"{__name__}:write_note", source=__fi
                               outputs=Outputs("out", (NOTE,)), limits=TOY_LIMITS))  # fmt: skip
 SCORE = register_kind(JobKind("toy_score", f"{__name__}:score_note", source=__file__, fields=frozenset({"policy_dir"}),
                               inputs=(Input("policy_dir", "toy_in", NOTE, required=True),), sealed=True,
-                              result_fields=frozenset({"fitness"}), limits=TOY_LIMITS))  # fmt: skip
+                              result_fields=(ResultField("fitness", checked_fitness),), limits=TOY_LIMITS))  # fmt: skip
+
+
+def checked_note(raw: Any) -> dict[str, str]:
+    """toy_info's own check of its result field: exactly {"note": a string of at most 40 characters}."""
+    if not (isinstance(raw, dict) and set(raw) == {"note"} and isinstance(raw["note"], str) and len(raw["note"]) <= 40):
+        raise ValueError("toy info must be {note: a string of at most 40 characters}")
+    return raw
+
+
+def report_note(job: Job, inside: Inside) -> dict[str, Any]:
+    """toy_info: an honest note at seed 0; at any other, what forging code would write there
+    (a dict, so a check of the type alone would pass it)."""
+    return {"status": "ok", "metrics": {}, "info": {"note": "hello"} if job.seed == 0 else {"note": "x" * 500, "verdict": "accept"}}
+
+
+INFO = register_kind(JobKind("toy_info", f"{__name__}:report_note", source=__file__,
+                             result_fields=(ResultField("info", checked_note),), limits=TOY_LIMITS))  # fmt: skip
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -79,7 +97,7 @@ def test_the_kinds_declaration_is_checked() -> None:
     with pytest.raises(ValueError, match="the toy_write Job takes no policy_dir"):
         Job(kind=WRITE.name, code=None, policy_dir="/x")
     with pytest.raises(ValueError, match="only a sealed kind gives a fitness"):
-        JobKind("toy_forger", f"{__name__}:write_note", result_fields=frozenset({"fitness"}))
+        JobKind("toy_forger", f"{__name__}:write_note", result_fields=(ResultField("fitness", checked_fitness),))
     with pytest.raises(ValueError, match="another job kind is registered as 'toy_write'"):
         register_kind(JobKind("toy_write", f"{__name__}:score_note", source=__file__))
 
@@ -130,6 +148,15 @@ if pytest is not None:
         assert result.status == "ok" and result.stdout.strip() == "cba ['data']", result.stderr
         with pytest.raises(ValueError, match="files named inside the job directory"):
             sandbox.run(command, {"../out.txt": b""})
+
+    def test_a_toy_kinds_result_field_is_taken_only_through_its_own_check(process_sandbox) -> None:
+        """The host runs the check the kind declares with its field, whatever the field."""
+        honest = process_sandbox.run_job(Job(kind=INFO.name, code=None, seed=0))
+        assert honest.status == "ok" and honest.info == {"note": "hello"}, honest.error
+        forged = process_sandbox.run_job(Job(kind=INFO.name, code=None, seed=1))
+        assert forged.status == "crashed" and forged.info == {}
+        assert forged.error["type"] == "BadResult" and "toy info must be {note:" in forged.error["message"]
+        assert "\n" not in forged.error["message"]
 
     @pytest.mark.docker
     def test_a_toy_kind_runs_in_docker(sandbox_image, tmp_path) -> None:

@@ -1,0 +1,59 @@
+"""benchmarks.designer_ablation on a sparse task: every arm's `lero run` gets the task and its
+env arguments, the run ids name it, and the JSON and the table say which fitness the runs
+compared, as each run's spec.json says."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import designer_ablation
+from lero.graph.configuration import RunSpec
+from tests.agents.test_auto_design import weak_model
+from tests.agents.test_structured import GOOD
+from tests.support.openai_server import OpenAIServer
+
+TINY = ["--designer-seeds", "1", "--generations", "1", "--population", "1", "--steps", "1000", "--sandbox", "process"]
+
+
+@pytest.mark.slow
+def test_both_arms_run_on_sparse_simple_spread_and_compare_its_success_metric(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "ablation.json"
+    with OpenAIServer() as server:  # the model arm: structured designs from a scripted server
+        server.script = weak_model([GOOD] * 8)
+        designer_ablation.main(["--env-arg", "reward=sparse", "--arm", f"test-model={server.base_url}", *TINY,
+                                "--out", str(out)])  # fmt: skip
+    result = json.loads(out.read_text())
+    assert (result["env"], result["env_args"], result["fitness"]) == ("simple_spread", {"reward": "sparse"}, "success (coverage)")
+    runs = {r["arm"]: r for r in result["runs"]}
+    assert {arm: r["run_id"] for arm, r in runs.items()} == {"random": "simple_spread-reward.sparse-random-0",
+                                                             "test-model": "simple_spread-reward.sparse-test-model-0"}
+    for run in runs.values():
+        assert run["status"] == "completed" and run["fitness"] == {"fitness": "success", "metric": "coverage"}
+        assert 0.0 <= run["best"] <= 1.0  # a coverage rate, not a (negative) return
+    assert (runs["random"]["design"], runs["test-model"]["design"]) == ({"0-0": "offline"}, {"0-0": "structured"})
+    assert set(result["arms"]) == {"random", "test-model"}
+    printed = capsys.readouterr().out
+    assert 'Task `simple_spread` {"reward": "sparse"}; fitness: success (coverage).' in printed
+
+
+def test_the_fitness_is_read_from_the_runs_spec(tmp_path: Path) -> None:
+    cases = {"dense": (RunSpec(env="simple_spread"), {"fitness": "final", "metric": "return"}),
+             "navigation": (RunSpec(env="vmas:navigation", env_kwargs={"n_agents": 3, "pos_shaping_factor": 0}),
+                            {"fitness": "success", "metric": "success"})}  # fmt: skip
+    for name, (spec, selected) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(spec.model_dump_json())
+        assert designer_ablation.selection(path) == selected, name
+
+
+def test_run_ids_name_the_task_and_one_lero_would_refuse_is_a_usage_error(capsys) -> None:
+    parser = designer_ablation.build_parser()
+    args = parser.parse_args(["--env", "vmas:navigation", "--env-arg", "n_agents=3", "--env-arg", "pos_shaping_factor=0"])
+    assert designer_ablation.run_id_of("gemma3-270m", 4, args) == "vmas-navigation-n_agents.3-pos_shaping_factor.0-gemma3-270m-4"
+    with pytest.raises(SystemExit) as exit_:
+        designer_ablation.main(["--env-arg", "reward=sparse", "--arm", f"{'m' * 60}=http://127.0.0.1:1/v1"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "must be 1-64 characters" in err and "shorter --arm names" in err
