@@ -73,6 +73,7 @@ from lero.agents.probe import (
     CUT_SOURCE,
     MIN_STATED_WINDOW,
     PROBE_MESSAGES,
+    PROBE_ROLE,
     PROBE_SCHEMA,
     PROBE_TOKENS,
     REFUSAL_SOURCE,
@@ -320,7 +321,7 @@ class ChatModel:
         a form the server refuses is not retried."""
         for form in forms[:-1]:
             try:
-                [reply] = self._request("probe", messages, n=1, retries=0, temperature=0.0,
+                [reply] = self._request(PROBE_ROLE, messages, n=1, retries=0, temperature=0.0,
                                         max_tokens=PROBE_TOKENS, **fields(form))
             except LLMError as error:
                 log.info("the server refused %s as %s: %s", what, form, error)

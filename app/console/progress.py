@@ -30,6 +30,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from lero.agents.probe import PROBE_ROLE
 from lero.app.console.approvals import Approvals, Asker
 from lero.app.console.eta import SteadyEta
 from lero.app.reports.numbers import fmt_duration, fmt_number
@@ -425,7 +426,7 @@ class RichUI:
             event.get("completion_tokens") or 0
         )
         self.progress.update(bar, note=f"{event.get('role') or ''} {self.llm_tokens} tokens")
-        if event.get("status") == "error":
+        if event.get("status") == "error" and event.get("role") != PROBE_ROLE:  # a probe's refusal answers it
             self._say(
                 f"[red]LLM {event.get('role')} request failed:[/] {escape(str(event.get('error')))}"
             )

@@ -203,6 +203,8 @@ def test_events_render() -> None:
          "prompt_tokens": 100, "completion_tokens": 50},
         {"type": "llm", "event": "llm_call", "ts": 1.0, "role": "critic", "status": "error",
          "error": "HTTP 500: boom"},
+        {"type": "llm", "event": "llm_call", "ts": 1.0, "role": "probe", "status": "error",
+         "error": "HTTP 500: Input should be 'text' or 'json_object', input: json_schema"},
         {"type": "candidate", "event": "candidate", "ts": 1.0, "candidate_id": "0-0",
          "generation": 0, "stage": "validate", "status": None, "origin": "designer"},
         {"type": "job", "event": "job_started", "ts": 1.0, "job_id": "j1", "kind": "validate",
@@ -236,6 +238,7 @@ def test_events_render() -> None:
     assert "sandbox validate 0-0: code_error" in text
     assert "train 0-0 seed 1: ok (cached) fitness -21.250" in text
     assert "LLM critic request failed: HTTP 500: boom" in text
+    assert "json_schema" not in text  # the server's refusal of a probe is its answer, not a failure
     assert "waiting for approval: generation" in text
     assert "reflection" not in text and "run_started" not in text  # records stay in events.jsonl
     assert "designer stopped: budget" in text
