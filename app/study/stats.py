@@ -12,6 +12,7 @@ dependencies. The bootstrap uses a fixed generator: the same values give the sam
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -325,7 +326,9 @@ def compare(treated: Sequence[float], control: Sequence[float], higher_is_better
     result["poi"] = probability_of_improvement([sign * a], [sign * b])
     result["hedges_g"] = hedges_g(a, b)
     if a.var(ddof=1) > 0 or b.var(ddof=1) > 0:
-        welch = stats.ttest_ind(a, b, equal_var=False)
+        with warnings.catch_warnings():  # scipy warns of "precision loss" on an arm whose seeds all agree
+            warnings.simplefilter("ignore", RuntimeWarning)  # (native's 100-step episodes): its variance is 0, exactly
+            welch = stats.ttest_ind(a, b, equal_var=False)
         result["welch_t"], result["welch_p"] = _finite(welch.statistic), _finite(welch.pvalue)
     mann = stats.mannwhitneyu(a, b, alternative="two-sided")
     result["mannwhitney_u"], result["mannwhitney_p"] = _finite(mann.statistic), _finite(mann.pvalue)
