@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from lero.sandbox.jobs import CHECKPOINT_PREFIX, POLICY_SUBDIR
 from lero.sandbox.types import Input, JobKind, Outputs, register_kind
-from lero.training.policy import POLICY_FILE
-from lero.training.resume import LEARNER_FILE
+from lero.training.files import LEARNER_FILE, POLICY_FILE
 
 HANDLERS_MODULE = "lero.sandbox.jobs"
 

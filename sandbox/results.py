@@ -26,8 +26,7 @@ from lero.sandbox.jobs import CHECKPOINT_PREFIX, GROUP_SEED_PREFIX, PROGRESS_FIL
 from lero.sandbox.seal import is_sealed
 from lero.sandbox.types import JOB_STATUSES, JobResult, Outputs, kind_of
 from lero.training.defaults import MAX_EVAL_EPISODES
-from lero.training.policy import POLICY_FILE
-from lero.training.rollout_evidence import checked_evidence
+from lero.training.files import POLICY_FILE
 
 MAX_RESULT_BYTES = 16 * 2**20
 MAX_POLICY_BYTES = 64 * 2**20
@@ -99,6 +98,9 @@ def _check_schema(data: Any, kind: str) -> JobResult:
     declared = {"info": data.get("info", {}), "episodes": episodes, "trajectories": trajectories,
                 "fitness": None if fitness is None else float(fitness)}  # fmt: skip
     if "evidence" in kind_of(kind).result_fields:  # measured next to candidate code: checked, or none
+        # its module is torch's: imported here, so importing the sandbox (the CLI's grammar does) imports no torch
+        from lero.training.rollout_evidence import checked_evidence
+
         declared["evidence"] = checked_evidence(data["evidence"]) if "evidence" in data else {}
     return JobResult(
         status=data["status"],
