@@ -267,14 +267,14 @@ print(json.dumps({"codes": codes, "heavy": [m for m in json.loads(sys.argv[2]) i
 
 
 def test_parsing_help_and_early_errors_import_no_torch_nor_langchain(tmp_path: Path) -> None:
-    """Every `lero ...` pays its imports before it parses: the grammar, `--help` and the
-    errors said before any work stay off torch, langchain, langgraph and vmas."""
+    """Every `lero ...` pays its imports before it parses: the grammar, `--help`, the errors
+    said before any work and the runs listing stay off torch, langchain, langgraph and vmas."""
     argvs = [["--help"], ["run", "--help"], ["train", "--help"], ["run", "--popul", "3"],
-             ["report", "ghost", "--runs-dir", str(tmp_path)]]  # fmt: skip
+             ["report", "ghost", "--runs-dir", str(tmp_path)], ["runs", "--runs-dir", str(tmp_path)]]  # fmt: skip
     done = subprocess.run([sys.executable, "-c", STARTUP_PROBE, json.dumps(argvs), json.dumps(HEAVY)],
                           cwd=REPO, capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
     probe = json.loads(done.stdout.splitlines()[-1])
-    assert probe == {"codes": [0, 0, 0, 2, 2], "heavy": []}, done.stderr
+    assert probe == {"codes": [0, 0, 0, 2, 2, 0], "heavy": []}, done.stderr
     assert "unrecognized arguments: --popul 3" in done.stderr and "unknown run id 'ghost'" in done.stderr
 
 

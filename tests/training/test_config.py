@@ -66,7 +66,8 @@ def test_defaults_have_one_home_and_name_real_choices() -> None:
 
 LAZY_PROBE = """
 import importlib, sys
-packages = [importlib.import_module(name) for name in ("lero.training", "lero.agents")]
+packages = [importlib.import_module(name) for name in ("lero.training", "lero.training.envs", "lero.agents")]
+importlib.import_module("lero.training.envs.task")  # a task's data, read by the agents and the reports
 assert "torch" not in sys.modules and "langchain_core" not in sys.modules
 for module in packages:
     package = module.__name__
@@ -85,7 +86,8 @@ print("ok")
 
 
 def test_packages_load_their_public_names_on_first_access() -> None:
-    """`lero.training` and `lero.agents` import no torch until a name is used; every public name resolves."""
+    """`lero.training`, `lero.training.envs` and `lero.agents` import no torch until a name
+    is used; every public name resolves."""
     out = subprocess.run([sys.executable, "-c", LAZY_PROBE], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "ok", out.stderr[-2000:]
 
