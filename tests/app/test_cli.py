@@ -278,6 +278,14 @@ def test_parsing_help_and_early_errors_import_no_torch_nor_langchain(tmp_path: P
     assert "unrecognized arguments: --popul 3" in done.stderr and "unknown run id 'ghost'" in done.stderr
 
 
+def test_the_web_uis_app_imports_no_torch_nor_langchain_before_it_serves() -> None:
+    """`lero ui` says where it listens sooner: its pages load the engine when first served."""
+    probe = "import json, sys, lero.app.ui.app; print(json.dumps([m for m in json.loads(sys.argv[1]) if m in sys.modules]))"
+    done = subprocess.run([sys.executable, "-c", probe, json.dumps(HEAVY)], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, check=True)  # fmt: skip
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
 def test_bench_env_throughput_table(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_main(
         ["bench", "--n-envs", "16", "--seconds", "0.3", "--threads", "1", "--skip-train"], capsys
