@@ -1,23 +1,20 @@
-"""lero's LLM layer: model access, designer, critic, debugger, assistant, offline designer."""
+"""lero's LLM layer: model access, designer, critic, debugger, assistant, offline designer.
 
-from lero.agents.budget import BudgetExceeded
-from lero.agents.checks import check_candidate
-from lero.agents.extract import extract_code
-from lero.agents.llm_config import LLMConfig
-from lero.agents.records import Draft, Elite, Problem, Review
-from lero.agents.retry import LLMError
-from lero.agents.team import Team, make_team
+The public names below load their module on first access (`training.lazy`), so importing a
+light module of this package (``lero.agents.llm_config``, which the command line's grammar
+reads) imports neither torch nor langchain.
+"""
 
-__all__ = [
-    "BudgetExceeded",
-    "Draft",
-    "Elite",
-    "LLMConfig",
-    "LLMError",
-    "Problem",
-    "Review",
-    "Team",
-    "check_candidate",
-    "extract_code",
-    "make_team",
-]
+from lero.training.lazy import lazy_exports
+
+_HOMES = {  # module -> the public names that live there
+    "lero.agents.budget": ("BudgetExceeded",),
+    "lero.agents.checks": ("check_candidate",),
+    "lero.agents.extract": ("extract_code",),
+    "lero.agents.llm_config": ("LLMConfig",),
+    "lero.agents.records": ("Draft", "Elite", "Problem", "Review"),
+    "lero.agents.retry": ("LLMError",),
+    "lero.agents.team": ("Team", "make_team"),
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(globals(), _HOMES)

@@ -73,7 +73,6 @@ from lero.agents.probe import (
     CUT_SOURCE,
     MIN_STATED_WINDOW,
     PROBE_MESSAGES,
-    PROBE_ROLE,
     PROBE_SCHEMA,
     PROBE_TOKENS,
     REFUSAL_SOURCE,
@@ -86,6 +85,7 @@ from lero.agents.probe import (
     server_busy,
     stated_window,
 )
+from lero.agents.records import PROBE_ROLE
 from lero.agents.replies import Reply, cut_replies, message_text, reply_limit
 from lero.agents.retry import (
     LLMError,

@@ -26,9 +26,6 @@ PROBE_TIMEOUT_S = 5.0
 TOKENIZE_ROUTES = (("/tokenize", "content", "tokens"), ("/extras/tokenize/count", "input", "count"))  # (path, field, answer)
 
 
-PROBE_ROLE = "probe"  # requests that ask the server what it takes: a refusal there is an answer, not a failure
-
-
 @dataclass(frozen=True)
 class Window:
     """A context window in tokens and where that number came from (logged and recorded)."""

@@ -11,6 +11,9 @@ from lero.training.envs.task import TaskSpec
 Verdict = Literal["accept", "revise", "reject", "no judgement"]  # the last: a rejection without evidence
 VERDICTS: tuple[str, ...] = ("accept", "revise", "reject")  # what a critic may answer
 DraftKind = Literal["exploit", "explore"]  # refine an elite / a new idea
+# The role an llm_call record names for lero's own questions to a server (which forms it takes):
+# a refusal there is the server's answer, not a failed request
+PROBE_ROLE = "probe"
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,13 @@ from __future__ import annotations
 from lero.sandbox.jobs import CHECKPOINT_PREFIX, POLICY_SUBDIR
 from lero.sandbox.result_checks import (
     checked_episodes,
+    checked_evidence,
     checked_fitness,
     checked_info,
     checked_trajectories,
 )
 from lero.sandbox.types import Input, JobKind, Outputs, ResultField, register_kind
-from lero.training.policy import POLICY_FILE
-from lero.training.resume import LEARNER_FILE
-from lero.training.rollout_evidence import checked_evidence
+from lero.training.files import LEARNER_FILE, POLICY_FILE
 
 HANDLERS_MODULE = "lero.sandbox.jobs"
 

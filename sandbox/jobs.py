@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lero.sandbox.oef_worker import (
     HEADER,
@@ -37,7 +37,9 @@ from lero.sandbox.oef_worker import (
 from lero.sandbox.tracebacks import error_dict, raised_in_candidate, register_source
 from lero.sandbox.types import Job
 from lero.training.defaults import EVAL_SEED
-from lero.training.rollout_evidence import EvidenceRecorder, penalty_signals
+
+if TYPE_CHECKING:
+    from lero.training.rollout_evidence import EvidenceRecorder
 
 POLICY_SUBDIR = "policy"
 CHECKPOINT_PREFIX = "step-"  # policy/step-<env steps>/: an interval checkpoint
@@ -190,6 +192,7 @@ def validate(job: Job, inside: Inside) -> dict[str, Any]:
     finiteness, OEF prefix, time per call."""
     from lero.training import load_candidate, make_env
     from lero.training.hooks import ObservationEnhancer, PotentialCheck, RewardShaper
+    from lero.training.rollout_evidence import EvidenceRecorder, penalty_signals
 
     hooks = load_candidate(job.code)
     missing = [

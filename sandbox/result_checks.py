@@ -60,3 +60,11 @@ def checked_fitness(raw: Any) -> float | None:
     if raw is not None and not finite_number(raw):
         raise ValueError("'fitness' must be a finite number or null")
     return None if raw is None else float(raw)
+
+
+def checked_evidence(raw: Any) -> dict:
+    """`training.rollout_evidence.checked_evidence`, imported when a validation result is read:
+    its module imports torch, and the CLI's grammar imports the kinds table."""
+    from lero.training.rollout_evidence import checked_evidence as check
+
+    return check(raw)

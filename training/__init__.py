@@ -7,53 +7,24 @@ does not import torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from lero.training.lazy import lazy_exports
 from lero.training.mkl import settle_mkl
 
 settle_mkl()  # before anything of this package calls MKL (training/mkl.py)
 
-_HOMES = {
-    "ALGORITHMS": "lero.training.algos",
-    "ALGOS": "lero.training.algos",
-    "Algorithm": "lero.training.algos",
-    "register_algorithm": "lero.training.algos",
-    "ENV_NAMES": "lero.training.envs",
-    "EpisodeTrace": "lero.training.evaluation",
-    "HookError": "lero.training.hooks",
-    "LEARNER_FILE": "lero.training.resume",
-    "Hooks": "lero.training.hooks",
-    "PPOHparams": "lero.training.algos.ppo",
-    "Policy": "lero.training.policy",
-    "PolicyMeta": "lero.training.policy",
-    "RewardContext": "lero.training.hooks",
-    "TrainConfig": "lero.training.config",
-    "TrainResult": "lero.training.trainer",
-    "ValueDecompositionHparams": "lero.training.algos.value_decomposition",
-    "evaluate": "lero.training.evaluation",
-    "evaluate_episodes": "lero.training.evaluation",
-    "load_candidate": "lero.training.candidate",
-    "load_policy": "lero.training.policy",
-    "make_env": "lero.training.envs",
-    "save_learner": "lero.training.resume",
-    "save_policy": "lero.training.policy",
-    "task_spec": "lero.training.envs",
-    "train": "lero.training.trainer",
-    "train_seeds": "lero.training.trainer",
+_HOMES = {  # module -> the public names that live there
+    "lero.training.algos": ("ALGORITHMS", "ALGOS", "Algorithm", "register_algorithm"),
+    "lero.training.algos.ppo": ("PPOHparams",),
+    "lero.training.algos.value_decomposition": ("ValueDecompositionHparams",),
+    "lero.training.candidate": ("load_candidate",),
+    "lero.training.config": ("TrainConfig",),
+    "lero.training.envs": ("ENV_NAMES", "make_env", "task_spec"),
+    "lero.training.evaluation": ("EpisodeTrace", "evaluate", "evaluate_episodes"),
+    "lero.training.files": ("LEARNER_FILE",),
+    "lero.training.hooks": ("HookError", "Hooks", "RewardContext"),
+    "lero.training.policy": ("Policy", "PolicyMeta", "load_policy", "save_policy"),
+    "lero.training.resume": ("save_learner",),
+    "lero.training.trainer": ("TrainResult", "train", "train_seeds"),
 }
 
-__all__ = sorted(_HOMES)
-
-
-def __getattr__(name: str) -> Any:
-    """Resolve a public name to its module's attribute on first access, then cache it."""
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+__getattr__, __dir__, __all__ = lazy_exports(globals(), _HOMES)

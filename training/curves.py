@@ -13,6 +13,13 @@ from collections.abc import Mapping
 
 GREEDY_PREFIX = "greedy/"
 GREEDY_STEPS = f"{GREEDY_PREFIX}steps"
+# Curve names the engine owns whatever the task (the hooks reserve them, with the task's
+# metric names). With a potential: `potential_shaping`, the episode sum of
+# F = gamma Phi(s') - Phi(s) (training.shaping), and `hrf_change`, of |hybrid reward - native
+# reward| (0 throughout: the HRF kept the native reward, so the candidate is policy-invariant)
+SHAPING_CURVE, HRF_CHANGE_CURVE = "potential_shaping", "hrf_change"
+ENGINE_CURVE_NAMES = ("steps", "return", "train_reward", SHAPING_CURVE, HRF_CHANGE_CURVE)
+# and every name under the greedy evaluation curve's prefix
 
 
 def split_greedy(curves: Mapping[str, list]) -> tuple[dict[str, list], dict[str, list]]:

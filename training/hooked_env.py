@@ -16,16 +16,10 @@ from collections.abc import Callable
 
 import torch
 
+from lero.training.curves import HRF_CHANGE_CURVE, SHAPING_CURVE
 from lero.training.envs.batched_env import BatchedEnv
 from lero.training.episode_stats import TrainingLog
-from lero.training.hooks import (
-    HRF_CHANGE_CURVE,
-    SHAPING_CURVE,
-    Hooks,
-    ObservationEnhancer,
-    PotentialCheck,
-    RewardShaper,
-)
+from lero.training.hooks import Hooks, ObservationEnhancer, PotentialCheck, RewardShaper
 from lero.training.policy import Policy
 from lero.training.shaping import PotentialShaping
 

@@ -15,15 +15,7 @@ from typing import Any
 import torch
 
 from lero.training.contract import component_label
-from lero.training.curves import GREEDY_PREFIX
-
-# Curve names the engine owns whatever the task; the task's metric names are reserved too.
-# With a potential: `potential_shaping`, the episode sum of F = gamma Phi(s') - Phi(s)
-# (training.shaping), and `hrf_change`, of |hybrid reward - native reward| (0 throughout:
-# the HRF kept the native reward, so the candidate is policy-invariant)
-SHAPING_CURVE, HRF_CHANGE_CURVE = "potential_shaping", "hrf_change"
-ENGINE_CURVE_NAMES = ("steps", "return", "train_reward", SHAPING_CURVE, HRF_CHANGE_CURVE)
-# and every name under the greedy evaluation curve's prefix (training.curves)
+from lero.training.curves import ENGINE_CURVE_NAMES, GREEDY_PREFIX
 
 
 class HookError(ValueError):

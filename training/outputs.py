@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from lero.training.curves import GREEDY_PREFIX, split_greedy
+from lero.training.files import POLICY_FILE
 from lero.training.policy import save_policy
 from lero.training.trainer import TrainResult
 
-RESULT_FILE, SEEDS_FILE, CURVE_FILE, POLICY_FILE = "result.json", "seeds.json", "curve.csv", "policy.pt"
+RESULT_FILE, SEEDS_FILE, CURVE_FILE = "result.json", "seeds.json", "curve.csv"
 
 WriteAtomic = Callable[[Path, str], None]
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from lero.training.files import POLICY_FILE
 from lero.training.networks import clones, mlp, with_agent_id
 
-POLICY_FILE = "policy.pt"
 MASKED = -1e9  # score of an action the agent may not take (exp() = 0, finite for the losses)
 
 

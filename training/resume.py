@@ -16,8 +16,7 @@ from typing import Any
 import torch
 
 from lero.training.config import TrainConfig
-
-LEARNER_FILE = "learner.pt"
+from lero.training.files import LEARNER_FILE
 
 
 def save_learner(cfg: TrainConfig, done_steps: int, learner: dict[str, Any], path: str | Path) -> Path:

@@ -43,7 +43,6 @@ from lero.graph.configuration import (
     llm_settings,
     load_json,
 )
-from lero.graph.context import CancelScope
 
 if TYPE_CHECKING:
     from lero.app.console.progress import RichUI
@@ -87,6 +86,8 @@ class Interrupts:
     exits at once."""
 
     def __init__(self) -> None:
+        from lero.graph.context import CancelScope  # the engine: only for a command that runs one
+
         self.scope = CancelScope()  # the runs this command drives
         self.canceller: threading.Thread | None = None
 
@@ -236,12 +237,12 @@ def cmd_runs(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
+    path = run_dir(args.runs_dir, args.run_id)  # an unknown run: said before the heavy imports
     from lero.app.console.progress import render_summary
     from lero.app.reports.confirmation_verdict import headline
     from lero.app.reports.run_report import write_report
     from lero.graph.rundir import RunDir
 
-    path = run_dir(args.runs_dir, args.run_id)
     summary = write_report(path)
     render_summary(summary, console, headline(summary["confirmation"]))
     console.print(f"report: {RunDir(path).report_md_path}", soft_wrap=True)
@@ -482,16 +483,16 @@ def command_function(name: str) -> Callable[[argparse.Namespace, Console], int]:
 
 
 OPERATIONAL_ERRORS = (
-    ("lero.sandbox", "SandboxUnavailable"),
-    ("lero.agents", "LLMError"),
-    ("lero.agents", "BudgetExceeded"),
+    ("lero.sandbox.types", "SandboxUnavailable"),
+    ("lero.agents.retry", "LLMError"),
+    ("lero.agents.budget", "BudgetExceeded"),
 )
 
 
 def _is_operational(exc: RuntimeError) -> bool:
     """No Docker daemon / image, an LLM server that fails for good: the message says how
-    to fix it, so no traceback. Only packages already imported are asked (a package that
-    was never imported cannot have raised)."""
+    to fix it, so no traceback. Only the errors' modules already imported are asked (one
+    never imported cannot have raised)."""
     for module, name in OPERATIONAL_ERRORS:
         kind = getattr(sys.modules.get(module), name, None)
         if kind is not None and isinstance(exc, kind):

@@ -30,7 +30,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from lero.agents.probe import PROBE_ROLE
+from lero.agents.records import PROBE_ROLE
 from lero.app.console.approvals import Approvals, Asker
 from lero.app.console.eta import SteadyEta
 from lero.app.reports.numbers import fmt_duration, fmt_number

@@ -24,7 +24,7 @@ from lero.app.study.spec import FIRST_EVAL_SEED
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.rundir import BASELINE_ID, CACHE_DIR, EVALS_DIR, JOBS_DIR, RunDir
 from lero.graph.summary import best_candidate, load_run
-from lero.training.policy import POLICY_FILE
+from lero.training.files import POLICY_FILE
 
 RENDER_SUFFIXES = (".gif",)  # Pillow writes GIF; no MP4 encoder ships with lero
 

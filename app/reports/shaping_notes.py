@@ -16,7 +16,7 @@ from typing import Any
 
 from lero.app.reports.provenance import native_task
 from lero.graph.summary import RunFiles, is_number
-from lero.training.hooks import HRF_CHANGE_CURVE, SHAPING_CURVE
+from lero.training.curves import HRF_CHANGE_CURVE, SHAPING_CURVE
 
 INVARIANT, CHANGES_REWARD = "policy-invariant", "not policy-invariant"
 SHAPED_CURVE = "train_reward"  # the per-agent training (shaped) return during training

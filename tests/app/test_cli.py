@@ -250,6 +250,42 @@ def test_subprocess_help() -> None:
         assert command in done.stdout
 
 
+HEAVY = ("torch", "langchain_core", "langchain_openai", "openai", "langgraph", "vmas")
+STARTUP_PROBE = """
+import json, sys
+from lero.app.cli.args import build_parser
+from lero.app.cli.main import main
+build_parser()
+codes = []
+for argv in json.loads(sys.argv[1]):
+    try:
+        codes.append(main(argv))
+    except SystemExit as done:  # --help
+        codes.append(done.code)
+print(json.dumps({"codes": codes, "heavy": [m for m in json.loads(sys.argv[2]) if m in sys.modules]}))
+"""
+
+
+def test_parsing_help_and_early_errors_import_no_torch_nor_langchain(tmp_path: Path) -> None:
+    """Every `lero ...` pays its imports before it parses: the grammar, `--help`, the errors
+    said before any work and the runs listing stay off torch, langchain, langgraph and vmas."""
+    argvs = [["--help"], ["run", "--help"], ["train", "--help"], ["run", "--popul", "3"],
+             ["report", "ghost", "--runs-dir", str(tmp_path)], ["runs", "--runs-dir", str(tmp_path)]]  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", STARTUP_PROBE, json.dumps(argvs), json.dumps(HEAVY)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    probe = json.loads(done.stdout.splitlines()[-1])
+    assert probe == {"codes": [0, 0, 0, 2, 2, 0], "heavy": []}, done.stderr
+    assert "unrecognized arguments: --popul 3" in done.stderr and "unknown run id 'ghost'" in done.stderr
+
+
+def test_the_web_uis_app_imports_no_torch_nor_langchain_before_it_serves() -> None:
+    """`lero ui` says where it listens sooner: its pages load the engine when first served."""
+    probe = "import json, sys, lero.app.ui.app; print(json.dumps([m for m in json.loads(sys.argv[1]) if m in sys.modules]))"
+    done = subprocess.run([sys.executable, "-c", probe, json.dumps(HEAVY)], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, check=True)  # fmt: skip
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
 def test_bench_env_throughput_table(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_main(
         ["bench", "--n-envs", "16", "--seconds", "0.3", "--threads", "1", "--skip-train"], capsys

@@ -4,7 +4,8 @@ with the verdict at both budgets; a kill during it resumes there; `--confirm-ste
 leaves the run as before.
 
 Budgets are tiny (a loop of 1 generation x 1 candidate x 1 seed at 1600 steps, a
-confirmation at 3200 steps x 3 seeds); the process sandbox runs the jobs.
+confirmation at 3200 steps x 3 seeds); the process sandbox runs the jobs. `--confirm-steps 0`
+is read from the session's shared Docker run (tests/conftest.py's `tiny_docker_run`).
 """
 
 from __future__ import annotations
@@ -179,8 +180,14 @@ def test_a_later_run_of_the_same_task_and_budget_reuses_natives_confirmation(con
     assert [(e["candidate_id"], e["env_steps"]) for e in cached] == [("baseline", 3200)] * 3
 
 
-def test_confirm_steps_0_leaves_the_run_as_before(tmp_path):
-    run_dir = run(tmp_path, "off", confirm_steps=0)
+@pytest.mark.slow
+@pytest.mark.docker
+def test_confirm_steps_0_leaves_the_run_as_before(tiny_docker_run):
+    """The session's shared Docker run confirms nothing (`LERO_CONFIRM_STEPS=0`, tests/conftest.py):
+    read, not trained again."""
+    run_dir = tiny_docker_run.run_dir
+    assert json.loads((run_dir / "spec.json").read_text())["confirm_steps"] == 0
+    write_report(run_dir)
     events = read_events(run_dir)
     assert not (run_dir / "confirm").exists()
     assert not [e for e in events if "confirm" in e["event"] or str(e.get("candidate_id", "")).startswith("confirm")]

@@ -3,8 +3,8 @@
 In a temporary working directory with the default `runs/`, `lero run --sandbox auto` on
 (a) an env module in the working directory, (b) an env package pip-installed into a
 virtualenv of its own with a `lero.envs` entry point (run by that virtualenv's Python),
-(c) an env that imports a pure-Python dependency the base image lacks (from a wheel, or an
-editable install whose source lives outside site-packages). The proof comes
+(c) an env that imports pure-Python dependencies the base image lacks (one from a wheel, one
+an editable install whose source lives outside site-packages, in one virtualenv). The proof comes
 from inside the jobs: the env's own code (tests/support/proof_env.py) records its uid,
 working directory and the container marker in each job directory, and whether a
 variable planted in the host's environment reached it.
@@ -44,7 +44,7 @@ def run_lero(python: str, env: str, cwd: Path) -> subprocess.CompletedProcess:
                           env={**os.environ, SECRET_VARIABLE: "host-only-value"})  # fmt: skip
 
 
-def inside_the_container(**extra: str) -> dict:
+def inside_the_container(**extra: object) -> dict:
     """What the proof env must find wherever lero runs it (else its factory raises, the job
     fails and `assert_ran_inside` sees it): the sandbox user, /job, a container, no host secret."""
     uid = SANDBOX_UID if os.geteuid() == 0 else os.getuid()
@@ -82,21 +82,20 @@ def test_an_env_package_installed_into_a_virtualenv(sandbox_image, tmp_path: Pat
     assert_ran_inside(work)
 
 
-@pytest.mark.parametrize("editable", [False, True], ids=["wheel", "editable"])
-def test_an_env_that_needs_a_dependency_the_base_image_lacks(sandbox_image, tmp_path: Path, editable: bool) -> None:
-    """The dependency from a wheel, or `pip install -e` (setuptools' finder hook: its source
-    lives outside site-packages, and the layer must bring it)."""
-    files = {"tiny_gather_dep/__init__.py": 'MARK = "dependency-inside"\n'}
+def test_an_env_that_needs_dependencies_the_base_image_lacks(sandbox_image, tmp_path: Path) -> None:
+    """Two dependencies in one virtualenv and one run: one from a wheel, one by `pip install
+    -e` (setuptools' finder hook: its source lives outside site-packages, and the layer must
+    bring it). Every job's factory imports both and checks their marks inside."""
     python = layered_venv(tmp_path / "venv")
-    if editable:
-        pip_install(python, write_project(tmp_path, "tiny-gather-dep", files), editable=True)
-        assert list((tmp_path / "venv").glob("lib/*/site-packages/__editable___*_finder.py"))
-    else:
-        pip_install(python, write_wheel(tmp_path, "tiny-gather-dep", files))
+    pip_install(python, write_wheel(tmp_path, "tiny-gather-wheel", {"tiny_gather_wheel/__init__.py": 'MARK = "wheel-inside"\n'}))
+    editable = write_project(tmp_path, "tiny-gather-editable", {"tiny_gather_editable/__init__.py": 'MARK = "editable-inside"\n'})
+    pip_install(python, editable, editable=True)
+    assert list((tmp_path / "venv").glob("lib/*/site-packages/__editable___*_finder.py"))
     work = tmp_path / "work"
     work.mkdir()
     (work / "gather_dep.py").write_text(proof_env_source(
-        dependency="tiny_gather_dep", expect=inside_the_container(dependency="dependency-inside")))
+        "tiny_gather_wheel", "tiny_gather_editable",
+        expect=inside_the_container(dependencies=["wheel-inside", "editable-inside"])))
     done = run_lero(str(python), "gather_dep:make_env", work)
     assert done.returncode == 0, done.stderr[-3000:]
     assert_ran_inside(work)

@@ -82,7 +82,7 @@ def test_a_dependency_with_a_console_script_named_like_its_package(client, tmp_p
     assert (tmp_path / "venv" / "bin" / "tiny_clash").is_file()
     work = tmp_path / "work"
     work.mkdir()
-    env = module_env(work, "clash_env", proof_env_source(dependency="tiny_clash"))
+    env = module_env(work, "clash_env", proof_env_source("tiny_clash"))
     launcher = tmp_path / "venv" / "bin" / "build-layer"  # a console script, as pip writes `lero`
     launcher.write_text(
         f"#!{python}\nimport json, sys\nfrom lero.sandbox.env_layer import ensure_env_layer\n"
@@ -134,7 +134,7 @@ def test_a_missing_compiled_file_stops_the_run_in_one_line(sandbox_image, tmp_pa
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    module_env(work, "broken_env", proof_env_source(dependency="brokenext"))
+    module_env(work, "broken_env", proof_env_source("brokenext"))
     code = main(["run", "--env", "broken_env:make_env", "--llm", "offline", "--sandbox", "auto"])
     err = capsys.readouterr().err.strip()
     assert code != 0 and "\n" not in err, err

@@ -23,16 +23,19 @@ from lero.sandbox.image import site_roots
 PROOF_ENV = Path(__file__).with_name("proof_env.py")
 
 
-def proof_env_source(dependency: str | None = None, expect: dict | None = None) -> str:
-    """The proof env's code; with DEPENDENCY, it imports that module and records its MARK;
-    with EXPECT, a proof that differs from it makes the factory raise (proof_env.EXPECT)."""
+def proof_env_source(*dependencies: str, expect: dict | None = None) -> str:
+    """The proof env's code; with DEPENDENCIES, it imports those modules and records their
+    MARKs (`dependencies`, in order); with EXPECT, a proof that differs from it makes the
+    factory raise (proof_env.EXPECT)."""
     source = PROOF_ENV.read_text()
     if expect is not None:
         source = source.replace("EXPECT: dict | None = None", f"EXPECT: dict | None = {expect!r}")
-    if dependency is None:
+    if not dependencies:
         return source
-    source = source.replace("import numpy as np\n", f"import numpy as np\nimport {dependency}\n")
-    return source.replace("_record({})", f'_record({{"dependency": {dependency}.MARK}})')
+    imports = "".join(f"import {name}\n" for name in dependencies)
+    source = source.replace("import numpy as np\n", f"import numpy as np\n{imports}")
+    marks = ", ".join(f"{name}.MARK" for name in dependencies)
+    return source.replace("_record({})", f'_record({{"dependencies": [{marks}]}})')
 
 
 def _record_line(name: str, data: bytes) -> str:

@@ -102,9 +102,9 @@ def test_side_by_side_runs_one_process_per_job() -> None:
     assert together["steps_per_s"] == pytest.approx(sum(together["per_job"]))
 
 
-@pytest.mark.slow  # four tiny offline runs in the process sandbox
+@pytest.mark.slow  # four tiny offline runs in the process sandbox, two candidates each (halving: 2, 1, 1)
 def test_compare_schedules_pairs_full_and_halving_runs_by_designer_seed(tmp_path: Path) -> None:
-    args = loop_compute.parse_args(["--steps", "3200", "--generations", "1", "--population", "4", "--seeds", "1",
+    args = loop_compute.parse_args(["--steps", "3200", "--generations", "1", "--population", "2", "--seeds", "1",
                                     "--sandbox", "process", "--runs-dir", str(tmp_path), "--compare-schedules", "2"])  # fmt: skip
     spec = args.spec.model_copy(update={"hparams": {"n_envs": 32, "rollout_len": 25, "epochs": 1}})  # 800-step iterations
     result = loop_compute.compare_schedules(spec, 2)
@@ -118,8 +118,8 @@ def test_compare_schedules_pairs_full_and_halving_runs_by_designer_seed(tmp_path
     code = {seed: (tmp_path / f"{spec.run_id}-full-{seed}" / "candidates" / "0-1" / "candidate.py").read_text()
             for seed in (0, 1)}  # fmt: skip
     assert code[0] != code[1]
-    # halving: per seed 4 x 800 + 2 x 800 + 1 x 1600 (its rungs) + 3200 (the baseline); full: 5 x 3200
-    assert result["summary"]["halving"]["env_steps"] == 4 * 800 + 2 * 800 + 1600 + 3200
-    assert result["summary"]["full"]["env_steps"] == 5 * 3200
-    assert result["steps_share"] == pytest.approx(9600 / 16000)
+    # halving: per seed 2 x 800 + 1 x 800 + 1 x 1600 (its rungs) + 3200 (the baseline); full: 3 x 3200
+    assert result["summary"]["halving"]["env_steps"] == 2 * 800 + 1 * 800 + 1600 + 3200
+    assert result["summary"]["full"]["env_steps"] == 3 * 3200
+    assert result["steps_share"] == pytest.approx(7200 / 9600)
     assert result["summary"]["full"]["best_fitness"] == [r["best_fitness"] for r in runs if r["schedule"] == "full"]

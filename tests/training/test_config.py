@@ -64,6 +64,34 @@ def test_defaults_have_one_home_and_name_real_choices() -> None:
     assert inspect.signature(evaluate).parameters["episodes"].default == EVAL_EPISODES
 
 
+LAZY_PROBE = """
+import importlib, sys
+packages = [importlib.import_module(name) for name in ("lero.training", "lero.training.envs", "lero.agents")]
+importlib.import_module("lero.training.envs.task")  # a task's data, read by the agents and the reports
+assert "torch" not in sys.modules and "langchain_core" not in sys.modules
+for module in packages:
+    package = module.__name__
+    assert set(module.__all__) <= set(dir(module)), package
+    for home, names in module._HOMES.items():
+        for name in names:
+            assert getattr(module, name) is getattr(importlib.import_module(home), name), (package, name)
+    try:
+        module.no_such_name
+    except AttributeError as error:
+        assert "no_such_name" in str(error)
+    else:
+        raise AssertionError(package)
+print("ok")
+"""
+
+
+def test_packages_load_their_public_names_on_first_access() -> None:
+    """`lero.training`, `lero.training.envs` and `lero.agents` import no torch until a name
+    is used; every public name resolves."""
+    out = subprocess.run([sys.executable, "-c", LAZY_PROBE], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
 def test_defaults_module_imports_no_torch() -> None:
     """CLI help strings read the defaults; that must not cost a torch import."""
     probe = "import sys, lero.training.defaults; print('torch' in sys.modules)"

@@ -1,17 +1,17 @@
-"""Batched torch multi-agent environments (mpe2 semantics); see ``base`` for the step contract."""
+"""Batched torch multi-agent environments (mpe2 semantics); see ``base`` for the step contract.
 
-from lero.training.envs.batched_env import BatchedEnv
-from lero.training.envs.registry import ENV_NAMES, make_env, task_spec
-from lero.training.envs.simple_reference import SimpleReference, SimpleReferenceConfig
-from lero.training.envs.simple_spread import SimpleSpread, SimpleSpreadConfig
+The public names below load their module on first access (`training.lazy`), so a module
+that reads a task's data (``lero.training.envs.task``: the agents' prompts, the run's
+summary) imports no torch.
+"""
 
-__all__ = [
-    "ENV_NAMES",
-    "BatchedEnv",
-    "SimpleReference",
-    "SimpleReferenceConfig",
-    "SimpleSpread",
-    "SimpleSpreadConfig",
-    "make_env",
-    "task_spec",
-]
+from lero.training.lazy import lazy_exports
+
+_HOMES = {  # module -> the public names that live there
+    "lero.training.envs.batched_env": ("BatchedEnv",),
+    "lero.training.envs.registry": ("ENV_NAMES", "make_env", "task_spec"),
+    "lero.training.envs.simple_reference": ("SimpleReference", "SimpleReferenceConfig"),
+    "lero.training.envs.simple_spread": ("SimpleSpread", "SimpleSpreadConfig"),
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(globals(), _HOMES)
