@@ -70,8 +70,6 @@ from lero.agents.grammar_form import (
 )
 from lero.agents.llm_config import LLMConfig
 from lero.agents.probe import (
-    CUT_SOURCE,
-    MIN_STATED_WINDOW,
     PROBE_MESSAGES,
     PROBE_SCHEMA,
     PROBE_TOKENS,
@@ -197,16 +195,6 @@ class ChatModel:
             log.warning("the server refused a prompt too long for its %d-token window; fitting to it from now on", tokens)
             self._window = Window(tokens, REFUSAL_SOURCE)
 
-    def _learn_window_from_cut(self, reply: Reply, usage: dict, asked: int) -> None:
-        """A reply stopped at `length` before the `asked` max_tokens ran out of window (the
-        server counted its prompt and reply): that window from now on."""
-        prompt, written = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
-        window = prompt + written
-        if reply.cut_off and 0 < written < asked and MIN_STATED_WINDOW <= window < self.window().tokens:
-            log.warning("a reply stopped at %d of the %d tokens asked after a %d-token prompt: the server's window is "
-                        "%d tokens; fitting to it from now on", written, asked, prompt, window)
-            self._window = Window(window, CUT_SOURCE)
-
     def _fitted_for(self, messages: Sequence[BaseMessage]) -> tuple | None:
         """(window, fit's arguments) of a prompt `fit` made recently, else None."""
         with self._fits_lock:
@@ -285,10 +273,6 @@ class ChatModel:
                     self.supports_n = False
                     continue
                 raise
-            if not resent and want == 1 and generated[0].cut_off and self.window().tokens < assumed \
-                    and self._fitted_for(messages):
-                resent = True  # the window cut the reply off: fitted to it again, at the loop's top
-                continue
             if want > 1 and len(generated) < want:
                 self.supports_n = False
             replies.extend(generated[: n - len(replies)])
@@ -367,17 +351,13 @@ class ChatModel:
         return self._send_and_record(role, fitted.messages, n=1, shortened=fitted.shortened)[0]
 
     def _request(self, role: str, messages: Sequence[BaseMessage], n: int, **params: Any) -> list[Reply]:
-        asked = params.get("max_tokens") or self.reply_tokens()
         generated = self._send_and_record(role, messages, n, **params)
         usage = generated[0].usage_metadata or {}
         counted = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)  # all choices: an upper bound
-        replies = [
+        return [
             Reply(message_text(message), (message.response_metadata or {}).get("finish_reason"), counted or None)
             for message in generated
         ]
-        if len(replies) == 1:  # one choice: the usage is its own
-            self._learn_window_from_cut(replies[0], usage, asked)
-        return replies
 
     def _send_and_record(
         self,

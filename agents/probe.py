@@ -32,7 +32,7 @@ class Window:
 
     tokens: int
     source: str  # "llama-server /props", "vLLM /v1/models", "context_tokens setting", "default",
-    # REFUSAL_SOURCE or CUT_SOURCE
+    # or REFUSAL_SOURCE
 
 
 # How servers state their window when they refuse a prompt too long for it: llama-cpp-python's
@@ -40,10 +40,6 @@ class Window:
 # llama-cpp-python's server wraps that from ("Requested tokens (2345) exceed context window of 2048").
 REFUSAL_WINDOW = re.compile(r"maximum context length is (\d+) tokens|exceed context window of (\d+)\b")
 REFUSAL_SOURCE = "the server's refusal"
-# llama-cpp-python's server refuses only a prompt at least its window long; a shorter prompt
-# whose reply would not fit gets a reply stopped (`length`) where the window ends: the prompt
-# plus that reply is the window.
-CUT_SOURCE = "a reply the server's window cut off"
 MIN_STATED_WINDOW = 256  # a stated window outside these bounds is not believed (it came from a reply)
 MAX_STATED_WINDOW = 10_000_000
 

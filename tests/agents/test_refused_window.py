@@ -8,13 +8,7 @@ import pytest
 
 from lero.agents import LLMError, make_team
 from lero.agents.offline.designer import OfflineDesigner
-from lero.agents.probe import (
-    CUT_SOURCE,
-    DEFAULT_CONTEXT_TOKENS,
-    REFUSAL_SOURCE,
-    Window,
-    stated_window,
-)
+from lero.agents.probe import DEFAULT_CONTEXT_TOKENS, REFUSAL_SOURCE, Window, stated_window
 from tests.agents.conftest import llm_config
 from tests.agents.samples import GOOD_MODULE, markdown_reply
 from tests.support.openai_server import OpenAIServer, Reply
@@ -70,43 +64,6 @@ def test_the_window_a_refusal_states_is_learned_and_the_request_sent_again(opena
     team.designer.design(long_task, 1, [], "")
     later = openai_server.requests[2:]
     assert len(later) == 2 and all(prompt_tokens(r) + r["max_tokens"] <= SERVER_WINDOW for r in later)
-
-
-def capping_server(server: OpenAIServer) -> None:
-    """llama-cpp-python's server on a reply that would not fit: it refuses only a prompt at
-    least its window long; a shorter one gets a reply stopped (`length`) where the window
-    ends. The test server counts words as tokens, in its usage too."""
-
-    def answer(request: dict) -> Reply:
-        words = sum(len(m["content"].split()) for m in request["messages"])
-        if words >= SERVER_WINDOW:
-            return llama_cpp_python_refusal(SERVER_WINDOW, words, request["max_tokens"])
-        if words + request["max_tokens"] > SERVER_WINDOW:
-            return Reply(content=" ".join(["x"] * (SERVER_WINDOW - words)), finish_reason="length")
-        return Reply(content=markdown_reply(GOOD_MODULE))
-
-    server.script = answer
-
-
-def test_a_reply_the_window_cut_off_teaches_the_window_and_the_request_is_sent_again(openai_server, task):
-    """A real Gemma 3 270M run: the first revision's 2,037-token prompt got 11 tokens of reply
-    (`length`) and the next request was refused; now the first cut-off teaches the window."""
-    capping_server(openai_server)
-    team = make_team(llm_config(openai_server))
-    long = task.__class__(**{**vars(task), "env_description": "ab " * 2500})  # about 1,750 words in all
-    [draft] = team.designer.design(long, 1, [], "")
-    assert draft.code  # the role went on with a whole reply
-    cut, resent = [r for r in openai_server.requests if r.get("messages")]
-    assert sum(len(m["content"].split()) for m in cut["messages"]) + cut["max_tokens"] > SERVER_WINDOW
-    assert sum(len(m["content"].split()) for m in resent["messages"]) + resent["max_tokens"] <= SERVER_WINDOW
-    assert team.designer.model.window() == Window(SERVER_WINDOW, CUT_SOURCE)
-
-
-def test_a_reply_cut_off_at_its_own_max_tokens_teaches_nothing(openai_server, task):
-    openai_server.script = lambda request: Reply(content=" ".join(["x"] * request["max_tokens"]), finish_reason="length")
-    team = make_team(llm_config(openai_server))
-    team.designer.design(task, 1, [], "")
-    assert team.designer.model.window() == Window(DEFAULT_CONTEXT_TOKENS, "default")
 
 
 def test_a_refusal_without_a_stated_window_stops_as_before(openai_server, long_task):
