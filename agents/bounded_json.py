@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from itertools import accumulate
 from typing import Any
+
+from lero.training.validation import finite_number
 
 MAX_CHARS = 64 << 10  # a design object or a verdict is well under 2 KiB
 MAX_DEPTH = 32  # the schemas nest 3 levels
@@ -44,14 +45,9 @@ def loads(text: str) -> Any:
     return json.loads(text, strict=False, parse_constant=_no_constant)
 
 
-def in_float_range(value: int | float) -> bool:
-    """A number a float can hold exactly or approximately (finite), compared without converting."""
-    return -sys.float_info.max <= value <= sys.float_info.max
-
-
 def finite_float(value: object) -> float:
     """A parsed JSON number as a finite float; ValueError for anything else (a bool, a string,
     an integer beyond the float range, NaN)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not in_float_range(value):
+    if not finite_number(value):
         raise ValueError(f"not a finite number: {str(value)[:40]}")
     return float(value)

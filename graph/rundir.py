@@ -29,12 +29,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lero.agents.bounded_json import in_float_range
 from lero.graph.configuration import RunError, RunSpec
 from lero.graph.safefs import Confined, UnsafeFile, write_atomic
 from lero.graph.trust import sign_spec, signed_here
 from lero.sandbox.diskwatch import allocated_bytes
 from lero.training.contract import CANDIDATE_FILE
+from lero.training.validation import in_float_range
 
 __all__ = ["BASELINE_ID", "EVENTS_FILE", "RunDir", "UnsafeFile", "read_events", "write_atomic"]
 

@@ -13,7 +13,6 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lero.agents.bounded_json import in_float_range
 from lero.agents.evidence import NO_JUDGEMENT
 from lero.agents.records import VERDICTS, design_mode
 from lero.graph.confirmation import confirmation_block
@@ -21,6 +20,9 @@ from lero.graph.lineage import lineage
 from lero.graph.rundir import BASELINE_ID, SPEC_FILE, STATE_FILE, RunDir
 from lero.graph.schedule import last_rung, rung_end
 from lero.training.envs.task import TaskSpec
+from lero.training.validation import (
+    finite_number as is_number,  # a run dir's numbers: 10**400, NaN are none
+)
 
 RUN_STATUSES = ("completed", "running", "interrupted", "stopped", "failed")
 # stop reasons after which the designer could not go on; `lero resume` continues the run
@@ -74,12 +76,6 @@ class RunFiles:
     @property
     def run_id(self) -> str:
         return str(self.spec.get("run_id") or self.run_dir.name)
-
-
-def is_number(value: object) -> bool:
-    """A finite number a float can hold (a run dir's `10**400` or NaN is none), checked
-    without converting: a huge integer must not raise OverflowError."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and in_float_range(value)
 
 
 def native_task(env: object, env_kwargs: object) -> TaskSpec | None:

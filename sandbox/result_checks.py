@@ -5,16 +5,12 @@ them, `sandbox.results` runs them without naming any field."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from lero.training.defaults import MAX_EVAL_EPISODES
+from lero.training.validation import finite_number
 
 TRAJECTORY_DEPTH = 4  # [K][T + 1][X][2]: episodes, steps, entities, x/y
-
-
-def finite_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _nested_numbers(value: Any, depth: int) -> bool:

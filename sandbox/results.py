@@ -22,10 +22,10 @@ from typing import Any
 
 from lero.sandbox.harness import RESULT_FILE
 from lero.sandbox.jobs import CHECKPOINT_PREFIX, GROUP_SEED_PREFIX, PROGRESS_FILE
-from lero.sandbox.result_checks import finite_number
 from lero.sandbox.seal import is_sealed
 from lero.sandbox.types import JOB_STATUSES, JobResult, Outputs, kind_of
 from lero.training.files import POLICY_FILE
+from lero.training.validation import finite_number
 
 MAX_RESULT_BYTES = 16 * 2**20
 MAX_POLICY_BYTES = 64 * 2**20

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import fields
 from typing import Any
 
@@ -20,6 +21,18 @@ def is_int(value: Any) -> bool:
 def is_number(value: Any) -> bool:
     """An int or float that is not a bool."""
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def in_float_range(value: int | float) -> bool:
+    """A number a float can hold exactly or approximately (finite), compared without converting:
+    a JSON integer of 400 digits must not raise OverflowError (NaN compares false)."""
+    return -sys.float_info.max <= value <= sys.float_info.max
+
+
+def finite_number(value: Any) -> bool:
+    """A finite int or float that is not a bool, checked without converting: what a number read
+    from a file, a result or a reply must be before lero computes with it."""
+    return is_number(value) and in_float_range(value)
 
 
 def check_hparam_fields(hparams: Any, may_be_zero: frozenset[str] = frozenset()) -> None:

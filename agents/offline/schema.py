@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lero.agents.bounded_json import in_float_range
 from lero.agents.offline import generic
 from lero.agents.offline.designer import fit_to_layout, on_generic_genome
 from lero.agents.offline.generic import GenericGenome, Vocabulary
@@ -38,6 +37,7 @@ from lero.agents.offline.genome import (
 )
 from lero.agents.offline.render import FEATURE_MEANING, TERM_MEANING, render
 from lero.agents.records import Problem
+from lero.training.validation import finite_number, in_float_range
 
 GENERIC = "generic"
 
@@ -178,7 +178,7 @@ def schema_errors(value: Any, schema: dict[str, Any], where: str = "$") -> list[
 
 def _is_type(value: Any, kind: str) -> bool:
     if kind == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool) and in_float_range(value)
+        return finite_number(value)
     if kind == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(value, {"object": dict, "array": list, "string": str, "boolean": bool}[kind])

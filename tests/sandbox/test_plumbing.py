@@ -41,6 +41,8 @@ def test_capped_buffer_keeps_head_and_tail() -> None:
         (json.dumps({"status": "ok", "curves": {"return": [1, "x"]}}), "curves"),
         (json.dumps({"status": "ok", "episodes": {"return": [1, None]}}), "episodes"),
         (json.dumps({"status": "ok", "episodes": {"return": [0.0] * (MAX_EVAL_EPISODES + 1)}}), "at most 8192"),
+        ('{"status": "ok", "metrics": {"return": 1' + "0" * 400 + "}}", "metrics"),  # no OverflowError
+        ('{"status": "ok", "fitness": 1' + "0" * 400 + "}", "fitness"),
     ],
 )
 def test_malformed_result_is_crashed(tmp_path, content: str, message: str) -> None:
