@@ -69,19 +69,19 @@ def expression_rules(task: Problem, scope: str, inputs: dict[str, Input] | None 
     inputs = inputs if inputs is not None else task_inputs(task)
     types = scope_types(inputs, scope)
     leaves = {dims: [_literal(i.name) for i in inputs.values() if scope in i.scopes and i.dims == dims] for dims in types}
-    leaves[()] = [*leaves.get((), []), "num"]
+    leaves[()].append("num")
     if task.obs_dim <= MAX_ENUMERATED_COLUMNS:
         leaves[()].append('"obs[" (' + _alternatives([_literal(str(c)) for c in range(task.obs_dim)]) + ') "]"')
     reductions = _reductions(types)
-    # the dims a value at each depth can have: a leaf, or one more level of nesting
-    live: list[set[Dims]] = [set() for _ in range(MAX_NESTING + 1)]
+    # the dims a value at each depth can have: a leaf, or one more level of nesting (none past MAX_NESTING)
+    live: list[set[Dims]] = [set() for _ in range(MAX_NESTING + 2)]
     for depth in reversed(range(MAX_NESTING + 1)):
-        deeper = live[depth + 1] if depth < MAX_NESTING else set()
+        deeper = live[depth + 1]
         live[depth] = {d for d in types if leaves[d] or d in deeper or any(w in deeper for w, _ in reductions[d])}
     calls = _alternatives([_literal(r) for r in REDUCTIONS])
     lines = []
-    for depth, dims_here in enumerate(live):
-        inner = live[depth + 1] if depth < MAX_NESTING else set()
+    for depth in range(MAX_NESTING + 1):
+        dims_here, inner = live[depth], live[depth + 1]
         for dims in (d for d in types if d in dims_here):
             suffixes = [d for d in types if d in dims_here and len(d) <= len(dims) and dims[len(dims) - len(d):] == d]
             rhs = {part: _alternatives([rule(scope, d, part, depth) for d in suffixes]) for part in ("prod", "un")}
