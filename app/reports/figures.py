@@ -181,6 +181,40 @@ class CurveSeries:
     linestyle: str = "-"
 
 
+
+@dataclass(frozen=True)
+class ArmValues:
+    """One arm's value of a metric per seed, measured once after training (a success rate has
+    no learning curve), in its arm's COLOR."""
+
+    label: str
+    values: Sequence[float]
+    color: str = "C0"
+
+
+SEED_OFFSET = 0.06  # seeds of one arm drawn this far apart on the x axis, so equal values stay countable
+
+
+def plot_arm_values(arms: list[ArmValues], y_label: str) -> dict[str, bytes]:
+    """Each arm's values side by side: every seed a dot, their mean a diamond (Y_LABEL: what
+    was measured and where)."""
+    fig, ax = figure()
+    table = Table(("arm", "statistic", "value"))
+    for x, arm in enumerate(arms):
+        values = [v for v in arm.values if _finite(v)]
+        if not values:
+            continue
+        offsets = [(s - (len(values) - 1) / 2) * SEED_OFFSET for s in range(len(values))]
+        mean = sum(values) / len(values)
+        ax.scatter([x + o for o in offsets], values, color=arm.color, s=10, alpha=0.7, zorder=3)
+        ax.scatter([x], [mean], color=arm.color, marker="D", s=26, edgecolors="black", linewidths=0.5, zorder=4)
+        table.rows += [(arm.label, f"seed {seed}", v) for seed, v in enumerate(arm.values)]
+        table.rows.append((arm.label, "mean", mean))
+    ax.set_xticks(range(len(arms)), [a.label for a in arms])
+    ax.set_xlim(-0.5, len(arms) - 0.5)
+    ax.set_ylabel(y_label)
+    return figure_files(fig, table)
+
 FAR = 5  # curves ending more than FAR times apart: a log step axis, so the short ones show
 
 

@@ -7,7 +7,9 @@ figures carry no title: a paper captions them itself).
   seeds, with their greedy evaluation (the fitness);
 - `confirmation`: every arm of the confirmation (the confirmed candidates, native,
   native@loop when it ran) at the confirmation budget on fresh seeds, bands over seeds, with
-  the held-out return after training.
+  the held-out return after training;
+- `confirmation_<metric>`: when the verdict compares the task's success metric rather than the
+  return (a sparse task), that metric held out, per arm and seed.
 
 Colours follow the arm (`app.study.arm_colors`), the same in every figure and in `lero study`'s.
 """
@@ -23,12 +25,13 @@ from lero.app.study.stats import curve_band
 from lero.graph.confirmation import CURVE, LOOP_ID, arm_name
 from lero.graph.rundir import BASELINE_ID
 from lero.graph.summary import RunFiles, best_candidate, is_number, seed_fitnesses
+from lero.training.envs.task import RETURN
 
 if TYPE_CHECKING:
     from lero.app.reports.figures import CurveSeries
 
 HELD_OUT = "held-out evaluation"  # the confirmation's return after training (fresh episodes)
-CONFIRMATION_FIGURE = "confirmation"  # report.md shows it in the confirmation's section, the rest under Plots
+CONFIRMATION_FIGURE = "confirmation"
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class RunFigure:
     stem: str
     files: dict[str, bytes]
     caption: str
+    under_verdict: bool = False  # report.md shows it under the confirmation's verdict, not under Plots
 
 
 def candidate_label(candidate_id: str) -> str:
@@ -109,32 +113,36 @@ def learning_figure(run: RunFiles) -> RunFigure | None:
     return RunFigure("learning_curves", plot_learning_curves(drawn), caption)
 
 
-def confirmation_series(confirmation: dict[str, Any]) -> list[CurveSeries]:
-    """Every arm of a confirmation block (report.json's) as a learning curve at its budget,
-    candidates first, then native and native@loop: the curves its seeds trained and each
-    seed's held-out return."""
-    from lero.app.reports.figures import CurveSeries
-
+def _styled_arms(confirmation: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
+    """(arm, name, colour) for every arm of a confirmation block, candidates first, then native
+    and native@loop; the first candidate in the candidate's colour, the others in extra ones."""
     order = {BASELINE_ID: 1, LOOP_ID: 2}
-    arms = sorted(confirmation["arms"], key=lambda a: order.get(a["candidate_id"], 0))
-    series: list[CurveSeries] = []
+    styled: list[tuple[dict[str, Any], str, str]] = []
     extra = 0  # the colour index of a second, third... confirmed candidate
-    for arm in arms:
-        curves = [(c["steps"], c[CURVE]) for c in arm["curves"] if c.get(CURVE) and len(c[CURVE]) == len(c["steps"])]
-        if not curves:
-            continue
+    for arm in sorted(confirmation["arms"], key=lambda a: order.get(a["candidate_id"], 0)):
         cid = arm["candidate_id"]
         if cid in order:
-            name = arm_name(cid)
-            color = arm_color(name)
-        else:
-            name = candidate_label(cid)
-            winner = not any(s.color == arm_color(CANDIDATE) for s in series)
-            color = arm_color(CANDIDATE) if winner else arm_color("", extra)
-            extra += not winner
-        series.append(CurveSeries(label=name, band=curve_band(curves), seeds=len(curves), color=color,
-                                  linestyle=arm_line(arm_name(cid)), greedy=arm["per_seed"].get(CURVE, []),
-                                  end_step=arm["steps"] or confirmation["steps"]))  # fmt: skip
+            styled.append((arm, arm_name(cid), arm_color(arm_name(cid))))
+            continue
+        winner = not any(color == arm_color(CANDIDATE) for _, _, color in styled)
+        styled.append((arm, candidate_label(cid), arm_color(CANDIDATE) if winner else arm_color("", extra)))
+        extra += not winner
+    return styled
+
+
+def confirmation_series(confirmation: dict[str, Any]) -> list[CurveSeries]:
+    """Every arm of a confirmation block (report.json's) as a learning curve at its budget:
+    the curves its seeds trained and each seed's held-out return."""
+    from lero.app.reports.figures import CurveSeries
+
+    series: list[CurveSeries] = []
+    for arm, name, color in _styled_arms(confirmation):
+        curves = [(c["steps"], c[CURVE]) for c in arm["curves"] if c.get(CURVE) and len(c[CURVE]) == len(c["steps"])]
+        if curves:
+            series.append(CurveSeries(label=name, band=curve_band(curves), seeds=len(curves), color=color,
+                                      linestyle=arm_line(arm_name(arm["candidate_id"])),
+                                      greedy=arm["per_seed"].get(CURVE, []),
+                                      end_step=arm["steps"] or confirmation["steps"]))  # fmt: skip
     return series
 
 
@@ -155,11 +163,37 @@ def confirmation_figure(confirmation: dict[str, Any] | None) -> RunFigure | None
     if longer:
         caption += " " + "; ".join(f"{s.label} trained {s.end_step:,} env steps" for s in longer) + \
             " (every step the run spent; the step axis is logarithmic when it is far longer)."  # fmt: skip
-    return RunFigure(CONFIRMATION_FIGURE, plot_learning_curves(series, HELD_OUT), caption)
+    return RunFigure(CONFIRMATION_FIGURE, plot_learning_curves(series, HELD_OUT), caption, under_verdict=True)
+
+
+def confirmation_metric_figure(confirmation: dict[str, Any] | None) -> RunFigure | None:
+    """The held-out value of the metric the verdict compares, per arm and seed, when that metric
+    is not the return (a sparse task's success rate): the return curves cannot show it, and on a
+    sparse task they may even rank the arms the other way (None: the verdict is on the return,
+    or no arm measured the metric)."""
+    from lero.app.reports.figures import ArmValues, plot_arm_values
+
+    metric = (confirmation or {}).get("success_metric", RETURN)
+    if metric == RETURN:
+        return None
+    arms = [ArmValues(name, [float(v) for v in arm["per_seed"].get(metric, []) if is_number(v)], color)
+            for arm, name, color in _styled_arms(confirmation)]  # fmt: skip
+    arms = [a for a in arms if a.values]
+    if not arms:
+        return None
+    caption = (f"The metric the verdict compares, `{metric}`, on held-out episodes after training: "
+               f"{', '.join(a.label for a in arms)}. Dots: each seed; diamond: their mean. The return "
+               "curves of the next figure are the task's own return, which on a sparse task need not rise with "
+               f"`{metric}`.")  # fmt: skip
+    return RunFigure(f"{CONFIRMATION_FIGURE}_{metric}", plot_arm_values(arms, f"held-out {metric}"), caption,
+                     under_verdict=True)  # fmt: skip
 
 
 def run_figures(run: RunFiles, summary: dict[str, Any]) -> list[RunFigure]:
     """report.md's figures in the order it shows them: the confirmation first (the verdict's
-    evidence), then the loop's fitness and learning curves."""
-    figures = [confirmation_figure(summary.get("confirmation")), fitness_figure(run, summary), learning_figure(run)]
+    evidence: the metric it compares when that is not the return, then the curves), then the
+    loop's fitness and learning curves."""
+    confirmation = summary.get("confirmation")
+    figures = [confirmation_metric_figure(confirmation), confirmation_figure(confirmation),
+               fitness_figure(run, summary), learning_figure(run)]  # fmt: skip
     return [f for f in figures if f is not None]

@@ -227,14 +227,15 @@ def verdicts_markdown(verdicts: dict[str, dict[str, int]]) -> list[str]:
     return lines
 
 
-def render_markdown(run: RunFiles, summary: dict, plots: dict[str, tuple[Path, str]]) -> str:
-    """Human-readable report: comparison, generations, candidates, the best code."""
+def render_markdown(run: RunFiles, summary: dict, plots: dict[str, tuple[Path, str]],
+                    under_verdict: tuple[str, ...] = ()) -> str:
+    """Human-readable report: comparison, generations, candidates, the best code; the figures
+    named in UNDER_VERDICT under the confirmation's verdict, the rest under Plots."""
     from lero.app.reports.confirmation_verdict import (  # app.study's statistics load with it
         confirmation_markdown,
         headline,
     )
     from lero.app.reports.provenance import provenance_markdown
-    from lero.app.reports.run_figures import CONFIRMATION_FIGURE
     from lero.app.reports.shaping_notes import shaping_markdown
     from lero.graph.summary import native_task
 
@@ -244,8 +245,10 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, tuple[Path, s
     lines = [f"# lero run `{summary['run_id']}`", "", f"**{headline(summary.get('confirmation'))}**", "",
              *confirmation_markdown(summary.get("confirmation"))]  # fmt: skip
     numbered = {name: (number, *shown) for number, (name, shown) in enumerate(plots.items(), 1)}
-    if CONFIRMATION_FIGURE in numbered:  # the verdict's evidence, under it (the rest under Plots)
-        lines += [*figure_lines(run, CONFIRMATION_FIGURE, *numbered.pop(CONFIRMATION_FIGURE))[1:], ""]  # confirmation_markdown ends blank
+    evidence = [line for name in under_verdict if name in numbered
+                for line in figure_lines(run, name, *numbered.pop(name))]  # the verdict's evidence, under it
+    if evidence:
+        lines += [*evidence[1:], ""]  # confirmation_markdown ends blank
     shown = run_status(run, summary["status"])
     status = f"- status: **{shown['shown']}**"
     if summary["stop_reason"]:
@@ -364,8 +367,9 @@ def write_report_files(run: RunFiles, summary: dict) -> dict:
 
     summary = {**summary, "confirmation": confirmation_verdict(run, summary.get("confirmation"))}
     run.rundir.write_summary(summary)
-    plots = {f.stem: (write_plot_files(run.rundir, f.stem, f.files), f.caption) for f in run_figures(run, summary)}
-    run.rundir.write_report_md(render_markdown(run, summary, plots))
+    figures = run_figures(run, summary)
+    plots = {f.stem: (write_plot_files(run.rundir, f.stem, f.files), f.caption) for f in figures}
+    run.rundir.write_report_md(render_markdown(run, summary, plots, tuple(f.stem for f in figures if f.under_verdict)))
     return summary
 
 

@@ -22,6 +22,7 @@ from lero.app.reports.figures import COLUMN_IN, GREEDY, PNG_DPI, TRAINING, plot_
 from lero.app.reports.run_figures import (
     HELD_OUT,
     confirmation_figure,
+    confirmation_metric_figure,
     confirmation_series,
     curve_series,
 )
@@ -277,3 +278,30 @@ def test_the_confirmation_figure_names_every_arm_in_its_colour(tmp_path: Path) -
     ends = {r["series"]: float(r["steps"]) for r in _rows(tmp_path / "confirmation.csv") if r["kind"] == HELD_OUT}
     assert ends == {"candidate 1-0": 3000.0, "candidate 1-1": 3000.0, "native": 3000.0, LOOP_ARM: 30_000.0}
     assert confirmation_figure(None) is None
+
+
+def test_a_verdict_on_success_gets_its_own_figure_of_each_arms_held_out_success(tmp_path: Path) -> None:
+    """On a sparse task the return curves can rank the arms the wrong way round (the winner's
+    collisions cost return while it reaches the goals): the metric the verdict compares is drawn
+    per arm and seed, in the arms' colours."""
+    arms = [_arm("baseline", None, 0.0), _arm("1-0", None, -0.1), _arm(LOOP_ID, 30_000, 0.0)]
+    success = {"baseline": [0.0, 0.0, 0.0], "1-0": [0.99, 0.97, 0.98], LOOP_ID: [0.0, 0.0, 0.1]}
+    for arm in arms:
+        arm["per_seed"]["success"] = success[arm["candidate_id"]]
+    block = {"steps": 3000, "seeds": [3000, 3001, 3002], "success_metric": "success", "arms": arms}
+    figure = confirmation_metric_figure(block)
+    assert figure is not None and figure.stem == "confirmation_success" and figure.under_verdict
+    assert "`success`, on held-out episodes after training: candidate 1-0, native, native@loop" in figure.caption
+    for ext, data in figure.files.items():
+        (tmp_path / f"confirmation_success.{ext}").write_bytes(data)
+    png = tmp_path / "confirmation_success.png"
+    check_figure(png)
+    check_words(png, {"held-out success"}, {"candidate 1-0", "native", LOOP_ARM})  # the arms name the ticks
+    drawn = {(r["arm"], r["statistic"]): float(r["value"]) for r in _rows(tmp_path / "confirmation_success.csv")}
+    for label, cid in (("candidate 1-0", "1-0"), ("native", "baseline"), (LOOP_ARM, LOOP_ID)):
+        assert [drawn[(label, f"seed {s}")] for s in range(3)] == pytest.approx(success[cid])
+        assert drawn[(label, "mean")] == pytest.approx(sum(success[cid]) / 3)
+    svg = png.with_suffix(".svg").read_text().lower()
+    assert all(ARM_COLORS[arm].lower() in svg for arm in (CANDIDATE, NATIVE, LOOP_ARM))
+    assert confirmation_metric_figure({**block, "success_metric": "return"}) is None  # the curves show it
+    assert confirmation_metric_figure(None) is None

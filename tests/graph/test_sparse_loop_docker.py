@@ -9,6 +9,7 @@ confirmation at 1600 steps x 3 seeds (about 2 minutes on 2 cores)."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -80,6 +81,13 @@ def test_a_sparse_run_selects_on_success_and_confirms_against_native_at_the_loop
     assert "Does the loop pay for itself?" in markdown and "against native@loop's" in markdown
     assert f"native@loop trained native at {spent:,} env steps, every step the run spent" in markdown
     assert "`0-0`: policy-invariant (shapes only through its potential)" in markdown
+    verdict = markdown[markdown.index("## Does the winner"):markdown.index("- status:")]
+    assert "![confirmation_success](plots/confirmation_success.png)\n\n**Figure 1.** The metric the verdict " \
+        "compares, `success`, on held-out episodes" in verdict  # fmt: skip
+    assert "![confirmation](plots/confirmation.png)\n\n**Figure 2.**" in verdict
+    held_out = {(r["arm"], r["statistic"]): float(r["value"])
+                for r in csv.DictReader((run_dir / "plots" / "confirmation_success.csv").open())}  # fmt: skip
+    assert [held_out[("native", f"seed {s}")] for s in range(3)] == pytest.approx(arms["baseline"]["per_seed"]["success"])
 
     app = create_app(str(run_dir.parent), "t0ken", 8765, LLMConfig.from_spec("offline"))
     with TestClient(app, base_url="http://127.0.0.1:8765") as client:
