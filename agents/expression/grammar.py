@@ -29,6 +29,7 @@ from lero.agents.offline.genome import SCHEDULES
 from lero.agents.records import Problem
 
 MAX_NESTING = 4  # brackets and calls one expression may nest in the grammar (the parser's own bound: 40)
+MAX_OPERANDS = 4  # terms of one sum, factors of one product, at each level of nesting
 
 COMMON = r'''name ::= [a-z] [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]? [a-z0-9_]?
 num ::= [0-9] [0-9]? [0-9]? ("." [0-9] [0-9]? [0-9]?)?
@@ -53,6 +54,11 @@ def _alternatives(options: list[str]) -> str:
     return " | ".join(options)
 
 
+def _up_to(more: str) -> str:
+    """MAX_OPERANDS - 1 optional MORE: a sum or product of at most MAX_OPERANDS operands."""
+    return f" {more}?" * (MAX_OPERANDS - 1)
+
+
 def _reductions(types: list[Dims]) -> dict[Dims, list[tuple[Dims, str]]]:
     """For each dims, the (wider dims, dim) pairs a reduction takes it from."""
     return {dims: [(wider, dim) for wider in types for k, dim in enumerate(wider) if wider[:k] + wider[k + 1:] == dims]
@@ -65,7 +71,10 @@ def expression_rules(task: Problem, scope: str, inputs: dict[str, Input] | None 
     Brackets and calls nest at most `MAX_NESTING` deep, each level its own rules: the grammar
     has no recursion, so a server's sampler never follows an unbounded nest (llama.cpp keeps a
     stack for every way a prefix may still parse; typed rules share prefixes, so each open
-    bracket multiplied them, and a 135M model's run of brackets took minutes per token)."""
+    bracket multiplied them, and a 135M model's run of brackets took minutes per token). A sum
+    or product has at most `MAX_OPERANDS` operands and nothing repeats (`*`, `+`), so every
+    sentence ends: a small model's endless `+ max(...) + max(...)` ran its repair replies to
+    max_tokens, cut off and unparseable."""
     inputs = inputs if inputs is not None else task_inputs(task)
     types = scope_types(inputs, scope)
     leaves = {dims: [_literal(i.name) for i in inputs.values() if scope in i.scopes and i.dims == dims] for dims in types}
@@ -92,8 +101,11 @@ def expression_rules(task: Problem, scope: str, inputs: dict[str, Input] | None 
                           f'"clamp(" {value} ", " signed ", " signed ")"', f'"where(" {cmp} ", " {value} ", " {value} ")"']
             atoms += [f'({calls}) "(" {rule(scope, wider, "", depth + 1)} ", " {_literal(dim)} ")"'
                       for wider, dim in reductions[dims] if wider in inner]
-            lines += [f"{rule(scope, dims, '', depth)} ::= {rule(scope, dims, 'prod', depth)} (addop ({rhs['prod']}))*",
-                      f"{rule(scope, dims, 'prod', depth)} ::= {rule(scope, dims, 'un', depth)} (mulop ({rhs['un']}))*",
+            more = {part: rule(scope, dims, f"{part}-more", depth) for part in ("prod", "un")}
+            lines += [f"{rule(scope, dims, '', depth)} ::= {rule(scope, dims, 'prod', depth)}{_up_to(more['prod'])}",
+                      f"{more['prod']} ::= addop ({rhs['prod']})",
+                      f"{rule(scope, dims, 'prod', depth)} ::= {rule(scope, dims, 'un', depth)}{_up_to(more['un'])}",
+                      f"{more['un']} ::= mulop ({rhs['un']})",
                       f'{rule(scope, dims, "un", depth)} ::= "-" {rule(scope, dims, "atom", depth)} | '
                       f'{rule(scope, dims, "atom", depth)}',
                       f"{rule(scope, dims, 'atom', depth)} ::= {_alternatives(atoms)}"]

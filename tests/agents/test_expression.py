@@ -17,7 +17,7 @@ from lero.agents.checks import state_names
 from lero.agents.critic import review_targets
 from lero.agents.debugger import UNCHANGED
 from lero.agents.expression.expression_design import design_of, parse_design
-from lero.agents.expression.grammar import MAX_NESTING, design_grammar, repair_grammar
+from lero.agents.expression.grammar import MAX_NESTING, MAX_OPERANDS, design_grammar, repair_grammar
 from lero.agents.expression.parse import ExpressionError
 from lero.agents.expression.readable import task_inputs
 from lero.agents.expression.render import render_module, slot_at
@@ -78,6 +78,15 @@ def _references(items: list) -> set[str]:
     return found
 
 
+def _postfixes(items: list) -> set[str]:
+    found = set()
+    for kind, value, postfix in items:
+        found.add(postfix)
+        if kind == "group":
+            found |= {p for alt in value for p in _postfixes(alt)}
+    return found
+
+
 def _deepest(items: list, rules: dict, peak: dict) -> int:
     """The most brackets open at once in a sentence of `items` (each rule's own brackets close)."""
     level = deepest = 0
@@ -97,10 +106,15 @@ def test_the_grammar_has_no_recursion_so_a_sampler_never_follows_an_endless_nest
     """Each open bracket of a recursive typed grammar multiplied llama.cpp's parse stacks: a
     real SmolLM2 request on the PettingZoo task ran past 420 s (61 s with this grammar). Every
     rule refers only to rules below it, and no sentence nests deeper than MAX_NESTING (one
-    more inside an input's own `own(...)` name)."""
+    more inside an input's own `own(...)` name). Nothing repeats either (no `*` or `+`), so
+    every sentence ends: SmolLM2's repair replies of endless `+ max(...)` ran to max_tokens."""
     task, _ = task_of(env)
     for grammar in (design_grammar(task), repair_grammar(task, parse_design(example_design(task)).slots)):
         rules = parse_gbnf(grammar)
+        assert not {p for alts in rules.values() for alt in alts for p in _postfixes(alt)} & {"*", "+"}
+        more = [alts for name, alts in rules.items() if name.endswith("-prod") or name.split("-")[-1] == "n1"]
+        assert more and all(len(alts) == 1 and sum(item[2] == "?" for item in alts[0]) == MAX_OPERANDS - 1
+                            for alts in more)  # a sum, a product: at most MAX_OPERANDS operands  # fmt: skip
         refs = {name: {r for alt in alts for r in _references(alt)} for name, alts in rules.items()}
         assert all(r in rules for names in refs.values() for r in names)  # no rule is missing
         peak: dict[str, int] = {}
