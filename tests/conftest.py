@@ -104,6 +104,15 @@ def real_server(request):
     return request.getfixturevalue(request.param)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under pytest-xdist, each module's tests and the modules sharing a dear session fixture
+    on one worker (tests/support/workers.py)."""
+    from tests.support.workers import mark_worker_groups
+
+    mark_worker_groups(items)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config) -> None:
     """The run's last line: why the Docker tests did not run, and how to run them."""

@@ -285,7 +285,7 @@ def test_without_a_daemon_the_docker_tests_skip_with_one_reason(tmp_path) -> Non
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     env["DOCKER_HOST"] = f"unix://{tmp_path}/no-daemon.sock"
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
          "tests/sandbox/test_attacks.py", "-k", "sleep_forever or memory_bomb and docker"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
