@@ -144,7 +144,7 @@ def offline_chat(desk: ExperimentDesk) -> int:
     try:
         while True:
             if guided_dialogue(desk):
-                desk.io.say(desk.start_run(), markup=False)  # shows the spec, asks to confirm
+                desk.io.say(desk.start_run(), markup=False, soft_wrap=True)  # shows the spec, asks to confirm; paths unbroken
                 if desk.last_run_id is not None:
                     return 0
             if not desk.io.confirm("Design it again?", default=True):

@@ -405,7 +405,7 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
     steps = sum(result.steps for result in results)  # each seed holds 1/S of the job's seconds:
     wall_s, train_s = (sum(getattr(result, name) for result in results) for name in ("wall_s", "train_s"))
     console.print(f"{steps} steps in {wall_s:.1f} s ({steps / train_s:.0f} steps/s on {measured_on['threads']} "
-                  f"thread(s), OpenMP wait {measured_on['omp_wait']}) -> {written}")
+                  f"thread(s), OpenMP wait {measured_on['omp_wait']}) -> {written}", soft_wrap=True)
     if args.logger is not None:
         from lero.app.reports.command_tracking import log_training
 
