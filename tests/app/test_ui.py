@@ -117,6 +117,13 @@ def wait_for_status(page, status: str) -> None:
     )
 
 
+def wait_for_completed_page(page) -> None:
+    """The page the server renders once the run completed (its status, worker and report link
+    are the server's): the page the run's last state showed "completed" on reloads into it, and
+    numbers read before that reload are the old page's."""
+    page.wait_for_selector("#run[data-status='completed'][data-working='no'] #report-link", timeout=WAIT_MS)
+
+
 def wait_for_question(page, generation: int) -> None:
     page.wait_for_selector(f"#pending:has-text('Generation {generation}.')", timeout=WAIT_MS)
 
@@ -158,7 +165,7 @@ def test_approval_flow_edit_in_browser_then_run_finishes(tmp_path, browser, shot
         page.click("#submit-decisions")
 
         wait_for_status(page, "completed")
-        page.wait_for_selector("#run[data-working='no'] #report-link", timeout=WAIT_MS)
+        wait_for_completed_page(page)
         assert page.locator("#generation").inner_text() == "2"
         report_steps = json.loads((run_dir / "report.json").read_text())["env_steps"]
         assert int(page.locator("#env-steps").inner_text()) == report_steps
@@ -236,7 +243,7 @@ def test_hostile_text_runs_nothing_and_a_refused_edit_comes_back_with_its_reason
             kept.fill(kept.input_value().replace("def hybrid_reward(ctx:", "def hybrid_reward(ctx", 1) + f"{EDIT_MARK}\n")
             page.click("#submit-decisions")
             wait_for_status(page, "completed")
-            page.wait_for_selector("#run[data-working='no'] #report-link", timeout=WAIT_MS)
+            wait_for_completed_page(page)
             page.goto(f"{server.base}/runs/ui-xss/candidates/0-0")
             assert HOSTILE in page.locator("#review").inner_text()  # shown as text
 
@@ -320,7 +327,7 @@ def test_start_form_and_every_approval_kind_in_the_browser(tmp_path, browser, sh
         wait_for_question(page, 1)
         page.click("#submit-decisions")
         wait_for_status(page, "completed")
-        page.wait_for_selector("#run[data-working='no'] #report-link", timeout=WAIT_MS)
+        wait_for_completed_page(page)
         page.goto(f"{server.base}/")
         assert "completed" in page.locator("#runs tr", has_text="ui-form").inner_text()
         assert watched.dialogs == [] and watched.errors == []
