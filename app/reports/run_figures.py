@@ -16,6 +16,7 @@ Colours follow the arm (`app.study.arm_colors`), the same in every figure and in
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 
 HELD_OUT = "held-out evaluation"  # the confirmation's return after training (fresh episodes)
 CONFIRMATION_FIGURE = "confirmation"
+UNSAFE_IN_STEM = re.compile(r"[^A-Za-z0-9_-]")  # a metric's characters a plot's file name replaces by "_"
+MAX_STEM_METRIC = 60
 
 
 @dataclass(frozen=True)
@@ -185,8 +188,8 @@ def confirmation_metric_figure(confirmation: dict[str, Any] | None) -> RunFigure
                f"{', '.join(a.label for a in arms)}. Dots: each seed; diamond: their mean. The return "
                "curves of the next figure are the task's own return, which on a sparse task need not rise with "
                f"`{metric}`.")  # fmt: skip
-    return RunFigure(f"{CONFIRMATION_FIGURE}_{metric}", plot_arm_values(arms, f"held-out {metric}"), caption,
-                     under_verdict=True)  # fmt: skip
+    stem = f"{CONFIRMATION_FIGURE}_{UNSAFE_IN_STEM.sub('_', metric)[:MAX_STEM_METRIC]}"  # a file name whatever the task calls it
+    return RunFigure(stem, plot_arm_values(arms, f"held-out {metric}"), caption, under_verdict=True)
 
 
 def run_figures(run: RunFiles, summary: dict[str, Any]) -> list[RunFigure]:

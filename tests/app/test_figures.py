@@ -304,4 +304,7 @@ def test_a_verdict_on_success_gets_its_own_figure_of_each_arms_held_out_success(
     svg = png.with_suffix(".svg").read_text().lower()
     assert all(ARM_COLORS[arm].lower() in svg for arm in (CANDIDATE, NATIVE, LOOP_ARM))
     assert confirmation_metric_figure({**block, "success_metric": "return"}) is None  # the curves show it
+    for arm in arms:  # a task's metric name is no path: the plot's file name keeps safe characters only
+        arm["per_seed"]["../on goal"] = arm["per_seed"]["success"]
+    assert confirmation_metric_figure({**block, "success_metric": "../on goal"}).stem == "confirmation____on_goal"
     assert confirmation_metric_figure(None) is None
