@@ -9,6 +9,8 @@ arms differ only in who picks the designs:
   evolution's children of the elites: what the grammar gives without a model's choices);
 - a model: `--llm openai:MODEL --base-url URL --design structured --designer-seed S`.
 S runs over `--designer-seeds`; a model's replicates differ by the server's sampling.
+With `--work-dir DIR` the runs stay in DIR/runs: a later sitting of the same command reads
+the completed ones and resumes an unfinished one, so an ablation of days can be spread over sittings.
 
 Each run's id names the task (`task_slug`): a sparse task's runs are told from a dense one's.
 The fitness compared is each run's own (its spec.json: `success` by default where the task
@@ -22,18 +24,20 @@ fitness (IQM [CI]), and P(model > random) on the run's best fitness with its CI.
     python -m benchmarks.llm_designer --ablation --arm smollm2-135m=http://127.0.0.1:8091/v1 \
         [--arm gemma3-270m=http://127.0.0.1:8092/v1] [--env vmas:navigation] [--env-arg n_agents=3 ...] \
         [--designer-seeds 3] [--generations 2] [--population 3] [--steps 100000] [--seeds 1] \
-        [--context-tokens 2048] [--sandbox process|docker] [--order seed|arm] [--out FILE]
+        [--context-tokens 2048] [--sandbox process|docker] [--order seed|arm] [--work-dir DIR] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,26 +85,55 @@ def selection(spec_path: Path) -> dict[str, Any]:
     return {"fitness": fitness, "metric": selected_metric(native_task(spec.get("env"), spec.get("env_kwargs")), fitness)}
 
 
-def one_run(arm: str, url: str | None, seed: int, args: argparse.Namespace) -> dict[str, Any]:
-    """`lero run` for one arm and designer seed; its report.json's numbers and its spec's fitness."""
+def resume_flags(arm: str, url: str | None, context_tokens: int | None) -> list[str]:
+    """What `lero resume` needs of ARM's flags (the rest is in the run's spec)."""
+    if arm == RANDOM:
+        return ["--llm", "offline"]
+    return ["--llm", f"openai:{arm}", "--base-url", url or ""] + (["--context-tokens", str(context_tokens)] if context_tokens else [])
+
+
+@contextlib.contextmanager
+def work_folder(work_dir: Path | None) -> Iterator[Path]:
+    """`--work-dir` (kept: a later sitting reads its finished runs), else a temporary folder."""
+    if work_dir is not None:
+        work_dir.mkdir(parents=True, exist_ok=True)
+        yield work_dir
+        return
     with tempfile.TemporaryDirectory(prefix="lero-ablation-") as work:
-        run_id = run_id_of(arm, seed, args)
-        task = ["--env", args.env, *(f"--env-arg={key}={value}" for key, value in args.env_args)]
-        command = [sys.executable, "-m", "lero.app.cli.main", "run", *task, "--generations", str(args.generations),
-                   "--population", str(args.population), "--steps", str(args.steps), "--seeds", str(args.seeds),
-                   "--designer-seed", str(seed), "--confirm-steps", "0", "--sandbox", args.sandbox,
-                   "--max-parallel", "1", "--run-id", run_id, *arm_flags(arm, url, args.context_tokens)]
-        started = time.monotonic()
-        done = subprocess.run(command, cwd=work, capture_output=True, text=True)
-        run_dir = Path(work) / "runs" / run_id
-        if not (run_dir / "report.json").exists():
-            return {"arm": arm, "seed": seed, "run_id": run_id, "status": f"no report (exit {done.returncode})",
-                    "stderr": done.stderr[-500:], "generations": []}
+        yield Path(work)
+
+
+def completed(run_dir: Path) -> bool:
+    report = run_dir / "report.json"
+    return report.is_file() and json.loads(report.read_text()).get("status") == "completed"
+
+
+def one_run(arm: str, url: str | None, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    """`lero run` for one arm and designer seed (in `--work-dir`: a completed run there is read,
+    an unfinished one resumed); its report.json's numbers and its spec's fitness."""
+    run_id = run_id_of(arm, seed, args)
+    with work_folder(args.work_dir) as work:
+        run_dir = work / "runs" / run_id
+        started, reused = time.monotonic(), completed(run_dir)
+        if not reused:
+            if run_dir.exists():
+                command = [sys.executable, "-m", "lero.app.cli.main", "resume", run_id,
+                           *resume_flags(arm, url, args.context_tokens)]
+            else:
+                task = ["--env", args.env, *(f"--env-arg={key}={value}" for key, value in args.env_args)]
+                command = [sys.executable, "-m", "lero.app.cli.main", "run", *task, "--generations", str(args.generations),
+                           "--population", str(args.population), "--steps", str(args.steps), "--seeds", str(args.seeds),
+                           "--designer-seed", str(seed), "--confirm-steps", "0", "--sandbox", args.sandbox,
+                           "--max-parallel", "1", "--run-id", run_id, *arm_flags(arm, url, args.context_tokens)]
+            done = subprocess.run(command, cwd=work, capture_output=True, text=True)
+            if not (run_dir / "report.json").exists():
+                return {"arm": arm, "seed": seed, "run_id": run_id, "status": f"no report (exit {done.returncode})",
+                        "stderr": done.stderr[-500:], "generations": []}
         report = json.loads((run_dir / "report.json").read_text())
         selected = selection(run_dir / "spec.json")
     return {
         "arm": arm, "seed": seed, "run_id": run_id, "status": report["status"], "stop_reason": report.get("stop_reason"),
-        "wall_s": round(time.monotonic() - started, 1), "fitness": selected,
+        "wall_s": round(time.monotonic() - started, 1), "reused": reused, "fitness": selected,
         "baseline": report["baseline"]["fitness"], "best": report["best"]["fitness"], "generations": report["generations"],
         "design": report["design"], "llm": report["llm"],
     }
@@ -191,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sandbox", default="process", choices=("process", "docker"))
     parser.add_argument("--order", default="seed", choices=("seed", "arm"),
                         help="seed: every arm for one seed, then the next (load drifts alike); arm: one arm's seeds at a time")
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="keep the runs here (default: a temporary folder each): a completed run is read, "
+                             "not trained again, an unfinished one resumed, so a stopped ablation continues")
     parser.add_argument("--out", type=Path, default=None)
     return parser
 

@@ -57,3 +57,30 @@ def test_run_ids_name_the_task_and_one_lero_would_refuse_is_a_usage_error(capsys
         designer_ablation.main(["--env-arg", "reward=sparse", "--arm", f"{'m' * 60}=http://127.0.0.1:1/v1"])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "must be 1-64 characters" in err and "shorter --arm names" in err
+
+
+def test_a_work_dir_keeps_the_runs_so_a_second_sitting_trains_nothing_again(tmp_path: Path, monkeypatch) -> None:
+    """The random arm's tiny run, twice with one --work-dir: the second sitting reads the
+    completed run (no `lero` started) and reports the same numbers; a run folder without a
+    completed report is resumed, not started again."""
+    work, first, second = tmp_path / "work", tmp_path / "first.json", tmp_path / "second.json"
+    designer_ablation.main([*TINY, "--work-dir", str(work), "--out", str(first)])
+    started: list[list[str]] = []
+    real_run = designer_ablation.subprocess.run
+
+    def watched(command, **kwargs):
+        started.append(command)
+        return real_run(command, **kwargs) if command == ["uptime"] else real_run(["true"], **kwargs)
+
+    monkeypatch.setattr(designer_ablation.subprocess, "run", watched)
+    designer_ablation.main([*TINY, "--work-dir", str(work), "--out", str(second)])
+    assert [c for c in started if c != ["uptime"]] == []  # nothing trained again
+    (before,), (after,) = (json.loads(path.read_text())["runs"] for path in (first, second))
+    assert after["reused"] and not before["reused"] and after["status"] == "completed"
+    assert {k: after[k] for k in ("run_id", "best", "baseline", "generations")} == \
+        {k: before[k] for k in ("run_id", "best", "baseline", "generations")}  # fmt: skip
+    report = work / "runs" / before["run_id"] / "report.json"
+    report.write_text(json.dumps({**json.loads(report.read_text()), "status": "stopped"}))
+    designer_ablation.main([*TINY, "--work-dir", str(work), "--out", str(second)])
+    resumed = [c for c in started if c != ["uptime"]]
+    assert len(resumed) == 1 and resumed[0][3:6] == ["resume", before["run_id"], "--llm"]
