@@ -59,6 +59,7 @@ def test_run_ids_name_the_task_and_one_lero_would_refuse_is_a_usage_error(capsys
     assert exit_.value.code == 2 and "must be 1-64 characters" in err and "shorter --arm names" in err
 
 
+@pytest.mark.slow
 def test_a_work_dir_keeps_the_runs_so_a_second_sitting_trains_nothing_again(tmp_path: Path, monkeypatch) -> None:
     """The random arm's tiny run, twice with one --work-dir: the second sitting reads the
     completed run (no `lero` started) and reports the same numbers; a run folder without a
