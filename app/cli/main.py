@@ -70,7 +70,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
     ui = RichUI(console=console, generations=spec.generations, env_steps=spec.budget()[1])
     estimate_in_background(ui, spec, args.env)  # the run bar's ETA before the first report
-    with first_ctrl_c_cancels() as interrupts:
+    with first_stop_cancels() as interrupts:
         try:
             with ui:  # --env: the person named it
                 outcome = start_run(spec, ui, confirm=args.env, front=app_front(interrupts.scope))
@@ -81,9 +81,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 class Interrupts:
-    """Ctrl-C during a run: the first kills its sandbox jobs (in a thread, so a lock the
-    interrupted code holds cannot deadlock it) and raises KeyboardInterrupt; the second
-    exits at once."""
+    """Ctrl-C (SIGINT) or SIGTERM during a run: the first kills its sandbox jobs (in a thread,
+    so a lock the interrupted code holds cannot deadlock it) and raises KeyboardInterrupt; the
+    second exits at once."""
 
     def __init__(self) -> None:
         from lero.graph.context import CancelScope  # the engine: only for a command that runs one
@@ -104,17 +104,23 @@ class Interrupts:
             self.canceller.join(timeout_s)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # Ctrl-C; `kill`, `docker stop`, a scheduler's time limit
+
+
 @contextmanager
-def first_ctrl_c_cancels() -> Iterator[Interrupts]:
+def first_stop_cancels() -> Iterator[Interrupts]:
+    """Every STOP_SIGNALS stops a run as Ctrl-C does: no container outlives the command and
+    the run is left `interrupted`, to resume (SIGTERM's default would end lero on the spot)."""
     interrupts = Interrupts()
     if threading.current_thread() is not threading.main_thread():
         yield interrupts  # signals reach only the main thread
         return
-    previous = signal.signal(signal.SIGINT, interrupts.handle)
+    previous = {sig: signal.signal(sig, interrupts.handle) for sig in STOP_SIGNALS}
     try:
         yield interrupts
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def resume_hint(run_id: str, runs_dir: Path) -> str:
@@ -163,7 +169,7 @@ def cmd_resume(args: argparse.Namespace, console: Console) -> int:
     from lero.graph.runner import resume_run
 
     ui = resume_ui(path, console)
-    with first_ctrl_c_cancels() as interrupts:
+    with first_stop_cancels() as interrupts:
         try:
             with ui:
                 outcome = resume_run(args.run_id, args.runs_dir, ui, answer=answer, overrides=overrides,

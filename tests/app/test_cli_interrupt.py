@@ -1,4 +1,4 @@
-"""Ctrl-C during a real `lero run --sandbox docker`: the first SIGINT stops the run at once
+"""Ctrl-C (or SIGTERM) during a real `lero run --sandbox docker`: the first stops the run at once
 (running containers killed, state checkpointed, a `lero resume` hint), and `lero resume`
 completes it without training again what had finished."""
 
@@ -56,8 +56,16 @@ def a_train_job_done_and_another_job_started(events: list[dict]) -> bool:
     return bool(trained) and bool(running)
 
 
+STOPS = {  # how a run is stopped: Ctrl-C in a terminal signals the group; `kill`, `docker stop` and
+    # a scheduler's time limit send SIGTERM to lero itself
+    "ctrl-c": lambda pid: os.killpg(pid, signal.SIGINT),
+    "sigterm": lambda pid: os.kill(pid, signal.SIGTERM),
+}
+
+
 @pytest.mark.slow
-def test_first_ctrl_c_stops_a_docker_run_and_resume_completes_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", list(STOPS))
+def test_first_ctrl_c_stops_a_docker_run_and_resume_completes_it(tmp_path: Path, stop: str) -> None:
     if (reason := docker_unavailable()) is not None:
         pytest.skip(f"no Docker sandbox: {reason}")
     (tmp_path / "tiny.json").write_text(json.dumps(CONFIG))
@@ -77,7 +85,7 @@ def test_first_ctrl_c_stops_a_docker_run_and_resume_completes_it(tmp_path: Path)
         assert our_containers(process.pid), "a training container should be running now"
         before = read_events(events_path)
         sent = time.monotonic()
-        os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        STOPS[stop](process.pid)
         code = process.wait(timeout=60)
         stop_s = time.monotonic() - sent
         stderr = process.stderr.read()
@@ -91,7 +99,7 @@ def test_first_ctrl_c_stops_a_docker_run_and_resume_completes_it(tmp_path: Path)
     assert our_containers(process.pid) == []
     state = json.loads((tmp_path / "runs" / "c" / "state.json").read_text())
     assert state["status"] == "interrupted"
-    print(f"first SIGINT to exit: {stop_s:.2f} s")
+    print(f"first {stop} to exit: {stop_s:.2f} s")
 
     done = subprocess.run([sys.executable, "-m", "lero.app.cli.main", "resume", "c"], cwd=tmp_path,
                           env=lero_env(), capture_output=True, text=True, timeout=900)  # fmt: skip
@@ -116,8 +124,8 @@ def test_first_ctrl_c_stops_a_docker_run_and_resume_completes_it(tmp_path: Path)
 
 SECOND_CTRL_C = """
 import signal, threading
-from lero.app.cli.main import first_ctrl_c_cancels
-with first_ctrl_c_cancels() as interrupts:
+from lero.app.cli.main import first_stop_cancels
+with first_stop_cancels() as interrupts:
     try:
         print("ready", flush=True)
         threading.Event().wait()
@@ -128,14 +136,15 @@ with first_ctrl_c_cancels() as interrupts:
 """
 
 
-def test_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_second_ctrl_c_exits_at_once(tmp_path: Path, sig: signal.Signals) -> None:
     process = subprocess.Popen([sys.executable, "-c", SECOND_CTRL_C], cwd=tmp_path,
                                stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert process.stdout.readline() == "ready\n"
-        process.send_signal(signal.SIGINT)
+        process.send_signal(sig)
         assert process.stdout.readline() == "first\n"  # the first one only interrupts
-        process.send_signal(signal.SIGINT)
+        process.send_signal(sig)
         assert process.wait(timeout=30) == 130
     finally:
         if process.poll() is None:
