@@ -4,7 +4,9 @@
     python -m lero.app.cli.worker resume RUN_ID [--runs-dir DIR] [--answer answer.json] [--env ENV]
 
 The same `start_run` / `resume_run` path as `lero run` and `lero resume --answer`, with
-the app's hooks (TensorBoard, report.md); one line on stderr and exit 2 for bad input.
+the app's hooks (TensorBoard, report.md); one line on stderr and exit 2 for bad input. A
+SIGTERM (how `lero ui` stops its workers) or SIGINT stops the run as Ctrl-C stops `lero run`:
+its sandbox jobs killed, the run left `interrupted`, exit 130.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lero.app.cli.main import EXIT_INTERRUPTED, first_stop_cancels
 from lero.app.cli.run_hooks import app_front
 from lero.graph.configuration import DEFAULT_RUNS_DIR, RunError, RunSpec, load_json
 from lero.graph.runner import resume_run, start_run
@@ -47,13 +50,19 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--env", help="the package.module:factory env a person confirmed (graph.trust)")
     args = parser.parse_args(argv)
     try:
-        if args.command == "start":
-            spec = RunSpec.parse(load_json(args.spec.read_text(), f"spec file {args.spec}"))
-            outcome = start_run(spec, JsonLinesUI(), confirm=args.env, front=app_front())
-        else:
-            answer = load_json(args.answer.read_text(), f"answer file {args.answer}") if args.answer else None
-            outcome = resume_run(args.run_id, args.runs_dir, JsonLinesUI(), answer=answer, confirm=args.env,
-                                 front=app_front())
+        with first_stop_cancels() as interrupts:  # `lero ui` stops its workers with SIGTERM
+            try:
+                if args.command == "start":
+                    spec = RunSpec.parse(load_json(args.spec.read_text(), f"spec file {args.spec}"))
+                    outcome = start_run(spec, JsonLinesUI(), confirm=args.env, front=app_front(interrupts.scope))
+                else:
+                    answer = load_json(args.answer.read_text(), f"answer file {args.answer}") if args.answer else None
+                    outcome = resume_run(args.run_id, args.runs_dir, JsonLinesUI(), answer=answer, confirm=args.env,
+                                         front=app_front(interrupts.scope))
+            except KeyboardInterrupt:
+                interrupts.wait()  # no container outlives the worker
+                print("error: interrupted", file=sys.stderr)
+                return EXIT_INTERRUPTED
     except RunError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -149,3 +149,35 @@ def test_second_ctrl_c_exits_at_once(tmp_path: Path, sig: signal.Signals) -> Non
     finally:
         if process.poll() is None:
             process.kill()
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_ui_workers_docker_run_and_leaves_no_container(tmp_path: Path) -> None:
+    """`lero ui` stops its run workers (`python -m lero.app.cli.worker`) with SIGTERM when it
+    closes: the worker stops its run as `lero run` stops on Ctrl-C."""
+    if (reason := docker_unavailable()) is not None:
+        pytest.skip(f"no Docker sandbox: {reason}")
+    from lero.graph.configuration import RunSpec
+
+    spec = RunSpec.parse({**CONFIG, "run_id": "w", "runs_dir": str(tmp_path / "runs")})
+    (tmp_path / "spec.json").write_text(spec.model_dump_json())
+    process = subprocess.Popen([sys.executable, "-m", "lero.app.cli.worker", "start", "--spec", "spec.json"],
+                               cwd=tmp_path, env=lero_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)  # fmt: skip
+    events_path = tmp_path / "runs" / "w" / "events.jsonl"
+    try:
+        deadline = time.monotonic() + 900
+        while not a_train_job_done_and_another_job_started(read_events(events_path)):
+            assert process.poll() is None, process.stderr.read()
+            assert time.monotonic() < deadline, "the run never reached a second training job"
+            time.sleep(0.05)
+        assert our_containers(process.pid), "a training container should be running now"
+        process.terminate()  # Worker.stop's signal
+        code = process.wait(timeout=60)
+        stderr = process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 130 and stderr.strip().splitlines()[-1] == "error: interrupted", stderr
+    assert our_containers(process.pid) == []
+    assert json.loads((tmp_path / "runs" / "w" / "state.json").read_text())["status"] == "interrupted"
