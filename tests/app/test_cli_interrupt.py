@@ -56,6 +56,17 @@ def a_train_job_done_and_another_job_started(events: list[dict]) -> bool:
     return bool(trained) and bool(running)
 
 
+def wait_inside_a_second_job(process: subprocess.Popen, events_path: Path) -> None:
+    """Until PROCESS's run has finished a training job and started another (the stop then lands
+    inside a running container), driven by the run's own events, not a clock."""
+    deadline = time.monotonic() + 900
+    while not a_train_job_done_and_another_job_started(read_events(events_path)):
+        assert process.poll() is None, process.stderr.read()
+        assert time.monotonic() < deadline, "the run never reached a second training job"
+        time.sleep(0.05)
+    assert our_containers(process.pid), "a training container should be running now"
+
+
 STOPS = {  # how a run is stopped: Ctrl-C in a terminal signals the group; `kill`, `docker stop` and
     # a scheduler's time limit send SIGTERM to lero itself
     "ctrl-c": lambda pid: os.killpg(pid, signal.SIGINT),
@@ -77,12 +88,7 @@ def test_first_ctrl_c_stops_a_docker_run_and_resume_completes_it(tmp_path: Path,
     )  # fmt: skip
     events_path = tmp_path / "runs" / "c" / "events.jsonl"
     try:
-        deadline = time.monotonic() + 900
-        while not a_train_job_done_and_another_job_started(read_events(events_path)):
-            assert process.poll() is None, process.stderr.read()
-            assert time.monotonic() < deadline, "the run never reached a second training job"
-            time.sleep(0.05)
-        assert our_containers(process.pid), "a training container should be running now"
+        wait_inside_a_second_job(process, events_path)
         before = read_events(events_path)
         sent = time.monotonic()
         STOPS[stop](process.pid)
@@ -164,14 +170,8 @@ def test_sigterm_stops_a_ui_workers_docker_run_and_leaves_no_container(tmp_path:
     process = subprocess.Popen([sys.executable, "-m", "lero.app.cli.worker", "start", "--spec", "spec.json"],
                                cwd=tmp_path, env=lero_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True)  # fmt: skip
-    events_path = tmp_path / "runs" / "w" / "events.jsonl"
     try:
-        deadline = time.monotonic() + 900
-        while not a_train_job_done_and_another_job_started(read_events(events_path)):
-            assert process.poll() is None, process.stderr.read()
-            assert time.monotonic() < deadline, "the run never reached a second training job"
-            time.sleep(0.05)
-        assert our_containers(process.pid), "a training container should be running now"
+        wait_inside_a_second_job(process, tmp_path / "runs" / "w" / "events.jsonl")
         process.terminate()  # Worker.stop's signal
         code = process.wait(timeout=60)
         stderr = process.stderr.read()
