@@ -11,11 +11,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +32,7 @@ from lero.app.cli.args import (
     study_export,
     study_fields,
 )
+from lero.app.cli.stops import EXIT_INTERRUPTED, first_stop_cancels
 from lero.app.reports.tracking import require as require_logger
 from lero.graph.configuration import (
     DEFAULT_RUNS_DIR,
@@ -48,7 +46,7 @@ if TYPE_CHECKING:
     from lero.app.console.progress import RichUI
     from lero.graph.runner import RunOutcome
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3  # EXIT_INTERRUPTED (130): app.cli.stops
 
 
 # ---------------------------------------------------------------- parser
@@ -78,49 +76,6 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             interrupts.wait()
             return _stopped(spec.run_id, Path(spec.runs_dir))
     return finish_outcome(outcome, console)
-
-
-class Interrupts:
-    """Ctrl-C (SIGINT) or SIGTERM during a run: the first kills its sandbox jobs (in a thread,
-    so a lock the interrupted code holds cannot deadlock it) and raises KeyboardInterrupt; the
-    second exits at once."""
-
-    def __init__(self) -> None:
-        from lero.graph.context import CancelScope  # the engine: only for a command that runs one
-
-        self.scope = CancelScope()  # the runs this command drives
-        self.canceller: threading.Thread | None = None
-
-    def handle(self, signum: int, frame: object) -> None:
-        if self.canceller is not None:
-            os._exit(EXIT_INTERRUPTED)
-        self.canceller = threading.Thread(target=self.scope.cancel_all, daemon=True)
-        self.canceller.start()
-        raise KeyboardInterrupt
-
-    def wait(self, timeout_s: float = 10.0) -> None:
-        """Until the jobs are killed: no container outlives the command."""
-        if self.canceller is not None:
-            self.canceller.join(timeout_s)
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # Ctrl-C; `kill`, `docker stop`, a scheduler's time limit
-
-
-@contextmanager
-def first_stop_cancels() -> Iterator[Interrupts]:
-    """Every STOP_SIGNALS stops a run as Ctrl-C does: no container outlives the command and
-    the run is left `interrupted`, to resume (SIGTERM's default would end lero on the spot)."""
-    interrupts = Interrupts()
-    if threading.current_thread() is not threading.main_thread():
-        yield interrupts  # signals reach only the main thread
-        return
-    previous = {sig: signal.signal(sig, interrupts.handle) for sig in STOP_SIGNALS}
-    try:
-        yield interrupts
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def resume_hint(run_id: str, runs_dir: Path) -> str:

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lero.app.cli.main import EXIT_INTERRUPTED, first_stop_cancels
 from lero.app.cli.run_hooks import app_front
+from lero.app.cli.stops import EXIT_INTERRUPTED, first_stop_cancels
 from lero.graph.configuration import DEFAULT_RUNS_DIR, RunError, RunSpec, load_json
 from lero.graph.runner import resume_run, start_run
 

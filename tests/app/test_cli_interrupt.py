@@ -130,7 +130,7 @@ def test_first_ctrl_c_stops_a_docker_run_and_resume_completes_it(tmp_path: Path,
 
 SECOND_CTRL_C = """
 import signal, threading
-from lero.app.cli.main import first_stop_cancels
+from lero.app.cli.stops import first_stop_cancels
 with first_stop_cancels() as interrupts:
     try:
         print("ready", flush=True)
