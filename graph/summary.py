@@ -20,9 +20,7 @@ from lero.graph.lineage import lineage
 from lero.graph.rundir import BASELINE_ID, SPEC_FILE, STATE_FILE, RunDir
 from lero.graph.schedule import last_rung, rung_end
 from lero.training.envs.task import TaskSpec
-from lero.training.validation import (
-    finite_number as is_number,  # a run dir's numbers: 10**400, NaN are none
-)
+from lero.training.validation import finite_number  # a run dir's numbers: 10**400, NaN are none
 
 RUN_STATUSES = ("completed", "running", "interrupted", "stopped", "failed")
 # stop reasons after which the designer could not go on; `lero resume` continues the run
@@ -45,7 +43,7 @@ class CandidateRecord:
     @property
     def fitness(self) -> float | None:
         value = self.result.get("fitness")
-        return float(value) if is_number(value) else None
+        return float(value) if finite_number(value) else None
 
     @property
     def status(self) -> str:
@@ -55,7 +53,7 @@ class CandidateRecord:
     def stopped_at(self) -> int | None:
         """Env steps after which successive halving stopped it (None: the whole budget)."""
         value = self.result.get("stopped_at")
-        return int(value) if is_number(value) else None
+        return int(value) if finite_number(value) else None
 
 
 @dataclass
@@ -95,12 +93,12 @@ def native_task(env: object, env_kwargs: object) -> TaskSpec | None:
 def seed_fitnesses(result: dict | None) -> list[float]:
     """The fitness of each seed of a baseline/candidate result that has one."""
     per_seed = (result or {}).get("per_seed") or []
-    return [float(r["fitness"]) for r in per_seed if is_number(r.get("fitness"))]
+    return [float(r["fitness"]) for r in per_seed if finite_number(r.get("fitness"))]
 
 
 def whole(value: object, default: int = 0) -> int:
     """A run dir's count as an int; DEFAULT for anything else (missing, text, NaN, inf)."""
-    return int(value) if is_number(value) else default
+    return int(value) if finite_number(value) else default
 
 
 def _parse_candidate_dir(name: str) -> tuple[int, int] | None:
@@ -151,7 +149,7 @@ def eval_of(result: dict | None) -> dict[str, float]:
     if not result:
         return {}
     metrics = result.get("eval") or {}
-    return {k: float(v) for k, v in metrics.items() if is_number(v)}
+    return {k: float(v) for k, v in metrics.items() if finite_number(v)}
 
 
 def metric_names(*evaluations: dict) -> list[str]:
@@ -169,7 +167,7 @@ def best_candidate(run: RunFiles) -> CandidateRecord | None:
 
 def _tie(candidate: CandidateRecord) -> float:
     value = (candidate.result.get("eval") or {}).get("return")
-    return float(value) if is_number(value) else -math.inf
+    return float(value) if finite_number(value) else -math.inf
 
 
 def _generation_rows(run: RunFiles) -> list[dict]:
@@ -207,9 +205,9 @@ def _llm_usage(run: RunFiles) -> dict[str, int]:
 
 
 def _wall_s(run: RunFiles) -> float | None:
-    if is_number(run.state.get("wall_s")):
+    if finite_number(run.state.get("wall_s")):
         return float(run.state["wall_s"])
-    stamps = [e["ts"] for e in run.events if is_number(e.get("ts"))]
+    stamps = [e["ts"] for e in run.events if finite_number(e.get("ts"))]
     return float(max(stamps) - min(stamps)) if stamps else None
 
 
@@ -234,7 +232,7 @@ def time_breakdown(events: list[dict]) -> dict:
             group_of = event.get("group_of")
             row["sandboxes"] += 1.0 / group_of if isinstance(group_of, int) and group_of > 0 else 1.0
         for key in JOB_SECONDS:
-            row[key] += float(event[key]) if is_number(event.get(key)) else 0.0
+            row[key] += float(event[key]) if finite_number(event.get(key)) else 0.0
     for row in jobs.values():
         row["sandboxes"] = round(row["sandboxes"])
     loop: dict[str, float] = {}
@@ -242,7 +240,7 @@ def time_breakdown(events: list[dict]) -> dict:
         node, seconds = event.get("node"), event.get("seconds")
         if event.get("event") != "node_finished" or not isinstance(node, str) or node in JOB_NODES:
             continue
-        if is_number(seconds):
+        if finite_number(seconds):
             loop[node] = loop.get(node, 0.0) + float(seconds)
     return {"jobs": jobs, "loop": loop}
 
@@ -315,7 +313,7 @@ def summarize(run: RunFiles) -> dict:
         "measured": measured_points(run.events),
         "lineage": _elite_lineage(run),
         "llm": _llm_usage(run),
-        "env_steps": int(env_steps) if is_number(env_steps) else None,
+        "env_steps": int(env_steps) if finite_number(env_steps) else None,
         "schedule": _schedule(run),
         "wall_s": _wall_s(run),
         "time": time_breakdown(run.events),

@@ -104,7 +104,8 @@ def resume_ui(path: Path, console: Console) -> RichUI:
     confirmation included), from the env steps the run's state already counts. A stored spec
     that no longer parses (a run from an older lero) gets no run bar, not an error."""
     from lero.app.console.progress import RichUI
-    from lero.graph.summary import is_number, load_run
+    from lero.graph.summary import load_run
+    from lero.training.validation import finite_number
 
     run = load_run(path)
     try:
@@ -113,7 +114,7 @@ def resume_ui(path: Path, console: Console) -> RichUI:
         planned = None
     done = run.state.get("env_steps")
     return RichUI(console=console, generations=run.spec.get("generations"), env_steps=planned,
-                  env_steps_done=int(done) if is_number(done) else 0)  # fmt: skip
+                  env_steps_done=int(done) if finite_number(done) else 0)  # fmt: skip
 
 
 def cmd_resume(args: argparse.Namespace, console: Console) -> int:

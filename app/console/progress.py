@@ -34,8 +34,9 @@ from lero.agents.records import PROBE_ROLE
 from lero.app.console.approvals import Approvals, Asker
 from lero.app.console.eta import SteadyEta
 from lero.app.reports.numbers import fmt_duration, fmt_number
-from lero.graph.summary import is_number, metric_names
+from lero.graph.summary import metric_names
 from lero.sandbox import EVALUATE, TRAIN
+from lero.training.validation import finite_number
 
 TASK_KINDS = (TRAIN.name, EVALUATE.name)  # sandbox job kinds the graph reports as training tasks
 
@@ -351,7 +352,7 @@ class RichUI:
         fitness = (
             f" fitness {fmt_number(event['fitness'])}" if event.get("fitness") is not None else ""
         )
-        took = f" in {fmt_duration(event['elapsed_s'])}" if is_number(event.get("elapsed_s")) and not cached else ""
+        took = f" in {fmt_duration(event['elapsed_s'])}" if finite_number(event.get("elapsed_s")) and not cached else ""
         style = "" if key.startswith("task:") else "[dim]sandbox[/] "
         self._say(f"{style}{label}: [{colour}]{status}[/]{cached}{fitness}{took}")
 

@@ -25,11 +25,11 @@ from lero.graph.summary import (
     RunFiles,
     best_candidate,
     eval_of,
-    is_number,
     load_run,
     metric_names,
     summarize,
 )
+from lero.training.validation import finite_number
 
 MIN_RUNS, MAX_RUNS = 2, 12
 COMPARISONS_DIR = "comparisons"  # in the runs dir: comparisons/<name>/ (no run holds a spec.json there)
@@ -64,7 +64,7 @@ def comparison_row(run: RunFiles) -> dict[str, Any]:
         "baseline fitness": base, "baseline spread": spread_text(run.baseline),
         "best candidate": best.candidate_id if best else None, "best fitness": top,
         "best spread": spread_text(best.result) if best else "—",
-        "improvement": top - base if is_number(base) and is_number(top) else None,
+        "improvement": top - base if finite_number(base) and finite_number(top) else None,
         "env steps": summary["env_steps"], "wall s": summary["wall_s"],
         "metrics": eval_of(best.result) if best else {},
     }  # fmt: skip

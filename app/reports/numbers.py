@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import math
 
-from lero.graph.summary import is_number
+from lero.training.validation import finite_number
 
 
 def fmt_number(value: object, digits: int = 3) -> str:
     """Fixed digits; a number no float holds as it is (`odd_number`); an em dash for a
     missing value or one that is no number."""
-    return f"{value:.{digits}f}" if is_number(value) else odd_number(value) or "—"
+    return f"{value:.{digits}f}" if finite_number(value) else odd_number(value) or "—"
 
 
 def odd_number(value: object) -> str | None:
     """How a number read from a run dir that is not finite is shown: `nan`, `inf`, `-inf`,
     or `out of range` (an integer beyond the float range, `10**400`); None for anything
     else (a finite number, a missing value, text)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or is_number(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or finite_number(value):
         return None
     if isinstance(value, int):
         return "out of range"
@@ -29,7 +29,7 @@ def odd_number(value: object) -> str | None:
 def fmt_duration(seconds: object) -> str:
     """Seconds as a person reads them: "38.4 s", "3 min 05 s", "1 h 02 min"; an em dash for a
     missing / non-finite value."""
-    if not is_number(seconds):
+    if not finite_number(seconds):
         return "—"
     value = float(seconds)  # type: ignore[arg-type]
     if value < 60:

@@ -25,8 +25,9 @@ from lero.app.study.arm_colors import CANDIDATE, NATIVE, arm_color, arm_line
 from lero.app.study.stats import curve_band
 from lero.graph.confirmation import CURVE, LOOP_ID, arm_name
 from lero.graph.rundir import BASELINE_ID
-from lero.graph.summary import RunFiles, best_candidate, is_number, seed_fitnesses
+from lero.graph.summary import RunFiles, best_candidate, seed_fitnesses
 from lero.training.envs.task import RETURN
+from lero.training.validation import finite_number
 
 if TYPE_CHECKING:
     from lero.app.reports.figures import CurveSeries
@@ -66,12 +67,12 @@ def curve_series(label: str, result: dict | None, color: str = "C0") -> CurveSer
         return None
     greedy = [r.get("final_fitness", r.get("fitness")) for r in seeds]
     return CurveSeries(label=label, band=curve_band(curves), seeds=len(curves), color=color,
-                       greedy=[float(g) for g in greedy if is_number(g)], end_step=max(s[-1] for s, _ in curves))  # fmt: skip
+                       greedy=[float(g) for g in greedy if finite_number(g)], end_step=max(s[-1] for s, _ in curves))  # fmt: skip
 
 
 def _return_curve(record: dict) -> tuple[list[float], list[float]] | None:
     steps, returns = ((record.get("curves") or {}).get(k) or [] for k in ("steps", "return"))
-    ok = steps and len(steps) == len(returns) and all(map(is_number, [*steps, *returns]))
+    ok = steps and len(steps) == len(returns) and all(map(finite_number, [*steps, *returns]))
     return (steps, returns) if ok else None
 
 
@@ -85,7 +86,7 @@ def fitness_figure(run: RunFiles, summary: dict[str, Any]) -> RunFigure:
             generations[c.generation].append(FitnessPoint(c.candidate_id, c.fitness, seed_fitnesses(c.result),
                                                      stopped=c.stopped_at is not None))  # fmt: skip
     base = summary["baseline"]["fitness"]
-    native = FitnessPoint(NATIVE, float(base), seed_fitnesses(run.baseline)) if is_number(base) else None
+    native = FitnessPoint(NATIVE, float(base), seed_fitnesses(run.baseline)) if finite_number(base) else None
     best = {g["generation"]: g["best_fitness"] for g in summary["generations"]}
     kind = run.spec.get("fitness") or "final"
     files = plot_fitness(dict(generations), best, native, (arm_color(CANDIDATE), arm_color(NATIVE)), f"fitness ({kind})")
@@ -179,7 +180,7 @@ def confirmation_metric_figure(confirmation: dict[str, Any] | None) -> RunFigure
     metric = (confirmation or {}).get("success_metric", RETURN)
     if metric == RETURN:
         return None
-    arms = [ArmValues(name, [float(v) for v in arm["per_seed"].get(metric, []) if is_number(v)], color)
+    arms = [ArmValues(name, [float(v) for v in arm["per_seed"].get(metric, []) if finite_number(v)], color)
             for arm, name, color in _styled_arms(confirmation)]  # fmt: skip
     arms = [a for a in arms if a.values]
     if not arms:

@@ -20,13 +20,13 @@ from lero.graph.summary import (
     RunFiles,
     best_candidate,
     eval_of,
-    is_number,
     load_run,
     metric_names,
     seed_fitnesses,
     summarize,
 )
 from lero.sandbox.types import work_label
+from lero.training.validation import finite_number
 
 UNREADABLE = "unreadable"  # the status of a listed run whose files cannot be read
 
@@ -34,13 +34,13 @@ UNREADABLE = "unreadable"  # the status of a listed run whose files cannot be re
 def spread_text(result: dict | None) -> str:
     """'mean ± std (n seeds: a, b, c)' for a baseline/candidate result; one seed has no
     spread to show, so it reads 'value (1 seed, no spread)'."""
-    if not result or not is_number(result.get("fitness")):
+    if not result or not finite_number(result.get("fitness")):
         return fmt_number(result.get("fitness")) if result else "—"  # nan, inf: shown as such
     seeds = seed_fitnesses(result)
     if len(seeds) <= 1:
         return fmt_number(result["fitness"]) + (" (1 seed, no spread)" if seeds else "")
     std = result.get("fitness_std")
-    if not is_number(std):
+    if not finite_number(std):
         std = statistics.pstdev(seeds)
     listed = ", ".join(fmt_number(s) for s in seeds)
     return f"{fmt_number(result['fitness'])} ± {fmt_number(std)} ({len(seeds)} seeds: {listed})"
@@ -56,7 +56,7 @@ def llm_request_row(record: dict[str, Any]) -> dict[str, str]:
 
     def tokens(key: str) -> str:
         value = record.get(key)
-        return f"{value}{mark}" if is_number(value) else "—"
+        return f"{value}{mark}" if finite_number(value) else "—"
 
     status = str(record.get("status") or "?")
     if record.get("error"):
@@ -289,7 +289,7 @@ def render_markdown(run: RunFiles, summary: dict, plots: dict[str, tuple[Path, s
         cells = " | ".join(fmt_number(metrics.get(m)) for m in names)
         lines.append(f"| {label} | {spread_text(result)} | {cells} |")
     base_fit, best_fit = summary["baseline"]["fitness"], summary["best"]["fitness"]
-    if is_number(base_fit) and is_number(best_fit):
+    if finite_number(base_fit) and finite_number(best_fit):
         lines += ["", f"Improvement over the baseline on the selection episodes: {best_fit - base_fit:+.3f} "
                       f"{success if spec.get('fitness') == 'success' else 'return'}."]
     lines += [

@@ -15,8 +15,9 @@ import statistics
 from typing import Any
 
 from lero.app.reports.provenance import native_task
-from lero.graph.summary import RunFiles, is_number
+from lero.graph.summary import RunFiles
 from lero.training.curves import HRF_CHANGE_CURVE, SHAPING_CURVE
+from lero.training.validation import finite_number
 
 INVARIANT, CHANGES_REWARD = "policy-invariant", "not policy-invariant"
 SHAPED_CURVE = "train_reward"  # the per-agent training (shaped) return during training
@@ -29,7 +30,7 @@ def shaping_kind(result: dict[str, Any]) -> str | None:
     HRF changes the native reward), None for a candidate with no potential or no training."""
     stats = result.get("reflection_stats") or {}
     change = (stats.get(HRF_CHANGE_CURVE) or {}).get("max")
-    if SHAPING_CURVE not in stats or not is_number(change):
+    if SHAPING_CURVE not in stats or not finite_number(change):
         return None
     return INVARIANT if change == 0 else CHANGES_REWARD
 
@@ -42,7 +43,7 @@ def adds_shaping(result: dict[str, Any]) -> bool:
         return True
     curves = result.get("curves") or {}
     shaped, native = curves.get(SHAPED_CURVE) or [], curves.get(NATIVE_CURVE) or []
-    pairs = [(s, n) for s, n in zip(shaped, native, strict=False) if is_number(s) and is_number(n)]
+    pairs = [(s, n) for s, n in zip(shaped, native, strict=False) if finite_number(s) and finite_number(n)]
     if not pairs or len(shaped) != len(native):
         return True  # not comparable: say what the curves show
     power = sum(n * n for _, n in pairs)
@@ -56,12 +57,12 @@ def shaped_without_success(result: dict[str, Any], success: str) -> bool:
     """Whether the shaped training return rose (its last third above its first) while the
     task's SUCCESS metric stayed 0 on the held-out episodes and throughout training."""
     curves, evaluation = result.get("curves") or {}, result.get("eval") or {}
-    shaped = [v for v in curves.get(SHAPED_CURVE) or [] if is_number(v)]
-    if len(shaped) < 3 or not is_number(evaluation.get(success)) or evaluation[success] != 0:
+    shaped = [v for v in curves.get(SHAPED_CURVE) or [] if finite_number(v)]
+    if len(shaped) < 3 or not finite_number(evaluation.get(success)) or evaluation[success] != 0:
         return False
     third = len(shaped) // 3
     rose = statistics.fmean(shaped[-third:]) > statistics.fmean(shaped[:third])
-    return rose and not any(v for v in curves.get(success) or [] if is_number(v))
+    return rose and not any(v for v in curves.get(success) or [] if finite_number(v))
 
 
 def hollow_note(result: dict[str, Any], success: str | None) -> str | None:
