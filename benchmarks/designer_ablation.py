@@ -60,11 +60,16 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def arm_flags(arm: str, url: str | None, context_tokens: int | None) -> list[str]:
+def llm_flags(arm: str, url: str | None, context_tokens: int | None) -> list[str]:
+    """ARM's designer: offline, or the model behind URL (what `lero resume` needs of it too)."""
     if arm == RANDOM:
-        return ["--llm", "offline", "--no-prior"]
-    flags = ["--llm", f"openai:{arm}", "--base-url", url or "", "--design", "structured"]
-    return flags + (["--context-tokens", str(context_tokens)] if context_tokens else [])
+        return ["--llm", "offline"]
+    return ["--llm", f"openai:{arm}", "--base-url", url or ""] + (["--context-tokens", str(context_tokens)] if context_tokens else [])
+
+
+def arm_flags(arm: str, url: str | None, context_tokens: int | None) -> list[str]:
+    """`lero run`'s flags for ARM: its designer, drawing without the prior or designing structured."""
+    return llm_flags(arm, url, context_tokens) + (["--no-prior"] if arm == RANDOM else ["--design", "structured"])
 
 
 def task_slug(env: str, env_args: list[tuple[str, object]]) -> str:
@@ -83,13 +88,6 @@ def selection(spec_path: Path) -> dict[str, Any]:
     spec = json.loads(spec_path.read_text())
     fitness = spec.get("fitness")
     return {"fitness": fitness, "metric": selected_metric(native_task(spec.get("env"), spec.get("env_kwargs")), fitness)}
-
-
-def resume_flags(arm: str, url: str | None, context_tokens: int | None) -> list[str]:
-    """What `lero resume` needs of ARM's flags (the rest is in the run's spec)."""
-    if arm == RANDOM:
-        return ["--llm", "offline"]
-    return ["--llm", f"openai:{arm}", "--base-url", url or ""] + (["--context-tokens", str(context_tokens)] if context_tokens else [])
 
 
 @contextlib.contextmanager
@@ -118,7 +116,7 @@ def one_run(arm: str, url: str | None, seed: int, args: argparse.Namespace) -> d
         if not reused:
             if run_dir.exists():
                 command = [sys.executable, "-m", "lero.app.cli.main", "resume", run_id,
-                           *resume_flags(arm, url, args.context_tokens)]
+                           *llm_flags(arm, url, args.context_tokens)]
             else:
                 task = ["--env", args.env, *(f"--env-arg={key}={value}" for key, value in args.env_args)]
                 command = [sys.executable, "-m", "lero.app.cli.main", "run", *task, "--generations", str(args.generations),
