@@ -21,7 +21,8 @@ def _root(parent: dict[str, str], name: str) -> str:
 
 
 def worker_groups(items: list[pytest.Item]) -> dict[str, str]:
-    """Module path -> its group's name (the first module of the group, in collection order)."""
+    """Module path -> its group's name (one of the group's modules, the same in every worker:
+    each collects the tests in one order)."""
     parent: dict[str, str] = {}
     by_fixture: dict[str, str] = {}  # a shared fixture -> the first module that uses it
     for item in items:
