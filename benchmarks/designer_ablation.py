@@ -24,7 +24,8 @@ fitness (IQM [CI]), and P(model > random) on the run's best fitness with its CI.
     python -m benchmarks.llm_designer --ablation --arm smollm2-135m=http://127.0.0.1:8091/v1 \
         [--arm gemma3-270m=http://127.0.0.1:8092/v1] [--env vmas:navigation] [--env-arg n_agents=3 ...] \
         [--designer-seeds 3] [--generations 2] [--population 3] [--steps 100000] [--seeds 1] \
-        [--context-tokens 2048] [--sandbox process|docker] [--order seed|arm] [--work-dir DIR] [--out FILE]
+        [--context-tokens 2048] [--sandbox process|docker] [--max-parallel 1] [--order seed|arm] \
+        [--work-dir DIR] [--out FILE]
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def one_run(arm: str, url: str | None, seed: int, args: argparse.Namespace) -> d
                 command = [sys.executable, "-m", "lero.app.cli.main", "run", *task, "--generations", str(args.generations),
                            "--population", str(args.population), "--steps", str(args.steps), "--seeds", str(args.seeds),
                            "--designer-seed", str(seed), "--confirm-steps", "0", "--sandbox", args.sandbox,
-                           "--max-parallel", "1", "--run-id", run_id, *arm_flags(arm, url, args.context_tokens)]
+                           "--max-parallel", str(args.max_parallel), "--run-id", run_id, *arm_flags(arm, url, args.context_tokens)]
             done = subprocess.run(command, cwd=work, capture_output=True, text=True)
             if not (run_dir / "report.json").exists():
                 return {"arm": arm, "seed": seed, "run_id": run_id, "status": f"no report (exit {done.returncode})",
@@ -157,7 +158,7 @@ def summary(runs: list[dict[str, Any]], arms: list[str], generations: int) -> di
         return {"n": len(values), **{k: v for k, v in aggregate([values]).items() if k.startswith("iqm")}}
 
     out: dict[str, Any] = {}
-    best_of = {arm: [r["best"] for r in runs if r["arm"] == arm and r["best"] is not None] for arm in arms}
+    best_of = {arm: [r["best"] for r in runs if r["arm"] == arm and r.get("best") is not None] for arm in arms}
     for arm in arms:
         mine = [r for r in runs if r["arm"] == arm]
         per_gen = []
@@ -220,6 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=int, default=1, help="training seeds per candidate (the same in every arm)")
     parser.add_argument("--context-tokens", type=int, default=2048)
     parser.add_argument("--sandbox", default="process", choices=("process", "docker"))
+    parser.add_argument("--max-parallel", type=int, default=1,
+                        help="sandbox jobs at once in each run, the same in every arm (fitness does not depend on it; "
+                             "the runs' wall time does)")
     parser.add_argument("--order", default="seed", choices=("seed", "arm"),
                         help="seed: every arm for one seed, then the next (load drifts alike); arm: one arm's seeds at a time")
     parser.add_argument("--work-dir", type=Path, default=None,
@@ -250,7 +254,7 @@ def main(argv: list[str]) -> None:
               f"generations {[(g['valid'], g['best_fitness']) for g in run['generations']]}", flush=True)
         result = {"env": args.env, "env_args": dict(args.env_args), "fitness": compared_fitness(runs),
                   "budget": {k: getattr(args, k) for k in ("generations", "population", "steps", "seeds",
-                                                           "designer_seeds", "sandbox", "order")},
+                                                           "designer_seeds", "sandbox", "max_parallel", "order")},
                   "started": started, "ended": {"uptime": uptime(), "time": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())},
                   "cpu_count": os.cpu_count(), "runs": runs, "arms": summary(runs, arms, args.generations)}
         if args.out is not None:  # after every run: an interrupted ablation keeps what it measured

@@ -85,3 +85,21 @@ def test_a_work_dir_keeps_the_runs_so_a_second_sitting_trains_nothing_again(tmp_
     designer_ablation.main([*TINY, "--work-dir", str(work), "--out", str(second)])
     resumed = [c for c in started if c != ["uptime"]]
     assert len(resumed) == 1 and resumed[0][3:6] == ["resume", before["run_id"], "--llm"]
+
+
+def test_every_arms_run_gets_the_same_max_parallel_and_the_json_keeps_it(tmp_path: Path, monkeypatch) -> None:
+    started: list[list[str]] = []
+    real_run = designer_ablation.subprocess.run
+
+    def watched(command, **kwargs):
+        started.append(command)
+        return real_run(command if command == ["uptime"] else ["true"], **kwargs)
+
+    monkeypatch.setattr(designer_ablation.subprocess, "run", watched)
+    out = tmp_path / "ablation.json"
+    designer_ablation.main([*TINY, "--arm", "m=http://127.0.0.1:1/v1", "--max-parallel", "2",
+                            "--work-dir", str(tmp_path), "--out", str(out)])  # fmt: skip
+    runs = [c for c in started if c != ["uptime"]]
+    assert len(runs) == 2 and all(c[c.index("--max-parallel") + 1] == "2" for c in runs)
+    result = json.loads(out.read_text())  # runs that wrote no report are counted, not a crash
+    assert result["budget"]["max_parallel"] == 2 and [r["status"] for r in result["runs"]] == ["no report (exit 0)"] * 2
