@@ -8,6 +8,7 @@ is named with why; a server that takes a grammar gets it in the field it reads.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, replace
 
 import pytest
@@ -17,6 +18,7 @@ from lero.agents.checks import state_names
 from lero.agents.critic import review_targets
 from lero.agents.debugger import UNCHANGED
 from lero.agents.expression.expression_design import design_of, parse_design
+from lero.agents.expression.gbnf import longest_sentence
 from lero.agents.expression.grammar import MAX_NESTING, MAX_OPERANDS, design_grammar, repair_grammar
 from lero.agents.expression.parse import ExpressionError
 from lero.agents.expression.readable import task_inputs
@@ -35,7 +37,7 @@ from lero.graph.context import problem
 from lero.training.envs.task import Pairing, TaskSpec
 from tests.agents.conftest import SPREAD, llm_config
 from tests.agents.test_structured import MPE, PETTINGZOO, task_of
-from tests.support.gbnf import Sentences, parse_gbnf
+from tests.support.gbnf import Sentences, accepts, parse_gbnf
 from tests.support.openai_server import Reply
 
 GOOD = """Here is my design.
@@ -123,6 +125,42 @@ def test_the_grammar_has_no_recursion_so_a_sampler_never_follows_an_endless_nest
             assert ready, f"recursive rules: {sorted(set(rules) - peak.keys())[:4]}"
             peak |= {name: max(_deepest(alt, rules, peak) for alt in rules[name]) for name in ready}
         assert 2 <= peak["root"] <= MAX_NESTING + 1
+
+
+def test_the_longest_sentence_of_a_grammar() -> None:
+    assert longest_sentence('root ::= "ab" [0-9]? (x | "cdef")\nx ::= "g" "h"?\n') == 7
+    assert longest_sentence('root ::= "a" [0-9]*\n') == math.inf  # a repetition never has to end
+    assert longest_sentence('root ::= "(" x ")"\nx ::= "1" | root\n') == math.inf  # nor does a recursion
+
+
+@pytest.mark.parametrize("env", [*MPE, PETTINGZOO])
+def test_a_repair_grammar_sized_to_the_reply_never_runs_past_it(env: str) -> None:
+    """The repair's grammar under the reply's max_tokens (in characters: a token is at least
+    one): no sentence is longer, and its sentences still parse, check and render. At 512,
+    the example's own-entity distance still fits; the unbounded grammar's longest is billions."""
+    task, _ = task_of(env)
+    design = parse_design(example_design(task), task.task_spec.metric_names)
+    assert longest_sentence(repair_grammar(task, design.slots)) > 10**6
+    for budget in (128, 512, 1024):
+        for slot in design.slots:
+            grammar = repair_grammar(task, [slot], max_chars=budget)
+            assert longest_sentence(grammar) <= budget, (slot.label, budget)
+            sentences = Sentences(grammar, seed=budget, depth=8)
+            for _ in range(10):
+                line = sentences.draw()
+                assert len(line) <= budget and repaired(design, line, task, {slot.label}, "").code is not None, line
+    potential = design.slot("potential")
+    assert accepts(repair_grammar(task, [potential], max_chars=512), potential.line())
+
+
+def test_the_debugger_asks_under_a_grammar_no_longer_than_its_replys_max_tokens(openai_server) -> None:
+    fix = "term near: 1 constant = -mean(norm(landmark_pos - own(agent_pos), xy), L)"
+    openai_server.script = llama_cpp_python([fix])
+    team = make_team(llm_config(openai_server, design="expression", context_tokens=2048))
+    draft = team.debugger.repair(SPREAD, render_text(GOOD, SPREAD), "RuntimeError: x", [])
+    request = openai_server.requests[-1]
+    assert request["max_tokens"] == 512 and longest_sentence(request["grammar"]) <= 512
+    assert accepts(request["grammar"], fix) and draft.code is not None
 
 
 def test_the_feature_grammar_reads_only_the_agents_own_observation() -> None:

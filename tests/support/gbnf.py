@@ -1,5 +1,5 @@
-"""Random sentences of a GBNF grammar (the subset lero writes: literals, character classes,
-rule references, groups, alternatives, `?`, `*`, `+`), for tests of a derived grammar.
+"""Random sentences of a GBNF grammar (`agents.expression.gbnf` reads it), for tests of a
+derived grammar.
 
 Past `depth` nested rules, each choice takes an alternative that ends soonest (the fewest
 nested rules to a sentence), so every draw terminates.
@@ -8,60 +8,8 @@ nested rules to a sentence), so every draw terminates.
 from __future__ import annotations
 
 import random
-import re
 
-Item = tuple  # ("lit", text) | ("class", chars) | ("ref", name) | ("group", alts) then a postfix in [2]
-TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|\[((?:[^\]\\]|\\.)*)\]|([A-Za-z0-9-]+)|(\(|\)|\||\?|\*|\+))')
-
-
-def _chars(spec: str) -> list[str]:
-    chars, at = [], 0
-    while at < len(spec):
-        if at + 2 < len(spec) and spec[at + 1] == "-":
-            chars += [chr(c) for c in range(ord(spec[at]), ord(spec[at + 2]) + 1)]
-            at += 3
-        else:
-            chars.append(spec[at])
-            at += 1
-    return chars
-
-
-def parse_gbnf(text: str) -> dict[str, list[list[Item]]]:
-    """Rule name -> alternatives, each a list of items `(kind, value, postfix)`."""
-    rules = {}
-    for line in text.splitlines():
-        if "::=" not in line:
-            continue
-        name, body = (part.strip() for part in line.split("::=", 1))
-        tokens = [m for m in TOKEN.finditer(body) if m.group(0).strip()]
-        rules[name], _ = _alternatives(tokens, 0)
-    return rules
-
-
-def _alternatives(tokens: list, at: int) -> tuple[list[list[Item]], int]:
-    alts: list[list[Item]] = [[]]
-    while at < len(tokens):
-        literal, cls, ref, punct = tokens[at].groups()
-        if punct == ")":
-            return alts, at + 1
-        at += 1
-        if punct == "|":
-            alts.append([])
-            continue
-        if punct in ("?", "*", "+"):
-            kind, value, _ = alts[-1][-1]
-            alts[-1][-1] = (kind, value, punct)
-            continue
-        if punct == "(":
-            inner, at = _alternatives(tokens, at)
-            alts[-1].append(("group", inner, ""))
-        elif literal is not None:
-            alts[-1].append(("lit", bytes(literal, "utf-8").decode("unicode_escape"), ""))
-        elif cls is not None:
-            alts[-1].append(("class", _chars(cls), ""))
-        else:
-            alts[-1].append(("ref", ref, ""))
-    return alts, at
+from lero.agents.expression.gbnf import Item, parse_gbnf
 
 
 class Sentences:
@@ -119,3 +67,33 @@ class Sentences:
             else:
                 out.append(self._choose(value, level))
         return "".join(out)
+
+
+def accepts(grammar: str, text: str, start: str = "root") -> bool:
+    """Whether `text` is a sentence of `start` (the grammar has no recursion: lero's never do)."""
+    rules = parse_gbnf(grammar)
+    memo: dict[tuple[str, int], frozenset[int]] = {}
+
+    def rule(name: str, at: int) -> frozenset[int]:
+        if (name, at) not in memo:
+            memo[name, at] = frozenset().union(*(sequence(alt, at) for alt in rules[name]))
+        return memo[name, at]
+
+    def sequence(alt: list[Item], at: int) -> frozenset[int]:
+        ends = frozenset({at})
+        for entry in alt:
+            ends = frozenset().union(*(item(*entry, p) for p in ends))
+        return ends
+
+    def item(kind: str, value, postfix: str, at: int) -> frozenset[int]:
+        if kind == "lit":
+            ends = frozenset({at + len(value)}) if text.startswith(value, at) else frozenset()
+        elif kind == "class":
+            ends = frozenset({at + 1}) if at < len(text) and text[at] in value else frozenset()
+        elif kind == "ref":
+            ends = rule(value, at)
+        else:
+            ends = frozenset().union(*(sequence(alt, at) for alt in value))
+        return ends | {at} if postfix == "?" else ends
+
+    return len(text) in rule(start, 0)
