@@ -11,7 +11,8 @@ the bound; `own`: an expression repair whose design differs from the planted one
 expression rendered anew).
 
     python -m benchmarks.debugger_repair --arm smollm2-135m=http://127.0.0.1:8091/v1 \
-        [--arm gemma3-270m=URL] [--faults FILE] [--attempts 2] [--sandbox process] [--out results.json]
+        [--arm gemma3-270m=URL] [--faults FILE] [--fault ID ...] [--attempts 2] [--sandbox process] \
+        [--out results.json]
 """
 
 from __future__ import annotations
@@ -161,6 +162,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--arm", action="append", default=[], required=True, metavar="MODEL=BASE_URL",
                         help="a model's debugger (repeatable)")
     parser.add_argument("--faults", type=Path, default=FAULTS_PATH, help="the planted faults (JSON)")
+    parser.add_argument("--fault", dest="only", action="append", default=[], metavar="ID",
+                        help="only this planted fault (repeatable): expression-shape, code-dtype, ...")
     parser.add_argument("--attempts", type=int, default=BOUND, help=f"repairs per fault (a run's bound: {BOUND})")
     parser.add_argument("--context-tokens", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=None, help="seconds per LLM request")
@@ -168,6 +171,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, default=None, help="the results as JSON")
     args = parser.parse_args(argv)
     items = load_faults(args.faults)
+    if unknown := sorted(set(args.only) - {item.id for item in items}):
+        parser.error(f"--fault: no planted fault {', '.join(unknown)} (known: {', '.join(i.id for i in items)})")
+    items = [item for item in items if item.id in args.only] if args.only else items
     debuggers = {}
     for arm in args.arm:
         model, sep, url = arm.partition("=")

@@ -76,3 +76,15 @@ def test_repairs_are_validated_counted_and_an_echo_is_no_repair(tmp_path: Path) 
     assert per["expression-non-finite"]["own"] and "term ratio: 0.5 constant = env_reward" in per["expression-non-finite"]["tries"][0]["design"]
     assert per["expression-dtype"]["within_bound"] and not per["expression-dtype"]["own"]  # the same expression, rendered anew
     assert asked == 1 + 6 + 2 * 2  # the grammar probe, one ask per repair, two per echo (asked once more)
+
+
+def test_fault_picks_planted_faults_by_id_and_an_unknown_one_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        debugger_repair.main(["--arm", f"{MODEL}=http://127.0.0.1:1/v1", "--fault", "expression-nope"])
+    assert exit_.value.code == 2 and "no planted fault expression-nope (known: expression-shape" in capsys.readouterr().err
+    with OpenAIServer() as server:
+        server.script = repairing_server(load_faults())
+        out = tmp_path / "debugger.json"
+        debugger_repair.main(["--arm", f"{MODEL}={server.base_url}", "--fault", "expression-dtype", "--out", str(out)])
+    arm = json.loads(out.read_text())["arms"][MODEL]
+    assert (arm["faults"], list(arm["per_item"]), arm["first_try"]) == (1, ["expression-dtype"], 1)
