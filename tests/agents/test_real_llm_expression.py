@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.debugger_repair import load_faults
 from lero.agents import LLMConfig, make_team
 from lero.agents.expression.expression_design import checked, parse_design, parse_slot
 from lero.agents.expression.grammar import design_grammar
@@ -69,3 +70,23 @@ def test_a_real_server_constrained_by_the_grammar_returns_parseable_replies(real
 def test_recorded_expression_replies_parse_and_check(path: Path) -> None:
     record = json.loads(path.read_text())
     assert check_reply(record["task"], record["reply"], record["finish_reason"] == "length")
+
+
+@pytest.mark.real_llm
+def test_a_real_debugger_reply_under_the_sized_grammar_ends_before_max_tokens(real_server) -> None:
+    """The planted shape fault in a feature: the debugger's grammar is sized to its reply
+    (no sentence longer than max_tokens characters), so the real reply ends on its own
+    (`stop`, not `length`) and is a whole replacement line; SmolLM2's ran to the cut-off
+    under the unsized grammar (docs/results.md)."""
+    planted = next(item for item in load_faults() if item.id == "expression-shape")
+    calls: list[dict] = []
+    cfg = LLMConfig(backend="openai", base_url=real_server.base_url, api_key="none", model=real_server.model_id,
+                    context_tokens=real_server.n_ctx, timeout_s=600.0, design="expression")
+    team = make_team(cfg, on_call=lambda role, info: calls.append(info))
+    error = ('File "candidate.py", line 40, in enhance_observation\n'
+             "RuntimeError: Tensors must have same number of dimensions: got 2 and 1")
+    draft = team.debugger.repair(planted.task, planted.code, error, [])
+    [first, *_] = [c for c in calls if c["role"] == "debugger"]
+    assert first["finish_reasons"] == ["stop"] and first["max_tokens"] == real_server.n_ctx // 4, first
+    assert len(first["replies"][0].strip()) <= first["max_tokens"]
+    assert draft.code is not None, draft.error  # a whole line of the grammar: it parses, checks and renders
