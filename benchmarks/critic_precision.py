@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,7 +115,8 @@ def score(items: list[Labelled], reviews: list[Review]) -> dict:
         "recall": true / sum(flawed) if any(flawed) else None,
         "named": sum(named(r, i) for r, i in zip(reviews, items, strict=True)),
         "no_judgement": sum(r.verdict not in (*REJECTIONS, "accept") for r in reviews),
-        "per_item": {item.id: {"flaw": item.flaw, "verdict": r.verdict, "points": r.points}
+        "decided_by": dict(Counter(r.by for r in reviews)),  # a model arm's `gate`: designs its model never read
+        "per_item": {item.id: {"flaw": item.flaw, "verdict": r.verdict, "by": r.by, "points": r.points}
                      for item, r in zip(items, reviews, strict=True)},
     }
 
@@ -179,12 +181,13 @@ def table(arms: dict[str, dict]) -> str:
     def rate(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.2f}"
 
-    lines = ["| arm | rejected | true / false rejections | precision | recall | named the planted item | no judgement | s |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| arm | decided by | rejected | true / false rejections | precision | recall | named the planted item "
+             "| no judgement | s |", "|---|---|---|---|---|---|---|---|---|"]
     for name, a in arms.items():
-        lines.append(f"| {name} | {a['rejected']}/{a['designs']} | {a['true_rejections']} / {a['false_rejections']} "
-                     f"| {rate(a['precision'])} | {rate(a['recall'])} ({a['true_rejections']}/{a['flawed']}) "
-                     f"| {a['named']} | {a['no_judgement']} | {a['seconds']} |")
+        deciders = ", ".join(f"{who} {count}" for who, count in sorted(a["decided_by"].items()))
+        lines.append(f"| {name} | {deciders} | {a['rejected']}/{a['designs']} | {a['true_rejections']} / "
+                     f"{a['false_rejections']} | {rate(a['precision'])} | {rate(a['recall'])} "
+                     f"({a['true_rejections']}/{a['flawed']}) | {a['named']} | {a['no_judgement']} | {a['seconds']} |")
     return "\n".join(lines)
 
 

@@ -75,11 +75,11 @@ def some_target(item) -> str:
     return item.target or ("term task" if lines else "env_reward")
 
 
-def run(tmp_path: Path, items, answer) -> dict:
+def run(tmp_path: Path, items, answer, *flags: str) -> dict:
     with OpenAIServer() as server:
         server.script = critic_server(items, answer)
         out = tmp_path / "critic.json"
-        critic_precision.main(["--arm", f"{MODEL}={server.base_url}", "--out", str(out)])
+        critic_precision.main(["--arm", f"{MODEL}={server.base_url}", *flags, "--out", str(out)])
     result = json.loads(out.read_text())
     assert result["arms"][STATIC]["rejected"] == 0  # the static rules see none of the rubric's flaws
     assert result["arms"][STATIC]["recall"] == 0.0 and result["arms"][STATIC]["precision"] is None
@@ -96,6 +96,24 @@ def test_a_critic_that_rejects_exactly_the_flaws_scores_one(tmp_path: Path, item
     flawed = sum(i.flaw is not None for i in items)
     assert (arm["precision"], arm["recall"], arm["named"], arm["no_judgement"]) == (1.0, 1.0, flawed, 0)
     assert arm["per_item"]["code-reads-all-agents"]["verdict"] == "reject"
+    assert arm["decided_by"] == {"critic": len(items)}
+
+
+def test_designs_the_models_window_cannot_hold_are_counted_as_the_gates_not_the_models(tmp_path: Path, items) -> None:
+    """A window too small for some designs' critic prompts (here the code modules', beside
+    the reply's room; SmolLM2's 2048-token window did this to every code design): the gate
+    decides those (accept, "no LLM review"), and the arm says its model never read them."""
+    def oracle(item) -> dict:
+        return {"verdict": "reject", "points": [{"target": item.target, "rubric_item": item.flaw, "why": "planted"}]} \
+            if item.flaw else {"verdict": "accept", "points": []}  # fmt: skip
+
+    arm = run(tmp_path, items, oracle, "--context-tokens", "1250")  # between the two prompt sizes: see the docstring
+    unread = {k for k, v in arm["per_item"].items() if v["by"] == "gate"}
+    assert unread == {i.id for i in items if not design_lines(i.code)}
+    assert all(arm["per_item"][k]["verdict"] == "accept" and "no LLM review" in " ".join(arm["per_item"][k]["points"])
+               for k in unread)  # fmt: skip
+    assert arm["decided_by"] == {"critic": len(items) - len(unread), "gate": len(unread)}
+    assert arm["recall"] == sum(i.flaw is not None and i.id not in unread for i in items) / arm["flawed"]
 
 
 def test_bare_rejects_are_no_judgement_and_rejecting_everything_scores_the_base_rate(tmp_path: Path, items) -> None:
