@@ -160,8 +160,9 @@ def repair_grammar(task: Problem, slots: list[Slot], max_chars: int | None = Non
 def narrower(shape: Shape) -> Shape:
     """One step less. Branching goes first, deepest level first (a where() holds four values,
     so each wide level multiplies the longest sentence by four); then the level with the
-    most operands loses one (a factor before a term, the deeper level on ties); a level of
-    one operand goes last, deepest first, so nesting is what a tight bound keeps longest."""
+    most operands loses one (a factor before a term, the outer level on ties, so a nested
+    `norm(a - b, xy)` keeps its two terms); a level of one operand goes last, deepest first,
+    so nesting is what a tight bound keeps longest."""
     levels = list(shape)
     if wide := [d for d, level in enumerate(levels) if level[2]]:
         terms, factors, _ = levels[wide[-1]]
