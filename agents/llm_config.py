@@ -22,8 +22,17 @@ DEFAULT_TIMEOUT_S = 600.0
 REPLY_TOKENS = 1024  # max_tokens asked per reply; a whole module is 200-700 tokens
 
 
+PROBE_TIMEOUT_S = 5.0  # GET /models at a run's start: a live server lists its models at once ...
+
+
 class LLMSetupError(ValueError):
     """The LLM settings cannot work (auth refused, server unreachable, no model): fix, retry."""
+
+
+class LLMServerBusy(LLMSetupError):
+    """... unless it is generating for another client: llama.cpp's servers answer one request at
+    a time, so a server shared by two runs took the connection and said nothing for minutes.
+    It is there; a run goes on and its requests wait the full `--llm-timeout`."""
 
 
 def base_url_from(base_url: str | None) -> str | None:
@@ -36,16 +45,23 @@ def api_key_for(base_url: str | None) -> str | None:
     return os.environ.get("OPENAI_API_KEY") or (DUMMY_API_KEY if base_url else None)
 
 
-def server_models(base_url: str | None, timeout_s: float = 5.0) -> list[str]:
+def server_models(base_url: str | None, timeout_s: float | None = None) -> list[str]:
     """The model ids the server lists at GET /models (empty if it does not list any).
 
     Raises LLMSetupError when the server cannot be reached or refuses the key (401/403):
-    nothing a run could do later would change that.
+    nothing a run could do later would change that; LLMServerBusy when it took the
+    connection but did not answer within `timeout_s` (default PROBE_TIMEOUT_S).
     """
     url = (base_url or OPENAI_URL).rstrip("/") + "/models"
     headers = {"Authorization": f"Bearer {api_key_for(base_url) or ''}"}
+    waited = PROBE_TIMEOUT_S if timeout_s is None else timeout_s
     try:
-        response = httpx.get(url, headers=headers, timeout=timeout_s)
+        response = httpx.get(url, headers=headers, timeout=waited)
+    except httpx.ReadTimeout:
+        raise LLMServerBusy(
+            f"the LLM server at {url} took the connection but did not answer in {waited:g} s "
+            "(busy with another client's request?)"
+        ) from None
     except httpx.HTTPError as error:
         raise LLMSetupError(
             f"cannot reach the LLM server at {url}: {type(error).__name__}: {error}"

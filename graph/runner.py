@@ -12,6 +12,7 @@ as its runtime context; the front-end's `RunHooks` and `CancelScope` travel with
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import tempfile
 from contextlib import suppress
@@ -22,7 +23,7 @@ from typing import Any, Protocol
 from langgraph.types import Command
 
 from lero.agents import Problem
-from lero.agents.llm_config import LLMSetupError, server_models
+from lero.agents.llm_config import LLMServerBusy, LLMSetupError, server_models
 from lero.graph.checkpoints import check_checkpoints, open_saver
 from lero.graph.configuration import LLM_SETTINGS, RunError, RunSpec
 from lero.graph.confirmation import loop_arm_plan
@@ -43,6 +44,8 @@ from lero.graph.trust import confirm_endpoints, confirm_env, job_env
 from lero.sandbox.base import JobCancelled
 from lero.training import ALGOS, TrainConfig
 from lero.training.envs.registry import ConfirmedEnv
+
+log = logging.getLogger(__name__)
 
 
 class RunUI(Protocol):
@@ -67,12 +70,15 @@ class RunOutcome:
 
 
 def check_llm_reachable(spec: RunSpec) -> None:
-    """The server must answer and accept the key (401/403 fail here, before anything exists)."""
+    """The server must answer and accept the key (401/403 fail here, before anything exists).
+    A busy one is there: the run goes on, and a refused key shows in its first request."""
     cfg = llm_config(spec)
     if cfg.backend != "openai":
         return
     try:
         server_models(cfg.base_url)
+    except LLMServerBusy as busy:
+        log.warning("%s; going on: each request waits up to %g s", busy, cfg.timeout_s)
     except LLMSetupError as error:
         raise RunError(str(error)) from None
 

@@ -67,6 +67,7 @@ class OpenAIServer:
         self.reject_system: int | None = None  # the status a system message gets (400 or 500)
         self.models_status = 200  # GET /v1/models answers this status (401: a refused key)
         self.models_auth: list[str | None] = []  # Authorization headers seen at /v1/models
+        self.models_delay_s = 0.0  # GET /v1/models waits this long first: a server busy with another client
         self.tokenizer_chars: float | None = None  # None: no tokenizer route
         self.script: Script | None = None
         self.requests: list[dict] = []
@@ -168,6 +169,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             path = self.path.rstrip("/")
             if path == "/v1/models":
                 server.models_auth.append(self.headers.get("Authorization"))
+                time.sleep(server.models_delay_s)
             self._send(*server.get(path))
 
         def do_POST(self) -> None:
