@@ -23,9 +23,8 @@ def test_a_busy_server_is_reachable_and_a_closed_port_is_not(monkeypatch, caplog
             check_llm_reachable(RunSpec(llm="openai:test-model", base_url=server.base_url))
         assert len(server.models_auth) == 1  # it was asked, and kept the connection past the probe's wait
     assert "did not answer in 0.2 s (busy with another client's request?); going on" in caplog.text
-    with pytest.raises(llm_config.LLMServerBusy):
-        with OpenAIServer() as server:
-            server.models_delay_s = 1.0
-            llm_config.server_models(server.base_url)
+    with pytest.raises(llm_config.LLMServerBusy), OpenAIServer() as server:
+        server.models_delay_s = 1.0
+        llm_config.server_models(server.base_url)
     with pytest.raises(RunError, match="cannot reach the LLM server"):
         check_llm_reachable(RunSpec(llm="openai:test-model", base_url="http://127.0.0.1:9/v1"))
