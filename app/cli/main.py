@@ -247,8 +247,13 @@ def cmd_study(args: argparse.Namespace, console: Console) -> int:
     spec = StudySpec.parse(study_fields(args))
     if args.logger is not None:
         require_logger(args.logger)
-    study = run_study(spec, progress=lambda line: console.print(line, markup=False, soft_wrap=True),
-                      confirm=args.env)
+    with first_stop_cancels():  # SIGTERM as Ctrl-C: the study's jobs are killed, its finished cells kept
+        try:
+            study = run_study(spec, progress=lambda line: console.print(line, markup=False, soft_wrap=True),
+                              confirm=args.env)
+        except KeyboardInterrupt:
+            return _fail("interrupted; its finished cells are kept: the same command continues the study",
+                         EXIT_INTERRUPTED)
     for line in [*seed_notes(study), *map(cell_line, study["cells"])]:
         console.print(line, markup=False, soft_wrap=True)
     for line in equal_compute_sentences(study["equal_compute"]):

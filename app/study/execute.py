@@ -260,13 +260,17 @@ def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | 
         done = 0
         with ThreadPoolExecutor(max_workers=sandbox.max_parallel) as pool:
             futures = [pool.submit(_run_seeds, plan, sandbox, *job) for job in jobs]
-            for future in futures:
-                for record in future.result():
-                    done += 1
-                    value = record.get("fitness")
-                    shown = f"return {value:.3f}" if value is not None else record["status"]
-                    say(f"[{done}/{todo}] {record['algo']} {record['variant']} "
-                        f"seed {record['seed']}: {shown}{' (cached)' if record['cached'] else ''}")  # fmt: skip
+            try:
+                for future in futures:
+                    for record in future.result():
+                        done += 1
+                        value = record.get("fitness")
+                        shown = f"return {value:.3f}" if value is not None else record["status"]
+                        say(f"[{done}/{todo}] {record['algo']} {record['variant']} "
+                            f"seed {record['seed']}: {shown}{' (cached)' if record['cached'] else ''}")  # fmt: skip
+            except KeyboardInterrupt:  # Ctrl-C: the running trainings end now, not when they finish
+                sandbox.cancel_all()  # the pool's exit would otherwise wait for every one of them
+                raise
         if spec.recheck and not recheck_path(plan).is_file():
             say(f"reward-hacking check: {plan.algos[0]} at {RECHECK_FACTOR}x {plan.steps} steps")
             say(f"reward-hacking check: {run_recheck(plan, sandbox)['status']}")

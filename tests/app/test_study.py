@@ -617,3 +617,40 @@ def test_checkpoints_are_scored_on_validation_episodes_and_the_best_on_ten_times
     values = np.asarray(cell["absolute"]["per_seed"]["return"])
     normalised = (values - values.min()) / (values.max() - values.min())
     assert combined["arms"]["mappo:native"]["mean"] == pytest.approx(normalised.mean())
+
+
+def test_ctrl_c_mid_study_kills_its_running_job_keeps_the_finished_cell_and_the_same_study_continues(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One job at a time, three arms: Ctrl-C as the first cell is reported. The next arm's
+    training, already started, is killed (no cell) and the third never trains; before, the
+    study waited for both to finish and wrote their cells. The same study then trains the two."""
+    from lero.app.study import run_study
+
+    monkeypatch.chdir(tmp_path)
+    Path("cand.py").write_text(CANDIDATE)
+    spec = StudySpec(candidate="cand.py", variants=("native", "hrf", "oef"), seeds=1, steps=400, eval_episodes=8,
+                     hparams=TINY_HPARAMS, sandbox="process", max_parallel=1)  # fmt: skip
+
+    def ctrl_c_at_the_first_cell(line: str) -> None:
+        if line.startswith("[1/3]"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_study(spec, progress=ctrl_c_at_the_first_cell)
+    assert len(list(Path("runs").glob("**/cells/mappo/*/seed-*.json"))) == 1
+    lines: list[str] = []
+    study = run_study(spec, progress=lines.append)
+    assert "1 of 3 cells done, 2 to train" in lines[0] and study["status"] == "completed"
+
+
+def test_lero_study_interrupted_says_the_finished_cells_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from lero.app import study as study_package
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(study_package, "run_study", interrupted)
+    code, out, err = lero(_study_argv(tmp_path, monkeypatch) + TINY, capsys)
+    assert code == 130 and "interrupted; its finished cells are kept: the same command continues the study" in err
