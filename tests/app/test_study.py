@@ -652,5 +652,5 @@ def test_lero_study_interrupted_says_the_finished_cells_are_kept(tmp_path: Path,
         raise KeyboardInterrupt
 
     monkeypatch.setattr(study_package, "run_study", interrupted)
-    code, out, err = lero(_study_argv(tmp_path, monkeypatch) + TINY, capsys)
+    code, _, err = lero(_study_argv(tmp_path, monkeypatch) + TINY, capsys)
     assert code == 130 and "interrupted; its finished cells are kept: the same command continues the study" in err
