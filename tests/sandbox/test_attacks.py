@@ -137,7 +137,7 @@ def run_attack(sandbox, source: str, limits: Limits = LIMITS) -> ScriptResult:
 
 
 def needs_namespaces(sandbox) -> None:
-    if sandbox.kind == "process" and not sandbox.unshare:
+    if sandbox.kind == "process" and not sandbox.namespaces:
         pytest.skip("process backend without namespaces cannot stop this (docs/sandbox.md)")
 
 

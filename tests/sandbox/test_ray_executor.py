@@ -39,19 +39,20 @@ TINY = {  # a few PPO iterations of 32 envs per job
 }
 
 
-def sandbox_containers() -> list[Any]:
-    """Every sandbox container on the engine, in any state."""
+def sandbox_containers() -> list[dict[str, Any]]:
+    """Every sandbox container on the engine, in any state, as the list call gives it (`Id`,
+    `Labels`): no inspect per container, which fails for one another run removes meanwhile."""
     import docker
 
     from lero.sandbox.docker_backend import LABEL
 
-    return docker.from_env().containers.list(all=True, filters={"label": LABEL})
+    return [c.attrs for c in docker.from_env().containers.list(all=True, filters={"label": LABEL}, sparse=True)]
 
 
 @pytest.fixture
 def earlier_containers(docker_sandbox) -> set[str]:
     """Sandbox containers that exist before the test (the session sandbox's warm spares)."""
-    return {c.id for c in sandbox_containers()}
+    return {c["Id"] for c in sandbox_containers()}
 
 
 @contextlib.contextmanager
@@ -108,8 +109,8 @@ def leftover_containers(workers: set[str], earlier: set[str]) -> list[str]:
     from lero.sandbox.docker_backend import OWNER_LABEL
 
     owners = {*workers, f"{socket.gethostname()}:{os.getpid()}"}
-    return [c.id for c in sandbox_containers()
-            if c.labels.get(OWNER_LABEL) in owners and c.id not in earlier]  # fmt: skip
+    return [c["Id"] for c in sandbox_containers()
+            if (c["Labels"] or {}).get(OWNER_LABEL) in owners and c["Id"] not in earlier]  # fmt: skip
 
 
 def assert_loopback_only() -> None:
