@@ -4,8 +4,9 @@ What a role's prompt keeps longest, first to last: the contract (the system prom
 shortened), the task, the elites' code, the refined elite's statistics, the reflection, the
 environment description. So the environment description is shortened first, then the
 reflection, then the statistics, then the elites, then the task. A part is halved (its head kept, a marker saying so) until the prompt fits, and
-left out once it is short; a prompt that still does not fit is an `LLMError` naming the
-window, not a request the server would refuse.
+left out once it is short; a prompt that still does not fit leaves its reply less room, down
+to MIN_REPLY_TOKENS (`ChatModel.fit`), and beyond that is an `LLMError` naming the window,
+not a request the server would refuse.
 
 Tokens are estimated from characters: BPE tokenizers give about 4 characters per token
 of English and 3 of code; 3.2 errs towards the smaller count of characters per token,
@@ -37,7 +38,12 @@ MIN_REPLY_TOKENS = 128
 
 class PromptTooLarge(ValueError):
     """Even with every shortenable part left out, the prompt does not fit the window
-    (`ChatModel.fit` turns it into an LLMError, which stops a run with that reason)."""
+    (`ChatModel.fit` turns it into an LLMError, which stops a run with that reason).
+    `fitted`: that prompt, as short as it gets (None where no such prompt was made)."""
+
+    def __init__(self, message: str, fitted: Fitted | None = None) -> None:
+        super().__init__(message)
+        self.fitted = fitted
 
 
 class PromptOutgrown(PromptTooLarge):
@@ -113,7 +119,8 @@ def fit(
     if needed > budget:
         raise PromptTooLarge(
             f"the {role} prompt needs about {needed} tokens even shortened, but the context window "
-            f"leaves {budget} for it (use a model with a larger window or raise --context-tokens)"
+            f"leaves {budget} for it (use a model with a larger window or raise --context-tokens)",
+            Fitted(messages, tuple(shortened), needed),
         )
     return Fitted(messages, tuple(shortened), needed)
 

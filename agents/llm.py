@@ -145,7 +145,7 @@ class ChatModel:
         self.chars_per_token = CHARS_PER_TOKEN  # measured from the server's usage once it counts
         self._measured: float | None = None
         self._tokenizer_asked = False  # the server's tokenizer is asked once, before the first fit
-        self._fitted_from: dict[tuple, tuple] = {}  # recent prompts -> (window, fit's arguments)
+        self._fitted_from: dict[tuple, tuple] = {}  # recent prompts -> (window, fit's arguments, reply room)
         self._fits_lock = threading.Lock()
         self._api_key = cfg.api_key.get_secret_value() if cfg.api_key else None
         self.client = ChatOpenAI(
@@ -171,15 +171,24 @@ class ChatModel:
         return reply_room(self.window().tokens, self.cfg.reply_tokens)
 
     def fit(self, role: str, system: str, template: str, values: dict[str, object]) -> Fitted:
-        """The role's messages, shortened in the stated priority to leave the reply its room.
-        PromptTooLarge when even the parts that cannot be shortened (the contract, the code
-        under review) do not fit: a failure of this one request, not of the run."""
+        """The role's messages, shortened in the stated priority to leave the reply its room
+        (`reply_tokens`); a prompt that does not fit even shortened takes room from its reply,
+        down to MIN_REPLY_TOKENS (its request's max_tokens then says so). PromptTooLarge when
+        even that is too little for the parts that cannot be shortened (the contract, the code
+        under review): a failure of this one request, not of the run."""
         if not self._tokenizer_asked:
             self._count_with_server(fit(role, system, template, values, None).messages)
         window = self.window().tokens
-        fitted = fit(role, system, template, values, window - self.reply_tokens(), self.chars_per_token)
+        try:
+            fitted = fit(role, system, template, values, window - self.reply_tokens(), self.chars_per_token)
+        except PromptTooLarge as error:  # as short as it gets: the reply gives up room, down to its floor
+            if error.fitted is None or error.fitted.prompt_tokens > window - MIN_REPLY_TOKENS:
+                raise
+            fitted = error.fitted
+            log.info("the %s prompt leaves its reply %d tokens", role, window - fitted.prompt_tokens)
         with self._fits_lock:
-            self._fitted_from[prompt_key(fitted.messages)] = (window, (role, system, template, values))
+            self._fitted_from[prompt_key(fitted.messages)] = (window, (role, system, template, values),
+                                                              min(self.reply_tokens(), window - fitted.prompt_tokens))  # fmt: skip
             while len(self._fitted_from) > REMEMBERED_FITS:
                 del self._fitted_from[next(iter(self._fitted_from))]
         return fitted
@@ -196,7 +205,7 @@ class ChatModel:
             self._window = Window(tokens, REFUSAL_SOURCE)
 
     def _fitted_for(self, messages: Sequence[BaseMessage]) -> tuple | None:
-        """(window, fit's arguments) of a prompt `fit` made recently, else None."""
+        """(window, fit's arguments, reply room) of a prompt `fit` made recently, else None."""
         with self._fits_lock:
             return self._fitted_from.get(prompt_key(messages))
 
@@ -372,7 +381,8 @@ class ChatModel:
         """One logical request (retried as the policy says, or `retries` times), recorded
         whatever its outcome."""
         self.ledger.check_budget()
-        params.setdefault("max_tokens", self.reply_tokens())
+        remembered = self._fitted_for(messages)
+        params.setdefault("max_tokens", self.reply_tokens() if remembered is None else remembered[2])
         if self.sends_seed:
             params.setdefault("seed", self._next_seed(role, messages))
         retries = self.cfg.max_retries if retries is None else retries

@@ -100,14 +100,14 @@ def test_a_critic_that_rejects_exactly_the_flaws_scores_one(tmp_path: Path, item
 
 
 def test_designs_the_models_window_cannot_hold_are_counted_as_the_gates_not_the_models(tmp_path: Path, items) -> None:
-    """A window too small for some designs' critic prompts (here the code modules', beside
-    the reply's room; SmolLM2's 2048-token window did this to every code design): the gate
-    decides those (accept, "no LLM review"), and the arm says its model never read them."""
+    """A window too small for some designs' critic prompts (here the code modules', even with
+    the reply at its floor, `agents.fit.MIN_REPLY_TOKENS`): the gate decides those (accept, "no
+    LLM review"), and the arm says its model never read them."""
     def oracle(item) -> dict:
         return {"verdict": "reject", "points": [{"target": item.target, "rubric_item": item.flaw, "why": "planted"}]} \
             if item.flaw else {"verdict": "accept", "points": []}  # fmt: skip
 
-    arm = run(tmp_path, items, oracle, "--context-tokens", "1250")  # between the two prompt sizes: see the docstring
+    arm = run(tmp_path, items, oracle, "--context-tokens", "1080")  # 952 for the prompt: between the two sizes
     unread = {k for k, v in arm["per_item"].items() if v["by"] == "gate"}
     assert unread == {i.id for i in items if not design_lines(i.code)}
     assert all(arm["per_item"][k]["verdict"] == "accept" and "no LLM review" in " ".join(arm["per_item"][k]["points"])

@@ -3,6 +3,7 @@ context windows they state, no `usage`, chat templates without a system role, re
 off at `max_tokens`, `<think>` sections, and the record kept of every request."""
 
 import math
+from string import Template
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -12,9 +13,10 @@ from lero.agents.budget import UsageLedger
 from lero.agents.debugger import UNCHANGED
 from lero.agents.designer import Designer
 from lero.agents.extract import CUT_OFF, extract_code
-from lero.agents.fit import LEFT_OUT, SHORTENED, messages_tokens
+from lero.agents.fit import LEFT_OUT, MIN_REPLY_TOKENS, SHORTENED, PromptTooLarge, messages_tokens
 from lero.agents.llm import CONTINUE, ChatModel, about
 from lero.agents.probe import DEFAULT_CONTEXT_TOKENS, context_window
+from lero.agents.templates import PROMPT_DIR
 from tests.agents.conftest import llm_config, texts
 from tests.agents.samples import GOOD_MODULE, markdown_reply
 from tests.support.openai_server import OpenAIServer, Reply
@@ -250,3 +252,22 @@ def test_the_assistants_conversation_drops_its_oldest_turns_to_fit_the_window(op
     with pytest.raises(LLMError, match="--context-tokens"):  # one turn larger than the window
         team.assistant.chat([HumanMessage("x " * 5000)])
     assert len(openai_server.requests) == 2
+
+
+def test_a_prompt_too_long_for_a_full_reply_takes_room_from_the_reply_down_to_its_floor(openai_server):
+    """A prompt that does not fit beside a quarter-window reply even shortened is sent with
+    a smaller max_tokens (the room left, at least MIN_REPLY_TOKENS) instead of failing; one
+    that leaves less than that floor still fails, naming the window."""
+    openai_server.props = {"default_generation_settings": {"n_ctx": 1024}}
+    openai_server.push("ok")
+    model, calls = recorded(openai_server, reply_tokens=1024)
+    contract = "Write the module. " * 130  # the system prompt is never shortened: ~730 tokens here
+    names = Template((PROMPT_DIR / "designer_user.md").read_text()).get_identifiers()
+    values = {**dict.fromkeys(names, "x"), "env_description": "env line\n" * 400}
+    fitted = model.fit("designer", contract, "designer_user", values)
+    assert 1024 - 256 < fitted.prompt_tokens <= 1024 - MIN_REPLY_TOKENS  # a quarter-window reply would not fit
+    assert "env_description" in fitted.shortened and LEFT_OUT in str(fitted.messages[-1].content)
+    assert texts(model, "designer", fitted.messages) == ["ok"]
+    assert openai_server.requests[0]["max_tokens"] == calls[0]["max_tokens"] == 1024 - fitted.prompt_tokens
+    with pytest.raises(PromptTooLarge, match="leaves 768 for it"):
+        model.fit("designer", contract * 2, "designer_user", values)
