@@ -170,6 +170,12 @@ class ChatModel:
         """`max_tokens` of each reply: the setting, at most a quarter of the window."""
         return reply_room(self.window().tokens, self.cfg.reply_tokens)
 
+    def reply_room_for(self, messages: Sequence[BaseMessage]) -> int:
+        """`max_tokens` of a reply to MESSAGES: `reply_tokens`, or less where `fit` made the
+        prompt take room from its reply (what a grammar sized to the reply must fit)."""
+        remembered = self._fitted_for(messages)
+        return self.reply_tokens() if remembered is None else remembered[2]
+
     def fit(self, role: str, system: str, template: str, values: dict[str, object]) -> Fitted:
         """The role's messages, shortened in the stated priority to leave the reply its room
         (`reply_tokens`); a prompt that does not fit even shortened takes room from its reply,
@@ -381,8 +387,7 @@ class ChatModel:
         """One logical request (retried as the policy says, or `retries` times), recorded
         whatever its outcome."""
         self.ledger.check_budget()
-        remembered = self._fitted_for(messages)
-        params.setdefault("max_tokens", self.reply_tokens() if remembered is None else remembered[2])
+        params.setdefault("max_tokens", self.reply_room_for(messages))
         if self.sends_seed:
             params.setdefault("seed", self._next_seed(role, messages))
         retries = self.cfg.max_retries if retries is None else retries

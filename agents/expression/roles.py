@@ -195,7 +195,7 @@ class ExpressionDebugger:
                                         values)
                 reply = self.model.replies("debugger", prompt.messages, n=1,
                                            temperature=min(self.temperature, 0.2 + 0.2 * len(tried)),
-                                           shortened=prompt.shortened, grammar=repair_grammar(task, failing, self.model.reply_tokens()))[0]
+                                           shortened=prompt.shortened, grammar=repair_grammar(task, failing, self.model.reply_room_for(prompt.messages)))[0]
             except PromptTooLarge as too_large:
                 return Draft(code=None, reply="", error=str(too_large), origin=REPAIR_ORIGIN)
             draft = repaired(design, reply.text, task, {s.label for s in failing}, code)

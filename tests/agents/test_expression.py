@@ -12,6 +12,7 @@ import math
 from dataclasses import asdict, replace
 
 import pytest
+from langchain_core.messages import HumanMessage
 
 from lero.agents import Elite, Review, check_candidate, make_team
 from lero.agents.checks import state_names
@@ -30,6 +31,7 @@ from lero.agents.expression.roles import (
     language_text,
     repaired,
 )
+from lero.agents.fit import messages_tokens
 from lero.agents.grammar_form import PROBE_GRAMMAR
 from lero.agents.records import Problem
 from lero.graph.configuration import RunSpec
@@ -161,6 +163,25 @@ def test_the_debugger_asks_under_a_grammar_no_longer_than_its_replys_max_tokens(
     request = openai_server.requests[-1]
     assert request["max_tokens"] == 512 and longest_sentence(request["grammar"]) <= 512
     assert accepts(request["grammar"], fix) and draft.code is not None
+
+
+def test_a_debugger_prompt_that_takes_room_from_its_reply_gets_a_grammar_that_fits_the_room_left(openai_server) -> None:
+    """A window where the repair prompt does not fit beside a quarter-window reply: the reply
+    gets the room left (`ChatModel.fit`), and the grammar is sized to that room, not to the
+    quarter, so a constrained reply still ends before it is cut off."""
+    fix = "term near: 1 constant = -mean(norm(landmark_pos - own(agent_pos), xy), L)"
+    openai_server.script = llama_cpp_python([fix, fix])
+    make_team(llm_config(openai_server, design="expression", context_tokens=4096)).debugger.repair(
+        SPREAD, render_text(GOOD, SPREAD), "RuntimeError: x", [])
+    prompt = messages_tokens([HumanMessage(m["content"]) for m in openai_server.requests[-1]["messages"]])
+    window = prompt + 200  # room for a 200-token reply, where a quarter of the window is more
+    assert window // 4 > 200
+    draft = make_team(llm_config(openai_server, design="expression", context_tokens=window)).debugger.repair(
+        SPREAD, render_text(GOOD, SPREAD), "RuntimeError: x", [])
+    request = openai_server.requests[-1]
+    assert 128 <= request["max_tokens"] < window // 4
+    assert longest_sentence(request["grammar"]) <= request["max_tokens"]  # narrower than at 512
+    assert draft.code is not None
 
 
 def test_the_feature_grammar_reads_only_the_agents_own_observation() -> None:
