@@ -34,6 +34,10 @@ from lero.sandbox.types import SandboxUnavailable
 
 MESSAGE_BYTES = 1 << 20  # one request (its env and argv) or reply
 REQUEST_FDS = 4  # the job's channel, stdin, stdout, stderr
+# Deadlines on the trusted side's answers, so that a zygote which stays alive but stops
+# answering fails a job instead of hanging it before the job's own wall clock starts:
+READY_TIMEOUT_S = 300.0  # its start: importing torch and the engine (seconds; minutes on a loaded machine)
+SPAWN_TIMEOUT_S = 60.0  # a job's pid: two forks and a setsid (milliseconds)
 
 
 class Zygote:
@@ -60,14 +64,20 @@ class Zygote:
                 )  # fmt: skip
             finally:
                 zygote_end.close()
-            ready = host_end.recv(MESSAGE_BYTES)
+            host_end.settimeout(READY_TIMEOUT_S)
+            try:
+                ready = host_end.recv(MESSAGE_BYTES)
+                silent = ["no output"]
+            except TimeoutError:
+                ready, silent = b"", [f"it was not ready within {READY_TIMEOUT_S:g} s"]
+            host_end.settimeout(None)
             threads = json.loads(ready)["threads"] if ready else None
             if threads != 1:
                 host_end.close()
                 self._process.kill()
                 self._process.wait()
                 errors.seek(0)
-                tail = (errors.read().decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+                tail = (errors.read().decode(errors="replace").strip().splitlines() or silent)[-1]
                 why = f"it runs {threads} threads, and a fork copies one" if threads else tail
                 raise SandboxUnavailable(f"the process sandbox's zygote cannot serve jobs: {why}")
         self._control = host_end
@@ -92,7 +102,17 @@ class Zygote:
             job_channel.close()
             for fd in (stdin_r, stdout_w, stderr_w):
                 os.close(fd)
-        reply = json.loads(channel.recv(MESSAGE_BYTES) or b"{}")
+        channel.settimeout(SPAWN_TIMEOUT_S)
+        try:
+            reply = json.loads(channel.recv(MESSAGE_BYTES) or b"{}")
+        except TimeoutError:
+            with self._lock:  # it answers nothing: the next job gets a new zygote
+                self._stop(kill=True)
+            child.close_streams()
+            raise SandboxUnavailable(
+                f"the process sandbox's zygote did not start the job within {SPAWN_TIMEOUT_S:g} s"
+            ) from None
+        channel.settimeout(None)
         if "pid" not in reply:
             child.close_streams()
             raise SandboxUnavailable("the process sandbox's zygote did not start the job")
@@ -103,12 +123,16 @@ class Zygote:
         with self._lock:
             self._stop()
 
-    def _stop(self) -> None:
+    def _stop(self, kill: bool = False) -> None:
+        """Close the control socket (the zygote reads EOF and exits; running jobs go on);
+        KILL: a zygote that stopped answering is killed rather than waited for."""
         if self._control is not None:
-            self._control.close()  # the zygote reads EOF and exits; running jobs go on
+            self._control.close()
             self._control = None
         if self._process is not None:
             try:
+                if kill:
+                    self._process.kill()
                 self._process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self._process.kill()

@@ -105,6 +105,43 @@ def test_a_dead_zygote_is_started_again_and_close_stops_it(sandbox) -> None:
     assert restarted.poll() is not None  # gone with the sandbox, not left behind
 
 
+def test_a_zygote_that_stops_answering_fails_the_job_and_the_next_job_gets_a_new_one(sandbox, monkeypatch) -> None:
+    """Stopped (SIGSTOP), the zygote forks nothing: the job fails within the spawn deadline
+    instead of hanging before its own wall clock starts, and the next job is served."""
+    import signal
+
+    from lero.sandbox import zygote as zygote_module
+
+    assert sandbox.run_job(Job(kind=LOOK.name, code=None, seed=5)).status == "ok"
+    stopped = sandbox._zygote._process
+    os.kill(stopped.pid, signal.SIGSTOP)
+    monkeypatch.setattr(zygote_module, "SPAWN_TIMEOUT_S", 0.5)
+    failed = sandbox.run_job(Job(kind=LOOK.name, code=None, seed=6))
+    assert failed.status == "crashed" and "did not start the job within 0.5 s" in failed.error["message"]
+    assert stopped.poll() == -signal.SIGKILL  # killed, not left stopped
+    monkeypatch.undo()
+    assert sandbox.run_job(Job(kind=LOOK.name, code=None, seed=7)).status == "ok"
+    assert sandbox._zygote._process.pid != stopped.pid
+
+
+def test_a_zygote_that_never_gets_ready_fails_with_its_deadline(tmp_path, monkeypatch) -> None:
+    """A start that hangs (here a `sitecustomize` that sleeps before the engine is imported)
+    ends at the ready deadline with one line saying so, and leaves no zygote behind."""
+    from lero.sandbox import zygote as zygote_module
+    from lero.sandbox.process_backend import JOBS_ENV
+    from lero.sandbox.types import SandboxUnavailable
+
+    (tmp_path / "sitecustomize.py").write_text("import time\ntime.sleep(3600)\n")
+    monkeypatch.setattr(zygote_module, "READY_TIMEOUT_S", 0.5)
+    zygote = zygote_module.Zygote({**JOBS_ENV, "PYTHONPATH": str(tmp_path)})
+    try:
+        with pytest.raises(SandboxUnavailable, match="not ready within 0.5 s"):
+            zygote.spawn({"env": JOBS_ENV, "confinement": {}, "exec": ["true"]})
+        assert zygote._process.poll() is not None
+    finally:
+        zygote.close()
+
+
 def test_a_job_that_cannot_be_confined_runs_nothing_and_says_why(tmp_path) -> None:
     from lero.sandbox.enclosure import FAILED_SETUP_EXIT, Confinement
     from lero.sandbox.process_backend import JOBS_ENV
