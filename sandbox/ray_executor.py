@@ -263,6 +263,7 @@ class RaySandbox(Sandbox):
         self._attempts: dict[str, list[dict[str, Any]]] = {}  # job id -> node of each attempt
         self._finished_on: dict[str, dict[str, Any]] = {}  # job id -> node, until job_finished
         self._orphans: list[dict[str, Any]] = []  # attempts whose worker died with a container
+        self._reaped: list[dict[str, Any]] = []  # orphans reaped once: `close` reaps them again
         self._closed = False
 
     # the local backend does what is not a train / evaluate job
@@ -415,11 +416,17 @@ class RaySandbox(Sandbox):
                 self._orphans += self._attempts.pop(job.job_id, [])
         self.reap_orphans()
 
-    def reap_orphans(self) -> int:
+    def reap_orphans(self, again: bool = False) -> int:
         """Remove the containers of workers that died in a job (cancelled, node lost);
-        returns how many. One task per live machine waits for those workers to exit."""
+        returns how many. One task per live machine waits for those workers to exit. AGAIN:
+        the orphans reaped before, once more (`close`): a container a dying worker asked for
+        can reach its daemon after the first pass."""
         with self._lock:
-            orphans, self._orphans = self._orphans, []
+            if again:
+                orphans = list(self._reaped)
+            else:
+                orphans, self._orphans = self._orphans, []
+                self._reaped += orphans
         if not orphans or not ray.is_initialized():
             return 0
         by_host: dict[str, list[int]] = {}
@@ -449,6 +456,7 @@ class RaySandbox(Sandbox):
         self._closed = True
         if ray.is_initialized():
             self.cancel()
+            self.reap_orphans(again=True)
             with self._lock:
                 board, self._board = self._board, None
             if board is not None:

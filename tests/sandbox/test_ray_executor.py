@@ -277,11 +277,25 @@ def test_cancel_stops_the_ray_task_and_removes_its_container(shared_cluster, ear
         assert progress.wait(timeout=240), "the train job never reported progress"
         sandbox.cancel()
         thread.join(timeout=60)
+        late = late_container(placed[-1]["worker"])
     finally:
         sandbox.close()
     assert not thread.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], JobCancelled)
     assert leftover_containers({p["worker"] for p in placed}, earlier_containers) == []
+    assert late not in {c["Id"] for c in sandbox_containers()}
+
+
+def late_container(worker: str) -> str:
+    """A container the killed WORKER asked for that reached the daemon after cancel's reap (a
+    create in flight when it died), made here: `close` must reap it in its second pass."""
+    import docker
+
+    from lero.sandbox.docker_backend import LABEL, OWNER_LABEL
+    from lero.sandbox.image import image_tag
+
+    labels = {LABEL: "1", OWNER_LABEL: worker}
+    return docker.from_env().containers.create(image_tag(), ["true"], labels=labels).id
 
 
 def test_interval_checkpoints_travel_back_from_the_node(shared_cluster, tmp_path, monkeypatch, capsys) -> None:
