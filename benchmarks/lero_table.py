@@ -29,17 +29,20 @@ import argparse
 import hashlib
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from lero.app.cli.args import env_arg
 from lero.app.cli.run_hooks import app_front
+from lero.app.cli.stops import EXIT_INTERRUPTED, first_stop_cancels
 from lero.app.study import PAPER_ALGOS, StudySpec, run_study
 from lero.app.study.combine import combine_studies, render_combined
 from lero.app.study.spec import DEFAULT_SEEDS, PAPER_ARMS, PAPER_SEEDS
 from lero.app.study.stats import poi_verdict, said, shown_poi, shown_spread
 from lero.graph.configuration import DEFAULT_RUNS_DIR, RunSpec
+from lero.graph.context import CancelScope
 from lero.graph.rundir import STUDIES_DIR, RunDir
 from lero.graph.runner import resume_run, start_run
 from lero.training.defaults import EVAL_EPISODES
@@ -83,20 +86,21 @@ def table_run_id(task: str, algo: str, env_args: dict[str, Any]) -> str:
     return f"{run_id}-{hashlib.sha256(json.dumps(env_args, sort_keys=True).encode()).hexdigest()[:8]}"
 
 
-def ensure_run(task: str, algo: str, steps: int, args: argparse.Namespace) -> str:
-    """The task's offline run with ALGO: started, resumed, or (finished) reused."""
+def ensure_run(task: str, algo: str, steps: int, args: argparse.Namespace, scope: CancelScope | None = None) -> str:
+    """The task's offline run with ALGO: started, resumed, or (finished) reused; SCOPE's
+    first stop (Ctrl-C, SIGTERM) kills its jobs."""
     env_args = dict(args.env_args)
     run_id = table_run_id(task, algo, env_args)
     started = time.perf_counter()
     if (Path(args.runs_dir) / run_id).is_dir():
-        outcome = resume_run(run_id, args.runs_dir, QuietUI(), front=app_front())
+        outcome = resume_run(run_id, args.runs_dir, QuietUI(), front=app_front(scope))
     else:
         env_kwargs = {**RunSpec.default_env_kwargs(task), **env_args} if env_args else None
         spec = RunSpec(llm="offline", env=task, env_kwargs=env_kwargs, algo=algo, steps=steps, sandbox=args.sandbox,
                        runs_dir=args.runs_dir, offline_prior=False, run_id=run_id,
                        confirm_steps=0, max_parallel=args.max_parallel, eval_episodes=args.eval_episodes)  # the study's hrf+oef@10x vs native@10x asks it, with more seeds  # fmt: skip
         print(f"run {run_id}: offline designer, no prior, {algo} at {steps} steps", flush=True)
-        outcome = start_run(spec, QuietUI(), front=app_front())
+        outcome = start_run(spec, QuietUI(), front=app_front(scope))
     print(f"run {run_id}: {outcome.status} ({time.perf_counter() - started:.0f} s)", flush=True)
     return run_id
 
@@ -191,6 +195,40 @@ def grid(rows: list[dict[str, Any]], arms: list[str]) -> str:
     return "\n".join(lines)
 
 
+def tabulate(args: argparse.Namespace, scope: CancelScope | None = None) -> dict[str, Any]:
+    """Every task's runs and studies (resumed where an earlier sitting stopped), the result
+    JSON rewritten after each study; SCOPE's first stop kills the jobs in flight."""
+    split = lambda text: [x.strip() for x in text.split(",") if x.strip()]  # noqa: E731
+    steps_of = lambda algo: args.steps.get(algo, RunSpec().steps)  # noqa: E731
+    rows: list[dict[str, Any]] = []
+    equal_compute: list[dict[str, Any]] = []
+    studies: dict[str, list[dict[str, Any]]] = {}  # loop algorithm -> its candidates' studies
+    arms = tuple(split(args.arms))
+    result: dict[str, Any] = {"settings": {**vars(args), "out": str(args.out), "arms": list(arms)}}
+    for task in split(args.tasks):
+        run_ids = {loop_algo: ensure_run(task, loop_algo, steps_of(loop_algo), args, scope)
+                   for loop_algo in split(args.loop_algos)}  # fmt: skip
+        for loop_algo, run_id in run_ids.items():
+            for algo in split(args.algos):
+                print(f"shared {share_results(args.runs_dir, list(run_ids.values()))} finished jobs "
+                      f"between the runs of {task}", flush=True)
+                study = run_study(
+                    StudySpec(run_id=run_id, runs_dir=args.runs_dir, seeds=args.seeds, steps=steps_of(algo),
+                              algos=(algo,), variants=arms, sandbox=args.sandbox, checkpoints=args.checkpoints,
+                              max_parallel=args.max_parallel, eval_episodes=args.eval_episodes),
+                    progress=lambda line: print(line, flush=True),
+                )  # fmt: skip
+                studies.setdefault(loop_algo, []).append(study)
+                rows += [{"task": task, "loop_algo": loop_algo, "run_id": run_id, **cell_row(c, study.get("better", {}))}
+                         for c in study["cells"]]
+                equal_compute += [{"task": task, "loop_algo": loop_algo, **r} for r in study["equal_compute"]]
+                result |= {"rows": rows, "equal_compute": equal_compute,
+                           "combined": {a: combine_studies(s) for a, s in studies.items()}}  # fmt: skip
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", default=",".join(ENV_NAMES))
@@ -212,34 +250,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sandbox", default="auto", choices=["auto", "docker", "process"])
     parser.add_argument("--out", type=Path, default=OUT, help="the JSON result, rewritten after each study")
     args = parser.parse_args(argv)
-    split = lambda text: [x.strip() for x in text.split(",") if x.strip()]  # noqa: E731
-    steps_of = lambda algo: args.steps.get(algo, RunSpec().steps)  # noqa: E731
-    rows: list[dict[str, Any]] = []
-    equal_compute: list[dict[str, Any]] = []
-    studies: dict[str, list[dict[str, Any]]] = {}  # loop algorithm -> its candidates' studies
-    arms = tuple(split(args.arms))
-    result: dict[str, Any] = {"settings": {**vars(args), "out": str(args.out), "arms": list(arms)}}
-    for task in split(args.tasks):
-        run_ids = {loop_algo: ensure_run(task, loop_algo, steps_of(loop_algo), args)
-                   for loop_algo in split(args.loop_algos)}  # fmt: skip
-        for loop_algo, run_id in run_ids.items():
-            for algo in split(args.algos):
-                print(f"shared {share_results(args.runs_dir, list(run_ids.values()))} finished jobs "
-                      f"between the runs of {task}", flush=True)
-                study = run_study(
-                    StudySpec(run_id=run_id, runs_dir=args.runs_dir, seeds=args.seeds, steps=steps_of(algo),
-                              algos=(algo,), variants=arms, sandbox=args.sandbox, checkpoints=args.checkpoints,
-                              max_parallel=args.max_parallel, eval_episodes=args.eval_episodes),
-                    progress=lambda line: print(line, flush=True),
-                )  # fmt: skip
-                studies.setdefault(loop_algo, []).append(study)
-                rows += [{"task": task, "loop_algo": loop_algo, "run_id": run_id, **cell_row(c, study.get("better", {}))}
-                         for c in study["cells"]]
-                equal_compute += [{"task": task, "loop_algo": loop_algo, **r} for r in study["equal_compute"]]
-                result |= {"rows": rows, "equal_compute": equal_compute,
-                           "combined": {a: combine_studies(s) for a, s in studies.items()}}  # fmt: skip
-                args.out.parent.mkdir(parents=True, exist_ok=True)
-                args.out.write_text(json.dumps(result, indent=2) + "\n")
+    with first_stop_cancels() as interrupts:  # SIGTERM as Ctrl-C: no job's container outlives the table
+        try:
+            result = tabulate(args, interrupts.scope)
+        except KeyboardInterrupt:
+            interrupts.wait()
+            print("interrupted; finished runs and cells are kept: the same command continues the table",
+                  file=sys.stderr)  # fmt: skip
+            raise SystemExit(EXIT_INTERRUPTED) from None
+    rows, arms = result.get("rows", []), result["settings"]["arms"]
     print()
     print(table(rows))
     print()

@@ -96,3 +96,42 @@ def test_the_table_starts_a_vmas_run_with_its_env_args(tmp_path: Path, monkeypat
     assert spec.run_id == run_id == lero_table.table_run_id("vmas:navigation", "mappo", {"n_agents": 3})
     assert spec.env == "vmas:navigation" and spec.env_kwargs["n_agents"] == 3
     assert (spec.max_parallel, spec.eval_episodes, spec.steps) == (1, 16, 1000)
+
+
+def test_sigterm_during_the_tables_run_kills_its_jobs_and_exits_as_ctrl_c(tmp_path: Path, monkeypatch, capsys) -> None:
+    """SIGTERM (a scheduler's limit, `kill`) reaches the table as Ctrl-C: the run in flight
+    gets the stop scope, whose cancel kills its sandbox's jobs, and the command exits 130
+    saying the same command continues (before, SIGTERM ended it with its containers left)."""
+    import os
+    import signal
+    import threading
+    import types
+
+    import pytest
+
+    from benchmarks import lero_table
+
+    cancelled = threading.Event()
+    context = types.SimpleNamespace(sandbox=types.SimpleNamespace(cancel_all=cancelled.set))
+
+    def run_until_stopped(spec, ui, front):  # a run whose jobs are in flight when SIGTERM comes
+        front.cancels.add(context)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert cancelled.wait(timeout=60)  # never reached: the signal interrupts this wait
+        raise AssertionError("SIGTERM did not stop the run")
+
+    def unhandled(signum: int, frame: object) -> None:  # what the table must replace while it runs
+        raise AssertionError("the table left SIGTERM to its caller's handler")
+
+    monkeypatch.setattr(lero_table, "start_run", run_until_stopped)
+    previous = signal.signal(signal.SIGTERM, unhandled)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            lero_table.main(["--tasks", "simple_spread", "--loop-algos", "mappo", "--algos", "mappo",
+                             "--runs-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "table.json")])  # fmt: skip
+        assert signal.getsignal(signal.SIGTERM) is unhandled  # put back when the table ends
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert stopped.value.code == 130
+    assert cancelled.is_set()  # the run's sandbox was told to kill its jobs
+    assert "interrupted; finished runs and cells are kept: the same command continues the table" in capsys.readouterr().err
