@@ -64,21 +64,20 @@ class Zygote:
                 )  # fmt: skip
             finally:
                 zygote_end.close()
-            host_end.settimeout(READY_TIMEOUT_S)
-            try:
-                ready = host_end.recv(MESSAGE_BYTES)
-                silent = ["no output"]
-            except TimeoutError:
-                ready, silent = b"", [f"it was not ready within {READY_TIMEOUT_S:g} s"]
-            host_end.settimeout(None)
+            ready = _recv_within(host_end, READY_TIMEOUT_S)
             threads = json.loads(ready)["threads"] if ready else None
             if threads != 1:
                 host_end.close()
                 self._process.kill()
                 self._process.wait()
                 errors.seek(0)
-                tail = (errors.read().decode(errors="replace").strip().splitlines() or silent)[-1]
-                why = f"it runs {threads} threads, and a fork copies one" if threads else tail
+                said = errors.read().decode(errors="replace").strip().splitlines()
+                if threads:
+                    why = f"it runs {threads} threads, and a fork copies one"
+                elif said:
+                    why = said[-1]
+                else:
+                    why = "no output" if ready is not None else f"it was not ready within {READY_TIMEOUT_S:g} s"
                 raise SandboxUnavailable(f"the process sandbox's zygote cannot serve jobs: {why}")
         self._control = host_end
         return host_end
@@ -94,6 +93,7 @@ class Zygote:
         try:
             with self._lock:
                 control = self._ready_control()
+                zygote = self._process
                 socket.send_fds(control, [json.dumps(request).encode()], [job_channel.fileno(), stdin_r, stdout_w, stderr_w])
         except BaseException:
             child.close_streams()
@@ -102,17 +102,14 @@ class Zygote:
             job_channel.close()
             for fd in (stdin_r, stdout_w, stderr_w):
                 os.close(fd)
-        channel.settimeout(SPAWN_TIMEOUT_S)
-        try:
-            reply = json.loads(channel.recv(MESSAGE_BYTES) or b"{}")
-        except TimeoutError:
-            with self._lock:  # it answers nothing: the next job gets a new zygote
-                self._stop(kill=True)
+        answer = _recv_within(channel, SPAWN_TIMEOUT_S)
+        if answer is None:
+            with self._lock:  # it answers nothing: the next job gets a new zygote (unless one already did)
+                if self._process is zygote:
+                    self._stop(kill=True)
             child.close_streams()
-            raise SandboxUnavailable(
-                f"the process sandbox's zygote did not start the job within {SPAWN_TIMEOUT_S:g} s"
-            ) from None
-        channel.settimeout(None)
+            raise SandboxUnavailable(f"the process sandbox's zygote did not start the job within {SPAWN_TIMEOUT_S:g} s")
+        reply = json.loads(answer or b"{}")
         if "pid" not in reply:
             child.close_streams()
             raise SandboxUnavailable("the process sandbox's zygote did not start the job")
@@ -151,11 +148,9 @@ class ZygoteChild:
     def wait(self, timeout: float | None = None) -> int:
         """Its exit code (-N: killed by signal N), as its supervisor reports it."""
         if self.returncode is None:
-            self.channel.settimeout(timeout)
-            try:
-                reply = self.channel.recv(MESSAGE_BYTES)
-            except TimeoutError:
-                raise subprocess.TimeoutExpired(f"job {self.pid}", timeout) from None
+            reply = _recv_within(self.channel, timeout)
+            if reply is None:
+                raise subprocess.TimeoutExpired(f"job {self.pid}", timeout)
             self.returncode = json.loads(reply)["returncode"] if reply else -signal.SIGKILL  # its supervisor died
             self.channel.close()
         return self.returncode
@@ -165,6 +160,18 @@ class ZygoteChild:
         for stream in (self.stdin, self.stdout, self.stderr):
             with contextlib.suppress(OSError):
                 stream.close()
+
+
+def _recv_within(sock: socket.socket, timeout_s: float | None) -> bytes | None:
+    """One message from SOCK (b"" once its other end is gone), or None when none came within
+    TIMEOUT_S (None: however long it takes); SOCK blocks again afterwards."""
+    sock.settimeout(timeout_s)
+    try:
+        return sock.recv(MESSAGE_BYTES)
+    except TimeoutError:
+        return None
+    finally:
+        sock.settimeout(None)
 
 
 def serve(control: socket.socket) -> None:
