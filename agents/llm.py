@@ -41,9 +41,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_openai import ChatOpenAI
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_random_exponential
 
@@ -90,6 +88,7 @@ from lero.agents.retry import (
     describe_error,
     is_timeout,
     is_transient,
+    openai_module,
     rejects_seed,
     rejects_system_role,
     retry_after_s,
@@ -148,6 +147,9 @@ class ChatModel:
         self._fitted_from: dict[tuple, tuple] = {}  # recent prompts -> (window, fit's arguments, reply room)
         self._fits_lock = threading.Lock()
         self._api_key = cfg.api_key.get_secret_value() if cfg.api_key else None
+        # imported here: what never asks a model (an offline run, the UI's workers) never pays its second
+        from langchain_openai import ChatOpenAI
+
         self.client = ChatOpenAI(
             model=cfg.model,
             base_url=cfg.base_url,
@@ -203,7 +205,7 @@ class ChatModel:
         """A refusal that states a window smaller than the one assumed (llama-cpp-python's
         server states it only then): that window from now on."""
         refusal = error.__cause__
-        if not isinstance(refusal, openai.BadRequestError):
+        if not isinstance(refusal, openai_module().BadRequestError):
             return
         tokens = stated_window(str(refusal.message))
         if tokens is not None and tokens < self.window().tokens:
@@ -283,7 +285,7 @@ class ChatModel:
                 if not resent and self.window().tokens < assumed and self._fitted_for(messages):
                     resent = True  # fitted again to the window the refusal stated, at the loop's top
                     continue
-                if want > 1 and isinstance(error.__cause__, openai.BadRequestError):
+                if want > 1 and isinstance(error.__cause__, openai_module().BadRequestError):
                     log.info("server refused n=%d choices; asking one reply per request", want)
                     self.supports_n = False
                     continue
@@ -359,7 +361,7 @@ class ChatModel:
             try:
                 return self._send_and_record(role, fitted.messages, n=1, tools=tools, shortened=fitted.shortened)[0]
             except LLMError as error:
-                if not isinstance(error.__cause__, openai.BadRequestError):
+                if not isinstance(error.__cause__, openai_module().BadRequestError):
                     raise
                 log.info("server refused tool calling; the assistant answers in plain text")
                 self.supports_tools = False

@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import email.utils
 import time
-
-import openai
+from types import ModuleType
 
 
 class LLMError(RuntimeError):
     """A model request failed for good (bad key, unknown model, retries spent, ...)."""
+
+
+def openai_module() -> ModuleType:
+    """`openai`, imported on first use: its error classes matter only once a request failed,
+    and what never asks a model (an offline run, `lero runs`, `lero report`, the UI's
+    workers) should not pay the second its import takes."""
+    import openai
+
+    return openai
 
 
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
@@ -21,6 +29,7 @@ TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 
 
 def is_transient(error: BaseException) -> bool:
     """Worth retrying: rate limits, server errors, timeouts and dropped connections."""
+    openai = openai_module()
     if isinstance(error, openai.APIStatusError):
         return error.status_code in TRANSIENT_STATUS or error.status_code >= 500
     return isinstance(error, openai.APIConnectionError | TimeoutError | ConnectionError)
@@ -49,6 +58,7 @@ def retry_after_s(error: BaseException | None) -> float | None:
 
 def describe_error(error: BaseException) -> str:
     """One line saying what went wrong, without a stack trace or a key."""
+    openai = openai_module()
     if isinstance(error, openai.APIStatusError):
         hints = {401: " (check OPENAI_API_KEY)", 404: " (unknown model or wrong --base-url?)"}
         detail = " ".join(str(error.message).split())[:300]
@@ -61,11 +71,13 @@ def describe_error(error: BaseException) -> str:
 
 
 def is_timeout(error: BaseException) -> bool:
+    openai = openai_module()
     return isinstance(error, openai.APITimeoutError | TimeoutError)
 
 
 def rejects_system_role(error: BaseException) -> bool:
     """A chat template that has no system role (Gemma-style templates raise on one)."""
+    openai = openai_module()
     if not isinstance(error, openai.APIStatusError) or error.status_code not in (400, 422, 500):
         return False
     message = str(error.message).lower()
@@ -75,5 +87,6 @@ def rejects_system_role(error: BaseException) -> bool:
 def rejects_seed(error: BaseException | None) -> bool:
     """A server that refuses the `seed` parameter (OpenAI's words for an unknown one:
     "Unrecognized request argument supplied: seed")."""
+    openai = openai_module()
     return (isinstance(error, openai.APIStatusError) and error.status_code in (400, 422)
             and "seed" in str(error.message).lower())

@@ -1,7 +1,7 @@
 """The process backend, for machines without Docker: weaker, and loud about it.
 
-Each job is a child forked from the sandbox's zygote (`sandbox.zygote`, the engine already
-imported) and confined in place (`sandbox.enclosure`): its own session with rlimits
+Each job is a child forked from the host process's zygote (`sandbox.zygote`, the engine
+already imported once for every process sandbox the host makes) and confined in place (`sandbox.enclosure`): its own session with rlimits
 (RLIMIT_AS = memory, RLIMIT_CPU, RLIMIT_NPROC = pids, RLIMIT_FSIZE = job-dir cap, no core
 files), an empty environment (only HOME, TMPDIR and `types.JOB_PROCESS_ENV`; `lero.*`
 imports through the installed package), a temporary working directory whose total size
@@ -35,7 +35,7 @@ from lero.sandbox.enclosure import Confinement, namespaces_work
 from lero.sandbox.harness import KINDS_FLAG
 from lero.sandbox.output import CappedBuffer, drain_in_thread
 from lero.sandbox.types import JOB_PROCESS_ENV, Limits, ScriptResult
-from lero.sandbox.zygote import Zygote
+from lero.sandbox.zygote import shared_zygote
 
 # what every job's environment holds besides its own HOME and TMPDIR (the zygote's, too)
 JOBS_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", **JOB_PROCESS_ENV}
@@ -49,7 +49,7 @@ class ProcessSandbox(Sandbox):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.namespaces = namespaces_work()
-        self._zygote = Zygote(JOBS_ENV)
+        self._zygote = shared_zygote(JOBS_ENV)
         self._running: set[int] = set()  # process groups of the jobs running now
         self._running_lock = threading.Lock()
         if not self.namespaces:
@@ -58,8 +58,8 @@ class ProcessSandbox(Sandbox):
             print(warning, file=sys.stderr)
 
     def close(self) -> None:
-        """Stop the zygote (the next job starts a new one); running jobs are not touched."""
-        self._zygote.close()
+        """Nothing to release: the zygote is the host process's (`shared_zygote`), kept for the
+        next sandbox; running jobs are not touched."""
 
     def _kill_running(self) -> None:
         with self._running_lock:

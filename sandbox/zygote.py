@@ -58,8 +58,9 @@ class Zygote:
         with tempfile.TemporaryFile() as errors:
             try:
                 self._process = subprocess.Popen(
-                    [sys.executable, "-m", "lero.sandbox.zygote", str(zygote_end.fileno())],
-                    pass_fds=[zygote_end.fileno()], env=self.env, stdin=subprocess.DEVNULL,
+                    # -P and cwd "/": no job imports from whichever directory the host was in
+                    [sys.executable, "-P", "-m", "lero.sandbox.zygote", str(zygote_end.fileno())],
+                    pass_fds=[zygote_end.fileno()], env=self.env, cwd="/", stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True,
                 )  # fmt: skip
             finally:
@@ -135,6 +136,19 @@ class Zygote:
                 self._process.kill()
                 self._process.wait()
             self._process = None
+
+
+_SHARED: dict[frozenset[tuple[str, str]], Zygote] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_zygote(env: dict[str, str]) -> Zygote:
+    """The host process's zygote for jobs with ENV: every process sandbox it makes (the runs
+    of a study, a benchmark or a test session) forks from one import of the engine instead of
+    one each. It runs no job's code, so sharing it shares nothing between jobs; it exits
+    when the host does (its end of the control socket closes)."""
+    with _SHARED_LOCK:
+        return _SHARED.setdefault(frozenset(env.items()), Zygote(env))
 
 
 class ZygoteChild:

@@ -5,8 +5,9 @@ directory, so Docker on its own layer), designed by the scripted OpenAI-compatib
 server: one generation of four candidates whose HRF or OEF runs test_attacks' scripts
 (imported, not copied): network to the outside and to a listener on the host, the host's
 environment and every process's `environ`, writes to the code, `/etc` and the working
-directory, `/proc` and `/sys`, a memory bomb, and a fork bomb, whose validation job the
-host kills at the run's `job_timeout_s` (`--job-timeout`; an hour by default) while the run
+directory, `/proc` and `/sys`, a memory bomb, and a fork bomb (one that waits between
+failed forks: it holds every pid for the whole deadline without spinning a core), whose
+validation job the host kills at the run's `job_timeout_s` (`--job-timeout`; an hour by default) while the run
 goes on. Both static gates (the critic's and the sandbox's) are switched off in this
 process: they stand for a hole in the gate, which is what the sandbox is for; the run, the
 sandbox, the env and the training are real.
@@ -35,7 +36,7 @@ from lero.sandbox.types import JOB_WALL_S
 from tests.graph.test_graph_e2e import RecordingUI
 from tests.graph.test_llm_loop import fenced, role
 from tests.sandbox.test_attacks import (
-    FORK_BOMB,
+    IDLE_FORK_BOMB,
     MEMORY_BOMB,
     NETWORK_EXTERNAL,
     PROC_SYS_SNOOP,
@@ -115,7 +116,7 @@ def test_the_attack_set_as_a_runs_hrf_and_oef_on_a_custom_env(sandbox_image, tmp
             hostile([NETWORK_EXTERNAL, loopback_attack(listener.port), SECRET_SNOOP, write_attack(targets)]),
             hostile([PROC_SYS_SNOOP], where="oef"),
             hostile([MEMORY_BOMB]),
-            hostile([FORK_BOMB]),
+            hostile([IDLE_FORK_BOMB]),
         ]
         server.script = lambda request: (Reply(content=[fenced(designs.pop(0)) for _ in range(int(request.get("n") or 1))])
                                          if role(request) == "designer" else Reply("VERDICT: accept\n- fine"))

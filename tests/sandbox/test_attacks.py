@@ -29,6 +29,9 @@ DEADLINE_MARGIN_S = 30
 # The attacks, as scripts: run as they are here, and as the HRF/OEF of a whole run on a
 # custom env (tests/graph/test_custom_env_attacks.py).
 FORK_BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+# The same bomb holding every pid the limit allows, but waiting between failed forks: for a
+# proof that waits out a long deadline (a run's job timeout) without spinning a core all along
+IDLE_FORK_BOMB = "import os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        time.sleep(1)\n"
 MEMORY_BOMB = "blocks = []\nwhile True:\n    blocks.append(bytearray(10**7))\n"
 NETWORK_EXTERNAL = (
     "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\n    print('CONNECTED')\n"

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,9 @@ def test_a_job_forked_from_the_zygote_is_confined_and_starts_with_the_engine_imp
     assert not list(REPO.glob("zygote-look-*")) and not list(Path("/tmp").glob("zygote-look-*"))
 
 
-def test_a_dead_zygote_is_started_again_and_close_stops_it(sandbox) -> None:
+def test_a_dead_zygote_is_started_again_and_the_next_sandbox_forks_from_the_same_one(sandbox, tmp_path) -> None:
+    from lero.sandbox.process_backend import ProcessSandbox
+
     assert sandbox.run_job(Job(kind=LOOK.name, code=None, seed=3)).status == "ok"
     zygote = sandbox._zygote._process
     zygote.kill()
@@ -102,7 +105,31 @@ def test_a_dead_zygote_is_started_again_and_close_stops_it(sandbox) -> None:
     restarted = sandbox._zygote._process
     assert restarted.pid != zygote.pid
     sandbox.close()
-    assert restarted.poll() is not None  # gone with the sandbox, not left behind
+    later = ProcessSandbox(work_dir=tmp_path / "later")
+    try:
+        assert later.run_job(Job(kind=LOOK.name, code=None, seed=5)).status == "ok"
+        assert later._zygote._process is restarted  # the engine is not imported again
+    finally:
+        later.close()
+
+
+def test_the_zygote_goes_with_its_host_and_imports_nothing_from_the_hosts_directory(tmp_path) -> None:
+    """A zygote outlives no host (its end of the control socket closes); a module in the
+    directory the host ran from (here one that shadows `json`, which the zygote imports) is
+    never what the zygote or a job imports."""
+    (tmp_path / "json.py").write_text("raise SystemExit('imported from the host directory')\n")
+    script = ("from lero.sandbox.process_backend import ProcessSandbox\nbox = ProcessSandbox(work_dir='jobs')\n"
+              "result = box.run_script('import json; print(json.dumps(1))')\n"
+              "print(result.status, result.stdout.strip(), box._zygote._process.pid)")
+    done = subprocess.run([sys.executable, "-P", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    status, printed, pid = done.stdout.split()
+    assert (status, printed) == ("ok", "1"), done.stderr
+    for _ in range(600):  # until the zygote has read the end of its socket (no timing asserted)
+        if not Path(f"/proc/{pid}").exists():
+            break
+        time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists()
 
 
 def test_a_zygote_that_stops_answering_fails_the_job_and_the_next_job_gets_a_new_one(sandbox, monkeypatch) -> None:
