@@ -8,6 +8,8 @@ workers, so the cores that one test's single-threaded work leaves idle run anoth
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 # session fixtures each made once per session: the modules using one share a worker
@@ -39,7 +41,15 @@ def worker_groups(items: list[pytest.Item]) -> dict[str, str]:
 
 
 def mark_worker_groups(items: list[pytest.Item]) -> None:
-    """Give every test the `xdist_group` of its module's group."""
+    """Give every test the `xdist_group` of its module's group, and put the groups with the
+    most `slow` tests first (in place; each group's own order kept): the workers take groups
+    in collection order (pyproject's `--no-loadscope-reorder`), so the long end-to-end groups
+    start early and the short ones even out the end, instead of one long group running alone
+    while the other workers have nothing left."""
     groups = worker_groups(items)
+    slow: Counter[str] = Counter()
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid.split("::", 1)[0]]))
+        group = groups[item.nodeid.split("::", 1)[0]]
+        item.add_marker(pytest.mark.xdist_group(group))
+        slow[group] += item.get_closest_marker("slow") is not None
+    items.sort(key=lambda item: -slow[groups[item.nodeid.split("::", 1)[0]]])
