@@ -53,6 +53,7 @@ from lero.sandbox.types import Job, Limits, SandboxUnavailable, ScriptResult, ki
 
 LABEL = "lero.sandbox"
 OWNER_LABEL = "lero.sandbox.owner"  # "<hostname>:<pid>" of the process that made it
+SPARE_START_WAIT_S = 10.0  # how long close() waits for a spare still being started (it removes itself)
 KINDS_MOUNT = "/opt/lero-kinds"  # the backend's kinds_dir (Sandbox.ship_kind), read-only
 RUNNER_COMMAND = ["python", "-m", "lero.sandbox.harness", "/job", KINDS_FLAG, KINDS_MOUNT]
 DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
@@ -255,7 +256,9 @@ class DockerSandbox(Sandbox):
             return {w.container.id: w.job_dir for spares in self._spares.values() for w in spares}
 
     def close(self) -> None:
-        """Remove the warm containers that never got a job (also at interpreter exit)."""
+        """Remove the warm containers that never got a job (also at interpreter exit), and wait
+        for the spares still being started, which remove themselves once up: after it, no
+        container of this backend's spares is left (at most SPARE_START_WAIT_S of waiting)."""
         with self._spares_lock:
             self._closed = True
             self._spare_ready.notify_all()
@@ -263,8 +266,12 @@ class DockerSandbox(Sandbox):
             unused += self._claimed.values()
             self._spares.clear()
             self._claimed.clear()
+            starting = list(self._replenishers)
         for warm in unused:
             self._discard(warm)
+        for thread in starting:  # a spare being started now is discarded when it is up
+            if thread is not threading.current_thread():
+                thread.join(timeout=SPARE_START_WAIT_S)
 
     def _kill_running(self) -> None:
         """Remove every container this process made (running jobs first, then warm spares).
@@ -274,10 +281,6 @@ class DockerSandbox(Sandbox):
         """
         self._remove_mine()
         self.close()
-        with self._spares_lock:
-            replenishers = list(self._replenishers)
-        for thread in replenishers:  # a spare being started now is discarded when it is up
-            thread.join(timeout=10.0)
         self._remove_mine()
 
     def _remove_mine(self) -> None:

@@ -114,15 +114,18 @@ def sandbox(request):
 
 
 def leftovers(sandbox) -> list[str]:
-    """Containers of this process, or processes working inside the sandbox's job dirs."""
+    """Containers of this sandbox (one of its job dirs mounted) but its idle spares, or
+    processes working inside its job dirs. Another session sandbox's spares in this process
+    are that sandbox's, whichever module's tests ran before."""
+    work_dir = str(sandbox.work_dir)
     if sandbox.kind == "docker":
         from lero.sandbox.docker_backend import OWNER_LABEL, _owner
 
         found = sandbox.client.containers.list(
             all=True, filters={"label": f"{OWNER_LABEL}={_owner()}"}
         )
-        return [c.name for c in found if c.id not in sandbox.idle_spares()]
-    work_dir = str(sandbox.work_dir)
+        return [c.name for c in found if c.id not in sandbox.idle_spares() and any(
+            mount["Destination"] == "/job" and mount["Source"].startswith(work_dir) for mount in c.attrs["Mounts"])]
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -134,12 +137,16 @@ def leftovers(sandbox) -> list[str]:
 
 
 def run_attack(sandbox, source: str, limits: Limits = LIMITS) -> ScriptResult:
+    """SOURCE run in SANDBOX (a session's, shared with other modules' tests): it ends by the
+    deadline and leaves no process, container or file in the job dirs (what was there before
+    it, such as another test's copied policy, is not the attack's)."""
+    before = set(Path(sandbox.work_dir).iterdir())
     started = time.monotonic()
     result = sandbox.run_script(source, limits)
     assert time.monotonic() - started <= limits.wall_s + DEADLINE_MARGIN_S, result
     assert leftovers(sandbox) == []
     spare_dirs = set(sandbox.idle_spares().values()) if sandbox.kind == "docker" else set()
-    assert set(Path(sandbox.work_dir).iterdir()) <= spare_dirs
+    assert set(Path(sandbox.work_dir).iterdir()) - before <= spare_dirs
     return result
 
 
