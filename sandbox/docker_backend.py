@@ -270,8 +270,7 @@ class DockerSandbox(Sandbox):
         for warm in unused:
             self._discard(warm)
         for thread in starting:  # a spare being started now is discarded when it is up
-            if thread is not threading.current_thread():
-                thread.join(timeout=SPARE_START_WAIT_S)
+            thread.join(timeout=SPARE_START_WAIT_S)
 
     def _kill_running(self) -> None:
         """Remove every container this process made (running jobs first, then warm spares).
