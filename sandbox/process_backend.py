@@ -3,9 +3,10 @@
 Each job is a child forked from the host process's zygote (`sandbox.zygote`, the engine
 already imported once for every process sandbox the host makes) and confined in place
 (`sandbox.enclosure`): its own session with rlimits (RLIMIT_AS = memory, RLIMIT_CPU,
-RLIMIT_NPROC = pids, RLIMIT_FSIZE = job-dir cap, no core files), an empty environment (only HOME, TMPDIR and `types.JOB_PROCESS_ENV`; `lero.*`
-imports through the installed package), a temporary working directory whose total size
-is watched (`DiskWatch`), and a wall-clock kill of its whole process group.
+RLIMIT_NPROC = pids, RLIMIT_FSIZE = job-dir cap, no core files), an empty environment
+(only HOME, TMPDIR and `types.JOB_PROCESS_ENV`; `lero.*` imports through the installed
+package), a temporary working directory whose total size is watched (`DiskWatch`), and a
+wall-clock kill of its whole process group.
 
 Where the kernel lets us (root, or unprivileged user namespaces) it also runs in new
 namespaces: network (no network at all), PID (it is PID 1 there, so a kill takes every

@@ -124,8 +124,8 @@ def leftovers(sandbox) -> list[str]:
         found = sandbox.client.containers.list(
             all=True, filters={"label": f"{OWNER_LABEL}={_owner()}"}
         )
-        return [c.name for c in found if c.id not in sandbox.idle_spares() and any(
-            mount["Destination"] == "/job" and mount["Source"].startswith(work_dir) for mount in c.attrs["Mounts"])]
+        idle = sandbox.idle_spares()
+        return [c.name for c in found if c.id not in idle and mounts_a_job_dir_of(c, sandbox.work_dir)]
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -134,6 +134,13 @@ def leftovers(sandbox) -> list[str]:
         except OSError:
             continue
     return found
+
+
+def mounts_a_job_dir_of(container, work_dir) -> bool:
+    """Whether CONTAINER's /job is a folder inside WORK_DIR (a path test, not a prefix of
+    text: /tmp/jobs-a must not claim /tmp/jobs-ab's containers)."""
+    return any(mount["Destination"] == "/job" and Path(mount["Source"]).is_relative_to(work_dir)
+               for mount in container.attrs["Mounts"])
 
 
 def run_attack(sandbox, source: str, limits: Limits = LIMITS) -> ScriptResult:
