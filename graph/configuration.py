@@ -69,6 +69,13 @@ def parallel_jobs(max_parallel: int | None, job_threads: float, cores: int | Non
     return max(1, int(cores // job_threads))
 
 
+def wall_for_steps(limit_s: float, steps: int, usual_steps: int) -> float:
+    """The wall-clock limit of a job training STEPS env steps where LIMIT_S holds for jobs of up
+    to USUAL_STEPS: a longer one (native@loop, a 10x arm) gets it in proportion, i.e. the same
+    slowest speed every usual job is allowed."""
+    return limit_s * max(1.0, steps / usual_steps)
+
+
 def check_run_id(value: str) -> str:
     """`value` when it is a valid run id (letters, digits, `_-.`; no path parts), else RunError."""
     if not isinstance(value, str) or not RUN_ID.match(value):
@@ -346,11 +353,11 @@ class RunSpec(BaseModel):
                                   self.confirm_top + 1), MAX_STEPS)  # fmt: skip
 
     def job_wall_s(self, steps: int) -> float:
-        """The wall-clock limit of a job training STEPS env steps: `job_timeout_s` holds for the
-        run's usual jobs (up to the confirmation's budget, the longest the loop plans); a longer
-        one, native@loop (native code only, no candidate to hold a slot), gets it in proportion,
-        i.e. the same slowest speed every other job is allowed."""
-        return self.job_timeout_s * max(1.0, steps / self.usual_job_steps())
+        """The wall-clock limit of a job training STEPS env steps (`wall_for_steps`): `job_timeout_s`
+        holds for the run's usual jobs (up to the confirmation's budget, the longest the loop
+        plans); a longer one, native@loop (native code only, no candidate to hold a slot), gets
+        it in proportion."""
+        return wall_for_steps(self.job_timeout_s, steps, self.usual_job_steps())
 
     def confirm_budget(self) -> int:
         """Env steps of one confirmation training (0: the run confirms nothing)."""

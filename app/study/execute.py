@@ -234,7 +234,8 @@ def _job_fields(plan: Plan, algo: str, variant: str, indexes: list[int]) -> dict
     return {"code": variant_code(plan.code, variant), "env": plan.env, "algo": algo, "steps": plan.steps_of(variant),
             "seeds": [plan.spec.train_seeds[i] for i in indexes], "eval_seeds": [plan.spec.eval_seeds[i] for i in indexes],
             "eval_episodes": plan.spec.eval_episodes, "hparams": plan.hparams[algo],
-            "candidate_id": f"study:{algo}:{variant}", "checkpoint_every": plan.checkpoint_every(variant)}  # fmt: skip
+            "candidate_id": f"study:{algo}:{variant}", "checkpoint_every": plan.checkpoint_every(variant),
+            "limits": plan.job_limits(plan.steps_of(variant))}  # fmt: skip
 
 
 def run_study(spec: StudySpec, progress: Progress | None = None, confirm: str | None = None) -> dict[str, Any]:

@@ -39,6 +39,7 @@ def run_recheck(plan: Plan, sandbox: Any) -> dict[str, Any]:
     result = train_and_evaluate(
         sandbox, plan.code, plan.env, algo, RECHECK_FACTOR * plan.steps, seed, eval_seed=eval_seed,
         eval_episodes=plan.spec.eval_episodes, hparams=plan.hparams[algo], candidate_id=f"study:{algo}:recheck",
+        limits=plan.job_limits(RECHECK_FACTOR * plan.steps),
     )  # fmt: skip
     record = {"algo": algo, "seed": seed, "eval_seed": eval_seed, "budget": plan.steps,
               "steps": RECHECK_FACTOR * plan.steps, **result.to_dict()}  # fmt: skip

@@ -327,6 +327,26 @@ def test_a_study_plans_its_slots_for_the_seeds_no_cache_answers(tmp_path: Path) 
     assert _seed_jobs(plan, sandbox) == [("mappo", "native", [0, 1, 2]), ("mappo", "hrf", [0, 1]), ("mappo", "hrf", [2])]
 
 
+def test_a_longer_arm_gets_its_wall_clock_limit_in_proportion_to_its_steps(tmp_path: Path) -> None:
+    """An arm at 10x the study's steps (native@10x, and the recheck's 10x run) is allowed 10x
+    the default wall clock, as a run allows its native@loop job (`RunSpec.job_wall_s`); the
+    arms at the study's budget keep the default. With one hour for all, 2 seeds of an 8M-step
+    native@loop trained together timed out on 2 busy cores."""
+    from lero.app.study.execute import _job_fields, plan_study
+    from lero.app.study.recheck import RECHECK_FACTOR
+    from lero.sandbox.types import JOB_WALL_S, Limits
+
+    module = tmp_path / "cand.py"
+    module.write_text(CANDIDATE)
+    plan = plan_study(StudySpec.parse({"candidate": str(module), "runs_dir": str(tmp_path / "runs"), "steps": 400,
+                                       "variants": ["native", "hrf", "native@10x", "hrf+oef@3x"]}))  # fmt: skip
+    limits = {arm: _job_fields(plan, "mappo", arm, [0])["limits"] for arm in plan.spec.variants}
+    assert limits["native"] == limits["hrf"] == Limits()
+    assert limits["native@10x"] == Limits(wall_s=10 * JOB_WALL_S)
+    assert limits["hrf+oef@3x"].wall_s == pytest.approx(3 * JOB_WALL_S)
+    assert plan.job_limits(RECHECK_FACTOR * plan.steps).wall_s == pytest.approx(RECHECK_FACTOR * JOB_WALL_S)
+
+
 def test_study_executor_flags_reach_the_sandbox_settings(tmp_path: Path) -> None:
     """`lero study --executor/--ray-address` (like run and resume): the plan opens its
     sandbox with them; a file's study defaults to the local executor."""
