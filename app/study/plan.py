@@ -12,7 +12,7 @@ from lero.app.study.spec import StudySpec
 from lero.graph.configuration import RunSpec, wall_for_steps
 from lero.graph.rundir import RunDir
 from lero.graph.safefs import Confined
-from lero.sandbox.types import Limits
+from lero.sandbox.types import JOB_WALL_S, Limits
 from lero.training.defaults import EVAL_SEED
 
 
@@ -40,10 +40,9 @@ class Plan:
 
     def job_limits(self, steps: int) -> Limits:
         """A job training STEPS env steps: the default limits, its wall clock in proportion to
-        STEPS beyond the study's own budget, as a run allows its native@loop job
-        (`graph.configuration.wall_for_steps`); else an 8M-step native@loop or a 10x arm, its
-        seeds trained together, gets an hour like a 300k one and times out on a busy machine."""
-        return Limits(wall_s=wall_for_steps(Limits().wall_s, steps, self.steps))
+        STEPS beyond the study's own budget (`graph.configuration.wall_for_steps`, the rule a
+        run's native@loop has), so native@loop or a 10x arm is not held to a 300k job's hour."""
+        return Limits(wall_s=wall_for_steps(JOB_WALL_S, steps, self.steps))
 
     def checkpoint_every(self, arm: str) -> int | None:
         """Env steps between ARM's interval checkpoints (None: the study keeps none)."""
